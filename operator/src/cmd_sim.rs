@@ -1,0 +1,7 @@
+//! The `cinder-operator sim` subcommand.
+
+use std::process::ExitCode;
+
+pub fn run(_args: &crate::cli::Cli) -> ExitCode {
+    crate::not_built("sim")
+}
