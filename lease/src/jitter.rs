@@ -33,7 +33,11 @@ mod tests {
             assert!(j >= lo && j <= hi, "{j:?} outside [{lo:?}, {hi:?}]");
             seen.insert(j.as_nanos());
         }
-        assert!(seen.len() > 1000, "jitter drew only {} distinct values", seen.len());
+        assert!(
+            seen.len() > 1000,
+            "jitter drew only {} distinct values",
+            seen.len()
+        );
         // Both halves of the interval are reached.
         assert!(seen.iter().any(|&n| n < d.as_nanos()));
         assert!(seen.iter().any(|&n| n > d.as_nanos()));

@@ -1,9 +1,20 @@
 //! cinder-lease: per-device locks (seed 002, design section 4).
 //!
-//! This crate owns the device actor (one lock per device, waiters queued by priority
-//! with ageing), the Kubernetes Lease that excludes other operator replicas, and
-//! `jitter`, the one function every periodic requeue of the project goes through.
+//! This crate owns the device locks of the operator: the in-process lock (through the cinder-actors
+//! lock coordinator's device actor, waiters queued by priority with ageing), the Kubernetes Lease
+//! that excludes other operator replicas, their metrics and inspection, and `jitter`, the one
+//! function every periodic requeue of the project goes through.
 
+pub mod error;
+pub mod holder_identity;
 pub mod jitter;
+pub mod lease_lock;
+pub mod lease_name;
+pub mod metrics;
 
+pub use error::{DeviceLockError, LeaseError};
+pub use holder_identity::HolderIdentity;
 pub use jitter::jitter;
+pub use lease_lock::{Acquired, LeaseLock, LeaseSettings, Released};
+pub use lease_name::lease_name;
+pub use metrics::DeviceLockMetrics;

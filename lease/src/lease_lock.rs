@@ -1,0 +1,462 @@
+//! `LeaseLock`: the reference per-device Kubernetes Lease lock (coordination.k8s.io/v1), written
+//! with `kube::Api<Lease>`: create if absent, take over when expired, re-acquire by the holder,
+//! every update a PUT carrying the object's resourceVersion (a 409 means someone else got there
+//! first), renewal by the holder only, release by the holder clearing `holderIdentity`.
+
+use crate::error::LeaseError;
+use crate::holder_identity::HolderIdentity;
+use crate::lease_name::lease_name;
+use crate::metrics::{DeviceLockMetrics, LeaseVerb};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Api;
+use kube::api::PostParams;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Default `leaseDurationSeconds`.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// Duration and renew period of device Leases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// `leaseDurationSeconds`: whole seconds, at least 1. Default 15 s.
+    pub duration: Duration,
+    /// How often the holder renews; `None` means a third of the duration. Must be shorter than the
+    /// duration (rejected at construction otherwise).
+    pub renew_period: Option<Duration>,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self {
+            duration: DEFAULT_LEASE_DURATION,
+            renew_period: None,
+        }
+    }
+}
+
+impl LeaseSettings {
+    /// Settings with the given duration and the default renew period (a third of it).
+    pub fn with_duration(duration: Duration) -> Self {
+        Self {
+            duration,
+            renew_period: None,
+        }
+    }
+
+    /// Checks the settings; returns `(leaseDurationSeconds, renew period)`.
+    pub fn validate(&self) -> Result<(i32, Duration), LeaseError> {
+        let secs = self.duration.as_secs();
+        if self.duration.subsec_nanos() != 0 || secs == 0 || secs > i32::MAX as u64 {
+            return Err(LeaseError::InvalidSettings(format!(
+                "lease duration must be a whole number of seconds >= 1, got {:?}",
+                self.duration
+            )));
+        }
+        let renew = self.renew_period.unwrap_or(self.duration / 3);
+        if renew.is_zero() || renew >= self.duration {
+            return Err(LeaseError::InvalidSettings(format!(
+                "renew period {renew:?} must be positive and shorter than the lease duration {:?}",
+                self.duration
+            )));
+        }
+        // secs <= i32::MAX was checked above.
+        Ok((secs as i32, renew))
+    }
+}
+
+/// How an acquisition succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// The Lease did not exist and was created with this process as holder.
+    Created,
+    /// This process already held it; renewTime moved forward.
+    Reacquired,
+    /// The Lease existed without a holder (released).
+    Free,
+    /// Another holder's Lease had expired and was taken over (`leaseTransitions` + 1).
+    TakenOver {
+        /// The holder whose Lease expired.
+        previous_holder: String,
+    },
+}
+
+/// What a release did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// This process was the holder; `holderIdentity` is now cleared.
+    Released,
+    /// Someone else (or nobody) holds the Lease: nothing was changed.
+    NotHolder {
+        /// The actual holder, if any.
+        holder: Option<String>,
+    },
+    /// The Lease does not exist: nothing was changed.
+    Missing,
+}
+
+/// The result of an update attempted as holder.
+enum AsHolder {
+    Updated,
+    NotHolder(Option<String>),
+    Missing,
+}
+
+/// A per-device Lease lock for one holder identity.
+#[derive(Debug)]
+pub struct LeaseLock {
+    api: Api<Lease>,
+    name: String,
+    device_id: String,
+    identity: HolderIdentity,
+    duration_seconds: i32,
+    duration: Duration,
+    renew_period: Duration,
+    metrics: Option<DeviceLockMetrics>,
+    /// The Lease as this holder last wrote it (saves a GET on renew and release; a stale copy only
+    /// costs a 409 and one GET, thanks to resourceVersion).
+    last_written: Mutex<Option<Lease>>,
+}
+
+impl LeaseLock {
+    /// A lock on the Lease of `device_id` in `namespace`. Rejects a duration that is not a whole
+    /// number of seconds and a renew period not shorter than the duration.
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        device_id: &str,
+        identity: HolderIdentity,
+        settings: &LeaseSettings,
+    ) -> Result<Self, LeaseError> {
+        let (duration_seconds, renew_period) = settings.validate()?;
+        Ok(Self {
+            api: Api::namespaced(client, namespace),
+            name: lease_name(device_id),
+            device_id: device_id.to_owned(),
+            identity,
+            duration_seconds,
+            duration: settings.duration,
+            renew_period,
+            metrics: None,
+            last_written: Mutex::new(None),
+        })
+    }
+
+    /// Counts API calls, takeovers into `metrics`.
+    pub fn with_metrics(mut self, metrics: DeviceLockMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The Lease name (derived from the device id).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device id.
+    pub fn device_id(&self) -> &str {
+        &self.device_id
+    }
+
+    /// This lock's holder identity.
+    pub fn identity(&self) -> &HolderIdentity {
+        &self.identity
+    }
+
+    /// `leaseDurationSeconds` as a duration.
+    pub fn duration(&self) -> Duration {
+        self.duration
+    }
+
+    /// The renew period.
+    pub fn renew_period(&self) -> Duration {
+        self.renew_period
+    }
+
+    /// Reads the Lease (one GET).
+    pub async fn get(&self) -> Result<Option<Lease>, LeaseError> {
+        self.count(LeaseVerb::Get);
+        self.api
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| self.api_err(e))
+    }
+
+    /// Acquires the Lease: creates it when absent, re-acquires it when this process holds it, takes
+    /// it when free or expired; otherwise `Err(LeaseError::Held)`.
+    pub async fn acquire(&self) -> Result<Acquired, LeaseError> {
+        let now = Timestamp::now();
+        let Some(current) = self.get().await? else {
+            return self.create(now).await;
+        };
+        let mut spec = current.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let outcome = match holder {
+            Some(h) if h == self.identity.as_str() => {
+                spec.renew_time = Some(MicroTime(now));
+                Acquired::Reacquired
+            }
+            Some(h) if !is_expired(&spec, now, self.duration_seconds) => {
+                return Err(LeaseError::Held {
+                    lease: self.name.clone(),
+                    holder: h,
+                });
+            }
+            previous => {
+                spec.holder_identity = Some(self.identity.to_string());
+                spec.acquire_time = Some(MicroTime(now));
+                spec.renew_time = Some(MicroTime(now));
+                spec.lease_transitions =
+                    Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+                match previous {
+                    Some(previous_holder) => Acquired::TakenOver { previous_holder },
+                    None => Acquired::Free,
+                }
+            }
+        };
+        spec.lease_duration_seconds = Some(self.duration_seconds);
+        let mut desired = current;
+        desired.spec = Some(spec);
+        match self.replace(&desired).await {
+            Ok(written) => {
+                self.remember(Some(written));
+                if matches!(outcome, Acquired::TakenOver { .. })
+                    && let Some(m) = &self.metrics
+                {
+                    m.takeovers.inc();
+                }
+                Ok(outcome)
+            }
+            Err(e) if is_status(&e, 409) || is_status(&e, 404) => Err(self.held_after_race().await),
+            Err(e) => Err(self.api_err(e)),
+        }
+    }
+
+    /// Moves renewTime forward. Fails with `NotHolder` / `Missing` when this process is not the
+    /// holder (any more).
+    pub async fn renew(&self) -> Result<(), LeaseError> {
+        let outcome = self
+            .update_as_holder(|spec| spec.renew_time = Some(MicroTime(Timestamp::now())))
+            .await?;
+        match outcome {
+            AsHolder::Updated => Ok(()),
+            AsHolder::NotHolder(holder) => Err(LeaseError::NotHolder {
+                lease: self.name.clone(),
+                holder,
+            }),
+            AsHolder::Missing => Err(LeaseError::Missing {
+                lease: self.name.clone(),
+            }),
+        }
+    }
+
+    /// Releases the Lease by clearing `holderIdentity` (the object stays, keeping
+    /// `leaseTransitions`). A release by a non-holder or of a missing Lease changes nothing.
+    pub async fn release(&self) -> Result<Released, LeaseError> {
+        let outcome = self
+            .update_as_holder(|spec| spec.holder_identity = None)
+            .await?;
+        Ok(match outcome {
+            AsHolder::Updated => {
+                self.remember(None);
+                Released::Released
+            }
+            AsHolder::NotHolder(holder) => Released::NotHolder { holder },
+            AsHolder::Missing => Released::Missing,
+        })
+    }
+
+    async fn create(&self, now: Timestamp) -> Result<Acquired, LeaseError> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                labels: Some(
+                    [(
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        "cinder-operator".to_owned(),
+                    )]
+                    .into(),
+                ),
+                annotations: Some(
+                    [(
+                        "cinder.openstack.c5c3.io/device".to_owned(),
+                        self.device_id.clone(),
+                    )]
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.identity.to_string()),
+                lease_duration_seconds: Some(self.duration_seconds),
+                acquire_time: Some(MicroTime(now)),
+                renew_time: Some(MicroTime(now)),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        self.count(LeaseVerb::Create);
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(written) => {
+                self.remember(Some(written));
+                Ok(Acquired::Created)
+            }
+            // Someone else created it first: treat as held.
+            Err(e) if is_status(&e, 409) => Err(self.held_after_race().await),
+            Err(e) => Err(self.api_err(e)),
+        }
+    }
+
+    /// After losing a race (409 on create or replace): names the winner with one GET.
+    async fn held_after_race(&self) -> LeaseError {
+        let holder = match self.get().await {
+            Ok(Some(lease)) => lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .filter(|h| !h.is_empty()),
+            _ => None,
+        };
+        LeaseError::Held {
+            lease: self.name.clone(),
+            holder: holder.unwrap_or_else(|| "another replica (concurrent update)".to_owned()),
+        }
+    }
+
+    /// Applies `change` to the Lease if this process holds it, PUT with resourceVersion. Starts from
+    /// the last written copy when there is one; on a 409 re-reads once and tries again.
+    async fn update_as_holder(
+        &self,
+        change: impl Fn(&mut LeaseSpec),
+    ) -> Result<AsHolder, LeaseError> {
+        let mut base = self.remembered();
+        for attempt in 0..2 {
+            let current = match base.take() {
+                Some(lease) => lease,
+                None => match self.get().await? {
+                    Some(lease) => lease,
+                    None => {
+                        self.remember(None);
+                        return Ok(AsHolder::Missing);
+                    }
+                },
+            };
+            let mut spec = current.spec.clone().unwrap_or_default();
+            let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+            if holder.as_deref() != Some(self.identity.as_str()) {
+                self.remember(None);
+                return Ok(AsHolder::NotHolder(holder));
+            }
+            change(&mut spec);
+            let mut desired = current;
+            desired.spec = Some(spec);
+            match self.replace(&desired).await {
+                Ok(written) => {
+                    self.remember(Some(written));
+                    return Ok(AsHolder::Updated);
+                }
+                Err(e) if is_status(&e, 404) => {
+                    self.remember(None);
+                    return Ok(AsHolder::Missing);
+                }
+                Err(e) if is_status(&e, 409) && attempt == 0 => {
+                    // Our copy was stale: re-read and decide again.
+                    self.remember(None);
+                }
+                Err(e) if is_status(&e, 409) => {
+                    self.remember(None);
+                    return Err(self.held_after_race().await);
+                }
+                Err(e) => return Err(self.api_err(e)),
+            }
+        }
+        Err(self.held_after_race().await)
+    }
+
+    async fn replace(&self, lease: &Lease) -> Result<Lease, kube::Error> {
+        self.count(LeaseVerb::Replace);
+        self.api
+            .replace(&self.name, &PostParams::default(), lease)
+            .await
+    }
+
+    fn remembered(&self) -> Option<Lease> {
+        self.last_written
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default()
+    }
+
+    fn remember(&self, lease: Option<Lease>) {
+        if let Ok(mut slot) = self.last_written.lock() {
+            *slot = lease;
+        }
+    }
+
+    fn count(&self, verb: LeaseVerb) {
+        if let Some(m) = &self.metrics {
+            m.count_call(verb);
+        }
+    }
+
+    fn api_err(&self, source: kube::Error) -> LeaseError {
+        LeaseError::Api {
+            lease: self.name.clone(),
+            source,
+        }
+    }
+}
+
+/// Whether the Lease's `renewTime + leaseDurationSeconds` (acquireTime when never renewed) has
+/// passed at `now`. A Lease without either time is expired; without a duration, `default_secs`.
+pub fn is_expired(spec: &LeaseSpec, now: Timestamp, default_secs: i32) -> bool {
+    let Some(last) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
+        return true;
+    };
+    let secs = spec.lease_duration_seconds.unwrap_or(default_secs);
+    now.duration_since(last.0) > SignedDuration::from_secs(i64::from(secs))
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_validation() {
+        assert!(LeaseSettings::default().validate().is_ok());
+        assert_eq!(
+            LeaseSettings::default().validate().unwrap(),
+            (15, Duration::from_secs(5))
+        );
+        let equal = LeaseSettings {
+            duration: Duration::from_secs(3),
+            renew_period: Some(Duration::from_secs(3)),
+        };
+        assert!(equal.validate().is_err());
+        let fractional = LeaseSettings::with_duration(Duration::from_millis(2500));
+        assert!(fractional.validate().is_err());
+        assert!(
+            LeaseSettings::with_duration(Duration::ZERO)
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn expiry_uses_renew_time_and_duration() {
+        let now = Timestamp::now();
+        let spec = |ago: i64| LeaseSpec {
+            renew_time: Some(MicroTime(now - SignedDuration::from_secs(ago))),
+            lease_duration_seconds: Some(10),
+            ..LeaseSpec::default()
+        };
+        assert!(!is_expired(&spec(5), now, 15));
+        assert!(is_expired(&spec(11), now, 15));
+        assert!(is_expired(&LeaseSpec::default(), now, 15));
+    }
+}
