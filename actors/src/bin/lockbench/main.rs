@@ -1,0 +1,178 @@
+//! `lockbench`: runs the same workloads (overhead, create-publish, backend-update, scale) on
+//! three lock engines in one process — a global mutex, ordered per-resource rwlocks (the
+//! reference design) and the project's actor coordinator — and prints a table, or with
+//! `--json` one JSON object, with every figure and each target of the issue as PASS/MISS.
+//!
+//! Usage: `cargo run --release -p cinder-actors --bin lockbench -- [--json] [--quick]`.
+
+mod args;
+mod baseline;
+mod device;
+mod engine;
+mod query;
+mod report;
+mod stats;
+mod workload;
+
+use std::process::{Command, ExitCode};
+
+use args::{Options, Parsed};
+use baseline::{Baseline, Flavor};
+use engine::{EngineError, EngineResult};
+use report::Report;
+use workload::create_publish::{self, Shape};
+use workload::scale::Scale;
+use workload::{backend_update, overhead, scale};
+
+/// Run `$body` with `$e` bound to a fresh engine named `$name`.
+macro_rules! with_engine {
+    ($name:expr, |$e:ident| $body:expr) => {
+        match $name {
+            "global" => {
+                let $e = Baseline::new(Flavor::Global);
+                $body.await
+            }
+            "ordered_rwlock" => {
+                let $e = Baseline::new(Flavor::OrderedRwLock);
+                $body.await
+            }
+            other => Err(EngineError(format!("unknown engine {other:?}"))),
+        }
+    };
+}
+
+async fn run_in_process(o: &Options, report: &mut Report) {
+    let wants = |w: &str| o.workloads.iter().any(|x| x == w);
+    let shape = Shape::from_options(o);
+    if wants("overhead") {
+        for name in &o.engines {
+            let outcome = with_engine!(name.as_str(), |e| overhead::run(&e, o.overhead_txns));
+            match outcome {
+                Ok(r) => {
+                    report.overhead.insert(name.clone(), r);
+                }
+                Err(e) => report.errors.push(format!("overhead on {name}: {e}")),
+            }
+        }
+    }
+    if wants("create_publish") {
+        report.limit = Some(create_publish::limit(&shape));
+        for name in &o.engines {
+            let sample = if name == "global" {
+                o.global_sample
+            } else {
+                1.0
+            };
+            let outcome = with_engine!(name.as_str(), |e| create_publish::run(
+                &e, shape, o.workers, sample
+            ));
+            match outcome {
+                Ok(r) => {
+                    report.create_publish.insert(name.clone(), r);
+                }
+                Err(e) => report.errors.push(format!("create_publish on {name}: {e}")),
+            }
+        }
+    }
+    if wants("backend_update") {
+        // The global engine is serial by construction; it is left out of this workload.
+        for name in o.engines.iter().filter(|n| *n != "global") {
+            let outcome = with_engine!(name.as_str(), |e| backend_update::run(
+                &e,
+                shape,
+                o.update_volumes,
+                o.update_creates
+            ));
+            match outcome {
+                Ok(r) => {
+                    report.backend_update.insert(name.clone(), r);
+                }
+                Err(e) => report.errors.push(format!("backend_update on {name}: {e}")),
+            }
+        }
+    }
+}
+
+/// Scale of one engine in this (child) process; prints one JSON line.
+fn scale_child(o: &Options, engine: &str) -> ExitCode {
+    let system = actix::System::new();
+    let outcome: EngineResult<Scale> = system
+        .block_on(async { with_engine!(engine, |e| scale::run(&e, o.scale_volumes, o.backends)) });
+    match outcome.and_then(|s| {
+        serde_json::to_string(&s).map_err(|e| EngineError(format!("cannot encode: {e}")))
+    }) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("scale on {engine}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Scale of every engine but the global one, each in a fresh child process.
+fn run_scale(o: &Options, report: &mut Report) {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            report
+                .errors
+                .push(format!("scale: cannot find own executable: {e}"));
+            return;
+        }
+    };
+    for name in o.engines.iter().filter(|n| *n != "global") {
+        let output = Command::new(&exe)
+            .args(["--scale-child", name])
+            .args(["--scale-volumes", &o.scale_volumes.to_string()])
+            .args(["--backends", &o.backends.to_string()])
+            .output();
+        let parsed = match output {
+            Ok(out) if out.status.success() => serde_json::from_slice::<Scale>(&out.stdout)
+                .map_err(|e| format!("unreadable child output: {e}")),
+            Ok(out) => Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+            Err(e) => Err(format!("cannot start child: {e}")),
+        };
+        match parsed {
+            Ok(s) => {
+                report.scale.insert(name.clone(), s);
+            }
+            Err(e) => report.errors.push(format!("scale on {name}: {e}")),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let options = match args::parse(std::env::args().skip(1)) {
+        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Help) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("lockbench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(engine) = &options.scale_child {
+        return scale_child(&options, engine);
+    }
+    let mut report = Report::default();
+    let system = actix::System::new();
+    system.block_on(run_in_process(&options, &mut report));
+    if options.workloads.iter().any(|w| w == "scale") {
+        run_scale(&options, &mut report);
+    }
+    if options.json {
+        println!("{}", report.to_json(&options));
+    } else {
+        print!("{}", report.to_table(&options));
+    }
+    if report.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,320 @@
+//! The figures of a run, the targets of the issue with PASS/MISS, and the two outputs: a
+//! human-readable table and one JSON object.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::args::Options;
+use crate::workload::backend_update::BackendUpdate;
+use crate::workload::create_publish::{CreatePublish, Limit};
+use crate::workload::overhead::{LOCKS_PER_TXN, Overhead};
+use crate::workload::scale::Scale;
+
+/// Everything measured in one run, per workload and engine.
+#[derive(Default)]
+pub struct Report {
+    pub overhead: BTreeMap<String, Overhead>,
+    pub create_publish: BTreeMap<String, CreatePublish>,
+    pub limit: Option<Limit>,
+    pub backend_update: BTreeMap<String, BackendUpdate>,
+    pub scale: BTreeMap<String, Scale>,
+    /// Engines or workloads that failed, with why.
+    pub errors: Vec<String>,
+}
+
+/// One target of the issue.
+pub struct Target {
+    pub name: String,
+    /// The measured figure (a ratio, µs, bytes or ms), when both sides were measured.
+    pub value: Option<f64>,
+    pub threshold: f64,
+    /// Whether larger values pass (a speed-up) or smaller ones (a cost).
+    pub at_least: bool,
+    pub note: String,
+}
+
+impl Target {
+    pub fn status(&self) -> &'static str {
+        match self.value {
+            None => "N/A",
+            Some(v)
+                if (self.at_least && v >= self.threshold)
+                    || (!self.at_least && v <= self.threshold) =>
+            {
+                "PASS"
+            }
+            Some(_) => "MISS",
+        }
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+impl Report {
+    fn cp(&self, engine: &str) -> Option<f64> {
+        self.create_publish.get(engine).map(|c| c.makespan_ms)
+    }
+
+    fn bu(&self, engine: &str) -> Option<f64> {
+        self.backend_update.get(engine).map(|b| b.makespan_ms)
+    }
+
+    fn oh(&self, engine: &str) -> Option<f64> {
+        self.overhead.get(engine).map(|o| o.ns_per_txn)
+    }
+
+    /// The issue's targets, evaluated on this run.
+    pub fn targets(&self) -> Vec<Target> {
+        let actors_scale = self.scale.get("actors");
+        let listed = actors_scale.map(|s| s.volumes).unwrap_or(0);
+        vec![
+            Target {
+                name: "create_publish: actors makespan <= 1.25 x physical limit".into(),
+                value: ratio(self.cp("actors"), self.limit.map(|l| l.limit_ms)),
+                threshold: 1.25,
+                at_least: false,
+                note: "ratio makespan / limit".into(),
+            },
+            Target {
+                name: "create_publish: actors >= 50 x faster than global".into(),
+                value: ratio(self.cp("global"), self.cp("actors")),
+                threshold: 50.0,
+                at_least: true,
+                note: "speed-up global / actors (global scaled from its sample)".into(),
+            },
+            Target {
+                name: "create_publish: actors <= 1.1 x ordered_rwlock makespan".into(),
+                value: ratio(self.cp("actors"), self.cp("ordered_rwlock")),
+                threshold: 1.1,
+                at_least: false,
+                note: "ratio actors / ordered_rwlock".into(),
+            },
+            Target {
+                name: "backend_update: actors <= 1.1 x ordered_rwlock makespan".into(),
+                value: ratio(self.bu("actors"), self.bu("ordered_rwlock")),
+                threshold: 1.1,
+                at_least: false,
+                note: "ratio actors / ordered_rwlock".into(),
+            },
+            Target {
+                name: format!("overhead: actors <= 25 us per txn ({LOCKS_PER_TXN} locks)"),
+                value: self.oh("actors").map(|ns| ns / 1e3),
+                threshold: 25.0,
+                at_least: false,
+                note: match ratio(self.oh("actors"), self.oh("ordered_rwlock")) {
+                    Some(r) => format!("us per txn; {r:.2} x ordered_rwlock"),
+                    None => "us per txn".into(),
+                },
+            },
+            Target {
+                name: "scale: <= 2 KiB resident per idle volume beyond its value".into(),
+                value: actors_scale.map(|s| s.bytes_per_volume),
+                threshold: 2048.0,
+                at_least: false,
+                note: format!("bytes per volume, {listed} volumes"),
+            },
+            Target {
+                name: "scale: list 100000 volumes within 100 ms".into(),
+                value: actors_scale.map(|s| s.list_all_ms),
+                threshold: 100.0,
+                at_least: false,
+                note: format!("ms to list {listed} volumes"),
+            },
+        ]
+    }
+
+    /// The JSON object of `--json`.
+    pub fn to_json(&self, o: &Options) -> Value {
+        let mut overhead = Map::new();
+        overhead.insert("txns".into(), json!(o.overhead_txns));
+        overhead.insert("locks_per_txn".into(), json!(LOCKS_PER_TXN));
+        for (engine, oh) in &self.overhead {
+            overhead.insert(
+                engine.clone(),
+                json!({"ns_per_txn": oh.ns_per_txn, "txns": oh.txns}),
+            );
+        }
+        if let Some(r) = ratio(self.oh("actors"), self.oh("ordered_rwlock")) {
+            overhead.insert("actors_to_ordered_rwlock".into(), json!(r));
+        }
+
+        let mut cp = Map::new();
+        cp.insert(
+            "shape".into(),
+            json!({"volumes": o.volumes, "backends": o.backends, "nodes": o.nodes,
+                   "call_ms": o.call.as_secs_f64() * 1e3, "device_concurrency": o.device_concurrency,
+                   "snapshot_percent": o.snapshot_percent, "workers": o.workers}),
+        );
+        if let Some(l) = self.limit {
+            cp.insert("limit_ms".into(), json!(l.limit_ms));
+            cp.insert("chain_ms".into(), json!(l.chain_ms));
+            cp.insert("device_ms".into(), json!(l.device_ms));
+        }
+        for (engine, c) in &self.create_publish {
+            let mut e = json!({
+                "makespan_ms": c.makespan_ms, "measured_ms": c.measured_ms, "volumes_run": c.volumes_run,
+                "p50_ms": c.p50_ms, "p99_ms": c.p99_ms, "txns": c.txns, "device_calls": c.device_calls,
+                "scaled_from_sample": c.sample,
+            });
+            if let (Some(l), Some(map)) = (self.limit, e.as_object_mut()) {
+                map.insert("limit_ratio".into(), json!(c.makespan_ms / l.limit_ms));
+            }
+            cp.insert(engine.clone(), e);
+        }
+
+        let mut bu = Map::new();
+        bu.insert(
+            "shape".into(),
+            json!({"existing_volumes": o.update_volumes, "creates": o.update_creates, "backends": o.backends}),
+        );
+        for (engine, b) in &self.backend_update {
+            bu.insert(
+                engine.clone(),
+                json!({"makespan_ms": b.makespan_ms, "nested_volumes": b.nested_volumes,
+                       "creates": b.creates, "device_calls": b.device_calls,
+                       "device_limit_ms": b.device_limit_ms}),
+            );
+        }
+
+        let mut scale = Map::new();
+        if let Some(s) = self.scale.get("actors") {
+            scale.insert("volumes".into(), json!(s.volumes));
+            scale.insert("bytes_per_volume".into(), json!(s.bytes_per_volume));
+            scale.insert("list_all_ms".into(), json!(s.list_all_ms));
+            scale.insert("lock_one_us".into(), json!(s.lock_one_us));
+        }
+        for (engine, s) in &self.scale {
+            scale.insert(
+                engine.clone(),
+                serde_json::to_value(s).unwrap_or(Value::Null),
+            );
+        }
+
+        let targets: Vec<Value> = self
+            .targets()
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "value": t.value, "threshold": t.threshold,
+                            "status": t.status(), "note": t.note})
+            })
+            .collect();
+        json!({
+            "machine": {"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)},
+            "quick": o.quick,
+            "overhead": overhead,
+            "create_publish": cp,
+            "backend_update": bu,
+            "scale": scale,
+            "targets": targets,
+            "errors": self.errors,
+        })
+    }
+
+    /// The human-readable table.
+    pub fn to_table(&self, o: &Options) -> String {
+        let mut out = String::new();
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        line(format!(
+            "overhead: seed example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
+            o.overhead_txns
+        ));
+        for (engine, oh) in &self.overhead {
+            line(format!(
+                "  {engine:<16} {:>10.2} us/txn",
+                oh.ns_per_txn / 1e3
+            ));
+        }
+        line(String::new());
+        line(format!(
+            "create_publish: {} volumes, {} backends, {} nodes, {} ms calls, {} concurrent calls/device, {} % snapshots",
+            o.volumes,
+            o.backends,
+            o.nodes,
+            o.call.as_millis(),
+            o.device_concurrency,
+            o.snapshot_percent
+        ));
+        if let Some(l) = self.limit {
+            line(format!(
+                "  physical limit {:.1} ms (longest chain {:.1} ms, busiest device {:.1} ms)",
+                l.limit_ms, l.chain_ms, l.device_ms
+            ));
+        }
+        line(format!(
+            "  {:<16} {:>12} {:>8} {:>10} {:>10}",
+            "engine", "makespan ms", "x limit", "p50 ms", "p99 ms"
+        ));
+        for (engine, c) in &self.create_publish {
+            let x = self
+                .limit
+                .map(|l| c.makespan_ms / l.limit_ms)
+                .unwrap_or(0.0);
+            let sampled = match c.sample {
+                Some(f) => format!(
+                    "  (ran {} volumes = {:.0} %, measured {:.0} ms, scaled linearly)",
+                    c.volumes_run,
+                    f * 100.0,
+                    c.measured_ms
+                ),
+                None => String::new(),
+            };
+            line(format!(
+                "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2}{sampled}",
+                c.makespan_ms, x, c.p50_ms, c.p99_ms
+            ));
+        }
+        line(String::new());
+        line(format!(
+            "backend_update: {} backends updated with nested locks on {} existing volumes while {} creates run",
+            o.backends, o.update_volumes, o.update_creates
+        ));
+        for (engine, b) in &self.backend_update {
+            line(format!(
+                "  {engine:<16} {:>10.1} ms makespan ({} volumes nested-locked, busiest device {:.1} ms of work)",
+                b.makespan_ms, b.nested_volumes, b.device_limit_ms
+            ));
+        }
+        line(String::new());
+        line("scale (fresh process per engine):".into());
+        for (engine, s) in &self.scale {
+            line(format!(
+                "  {engine:<16} {} volumes: {:.0} B/volume beyond value ({:.0} total, {:.0} value), list all {:.2} ms, lock one {:.2} us, populate {:.0} ms",
+                s.volumes,
+                s.bytes_per_volume,
+                s.total_bytes_per_volume,
+                s.value_bytes_per_volume,
+                s.list_all_ms,
+                s.lock_one_us,
+                s.populate_ms
+            ));
+        }
+        line(String::new());
+        line("targets:".into());
+        for t in self.targets() {
+            let value = t
+                .value
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "-".into());
+            line(format!(
+                "  {:<5} {:<62} {:>10}  {}",
+                t.status(),
+                t.name,
+                value,
+                t.note
+            ));
+        }
+        for e in &self.errors {
+            line(format!("error: {e}"));
+        }
+        out
+    }
+}

@@ -1,0 +1,41 @@
+//! Small measurement helpers: percentiles of latencies, resident memory of this process.
+
+use std::time::Duration;
+
+/// p-th percentile (0..=100, nearest rank) of `samples` in milliseconds; 0 when empty.
+pub fn percentile_ms(samples: &mut [Duration], p: f64) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    samples.sort_unstable();
+    let rank = ((p / 100.0) * samples.len() as f64).ceil() as usize;
+    let index = rank.clamp(1, samples.len()) - 1;
+    ms(samples[index])
+}
+
+/// Duration as fractional milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Resident set size of this process in bytes (VmRSS of /proc/self/status), if readable.
+pub fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A small deterministic generator (no `rand` in a bin): splitmix64.
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_below(&mut self, bound: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z % bound.max(1) as u64) as usize
+    }
+}

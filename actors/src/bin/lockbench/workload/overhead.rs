@@ -1,0 +1,110 @@
+//! Workload `overhead`: the seed's first example (Lock of two queries, six locks), its three
+//! commits and the unlock, uncontended, many times in a row; reports ns per transaction.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::engine::{Engine, EngineError, EngineResult, Txn};
+use crate::query::{self, Kind, Query};
+
+use super::{backend_value, node_value, volume_value};
+
+/// Figures of one engine.
+#[derive(Clone, Debug)]
+pub struct Overhead {
+    pub txns: usize,
+    pub ns_per_txn: f64,
+}
+
+/// The locks the seed's first example takes (root, backend1, node1, volume1, volume1.node1, snap1).
+pub const LOCKS_PER_TXN: usize = 6;
+
+fn example_queries() -> Vec<Query> {
+    vec![
+        vec![
+            query::upsert_volume_publication("volume1", "node1"),
+            query::list_volume_publications(),
+            query::list_volumes(),
+            query::read_backend(""),
+            query::upsert_volume("volume1", ""),
+        ],
+        vec![
+            query::upsert_backend("backend1"),
+            query::upsert_snapshot("volume1", "snap1"),
+        ],
+    ]
+}
+
+/// One transaction of the seed's first example, with its checks and commits.
+pub async fn example_txn<E: Engine>(engine: &E) -> EngineResult<()> {
+    let txn = engine.lock(&example_queries()).await?;
+    let outcome = example_body(&txn).await;
+    txn.unlock().await;
+    outcome
+}
+
+async fn example_body<T: Txn>(txn: &T) -> EngineResult<()> {
+    if txn.list(0, Kind::Volume).is_empty() {
+        return Err(EngineError("no volumes listed".to_owned()));
+    }
+    if txn.read(0, Kind::Backend).is_none() {
+        return Err(EngineError("no backend found".to_owned()));
+    }
+    let backend = txn
+        .read(1, Kind::Backend)
+        .ok_or_else(|| EngineError("no backend found in results[1]".to_owned()))?;
+    txn.upsert(
+        0,
+        Kind::VolumePublication,
+        json!({"id": "volume1.node1", "volume": "volume1", "node": "node1"}),
+    )
+    .await?;
+    let mut backend = Value::clone(&backend);
+    if let Some(map) = backend.as_object_mut() {
+        map.insert("state".to_owned(), Value::from("unknown"));
+    }
+    txn.upsert(1, Kind::Backend, backend).await?;
+    txn.upsert(
+        1,
+        Kind::Snapshot,
+        json!({"id": "snap1", "volume": "volume1"}),
+    )
+    .await
+}
+
+/// Seed the cache the example needs: volume1, backend1 and node1 exist.
+pub async fn prepare<E: Engine>(engine: &E) -> EngineResult<()> {
+    engine
+        .preload(
+            Kind::Backend,
+            vec![("backend1".to_owned(), backend_value("backend1"))],
+        )
+        .await?;
+    engine
+        .preload(Kind::Node, vec![("node1".to_owned(), node_value("node1"))])
+        .await?;
+    engine
+        .preload(
+            Kind::Volume,
+            vec![("volume1".to_owned(), volume_value("volume1", "backend1"))],
+        )
+        .await
+}
+
+/// Run `txns` example transactions after a warm-up of a tenth as many.
+pub async fn run<E: Engine>(engine: &E, txns: usize) -> EngineResult<Overhead> {
+    prepare(engine).await?;
+    for _ in 0..(txns / 10).max(1) {
+        example_txn(engine).await?;
+    }
+    let start = Instant::now();
+    for _ in 0..txns {
+        example_txn(engine).await?;
+    }
+    let elapsed = start.elapsed();
+    Ok(Overhead {
+        txns,
+        ns_per_txn: elapsed.as_nanos() as f64 / txns.max(1) as f64,
+    })
+}
