@@ -3,5 +3,55 @@
 //! This crate owns the schema (kinds, dependencies, ranks), the pure query planner
 //! (dedupe, synthetic parent reads, id fill-in, merge and sort in the total order),
 //! one actix actor per (kind, id) holding its value and its shared/exclusive lock,
-//! the lock-coordinator actor that carries out Lock / NestedLock, and the inspection
-//! snapshots the admin endpoint shows.
+//! the lock-coordinator actor that carries out Lock / NestedLock, the inspection
+//! snapshots the admin endpoint shows, and the `lock-plan` explain function.
+//!
+//! ```no_run
+//! use cinder_actors::query::{query, list_volumes_for_backend, upsert_backend, upsert_volume};
+//! use cinder_actors::CoordinatorHandle;
+//!
+//! # async fn example() -> Result<(), cinder_actors::LockError> {
+//! let cache = CoordinatorHandle::start_standard();
+//! cache.load("backend", "backend1", serde_json::json!({"name": "b1"}))?;
+//! // Phase A: write-lock the backend and list its volumes.
+//! let outer = cache
+//!     .lock(vec![query([list_volumes_for_backend("backend1"), upsert_backend("backend1", "", "")])])
+//!     .await?;
+//! let volumes = outer.results[0].list("volume").unwrap_or_default().to_vec();
+//! // Phase B: one query per volume, each sorting after the backend write.
+//! let nested = cache
+//!     .nested_lock(&outer.context, volumes.iter().map(|v| query([upsert_volume(&v.id, "backend1")])).collect())
+//!     .await?;
+//! for r in &nested.results {
+//!     if let Some(vol) = r.get("volume") && let Some(mut copy) = vol.read.clone() {
+//!         copy["checked"] = true.into();
+//!         vol.upsert(copy).await?; // a message to the volume's actor
+//!     }
+//! }
+//! nested.unlock().await; // volumes, in reverse order
+//! outer.unlock().await; // backend, then root
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod coordinator;
+pub mod error;
+pub mod explain;
+pub mod index;
+pub mod inspect;
+pub mod lock_queue;
+pub mod plan;
+pub mod query;
+pub mod resource_actor;
+pub mod results;
+pub mod schema;
+
+pub use coordinator::{CoordinatorConfig, CoordinatorHandle, LockGuard, Locked, ShutdownGuard};
+pub use error::{LockError, SchemaError};
+pub use explain::{ExplainInputError, explain, explain_str};
+pub use inspect::{CoordinatorSnapshot, ResourceSnapshot, TransactionSnapshot};
+pub use lock_queue::Priority;
+pub use plan::{LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry};
+pub use query::{Op, Query, Subquery};
+pub use results::{Listed, QueryResult, ResourceResult};
+pub use schema::{KindDecl, Schema};

@@ -1,0 +1,445 @@
+//! The pure planner (no actix): dedupe, synthetic parent reads, id fill-in from a cache view or
+//! the caller's arguments, merge, the synthetic root read, the sort in the total order, and the
+//! acquisition steps of a Lock or of a NestedLock validated against a lock context.
+
+use crate::error::LockError;
+use crate::query::{Op, Query, Subquery};
+use crate::schema::{ROOT, ROOT_ID, Schema};
+use serde::Serialize;
+use serde_json::Value;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// What the planner may look at: the current cached values (for id fill-in and key checks).
+pub trait CacheView {
+    /// The current value of (kind, id).
+    fn get(&self, kind: &str, id: &str) -> Option<Arc<Value>>;
+    /// The id of the resource of `kind` whose key is `key`.
+    fn id_by_key(&self, kind: &str, key: &str) -> Option<String>;
+}
+
+/// A lock mode: shared (`read`) or exclusive (`write`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockMode {
+    /// Shared.
+    Read,
+    /// Exclusive.
+    Write,
+}
+
+impl LockMode {
+    /// The mode an operation takes (none for lists and inconsistent reads).
+    pub fn for_op(op: Op) -> Option<LockMode> {
+        match op {
+            Op::Upsert | Op::Delete => Some(LockMode::Write),
+            Op::Read => Some(LockMode::Read),
+            Op::List | Op::InconsistentRead => None,
+        }
+    }
+}
+
+/// One entry of a merged plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanEntry {
+    /// The operation.
+    pub op: Op,
+    /// The kind.
+    pub kind: String,
+    /// The id (empty for lists).
+    pub id: String,
+    /// The index of the query (result) this entry belongs to; `None` for the root read.
+    pub query: Option<usize>,
+    /// Added by the planner (parent reads, root read): no result is set from it.
+    pub synthetic: bool,
+    /// For lists: only values whose parent `.0` has id `.1`.
+    #[serde(skip)]
+    pub filter: Option<(String, String)>,
+}
+
+/// One lock to take or release.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct LockStep {
+    /// `read` or `write`.
+    pub mode: LockMode,
+    /// The kind (`key:<kind>` for the key lock of a rename).
+    pub kind: String,
+    /// The id (the new key for key locks).
+    pub id: String,
+}
+
+/// A lock recorded in a lock context (`lastLockHeld`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LockedEntry {
+    /// The operation that took it.
+    pub op: Op,
+    /// The kind.
+    pub kind: String,
+    /// The id.
+    pub id: String,
+}
+
+/// What happens to a plan entry at execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryAction {
+    /// Copy the (filtered) values of the kind; no lock.
+    List,
+    /// Copy the value; no lock.
+    InconsistentRead,
+    /// Take this lock (an index into `Plan::acquire`).
+    Acquire(usize),
+    /// A lock on the same (kind, id) is taken earlier in this plan.
+    Covered,
+    /// The lock context already holds (kind, id).
+    Held,
+}
+
+/// The lock context returned by Lock and NestedLock: what the transaction holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct LockContext {
+    /// The transaction.
+    pub txn: u64,
+    /// Every held (kind, id) with its mode; the root read is recorded in `holds_root` instead.
+    #[serde(serialize_with = "serialize_held")]
+    pub held: BTreeMap<(String, String), LockMode>,
+    /// The last lock taken; every new consistent lock of a NestedLock must sort after it.
+    #[serde(rename = "lastLockHeld")]
+    pub last_lock_held: Option<LockedEntry>,
+    /// Whether the synthetic root read is held.
+    #[serde(rename = "holdsRoot")]
+    pub holds_root: bool,
+}
+
+fn serialize_held<S: serde::Serializer>(
+    held: &BTreeMap<(String, String), LockMode>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(held.len()))?;
+    for ((kind, id), mode) in held {
+        seq.serialize_element(&LockStep { mode: *mode, kind: kind.clone(), id: id.clone() })?;
+    }
+    seq.end()
+}
+
+/// The outcome of planning: merged entries in the total order, what each does, and the locks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Number of queries (results).
+    pub queries: usize,
+    /// Merged, sorted entries (root read first when present).
+    pub entries: Vec<PlanEntry>,
+    /// What each entry does at execution (same length as `entries`).
+    pub actions: Vec<EntryAction>,
+    /// Key locks (renames), taken before anything else, sorted.
+    pub key_locks: Vec<LockStep>,
+    /// Per-resource locks to take, in order.
+    pub acquire: Vec<LockStep>,
+    /// The lock context after this plan is fully acquired.
+    pub context_after: LockContext,
+}
+
+impl Plan {
+    /// Every lock this plan takes, in acquisition order (key locks first).
+    pub fn acquisitions(&self) -> Vec<LockStep> {
+        self.key_locks.iter().chain(self.acquire.iter()).cloned().collect()
+    }
+    /// Every lock this plan takes, in release order (the reverse of acquisition).
+    pub fn releases(&self) -> Vec<LockStep> {
+        let mut r = self.acquisitions();
+        r.reverse();
+        r
+    }
+}
+
+/// The total order of plan entries: root first, then lists, then rank, declared kind position,
+/// id, and operation (upsert < delete < read < inconsistent read). Unknown kinds sort last.
+pub fn compare_entries(schema: &Schema, a: (Op, &str, &str), b: (Op, &str, &str)) -> Ordering {
+    order_key(schema, a).cmp(&order_key(schema, b))
+}
+
+fn order_key<'a>(schema: &Schema, (op, kind, id): (Op, &str, &'a str)) -> (u8, u32, usize, &'a str, Op) {
+    let class = if kind == ROOT && op != Op::List {
+        0
+    } else if op == Op::List {
+        1
+    } else {
+        2
+    };
+    let (rank, pos) = schema.kind(kind).map(|k| (k.rank, k.position)).unwrap_or((u32::MAX, usize::MAX));
+    (class, rank, pos, id, op)
+}
+
+/// The name of the key-lock "kind" of `kind`.
+pub fn key_lock_kind(kind: &str) -> String {
+    format!("key:{kind}")
+}
+
+/// Plans a Lock (`context` None) or a NestedLock (`context` Some) without touching any actor.
+pub fn plan(
+    schema: &Schema,
+    view: &dyn CacheView,
+    queries: &[Query],
+    context: Option<&LockContext>,
+) -> Result<Plan, LockError> {
+    let mut merged: Vec<PlanEntry> = Vec::new();
+    let mut key_locks: Vec<LockStep> = Vec::new();
+    for (qi, q) in queries.iter().enumerate() {
+        let (entries, keys) = plan_query(schema, view, qi, q, context.is_some())?;
+        merged.extend(entries);
+        key_locks.extend(keys);
+    }
+    key_locks.sort();
+    key_locks.dedup();
+
+    let holds_root = context.is_some_and(|c| c.holds_root);
+    let any_consistent = merged.iter().any(|e| e.op.is_consistent());
+    merged.sort_by(|a, b| compare_entries(schema, (a.op, &a.kind, &a.id), (b.op, &b.kind, &b.id)));
+    if any_consistent && !holds_root {
+        merged.insert(
+            0,
+            PlanEntry {
+                op: Op::Read,
+                kind: ROOT.to_string(),
+                id: ROOT_ID.to_string(),
+                query: None,
+                synthetic: true,
+                filter: None,
+            },
+        );
+    }
+
+    let empty = LockContext::default();
+    let ctx = context.unwrap_or(&empty);
+    let mut actions = Vec::with_capacity(merged.len());
+    let mut acquire: Vec<LockStep> = Vec::new();
+    let mut taken: HashMap<(String, String), LockMode> = HashMap::new();
+    let mut after = ctx.clone();
+    for e in &merged {
+        let Some(mode) = LockMode::for_op(e.op) else {
+            actions.push(if e.op == Op::List { EntryAction::List } else { EntryAction::InconsistentRead });
+            continue;
+        };
+        let key = (e.kind.clone(), e.id.clone());
+        if let Some(&held) = ctx.held.get(&key) {
+            if held == LockMode::Read && mode == LockMode::Write {
+                return Err(LockError::LockUpgrade { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
+            }
+            actions.push(EntryAction::Held);
+            continue;
+        }
+        if e.kind == ROOT && ctx.holds_root {
+            actions.push(EntryAction::Held);
+            continue;
+        }
+        if taken.contains_key(&key) {
+            actions.push(EntryAction::Covered);
+            continue;
+        }
+        if let Some(last) = &ctx.last_lock_held
+            && compare_entries(schema, (e.op, &e.kind, &e.id), (last.op, &last.kind, &last.id)) != Ordering::Greater
+        {
+            return Err(LockError::WouldDeadlock {
+                op: e.op,
+                kind: e.kind.clone(),
+                id: e.id.clone(),
+                last_op: last.op,
+                last_kind: last.kind.clone(),
+                last_id: last.id.clone(),
+            });
+        }
+        taken.insert(key.clone(), mode);
+        actions.push(EntryAction::Acquire(acquire.len()));
+        acquire.push(LockStep { mode, kind: e.kind.clone(), id: e.id.clone() });
+        if e.kind == ROOT {
+            after.holds_root = true;
+        } else {
+            after.held.insert(key, mode);
+        }
+        after.last_lock_held = Some(LockedEntry { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
+    }
+    Ok(Plan { queries: queries.len(), entries: merged, actions, key_locks, acquire, context_after: after })
+}
+
+/// Dedupe, key resolution, synthetic parent reads and id fill-in for one query.
+fn plan_query(
+    schema: &Schema,
+    view: &dyn CacheView,
+    qi: usize,
+    q: &Query,
+    nested: bool,
+) -> Result<(Vec<PlanEntry>, Vec<LockStep>), LockError> {
+    // Kinds exist; dedupe.
+    let mut lists: HashMap<&str, ()> = HashMap::new();
+    let mut ops: HashMap<&str, Op> = HashMap::new();
+    for s in &q.0 {
+        if schema.kind(&s.kind).is_none() {
+            return Err(LockError::UnknownKind { kind: s.kind.clone() });
+        }
+        if s.op == Op::List {
+            if lists.insert(&s.kind, ()).is_some() {
+                return Err(LockError::DuplicateList { query: qi, kind: s.kind.clone() });
+            }
+        } else if let Some(first) = ops.insert(&s.kind, s.op) {
+            return Err(LockError::DuplicateOperation { query: qi, kind: s.kind.clone(), first, second: s.op });
+        }
+    }
+
+    // Caller entries, with ids resolved from keys; key locks for renames.
+    let mut keys = Vec::new();
+    let mut caller: Vec<(Subquery, PlanEntry)> = Vec::with_capacity(q.0.len());
+    for s in &q.0 {
+        let mut id = s.id.clone();
+        if id.is_empty()
+            && s.op != Op::List
+            && let Some(key) = &s.key
+        {
+            match view.id_by_key(&s.kind, key) {
+                Some(found) => id = found,
+                None => {
+                    return Err(LockError::NotFound {
+                        kind: s.kind.clone(),
+                        id: String::new(),
+                        reason: format!("no {} has key {key:?}", s.kind),
+                    });
+                }
+            }
+        }
+        if let Some(new_key) = &s.new_key {
+            if nested {
+                return Err(LockError::KeyUpdateInNested {
+                    kind: s.kind.clone(),
+                    id: id.clone(),
+                    new_key: new_key.clone(),
+                });
+            }
+            if let Some(owner) = view.id_by_key(&s.kind, new_key)
+                && owner != id
+            {
+                return Err(LockError::KeyExists {
+                    kind: s.kind.clone(),
+                    key: new_key.clone(),
+                    owner,
+                    id: id.clone(),
+                });
+            }
+            keys.push(LockStep { mode: LockMode::Write, kind: key_lock_kind(&s.kind), id: new_key.clone() });
+        }
+        let entry = PlanEntry {
+            op: s.op,
+            kind: s.kind.clone(),
+            id,
+            query: Some(qi),
+            synthetic: false,
+            filter: s.filter.clone(),
+        };
+        caller.push((s.clone(), entry));
+    }
+
+    // Synthetic parent reads and id fill-in. A caller read of the parent kind serves as the
+    // dependency (its empty id is filled in); otherwise a synthetic read is appended. Synthetic
+    // reads are not expanded further, but they fill in the ids of caller reads of their parents.
+    let mut synthetic: Vec<PlanEntry> = Vec::new();
+    for i in 0..caller.len() {
+        let (s, e) = (caller[i].0.clone(), caller[i].1.clone());
+        if !e.op.is_consistent() {
+            continue;
+        }
+        let Some(kind) = schema.kind(&e.kind) else { continue };
+        let cached = if e.id.is_empty() { None } else { view.get(&e.kind, &e.id) };
+        let (op, child_id) = (e.op, e.id.clone());
+        for (parent, _) in &kind.parents {
+            let parent_id = s
+                .owner(parent)
+                .map(str::to_string)
+                .or_else(|| cached.as_ref().and_then(|v| kind.owner_id(v, parent)));
+            let reuse = caller.iter().position(|(_, c)| {
+                c.kind == *parent
+                    && c.op == Op::Read
+                    && (c.id.is_empty() || Some(&c.id) == parent_id.as_ref())
+            });
+            match (reuse, parent_id) {
+                (Some(j), Some(pid)) => {
+                    if caller[j].1.id.is_empty() {
+                        caller[j].1.id = pid;
+                    }
+                }
+                (Some(_), None) => {}
+                (None, Some(pid)) => synthetic.push(PlanEntry {
+                    op: Op::Read,
+                    kind: parent.clone(),
+                    id: pid,
+                    query: Some(qi),
+                    synthetic: true,
+                    filter: None,
+                }),
+                (None, None) if op == Op::Upsert => {
+                    return Err(LockError::NotFound {
+                        kind: kind.name.clone(),
+                        id: child_id.clone(),
+                        reason: format!("its {parent} is neither given nor recorded in a cached {}", kind.name),
+                    });
+                }
+                // Reading or deleting something that is not cached: nothing to protect.
+                (None, None) => {}
+            }
+        }
+    }
+    for sy in &synthetic {
+        let Some(kind) = schema.kind(&sy.kind) else { continue };
+        let Some(cached) = view.get(&sy.kind, &sy.id) else { continue };
+        for (parent, _) in &kind.parents {
+            if let Some(pid) = kind.owner_id(&cached, parent)
+                && let Some((_, c)) =
+                    caller.iter_mut().find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
+            {
+                c.id = pid;
+            }
+        }
+    }
+
+    let mut out: Vec<PlanEntry> = Vec::with_capacity(caller.len() + synthetic.len());
+    for (_, e) in caller {
+        if e.id.is_empty() && e.op != Op::List {
+            return Err(LockError::MissingId {
+                op: e.op,
+                kind: e.kind.clone(),
+                reason: "no child in the query records it".to_string(),
+            });
+        }
+        out.push(e);
+    }
+    out.extend(synthetic);
+    Ok((out, keys))
+}
+
+/// A cache view over plain maps, for tests and `lock-plan`.
+#[derive(Debug, Default, Clone)]
+pub struct MapView {
+    values: HashMap<String, HashMap<String, Arc<Value>>>,
+    keys: HashMap<String, HashMap<String, String>>,
+}
+
+impl MapView {
+    /// An empty view.
+    pub fn new() -> Self {
+        MapView::default()
+    }
+    /// Adds a value; its key (when the kind is keyed) is indexed too.
+    pub fn insert(&mut self, schema: &Schema, kind: &str, id: &str, value: Value) {
+        if let Some(k) = schema.kind(kind).and_then(|k| k.key_of(&value)) {
+            self.keys.entry(kind.to_string()).or_default().insert(k, id.to_string());
+        }
+        self.values.entry(kind.to_string()).or_default().insert(id.to_string(), Arc::new(value));
+    }
+}
+
+impl CacheView for MapView {
+    fn get(&self, kind: &str, id: &str) -> Option<Arc<Value>> {
+        self.values.get(kind).and_then(|m| m.get(id)).cloned()
+    }
+    fn id_by_key(&self, kind: &str, key: &str) -> Option<String> {
+        self.keys.get(kind).and_then(|m| m.get(key)).cloned()
+    }
+}
