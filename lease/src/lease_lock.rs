@@ -150,6 +150,11 @@ impl LeaseLock {
         self
     }
 
+    /// The metrics this lock counts into, if any.
+    pub fn metrics(&self) -> Option<&DeviceLockMetrics> {
+        self.metrics.as_ref()
+    }
+
     /// The Lease name (derived from the device id).
     pub fn name(&self) -> &str {
         &self.name

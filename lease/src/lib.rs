@@ -6,6 +6,7 @@
 //! function every periodic requeue of the project goes through.
 
 pub mod error;
+pub mod held_lease;
 pub mod holder_identity;
 pub mod jitter;
 pub mod lease_lock;
@@ -13,6 +14,7 @@ pub mod lease_name;
 pub mod metrics;
 
 pub use error::{DeviceLockError, LeaseError};
+pub use held_lease::{HeldLease, LostSignal};
 pub use holder_identity::HolderIdentity;
 pub use jitter::jitter;
 pub use lease_lock::{Acquired, LeaseLock, LeaseSettings, Released};
