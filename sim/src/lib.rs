@@ -5,4 +5,25 @@
 //! controllers (Deployments, Jobs, CronJobs, MariaDB, secret stores, Gateways) and
 //! fault injection. It is a simulator, documented in docs/embedded-cluster.md.
 
+pub mod api;
+pub mod cluster;
 pub mod controllers;
+pub mod error;
+pub mod faults;
+pub mod kubeconfig;
+pub mod objects;
+pub mod patch;
+pub mod registry;
+pub mod requests;
+pub mod schema;
+pub mod store;
+
+/// The core API group's name (empty).
+pub const CORE: &str = "";
+
+pub use cluster::{ClusterConfig, EmbeddedCluster, StoreView};
+pub use error::{ApiError, SimError};
+pub use faults::{ErrorRule, FaultConfig, FaultHandle, ServiceFault};
+pub use requests::RequestRecord;
+/// In-process store access (`EmbeddedCluster::store()` returns a `Store` view).
+pub type Store = StoreView;

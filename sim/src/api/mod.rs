@@ -1,0 +1,310 @@
+//! The HTTP API (actix-web): one dispatcher that parses the path, applies fault injection,
+//! serves discovery / OpenAPI / resources (CRUD, list, watch, patch, status, proxy), answers
+//! errors as Status objects and records every request.
+
+pub mod discovery;
+pub mod jsonpath;
+pub mod proxy;
+pub mod route;
+pub mod table;
+pub mod watch;
+
+use crate::error::ApiError;
+use crate::faults::FaultHandle;
+use crate::objects::{DeleteOptions, Engine, ListOptions, Target, WriteOptions};
+use crate::patch::{self, PatchType};
+use crate::requests::{RequestLog, RequestRecord};
+use crate::store::selectors::{FieldSelector, LabelSelector};
+use actix_web::http::{Method, StatusCode};
+use actix_web::{HttpRequest, HttpResponse, web};
+use route::{ResourcePath, Route};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Shared state of the HTTP workers.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    pub faults: FaultHandle,
+    pub log: RequestLog,
+    /// Flips to true when the server shuts down (ends watches).
+    pub stop: tokio::sync::watch::Receiver<bool>,
+    pub address: String,
+}
+
+fn json_response(code: u16, body: &Value) -> HttpResponse {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    HttpResponse::build(status).content_type("application/json").body(serde_json::to_vec(body).unwrap_or_default())
+}
+
+fn error_response(e: &ApiError) -> HttpResponse {
+    json_response(e.code, &e.to_status())
+}
+
+fn header(req: &HttpRequest, name: &str) -> String {
+    req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+}
+
+fn flag(q: &HashMap<String, String>, key: &str) -> bool {
+    q.get(key).is_some_and(|v| v == "true" || v == "1")
+}
+
+/// What a request was, for the request record.
+#[derive(Default)]
+struct Described {
+    verb: String,
+    path: ResourcePath,
+}
+
+/// Entry point of every request.
+pub async fn dispatch(req: HttpRequest, body: web::Bytes, app: web::Data<AppState>) -> HttpResponse {
+    let app = app.get_ref().clone();
+    let query: HashMap<String, String> = web::Query::<HashMap<String, String>>::from_query(req.query_string())
+        .map(|q| q.into_inner())
+        .unwrap_or_default();
+    let route = route::parse(req.path(), &app.engine.registry);
+    let user_agent = header(&req, "user-agent");
+    let mut described = Described::default();
+    if let Route::Resource(p) = &route {
+        described.verb = verb_of(req.method(), p, &query);
+        described.path = p.clone();
+    } else {
+        described.verb = "discovery".into();
+    }
+    let latency = app.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let response = match app.faults.error_for(&described.verb, &described.path.resource, &user_agent) {
+        Some(code) => error_response(&ApiError::injected(code)),
+        None => serve(&req, &body, &app, route, &query, &user_agent).await,
+    };
+    app.log.push(RequestRecord {
+        verb: described.verb,
+        method: req.method().to_string(),
+        path: req.path().to_string(),
+        group: described.path.group,
+        version: described.path.version,
+        resource: described.path.resource,
+        subresource: described.path.subresource.unwrap_or_default(),
+        namespace: described.path.namespace.unwrap_or_default(),
+        name: described.path.name.unwrap_or_default(),
+        user_agent,
+        status: response.status().as_u16(),
+        time: chrono::Utc::now(),
+    });
+    response
+}
+
+fn verb_of(method: &Method, p: &ResourcePath, q: &HashMap<String, String>) -> String {
+    let named = p.name.is_some();
+    let v = match *method {
+        Method::GET if named => "get",
+        Method::GET if flag(q, "watch") => "watch",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
+    };
+    v.to_string()
+}
+
+async fn serve(req: &HttpRequest, body: &[u8], app: &AppState, route: Route, q: &HashMap<String, String>, ua: &str) -> HttpResponse {
+    let get_only = |doc: Option<Value>| {
+        if req.method() != Method::GET {
+            return error_response(&ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({})", req.path())));
+        }
+        match doc {
+            Some(d) => json_response(200, &d),
+            None => error_response(&ApiError::not_found_path(req.path())),
+        }
+    };
+    match route {
+        Route::Version => get_only(Some(discovery::version())),
+        Route::Health => HttpResponse::Ok().content_type("text/plain").body("ok"),
+        Route::CoreVersions => get_only(Some(discovery::core_versions(&app.address))),
+        Route::Groups => get_only(Some(discovery::groups(&app.engine.registry))),
+        Route::Group(g) => get_only(discovery::group(&app.engine.registry, &g)),
+        Route::GroupVersion(g, v) => get_only(discovery::resource_list(&app.engine.registry, &g, &v)),
+        Route::OpenApi(_) | Route::Unknown => error_response(&ApiError::not_found_path(req.path())),
+        Route::Resource(p) => match serve_resource(req, body, app, p, q, ua).await {
+            Ok(r) => r,
+            Err(e) => error_response(&e),
+        },
+    }
+}
+
+fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    Ok(ListOptions {
+        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())?,
+        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or_default())?,
+        limit: q.get("limit").and_then(|l| l.parse().ok()),
+        continue_token: q.get("continue").cloned(),
+    })
+}
+
+fn write_options(q: &HashMap<String, String>, ua: &str) -> WriteOptions {
+    WriteOptions {
+        field_manager: q.get("fieldManager").cloned(),
+        force: flag(q, "force"),
+        dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
+        user_agent: ua.to_string(),
+    }
+}
+
+fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = header(req, "content-type").to_ascii_lowercase();
+    if body.is_empty() {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    if ct.contains("yaml") { patch::parse_yaml_or_json(body) } else if ct.is_empty() || ct.contains("json") {
+        patch::parse_json(body)
+    } else {
+        Err(ApiError::unsupported_media_type(&ct))
+    }
+}
+
+fn delete_options(req: &HttpRequest, body: &[u8], q: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        propagation: q.get("propagationPolicy").cloned(),
+        dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
+        ..DeleteOptions::default()
+    };
+    if let Some(orphan) = q.get("orphanDependents") {
+        if orphan == "true" {
+            opts.propagation = Some("Orphan".into());
+        }
+    }
+    if !body.is_empty() {
+        let b = parse_body(req, body)?;
+        if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
+            opts.propagation = Some(p.to_string());
+        }
+        if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            opts.propagation = Some("Orphan".into());
+        }
+        opts.precondition_uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+        opts.precondition_rv = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string);
+        if b.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|x| x == "All")) {
+            opts.dry_run = true;
+        }
+    }
+    match opts.propagation.as_deref() {
+        None | Some("Background" | "Foreground" | "Orphan") => Ok(opts),
+        Some(other) => Err(ApiError::bad_request(format!("invalid propagationPolicy {other:?}"))),
+    }
+}
+
+async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: ResourcePath, q: &HashMap<String, String>, ua: &str) -> Result<HttpResponse, ApiError> {
+    let engine = &app.engine;
+    let info = engine
+        .registry
+        .find(&p.group, &p.version, &p.resource)
+        .ok_or_else(|| ApiError::not_found_path(req.path()))?;
+    if p.namespace.is_some() && !info.namespaced {
+        return Err(ApiError::not_found_path(req.path()));
+    }
+    let sub = p.subresource.clone().unwrap_or_default();
+    if !sub.is_empty() && !(sub == "status" && info.has_status) && !(sub == "proxy" && info.has_proxy) {
+        return Err(ApiError::not_found_path(req.path()));
+    }
+    let namespace = p.namespace.clone().unwrap_or_default();
+    if info.namespaced && p.name.is_some() && namespace.is_empty() {
+        return Err(ApiError::not_found_path(req.path()));
+    }
+    if sub == "proxy" {
+        let segment = p.name.clone().unwrap_or_default();
+        return proxy::answer(app, &namespace, &segment, &p.rest).await;
+    }
+    let target = Target { info: info.clone(), version: p.version.clone(), namespace, name: p.name.clone().unwrap_or_default(), subresource: sub };
+    let accept = header(req, "accept");
+    let as_table = table::wants_table(&accept);
+    let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str));
+    let method = req.method().clone();
+    let named = p.name.is_some();
+    match method {
+        Method::GET if named => {
+            let obj = engine.get(&target)?;
+            if as_table && target.subresource.is_empty() {
+                let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
+                return Ok(json_response(200, &table::table(&info, &p.version, &[obj], include, json!({"resourceVersion": rv}))));
+            }
+            Ok(json_response(200, &obj))
+        }
+        Method::GET if flag(q, "watch") => {
+            let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+            let since = match rv {
+                "" | "0" => None,
+                x => Some(x.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {x:?}")))?),
+            };
+            let timeout = q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).filter(|t| *t > 0).unwrap_or(1800);
+            let lo = list_options(q)?;
+            let params = watch::WatchParams {
+                since,
+                send_initial_events: flag(q, "sendInitialEvents"),
+                bookmarks: flag(q, "allowWatchBookmarks"),
+                timeout: Duration::from_secs(timeout),
+                labels: lo.labels,
+                fields: lo.fields,
+                table: if as_table { Some(include) } else { None },
+            };
+            let content_type = if as_table { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json" };
+            Ok(HttpResponse::Ok()
+                .content_type(content_type)
+                .insert_header(("Transfer-Encoding", "chunked"))
+                .streaming(watch::stream(app.clone(), target, params)))
+        }
+        Method::GET => {
+            let lo = list_options(q)?;
+            let (items, rv, cont, remaining) = engine.list(&target, &lo)?;
+            let mut meta = json!({"resourceVersion": rv.to_string()});
+            if let Some(c) = cont {
+                meta["continue"] = json!(c);
+                meta["remainingItemCount"] = json!(remaining);
+            }
+            if as_table {
+                return Ok(json_response(200, &table::table(&info, &p.version, &items, include, meta)));
+            }
+            Ok(json_response(200, &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": meta, "items": items})))
+        }
+        Method::POST if !named => {
+            let obj = parse_body(req, body)?;
+            let created = engine.create(&target, obj, &write_options(q, ua))?;
+            Ok(json_response(201, &created))
+        }
+        Method::PUT if named => {
+            let obj = parse_body(req, body)?;
+            let updated = engine.update(&target, obj, &write_options(q, ua))?;
+            Ok(json_response(200, &updated))
+        }
+        Method::PATCH if named => {
+            let ptype = PatchType::from_content_type(&header(req, "content-type"))?;
+            if body.is_empty() {
+                return Err(ApiError::bad_request("the patch body is empty"));
+            }
+            let existed = ptype == PatchType::Apply && engine.get(&target).is_ok();
+            let patched = engine.patch(&target, ptype, body, &write_options(q, ua))?;
+            let code = if ptype == PatchType::Apply && !existed { 201 } else { 200 };
+            Ok(json_response(code, &patched))
+        }
+        Method::DELETE if named => {
+            if !target.subresource.is_empty() {
+                return Err(ApiError::method_not_allowed("a subresource cannot be deleted"));
+            }
+            let opts = delete_options(req, body, q)?;
+            let deleted = engine.delete(&target, &opts)?;
+            Ok(json_response(if deleted.gone { 200 } else { 202 }, &deleted.object))
+        }
+        Method::DELETE => {
+            let opts = delete_options(req, body, q)?;
+            let lo = list_options(q)?;
+            let items = engine.delete_collection(&target, &lo, &opts)?;
+            Ok(json_response(200, &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": {"resourceVersion": engine.store.resource_version().to_string()}, "items": items})))
+        }
+        _ => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({} {})", req.method(), req.path()))),
+    }
+}

@@ -1,0 +1,240 @@
+//! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1, the garbage collector, writes a
+//! kubeconfig, installs the third-party CRD fixtures and spawns the simulated controllers; offers
+//! a client, in-process reads of the store, the request record and fault injection at runtime;
+//! shuts everything down in order.
+
+use crate::api::{self, AppState};
+use crate::controllers::{self, ControllersConfig, ControllersHandle};
+use crate::error::SimError;
+use crate::faults::{FaultConfig, FaultHandle};
+use crate::kubeconfig::kubeconfig_yaml;
+use crate::objects::{Engine, gc};
+use crate::registry::Registry;
+use crate::requests::{RequestLog, RequestRecord};
+use crate::store::Store;
+use actix_web::{App, HttpServer, web};
+use std::path::{Path, PathBuf};
+
+/// How to start an embedded cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Port on 127.0.0.1; 0 chooses a free one.
+    pub port: u16,
+    /// Where to write the kubeconfig; None writes it in a temporary directory.
+    pub kubeconfig_path: Option<PathBuf>,
+    pub controllers: ControllersConfig,
+    pub faults: FaultConfig,
+    /// Watch events kept for resuming watches (older versions answer 410 Gone).
+    pub history_window: usize,
+    /// Requests kept in the request record.
+    pub request_log_capacity: usize,
+    /// HTTP worker threads.
+    pub workers: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            port: 0,
+            kubeconfig_path: None,
+            controllers: ControllersConfig::default(),
+            faults: FaultConfig::default(),
+            history_window: 50_000,
+            request_log_capacity: 200_000,
+            workers: 2,
+        }
+    }
+}
+
+/// A running embedded cluster.
+pub struct EmbeddedCluster {
+    url: String,
+    kubeconfig_path: PathBuf,
+    kubeconfig: String,
+    _tempdir: Option<tempfile::TempDir>,
+    engine: Engine,
+    faults: FaultHandle,
+    log: RequestLog,
+    client: kube::Client,
+    controllers: Option<ControllersHandle>,
+    server: actix_web::dev::ServerHandle,
+    stop: tokio::sync::watch::Sender<bool>,
+    gc_task: Option<tokio::task::JoinHandle<()>>,
+    server_task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl std::fmt::Debug for EmbeddedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedCluster").field("url", &self.url).field("kubeconfig", &self.kubeconfig_path).finish()
+    }
+}
+
+/// In-process read access to the cluster's objects (JSON as stored).
+#[derive(Clone, Debug)]
+pub struct StoreView {
+    store: Store,
+    registry: Registry,
+}
+
+impl StoreView {
+    /// One object by group ("" for core), plural resource, namespace ("" if cluster-scoped), name.
+    pub fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        self.store.get(group, resource, namespace, name)
+    }
+
+    /// Objects of a resource in one namespace or all.
+    pub fn list(&self, group: &str, resource: &str, namespace: Option<&str>) -> Vec<serde_json::Value> {
+        self.store.list(group, resource, namespace)
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store.resource_version()
+    }
+
+    /// Whether `group/resource` is currently served (e.g. after a CRD was registered).
+    pub fn serves(&self, group: &str, resource: &str) -> bool {
+        self.registry.find_resource(group, resource).is_some()
+    }
+}
+
+impl EmbeddedCluster {
+    /// Starts the server, registers the built-in kinds, installs the fixtures and spawns the
+    /// simulated controllers.
+    pub async fn start(config: ClusterConfig) -> Result<EmbeddedCluster, SimError> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", config.port)).map_err(|source| SimError::Bind { port: config.port, source })?;
+        let port = listener.local_addr().map_err(|source| SimError::Bind { port: config.port, source })?.port();
+        let url = format!("http://127.0.0.1:{port}");
+        let engine = Engine::new(config.history_window);
+        let faults = FaultHandle::new(config.faults.clone());
+        let log = RequestLog::new(config.request_log_capacity);
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let state = AppState { engine: engine.clone(), faults: faults.clone(), log: log.clone(), stop: stop_rx.clone(), address: format!("127.0.0.1:{port}") };
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(web::Data::new(state.clone()))
+                .app_data(web::PayloadConfig::new(64 * 1024 * 1024))
+                .default_service(web::to(api::dispatch))
+        })
+        .workers(config.workers.max(1))
+        .disable_signals()
+        .shutdown_timeout(2)
+        .listen(listener)
+        .map_err(|source| SimError::Bind { port, source })?
+        .run();
+        let handle = server.handle();
+        let server_task = tokio::spawn(server);
+        let gc_task = tokio::spawn(gc::run(engine.clone(), stop_rx));
+
+        let kubeconfig = kubeconfig_yaml(&url);
+        let (kubeconfig_path, tempdir) = match &config.kubeconfig_path {
+            Some(p) => (p.clone(), None),
+            None => {
+                let dir = tempfile::tempdir().map_err(|source| SimError::Kubeconfig { path: std::env::temp_dir(), source })?;
+                (dir.path().join("kubeconfig"), Some(dir))
+            }
+        };
+        if let Some(parent) = kubeconfig_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| SimError::Kubeconfig { path: kubeconfig_path.clone(), source })?;
+        }
+        std::fs::write(&kubeconfig_path, &kubeconfig).map_err(|source| SimError::Kubeconfig { path: kubeconfig_path.clone(), source })?;
+        let client = client_for(&kubeconfig).await?;
+        let mut cluster = EmbeddedCluster {
+            url,
+            kubeconfig_path,
+            kubeconfig,
+            _tempdir: tempdir,
+            engine,
+            faults,
+            log,
+            client: client.clone(),
+            controllers: None,
+            server: handle,
+            stop,
+            gc_task: Some(gc_task),
+            server_task: Some(server_task),
+        };
+        controllers::install_fixtures(client.clone()).await.map_err(SimError::Fixtures)?;
+        cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
+        Ok(cluster)
+    }
+
+    /// "http://127.0.0.1:PORT"
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// The kubeconfig file written for this cluster.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig.clone()
+    }
+
+    /// A client for this cluster (default namespace "default").
+    pub async fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Fault injection of the running cluster.
+    pub fn faults(&self) -> FaultHandle {
+        self.faults.clone()
+    }
+
+    /// Every API request served so far (bounded by `request_log_capacity`).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.log.all()
+    }
+
+    pub fn clear_requests(&self) {
+        self.log.clear();
+    }
+
+    /// In-process reads of the stored objects.
+    pub fn store(&self) -> StoreView {
+        StoreView { store: self.engine.store.clone(), registry: self.engine.registry.clone() }
+    }
+
+    /// The simulated controllers (to change their settings at runtime).
+    pub fn controllers(&self) -> Option<&ControllersHandle> {
+        self.controllers.as_ref()
+    }
+
+    /// Stops the controllers, then the server (open watches end), then the garbage collector.
+    pub async fn shutdown(mut self) {
+        if let Some(c) = self.controllers.take() {
+            drop(c);
+        }
+        let _ = self.stop.send(true);
+        self.server.stop(true).await;
+        if let Some(t) = self.server_task.take() {
+            let _ = t.await;
+        }
+        if let Some(t) = self.gc_task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for EmbeddedCluster {
+    fn drop(&mut self) {
+        self.controllers.take();
+        let _ = self.stop.send(true);
+        if self.server_task.is_some() {
+            let stop = self.server.stop(false);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(stop);
+            }
+        }
+    }
+}
+
+async fn client_for(kubeconfig: &str) -> Result<kube::Client, SimError> {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).map_err(|e| SimError::Client(e.to_string()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| SimError::Client(e.to_string()))?;
+    kube::Client::try_from(cfg).map_err(|e| SimError::Client(e.to_string()))
+}

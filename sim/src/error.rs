@@ -1,0 +1,199 @@
+//! Errors: `SimError` (starting and running the embedded cluster) and `ApiError`, the Kubernetes
+//! `Status` answers (NotFound, AlreadyExists, Conflict, Invalid, Gone, ...) the HTTP API sends.
+
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// A failure to start or run the embedded cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    Bind { port: u16, source: std::io::Error },
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig { path: PathBuf, source: std::io::Error },
+    #[error("cannot build a client for the embedded cluster: {0}")]
+    Client(String),
+    #[error("cannot install the third-party CRD fixtures: {0}")]
+    Fixtures(kube::Error),
+}
+
+/// One `details.causes` entry of an Invalid / Conflict Status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+impl Cause {
+    pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Cause {
+        Cause { reason: reason.to_string(), field: field.into(), message: message.into() }
+    }
+}
+
+/// An API failure answered as a `v1 Status` with the HTTP status `code`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    pub causes: Vec<Cause>,
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
+}
+
+impl ApiError {
+    fn plain(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            group: String::new(),
+            kind: String::new(),
+            name: String::new(),
+            causes: Vec::new(),
+        }
+    }
+
+    fn about(mut self, group: &str, kind: &str, name: &str) -> ApiError {
+        self.group = group.to_string();
+        self.kind = kind.to_string();
+        self.name = name.to_string();
+        self
+    }
+
+    pub fn not_found(group: &str, resource: &str, name: &str) -> ApiError {
+        Self::plain(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)))
+            .about(group, resource, name)
+    }
+
+    pub fn not_found_path(path: &str) -> ApiError {
+        Self::plain(404, "NotFound", format!("the server could not find the requested resource ({path})"))
+    }
+
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> ApiError {
+        Self::plain(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
+            .about(group, resource, name)
+    }
+
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
+        Self::plain(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, resource)),
+        )
+        .about(group, resource, name)
+    }
+
+    /// A server-side apply conflict: `causes` name the fields and their managers.
+    pub fn apply_conflict(group: &str, resource: &str, name: &str, causes: Vec<Cause>) -> ApiError {
+        let list: Vec<String> = causes.iter().map(|c| c.message.clone()).collect();
+        let mut e = Self::plain(
+            409,
+            "Conflict",
+            format!("Apply failed with {} conflict(s): {}", causes.len(), list.join(", ")),
+        )
+        .about(group, resource, name);
+        e.causes = causes;
+        e
+    }
+
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
+        let list: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        let what = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let mut e =
+            Self::plain(422, "Invalid", format!("{what} \"{name}\" is invalid: {}", list.join(", "))).about(group, kind, name);
+        e.causes = causes;
+        e
+    }
+
+    pub fn gone(message: impl Into<String>) -> ApiError {
+        Self::plain(410, "Expired", message)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        Self::plain(400, "BadRequest", message)
+    }
+
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        Self::plain(405, "MethodNotAllowed", message)
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> ApiError {
+        Self::plain(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"))
+    }
+
+    pub fn too_many_requests(message: impl Into<String>) -> ApiError {
+        Self::plain(429, "TooManyRequests", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        Self::plain(500, "InternalError", message)
+    }
+
+    pub fn service_unavailable(message: impl Into<String>) -> ApiError {
+        Self::plain(503, "ServiceUnavailable", message)
+    }
+
+    /// An injected failure with an arbitrary code (fault injection).
+    pub fn injected(code: u16) -> ApiError {
+        match code {
+            409 => Self::plain(409, "Conflict", "injected fault: conflict (the object has been modified; please apply your changes to the latest version and try again)"),
+            429 => Self::plain(429, "TooManyRequests", "injected fault: too many requests, please try again later"),
+            410 => Self::gone("injected fault: too old resource version"),
+            503 => Self::service_unavailable("injected fault: service unavailable"),
+            c => Self::plain(c, "InternalError", format!("injected fault: error {c}")),
+        }
+    }
+
+    /// The `v1 Status` object of this error.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if !self.name.is_empty() || !self.kind.is_empty() || !self.causes.is_empty() {
+            let mut details = json!({});
+            if !self.name.is_empty() {
+                details["name"] = json!(self.name);
+            }
+            if !self.group.is_empty() {
+                details["group"] = json!(self.group);
+            }
+            if !self.kind.is_empty() {
+                details["kind"] = json!(self.kind);
+            }
+            if !self.causes.is_empty() {
+                details["causes"] = Value::Array(
+                    self.causes
+                        .iter()
+                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .collect(),
+                );
+            }
+            status["details"] = details;
+        }
+        if self.code == 429 {
+            status["details"]["retryAfterSeconds"] = json!(1);
+        }
+        status
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}

@@ -1,0 +1,169 @@
+//! The garbage collector: deletes objects whose owners (ownerReferences by uid) are all gone,
+//! drops dangling owner references, completes Foreground deletions (dependents first, then the
+//! `foregroundDeletion` finalizer) and Orphan deletions (owner references removed, then the
+//! `orphan` finalizer), and empties terminating Namespaces before removing them.
+
+use super::{Engine, Target, meta};
+use crate::store::{ObjKey, Txn};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// Runs the collector until `stop` fires: after every delete notification and every 500 ms.
+pub async fn run(engine: Engine, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let wake = engine.gc_notify();
+    loop {
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        for _ in 0..16 {
+            if !collect_once(&engine) {
+                break;
+            }
+        }
+    }
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn target_for(engine: &Engine, key: &ObjKey) -> Option<Target> {
+    let info = engine.registry.find_resource(&key.group, &key.resource)?;
+    let version = info.preferred_version().to_string();
+    Some(Target { info, version, namespace: key.namespace.clone(), name: key.name.clone(), subresource: String::new() })
+}
+
+/// One collection pass; true when it changed something.
+pub fn collect_once(engine: &Engine) -> bool {
+    engine.store.transact(|txn| pass(engine, txn))
+}
+
+fn rewrite(txn: &mut Txn<'_>, key: &ObjKey, obj: Value, engine: &Engine) {
+    // an object whose last finalizer goes is removed, like an API write would do
+    if obj.pointer("/metadata/deletionTimestamp").is_some() && meta::finalizers(&obj).is_empty() && !(key.group.is_empty() && key.resource == "namespaces") {
+        txn.put(key.clone(), obj);
+        if let Some(gone) = txn.remove(key) {
+            if let Some(t) = target_for(engine, key) {
+                super::kinds::after_delete(engine, txn, &t, &gone);
+            }
+        }
+    } else {
+        txn.put(key.clone(), obj);
+    }
+}
+
+fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
+    let all = txn.all();
+    let by_uid: HashMap<String, (ObjKey, Value)> = all
+        .iter()
+        .filter_map(|(k, v)| meta::meta_str(v, "uid").map(|u| (u.to_string(), (k.clone(), v.clone()))))
+        .collect();
+    let mut dependents: HashSet<String> = HashSet::new();
+    for (_, obj) in &all {
+        for u in owner_uids(obj) {
+            if by_uid.contains_key(&u) {
+                dependents.insert(u);
+            }
+        }
+    }
+    let mut changed = false;
+    for (key, _) in &all {
+        let Some(current) = txn.get(key).cloned() else { continue };
+        let uids = owner_uids(&current);
+        let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
+        // dependents of owners
+        if !uids.is_empty() {
+            let live: Vec<&String> = uids.iter().filter(|u| by_uid.contains_key(*u)).collect();
+            let owner_fins = |u: &String| by_uid.get(u).map(|(_, o)| (o.pointer("/metadata/deletionTimestamp").is_some(), meta::finalizers(o))).unwrap_or((false, Vec::new()));
+            if live.is_empty() {
+                if !deleting {
+                    if let Some(t) = target_for(engine, key) {
+                        engine.delete_in(txn, &t, &current, Some("Background"));
+                        changed = true;
+                    }
+                }
+                continue;
+            }
+            let orphaning: Vec<&String> = live.iter().copied().filter(|u| {
+                let (d, f) = owner_fins(u);
+                d && f.iter().any(|x| x == "orphan")
+            }).collect();
+            let foreground = live.iter().any(|u| {
+                let (d, f) = owner_fins(u);
+                d && f.iter().any(|x| x == "foregroundDeletion")
+            });
+            if !orphaning.is_empty() || live.len() != uids.len() {
+                let mut new = current.clone();
+                if let Some(refs) = new.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+                    refs.retain(|r| {
+                        let u = r.get("uid").and_then(Value::as_str).unwrap_or_default().to_string();
+                        by_uid.contains_key(&u) && !orphaning.contains(&&u)
+                    });
+                    if refs.is_empty() {
+                        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                            m.remove("ownerReferences");
+                        }
+                    }
+                }
+                rewrite(txn, key, new, engine);
+                changed = true;
+                continue;
+            }
+            if foreground && !deleting {
+                if let Some(t) = target_for(engine, key) {
+                    let policy = if dependents.contains(meta::meta_str(&current, "uid").unwrap_or_default()) { "Foreground" } else { "Background" };
+                    engine.delete_in(txn, &t, &current, Some(policy));
+                    changed = true;
+                }
+                continue;
+            }
+        }
+        // owners finishing Foreground / Orphan deletions
+        if deleting {
+            let uid = meta::meta_str(&current, "uid").unwrap_or_default().to_string();
+            let fins = meta::finalizers(&current);
+            let waiting_for_dependents = dependents.contains(&uid);
+            let mut new_fins = fins.clone();
+            if !waiting_for_dependents {
+                new_fins.retain(|f| f != "foregroundDeletion" && f != "orphan");
+            }
+            if new_fins != fins {
+                let mut new = current.clone();
+                meta::set_finalizers(&mut new, &new_fins);
+                rewrite(txn, key, new, engine);
+                changed = true;
+                continue;
+            }
+        }
+        // terminating namespaces
+        if key.group.is_empty() && key.resource == "namespaces" && deleting {
+            let ns = key.name.clone();
+            let contents: Vec<(ObjKey, Value)> = all.iter().filter(|(k, _)| k.namespace == ns).cloned().collect();
+            let mut remaining = 0;
+            for (k, _) in contents {
+                let Some(o) = txn.get(&k).cloned() else { continue };
+                remaining += 1;
+                if o.pointer("/metadata/deletionTimestamp").is_none() {
+                    if let Some(t) = target_for(engine, &k) {
+                        engine.delete_in(txn, &t, &o, Some("Background"));
+                        changed = true;
+                    }
+                }
+            }
+            if remaining == 0 && meta::finalizers(&current).is_empty() {
+                txn.remove(key);
+                changed = true;
+            }
+        }
+    }
+    changed
+}

@@ -1,0 +1,126 @@
+//! Per-kind rules applied on every write: CRD instances are defaulted, pruned and validated
+//! against their structural schema; CRDs get their status and (after the write) their resource
+//! registered; Namespaces get a phase; Secrets fold stringData into data; Services get a
+//! clusterIP; Pods start Pending. CRD deletion removes the resource and its instances.
+
+use super::{Engine, Target, meta};
+use crate::error::ApiError;
+use crate::registry::crd_status;
+use crate::schema;
+use crate::store::Txn;
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+
+/// Adjusts and validates an object about to be written (`old` is None on create).
+pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
+    let info = &t.info;
+    if let Some(crd) = &info.crd {
+        if let Some(s) = crd.schemas.get(&t.version) {
+            schema::default_and_prune(obj, s);
+            let causes = schema::validate_object(obj, s);
+            if !causes.is_empty() {
+                let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
+                return Err(ApiError::invalid(&info.group, &info.kind, &name, causes));
+            }
+        }
+        return Ok(());
+    }
+    match (info.group.as_str(), info.resource.as_str()) {
+        (CRD_GROUP, "customresourcedefinitions") => {
+            // validates names and versions; registration happens after the write
+            crate::registry::resource_from_crd(obj)?;
+            if let Some(existing) = engine.registry.find_resource(
+                obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default(),
+                obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default(),
+            ) {
+                if existing.crd.is_none() {
+                    return Err(ApiError::invalid(
+                        CRD_GROUP,
+                        "CustomResourceDefinition",
+                        meta::meta_str(obj, "name").unwrap_or_default(),
+                        vec![crate::error::Cause::new("FieldValueInvalid", "spec.names.plural", "conflicts with a built-in resource")],
+                    ));
+                }
+            }
+            let since = old
+                .and_then(|o| o.pointer("/status/conditions/0/lastTransitionTime"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(meta::now);
+            obj["status"] = crd_status(obj, &since);
+        }
+        ("", "namespaces") => {
+            if old.is_none_or(|o| o.pointer("/metadata/deletionTimestamp").is_none()) {
+                obj["status"] = json!({"phase": "Active"});
+            }
+            let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        }
+        ("", "secrets") => {
+            if let Some(string_data) = obj.get("stringData").cloned() {
+                let map = string_data
+                    .as_object()
+                    .ok_or_else(|| ApiError::bad_request("stringData must be a map of strings"))?
+                    .clone();
+                if obj.get("data").is_none_or(Value::is_null) {
+                    obj["data"] = json!({});
+                }
+                for (k, v) in map {
+                    let s = v.as_str().ok_or_else(|| ApiError::bad_request(format!("stringData.{k} must be a string")))?;
+                    obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()));
+                }
+                if let Some(m) = obj.as_object_mut() {
+                    m.remove("stringData");
+                }
+            }
+            if obj.get("type").is_none() {
+                obj["type"] = json!("Opaque");
+            }
+        }
+        ("", "services") => {
+            if obj.get("spec").is_none_or(|s| !s.is_object()) {
+                obj["spec"] = json!({});
+            }
+            if obj.pointer("/spec/type").is_none() {
+                obj["spec"]["type"] = json!("ClusterIP");
+            }
+            match old.and_then(|o| o.pointer("/spec/clusterIP")).cloned() {
+                Some(ip) => obj["spec"]["clusterIP"] = ip,
+                None if obj.pointer("/spec/clusterIP").is_none() => {
+                    let n = engine.store.resource_version();
+                    obj["spec"]["clusterIP"] = json!(format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1));
+                }
+                None => {}
+            }
+        }
+        ("", "pods") => {
+            if old.is_none() && obj.get("status").is_none() {
+                obj["status"] = json!({"phase": "Pending"});
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Follow-ups of a stored write (CRD registration).
+pub fn after_write(engine: &Engine, _txn: &mut Txn<'_>, t: &Target, stored: &Value) -> Result<(), ApiError> {
+    if t.info.is(CRD_GROUP, "customresourcedefinitions") && stored.pointer("/metadata/deletionTimestamp").is_none() {
+        engine.registry.register_crd(stored)?;
+    }
+    Ok(())
+}
+
+/// Follow-ups of a removal: a CRD takes its resource and every instance with it.
+pub fn after_delete(engine: &Engine, txn: &mut Txn<'_>, t: &Target, gone: &Value) {
+    if t.info.is(CRD_GROUP, "customresourcedefinitions") {
+        let group = gone.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
+        let plural = gone.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
+        engine.registry.unregister_crd(&group, &plural);
+        for (key, _) in txn.list(&group, &plural, None) {
+            txn.remove(&key);
+        }
+    }
+}

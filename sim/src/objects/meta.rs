@@ -1,0 +1,158 @@
+//! Object metadata rules: name validation, fresh metadata on create (uid, creationTimestamp,
+//! generation, generateName), immutable fields on update, generation bumps on spec changes only.
+
+use crate::error::{ApiError, Cause};
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+/// RFC 3339 "now" with second precision, as Kubernetes writes timestamps.
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Whether `name` is a DNS-1123 subdomain (lowercase alphanumerics, '-', '.', ≤ 253).
+pub fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// Whether `name` is a DNS-1123 label (no dots, ≤ 63).
+pub fn is_dns_label(name: &str) -> bool {
+    name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
+}
+
+/// A random 5-character suffix for generateName.
+pub fn random_suffix() -> String {
+    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+}
+
+/// The metadata map of an object, created if missing.
+pub fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
+    let map = obj.as_object_mut().ok_or_else(|| ApiError::bad_request("the object is not a JSON object"))?;
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if meta.is_null() {
+        *meta = json!({});
+    }
+    meta.as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+}
+
+pub fn meta_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_str)
+}
+
+/// Basic metadata checks every kind gets (labels and annotations are string maps, name valid).
+pub fn validate_meta(obj: &Value, kind: &str, group: &str, name_is_label: bool) -> Result<(), ApiError> {
+    let name = meta_str(obj, "name").unwrap_or_default();
+    let mut causes = Vec::new();
+    let ok = if name_is_label { is_dns_label(name) } else { is_dns_subdomain(name) };
+    if !ok {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: {name:?}: a lowercase RFC 1123 {} must consist of lower case alphanumeric characters, '-' or '.'", if name_is_label { "label" } else { "subdomain" }),
+        ));
+    }
+    for key in ["labels", "annotations"] {
+        if let Some(m) = obj.pointer(&format!("/metadata/{key}")) {
+            match m.as_object() {
+                Some(map) => {
+                    for (k, v) in map {
+                        if !v.is_string() {
+                            causes.push(Cause::new("FieldValueInvalid", format!("metadata.{key}.{k}"), "must be a string"));
+                        }
+                    }
+                }
+                None if m.is_null() => {}
+                None => causes.push(Cause::new("FieldValueInvalid", format!("metadata.{key}"), "must be a map of strings")),
+            }
+        }
+    }
+    if let Some(f) = obj.pointer("/metadata/finalizers")
+        && !f.is_null()
+        && !f.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    {
+        causes.push(Cause::new("FieldValueInvalid", "metadata.finalizers", "must be a list of strings"));
+    }
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(group, kind, name, causes)) }
+}
+
+/// The object without metadata and status: what `generation` tracks.
+fn spec_part(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v
+}
+
+/// Whether anything outside metadata and status changed.
+pub fn spec_changed(old: &Value, new: &Value) -> bool {
+    spec_part(old) != spec_part(new)
+}
+
+/// The object without the fields the server maintains (to detect no-op writes).
+pub fn comparable(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    if let Some(m) = v.as_object_mut() {
+        m.remove("apiVersion");
+    }
+    v
+}
+
+/// Finalizers of an object.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Sets (or, when empty, removes) the finalizers of an object.
+pub fn set_finalizers(obj: &mut Value, list: &[String]) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if list.is_empty() {
+            meta.remove("finalizers");
+        } else {
+            meta.insert("finalizers".into(), json!(list));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_names() {
+        assert!(is_dns_subdomain("cinder-api.v1"));
+        assert!(!is_dns_subdomain("Cinder"));
+        assert!(!is_dns_subdomain("-a"));
+        assert!(!is_dns_subdomain(""));
+        assert!(is_dns_label("kube-system"));
+        assert!(!is_dns_label("a.b"));
+    }
+
+    #[test]
+    fn generation_tracks_spec_only() {
+        let a = json!({"metadata": {"labels": {"x": "1"}}, "spec": {"r": 1}, "status": {"s": 1}});
+        let b = json!({"metadata": {"labels": {"x": "2"}}, "spec": {"r": 1}, "status": {"s": 2}});
+        let c = json!({"metadata": {}, "spec": {"r": 2}});
+        assert!(!spec_changed(&a, &b));
+        assert!(spec_changed(&a, &c));
+    }
+}

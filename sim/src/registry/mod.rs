@@ -1,0 +1,143 @@
+//! The resource registry: which kinds the server serves (built-ins and registered CRDs), with the
+//! discovery facts (plural, kind, scope, short names, subresources) and, for CRDs, schemas and
+//! printer columns per version.
+
+mod builtins;
+mod crd;
+
+pub use crd::{PrinterColumn, crd_status, resource_from_crd};
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// One served resource (e.g. `apps/v1 deployments`).
+#[derive(Clone, Debug)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Served versions, the preferred (storage) one first.
+    pub versions: Vec<String>,
+    pub resource: String,
+    pub kind: String,
+    pub singular: String,
+    pub list_kind: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Whether `/status` is a subresource (status changes only through it).
+    pub has_status: bool,
+    /// Whether `/proxy` is a subresource (Services).
+    pub has_proxy: bool,
+    /// CRD facts: schema and printer columns per version.
+    pub crd: Option<CrdFacts>,
+}
+
+/// What a CustomResourceDefinition adds to its resource.
+#[derive(Clone, Debug, Default)]
+pub struct CrdFacts {
+    pub schemas: HashMap<String, Value>,
+    pub columns: HashMap<String, Vec<PrinterColumn>>,
+}
+
+impl ResourceInfo {
+    pub fn preferred_version(&self) -> &str {
+        self.versions.first().map(String::as_str).unwrap_or("v1")
+    }
+
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
+    }
+
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v == version)
+    }
+
+    pub fn is(&self, group: &str, resource: &str) -> bool {
+        self.group == group && self.resource == resource
+    }
+}
+
+/// Thread-safe set of served resources.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    inner: Arc<RwLock<Vec<Arc<ResourceInfo>>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::with_builtins()
+    }
+}
+
+impl Registry {
+    /// A registry holding the built-in kinds.
+    pub fn with_builtins() -> Registry {
+        Registry { inner: Arc::new(RwLock::new(builtins::all().into_iter().map(Arc::new).collect())) }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceInfo>>> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<ResourceInfo>>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The resource `resource` served at `group/version`.
+    pub fn find(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+        self.read().iter().find(|r| r.group == group && r.resource == resource && r.serves(version)).cloned()
+    }
+
+    /// The resource of `group` whose plural is `resource`, any version.
+    pub fn find_resource(&self, group: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
+        self.read().iter().find(|r| r.group == group && r.resource == resource).cloned()
+    }
+
+    /// The resource of kind `kind` in `group`.
+    pub fn find_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
+        self.read().iter().find(|r| r.group == group && r.kind == kind).cloned()
+    }
+
+    /// Every served resource.
+    pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
+        self.read().clone()
+    }
+
+    /// Groups with their served versions (preferred first), in registration order; core excluded.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for r in self.read().iter().filter(|r| !r.group.is_empty()) {
+            match out.iter_mut().find(|(g, _)| *g == r.group) {
+                Some((_, versions)) => {
+                    for v in &r.versions {
+                        if !versions.contains(v) {
+                            versions.push(v.clone());
+                        }
+                    }
+                }
+                None => out.push((r.group.clone(), r.versions.clone())),
+            }
+        }
+        out
+    }
+
+    /// The resources served at `group/version`.
+    pub fn resources_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+        self.read().iter().filter(|r| r.group == group && r.serves(version)).cloned().collect()
+    }
+
+    /// Registers (or re-registers) the resource a CRD object defines.
+    pub fn register_crd(&self, crd: &Value) -> Result<Arc<ResourceInfo>, crate::error::ApiError> {
+        let info = Arc::new(crd::resource_from_crd(crd)?);
+        let mut all = self.write();
+        all.retain(|r| !(r.crd.is_some() && r.group == info.group && r.resource == info.resource));
+        all.push(info.clone());
+        Ok(info)
+    }
+
+    /// Unregisters the resource of a CRD (group, plural).
+    pub fn unregister_crd(&self, group: &str, resource: &str) {
+        self.write().retain(|r| !(r.crd.is_some() && r.group == group && r.resource == resource));
+    }
+}
