@@ -226,8 +226,22 @@ pub fn plan(
             if held == LockMode::Read && mode == LockMode::Write {
                 return Err(LockError::LockUpgrade { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
             }
-            actions.push(EntryAction::Held);
-            continue;
+            // Reads (and synthetic entries) of held resources are satisfied by the held lock. An
+            // explicit write on a held resource asks to lock it again: it is checked against
+            // lastLockHeld below (seed 000: "would return an error ... already held as writes").
+            if mode == LockMode::Read || e.synthetic || e.kind == ROOT {
+                actions.push(EntryAction::Held);
+                continue;
+            }
+            let last = ctx.last_lock_held.clone().unwrap_or(LockedEntry { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
+            return Err(LockError::WouldDeadlock {
+                op: e.op,
+                kind: e.kind.clone(),
+                id: e.id.clone(),
+                last_op: last.op,
+                last_kind: last.kind,
+                last_id: last.id,
+            });
         }
         if e.kind == ROOT && ctx.holds_root {
             actions.push(EntryAction::Held);
