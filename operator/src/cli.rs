@@ -4,7 +4,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "cinder-operator", version, about = "Runs OpenStack Cinder on Kubernetes from three custom resources")]
+#[command(
+    name = "cinder-operator",
+    version,
+    about = "Runs OpenStack Cinder on Kubernetes from three custom resources"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -14,8 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator against a kubeconfig, the in-cluster config, or an embedded cluster.
     Run(RunArgs),
-    /// Print the CustomResourceDefinitions as YAML.
-    Crdgen,
+    /// Print the CustomResourceDefinitions as a YAML stream (or write one file per CRD).
+    Crdgen(CrdgenArgs),
     /// Explain what Lock / NestedLock would do for a JSON document (a file path or `-`).
     LockPlan {
         /// Path of the JSON document, or `-` for standard input.
@@ -36,6 +40,13 @@ pub struct RunArgs {
     /// Take part in leader election on a Lease before reconciling.
     #[arg(long)]
     pub leader_elect: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CrdgenArgs {
+    /// Write one file per CRD plus kustomization.yaml into this directory instead of printing.
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

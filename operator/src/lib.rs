@@ -1,14 +1,19 @@
 //! cinder-operator: the Cinder operator.
 //!
-//! This crate owns the CRD types, the Cinder pipeline (reconcile actors and one module
-//! per step), the two satellite controllers, the Prometheus metrics, the admin endpoint
-//! and the `cinder-operator` binary's subcommands (one module per subcommand).
+//! This crate owns the CRD types (`crd`), the seed-001 vocabulary (`conditions`, `names`,
+//! `requeue`), the pure planning logic (`planning`), the pipeline engine (`pipeline`), the
+//! Prometheus metrics (`metrics`) and the `cinder-operator` binary's subcommands (one module per
+//! subcommand).
 
 pub mod cli;
 pub mod cmd_crdgen;
 pub mod cmd_lock_plan;
 pub mod cmd_run;
 pub mod cmd_sim;
+pub mod conditions;
+pub mod crd;
+pub mod names;
+pub mod requeue;
 
 use std::process::ExitCode;
 

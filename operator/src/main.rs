@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Command::Run(_) => cmd_run::run(&cli),
-        Command::Crdgen => cmd_crdgen::run(&cli),
+        Command::Crdgen(_) => cmd_crdgen::run(&cli),
         Command::LockPlan { .. } => cmd_lock_plan::run(&cli),
         Command::Sim(_) => cmd_sim::run(&cli),
     }

@@ -1,0 +1,370 @@
+//! Condition types and reasons of seed 001 (and of the satellites and events), the
+//! `metav1.Condition` update semantics, and the aggregate `Ready`.
+//!
+//! `lastTransitionTime` changes only when a condition's status changes; reason, message and
+//! `observedGeneration` are refreshed in place. `Ready` is True (AllReady) exactly when all
+//! fourteen [`SUB_CONDITIONS`] are True; `ExtraConfigHealthy` stays outside the aggregate.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Condition types.
+pub mod kind {
+    pub const READY: &str = "Ready";
+    pub const SECRETS_READY: &str = "SecretsReady";
+    pub const BACKENDS_READY: &str = "BackendsReady";
+    pub const BACKUP_BACKEND_READY: &str = "BackupBackendReady";
+    pub const DATABASE_READY: &str = "DatabaseReady";
+    pub const SCHEDULER_READY: &str = "SchedulerReady";
+    pub const VOLUME_SERVICES_READY: &str = "VolumeServicesReady";
+    pub const BACKUP_SERVICE_READY: &str = "BackupServiceReady";
+    pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+    pub const CINDER_API_READY: &str = "CinderAPIReady";
+    pub const HPA_READY: &str = "HPAReady";
+    pub const VPA_READY: &str = "VPAReady";
+    pub const NETWORK_POLICY_READY: &str = "NetworkPolicyReady";
+    pub const HTTP_ROUTE_READY: &str = "HTTPRouteReady";
+    pub const DB_PURGE_READY: &str = "DBPurgeReady";
+    pub const EXTRA_CONFIG_HEALTHY: &str = "ExtraConfigHealthy";
+    /// Satellites: the referenced key Secret exists (or no Secret is needed).
+    pub const CREDENTIALS_READY: &str = "CredentialsReady";
+    /// Satellites: the parent Cinder's workloads mount this satellite's rendered section.
+    pub const CONFIG_PROJECTED: &str = "ConfigProjected";
+}
+
+/// Condition reasons (seed 001 table, plus the few this implementation adds, marked so).
+pub mod reason {
+    // Ready
+    pub const ALL_READY: &str = "AllReady";
+    pub const NOT_ALL_READY: &str = "NotAllReady";
+    /// Added: the spec fails a check the CRD schema states but the API server did not enforce.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    // SecretsReady
+    pub const SECRETS_AVAILABLE: &str = "SecretsAvailable";
+    pub const TARGET_CLUSTER_UNAVAILABLE: &str = "TargetClusterUnavailable";
+    pub const SECRET_STORE_NOT_READY: &str = "SecretStoreNotReady";
+    pub const CLUSTER_SECRET_STORE_UNSUPPORTED: &str = "ClusterSecretStoreUnsupported";
+    pub const WAITING_FOR_DB_CREDENTIALS: &str = "WaitingForDBCredentials";
+    pub const WAITING_FOR_SERVICE_USER_CREDENTIALS: &str = "WaitingForServiceUserCredentials";
+    pub const WAITING_FOR_MESSAGING_CREDENTIALS: &str = "WaitingForMessagingCredentials";
+    pub const CONFIG_ERROR: &str = "ConfigError";
+    // BackendsReady
+    pub const ALL_BACKENDS_PROJECTED: &str = "AllBackendsProjected";
+    pub const NO_BACKENDS: &str = "NoBackends";
+    pub const WAITING_FOR_BACKENDS: &str = "WaitingForBackends";
+    // BackupBackendReady
+    pub const BACKUP_BACKEND_PROJECTED: &str = "BackupBackendProjected";
+    pub const NO_BACKUP_BACKEND: &str = "NoBackupBackend";
+    pub const WAITING_FOR_BACKUP_BACKEND: &str = "WaitingForBackupBackend";
+    pub const MULTIPLE_BACKUP_BACKENDS: &str = "MultipleBackupBackends";
+    // DatabaseReady
+    pub const DATABASE_SYNCED: &str = "DatabaseSynced";
+    pub const CLUSTER_NOT_READY: &str = "ClusterNotReady";
+    pub const WAITING_FOR_DATABASE: &str = "WaitingForDatabase";
+    pub const WAITING_FOR_CONFIG: &str = "WaitingForConfig";
+    pub const IMAGE_RELEASE_MISMATCH: &str = "ImageReleaseMismatch";
+    pub const DB_SYNC_FAILED: &str = "DBSyncFailed";
+    pub const DB_SYNC_IN_PROGRESS: &str = "DBSyncInProgress";
+    pub const VERSION_PARSE_ERROR: &str = "VersionParseError";
+    pub const DOWNGRADE_NOT_SUPPORTED: &str = "DowngradeNotSupported";
+    pub const UPGRADE_PATH_INVALID: &str = "UpgradePathInvalid";
+    pub const UPGRADE_TARGET_CHANGED: &str = "UpgradeTargetChanged";
+    pub const EXPAND_IN_PROGRESS: &str = "ExpandInProgress";
+    pub const MIGRATE_IN_PROGRESS: &str = "MigrateInProgress";
+    pub const UPGRADE_ROLLING_UPDATE: &str = "UpgradeRollingUpdate";
+    pub const CONTRACT_IN_PROGRESS: &str = "ContractInProgress";
+    pub const EXPAND_FAILED: &str = "ExpandFailed";
+    pub const MIGRATE_FAILED: &str = "MigrateFailed";
+    pub const CONTRACT_FAILED: &str = "ContractFailed";
+    // SchedulerReady
+    pub const SCHEDULER_READY: &str = "SchedulerReady";
+    pub const WAITING_FOR_SCHEDULER: &str = "WaitingForScheduler";
+    // VolumeServicesReady
+    pub const ALL_VOLUME_SERVICES_READY: &str = "AllVolumeServicesReady";
+    pub const WAITING_FOR_VOLUME_SERVICES: &str = "WaitingForVolumeServices";
+    pub const SERVICE_REMOVE_JOB_FAILED: &str = "ServiceRemoveJobFailed";
+    // BackupServiceReady
+    pub const BACKUP_SERVICE_READY: &str = "BackupServiceReady";
+    pub const BACKUP_NOT_CONFIGURED: &str = "BackupNotConfigured";
+    pub const WAITING_FOR_BACKUP_SERVICE: &str = "WaitingForBackupService";
+    // DeploymentReady
+    pub const DEPLOYMENT_READY: &str = "DeploymentReady";
+    pub const WAITING_FOR_DEPLOYMENT: &str = "WaitingForDeployment";
+    // CinderAPIReady
+    pub const API_HEALTHY: &str = "APIHealthy";
+    pub const API_UNHEALTHY: &str = "APIUnhealthy";
+    pub const ENDPOINT_NOT_READY: &str = "EndpointNotReady";
+    pub const HEALTH_CHECK_TIMEOUT: &str = "HealthCheckTimeout";
+    pub const CONNECTION_FAILED: &str = "ConnectionFailed";
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
+    // HPAReady
+    pub const HPA_READY: &str = "HPAReady";
+    pub const HPA_NOT_REQUIRED: &str = "HPANotRequired";
+    // VPAReady
+    pub const VPA_READY: &str = "VPAReady";
+    pub const VPA_NOT_REQUIRED: &str = "VPANotRequired";
+    pub const VPA_NOT_INSTALLED: &str = "VPANotInstalled";
+    pub const CAPABILITY_PROBE_FAILED: &str = "CapabilityProbeFailed";
+    pub const VPA_ERROR: &str = "VPAError";
+    // NetworkPolicyReady
+    pub const NETWORK_POLICY_READY: &str = "NetworkPolicyReady";
+    pub const NETWORK_POLICY_NOT_REQUIRED: &str = "NetworkPolicyNotRequired";
+    // HTTPRouteReady
+    pub const HTTP_ROUTE_ACCEPTED: &str = "HTTPRouteAccepted";
+    pub const HTTP_ROUTE_NOT_REQUIRED: &str = "HTTPRouteNotRequired";
+    pub const HTTP_ROUTE_NOT_ACCEPTED: &str = "HTTPRouteNotAccepted";
+    pub const GATEWAY_API_NOT_INSTALLED: &str = "GatewayAPINotInstalled";
+    // DBPurgeReady
+    pub const DB_PURGE_SCHEDULED: &str = "DBPurgeScheduled";
+    pub const DB_PURGE_SUSPENDED: &str = "DBPurgeSuspended";
+    pub const DB_PURGE_JOB_FAILED: &str = "DBPurgeJobFailed";
+    // ExtraConfigHealthy
+    pub const NO_OWNED_KEYS_OVERRIDDEN: &str = "NoOwnedKeysOverridden";
+    pub const OWNED_KEYS_OVERRIDDEN: &str = "OwnedKeysOverridden";
+    /// A step returned an error (HPAReady / NetworkPolicyReady: "errors propagate").
+    pub const RECONCILE_ERROR: &str = "ReconcileError";
+    // Satellites (their vocabulary lives with the kinds; added here)
+    pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
+    pub const WAITING_FOR_CREDENTIALS: &str = "WaitingForCredentials";
+    pub const PROJECTED: &str = "Projected";
+    pub const WAITING_FOR_PROJECTION: &str = "WaitingForProjection";
+    pub const PARENT_NOT_FOUND: &str = "ParentNotFound";
+}
+
+/// Event reasons of seed 001.
+pub mod event_reason {
+    pub const UPGRADE_CHECK_COMPLETED: &str = "UpgradeCheckCompleted";
+    pub const UPGRADE_CHECK_WARNINGS: &str = "UpgradeCheckWarnings";
+    pub const SERVICE_REMOVED: &str = "ServiceRemoved";
+    pub const SERVICE_REMOVE_SKIPPED: &str = "ServiceRemoveSkipped";
+    pub const FINALIZING_DATABASE: &str = "FinalizingDatabase";
+    pub const DATABASE_FINALIZED: &str = "DatabaseFinalized";
+    pub const REMOTE_CHILDREN_ABANDONED: &str = "RemoteChildrenAbandoned";
+    pub const DB_PURGE_JOB_FAILED: &str = "DBPurgeJobFailed";
+}
+
+/// The fourteen sub-conditions the aggregate `Ready` is computed from.
+pub const SUB_CONDITIONS: [&str; 14] = [
+    kind::SECRETS_READY,
+    kind::BACKENDS_READY,
+    kind::BACKUP_BACKEND_READY,
+    kind::DATABASE_READY,
+    kind::SCHEDULER_READY,
+    kind::VOLUME_SERVICES_READY,
+    kind::BACKUP_SERVICE_READY,
+    kind::DEPLOYMENT_READY,
+    kind::CINDER_API_READY,
+    kind::HPA_READY,
+    kind::VPA_READY,
+    kind::NETWORK_POLICY_READY,
+    kind::HTTP_ROUTE_READY,
+    kind::DB_PURGE_READY,
+];
+
+/// A condition as a step reports it (before it is stamped with time and generation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cond {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Cond {
+    pub fn new(
+        type_: &'static str,
+        status: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Cond {
+            type_,
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+    pub fn true_(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+        Cond::new(type_, true, reason, message)
+    }
+    pub fn false_(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+        Cond::new(type_, false, reason, message)
+    }
+    /// `"True"` / `"False"`, as metav1.Condition spells it.
+    pub fn status_str(&self) -> &'static str {
+        if self.status { "True" } else { "False" }
+    }
+}
+
+/// Sets `c` into `conditions` with metav1.Condition semantics and returns whether anything
+/// changed. `lastTransitionTime` becomes `now` only for a new condition or a status change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    c: &Cond,
+    observed_generation: Option<i64>,
+    now: &Time,
+) -> bool {
+    let status = c.status_str();
+    match conditions.iter_mut().find(|x| x.type_ == c.type_) {
+        Some(existing) => {
+            let mut changed = false;
+            if existing.status != status {
+                existing.status = status.to_string();
+                existing.last_transition_time = now.clone();
+                changed = true;
+            }
+            if existing.reason != c.reason {
+                existing.reason = c.reason.to_string();
+                changed = true;
+            }
+            if existing.message != c.message {
+                existing.message = c.message.clone();
+                changed = true;
+            }
+            if existing.observed_generation != observed_generation {
+                existing.observed_generation = observed_generation;
+                changed = true;
+            }
+            changed
+        }
+        None => {
+            conditions.push(Condition {
+                type_: c.type_.to_string(),
+                status: status.to_string(),
+                reason: c.reason.to_string(),
+                message: c.message.clone(),
+                last_transition_time: now.clone(),
+                observed_generation,
+            });
+            true
+        }
+    }
+}
+
+/// The condition of type `type_`, if set.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// True when the condition `type_` is set and `True`.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == "True")
+}
+
+/// The aggregate Ready: True/AllReady exactly when all fourteen sub-conditions are True, else
+/// False/NotAllReady naming the ones that are not.
+pub fn aggregate_ready(conditions: &[Condition]) -> Cond {
+    let missing: Vec<&str> = SUB_CONDITIONS
+        .iter()
+        .copied()
+        .filter(|t| !is_true(conditions, t))
+        .collect();
+    if missing.is_empty() {
+        Cond::true_(
+            kind::READY,
+            reason::ALL_READY,
+            "all sub-conditions are True",
+        )
+    } else {
+        Cond::false_(
+            kind::READY,
+            reason::NOT_ALL_READY,
+            format!("not ready: {}", missing.join(", ")),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    #[test]
+    fn transition_time_changes_only_with_status() {
+        let mut cs = Vec::new();
+        assert!(set_condition(
+            &mut cs,
+            &Cond::false_(kind::DATABASE_READY, reason::WAITING_FOR_DATABASE, "a"),
+            Some(1),
+            &at(10)
+        ));
+        assert_eq!(cs[0].last_transition_time, at(10));
+        // Same status, new reason and generation: updated in place, time kept.
+        assert!(set_condition(
+            &mut cs,
+            &Cond::false_(kind::DATABASE_READY, reason::DB_SYNC_IN_PROGRESS, "b"),
+            Some(2),
+            &at(20)
+        ));
+        assert_eq!(cs[0].last_transition_time, at(10));
+        assert_eq!(cs[0].reason, "DBSyncInProgress");
+        assert_eq!(cs[0].observed_generation, Some(2));
+        // Status flip: time moves.
+        assert!(set_condition(
+            &mut cs,
+            &Cond::true_(kind::DATABASE_READY, reason::DATABASE_SYNCED, "c"),
+            Some(2),
+            &at(30)
+        ));
+        assert_eq!(cs[0].last_transition_time, at(30));
+        assert_eq!(cs[0].status, "True");
+        // Identical: no change reported.
+        assert!(!set_condition(
+            &mut cs,
+            &Cond::true_(kind::DATABASE_READY, reason::DATABASE_SYNCED, "c"),
+            Some(2),
+            &at(40)
+        ));
+        assert_eq!(cs[0].last_transition_time, at(30));
+        assert_eq!(cs.len(), 1);
+    }
+
+    #[test]
+    fn ready_needs_all_fourteen_and_ignores_extra_config() {
+        let mut cs = Vec::new();
+        for t in SUB_CONDITIONS {
+            set_condition(&mut cs, &Cond::true_(t, "X", ""), None, &at(1));
+        }
+        set_condition(
+            &mut cs,
+            &Cond::false_(
+                kind::EXTRA_CONFIG_HEALTHY,
+                reason::OWNED_KEYS_OVERRIDDEN,
+                "",
+            ),
+            None,
+            &at(1),
+        );
+        let ready = aggregate_ready(&cs);
+        assert!(ready.status);
+        assert_eq!(ready.reason, "AllReady");
+        for t in SUB_CONDITIONS {
+            let mut one_off = cs.clone();
+            set_condition(&mut one_off, &Cond::false_(t, "Y", ""), None, &at(2));
+            let r = aggregate_ready(&one_off);
+            assert!(!r.status, "{t} False must make Ready False");
+            assert_eq!(r.reason, "NotAllReady");
+            assert!(r.message.contains(t));
+        }
+        let missing: Vec<_> = cs
+            .iter()
+            .filter(|c| c.type_ != kind::HPA_READY)
+            .cloned()
+            .collect();
+        assert!(
+            !aggregate_ready(&missing).status,
+            "an unset sub-condition is not True"
+        );
+    }
+
+    #[test]
+    fn fourteen_distinct_sub_conditions() {
+        let set: std::collections::HashSet<_> = SUB_CONDITIONS.iter().collect();
+        assert_eq!(set.len(), 14);
+        assert!(!set.contains(&kind::EXTRA_CONFIG_HEALTHY));
+        assert!(!set.contains(&kind::READY));
+    }
+}

@@ -1,0 +1,412 @@
+//! The `Cinder` custom resource: one OpenStack Cinder deployment (API, scheduler, one volume
+//! service per backend, backup service, database and purge), and its status.
+
+use super::common::{ClusterRef, NamedRef, SecretRef, SecretStoreRef};
+use k8s_openapi::api::networking::v1::{NetworkPolicyEgressRule, NetworkPolicyIngressRule};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The desired state of a Cinder deployment.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cinder.openstack.c5c3.io",
+    version = "v1alpha1",
+    kind = "Cinder",
+    plural = "cinders",
+    shortname = "cdr",
+    namespaced,
+    status = "CinderStatus",
+    derive = "PartialEq",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Release",
+        type_ = "string",
+        json_path = ".status.installedRelease"
+    ),
+    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CinderSpec {
+    /// The OpenStack release this Cinder runs, `YYYY.1` or `YYYY.2` (e.g. `2026.1`). Bumping it
+    /// by one step runs the expand-migrate-contract upgrade.
+    #[schemars(regex(pattern = r"^\d{4}\.[12]$"))]
+    pub open_stack_release: String,
+    pub image: ImageSpec,
+    pub database: DatabaseSpec,
+    pub messaging: MessagingSpec,
+    pub service_user: ServiceUserSpec,
+    /// The Keystone endpoint the service user authenticates against (`http(s)://…`).
+    #[schemars(regex(pattern = r"^https?://"), length(min = 8, max = 2048))]
+    pub keystone_endpoint: String,
+    #[serde(default = "default_region")]
+    #[schemars(length(min = 1, max = 255))]
+    pub region: String,
+    #[serde(default)]
+    pub api: ApiSpec,
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+    /// Settings shared by the volume services (one Deployment per attached CinderBackend).
+    #[serde(default)]
+    pub volume: VolumeSpec,
+    /// Settings of the backup service (runs when a CinderBackupBackend is attached).
+    #[serde(default)]
+    pub backup: BackupSpec,
+    #[serde(default)]
+    pub db_purge: DbPurgeSpec,
+    /// Expose the API through a Gateway API HTTPRoute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewaySpec>,
+    /// Restrict traffic with a NetworkPolicy (egress derived, ingress given here, never empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicySpec>,
+    /// Let a HorizontalPodAutoscaler own the API replica count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+    /// Overlay on the rendered cinder.conf: section → key → value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_config: BTreeMap<String, BTreeMap<String, String>>,
+    /// The external-secrets store the credential Secrets come from.
+    #[serde(default)]
+    pub secret_store_ref: SecretStoreRef,
+    /// Project the workloads onto a registered target cluster instead of this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cluster_ref: Option<NamedRef>,
+}
+
+fn default_region() -> String {
+    "RegionOne".to_string()
+}
+
+/// The container image: a repository and exactly one of `tag` or `digest`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [{"required": ["tag"]}, {"required": ["digest"]}]))]
+pub struct ImageSpec {
+    #[schemars(length(min = 1, max = 512))]
+    pub repository: String,
+    /// A tag naming a release, e.g. `2026.1` or `2026.1-p1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub tag: Option<String>,
+    /// A content digest, e.g. `sha256:…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9]+:[a-f0-9]{32,}$"))]
+    pub digest: Option<String>,
+}
+
+impl ImageSpec {
+    /// `repository:tag` or `repository@digest` (digest wins if both were set).
+    pub fn reference(&self) -> String {
+        match (&self.digest, &self.tag) {
+            (Some(d), _) => format!("{}@{}", self.repository, d),
+            (None, Some(t)) => format!("{}:{}", self.repository, t),
+            (None, None) => self.repository.clone(),
+        }
+    }
+}
+
+fn default_database_name() -> String {
+    "cinder".to_string()
+}
+
+/// The MariaDB database: a managed cluster (`clusterRef`) or a brownfield `host` + `port`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [{"required": ["clusterRef"]}, {"required": ["host"]}]))]
+pub struct DatabaseSpec {
+    /// A mariadb-operator MariaDB; the operator creates Database, User and Grant in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ref: Option<ClusterRef>,
+    /// A database server the operator does not manage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub host: Option<String>,
+    /// Port of `host` (3306 when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// The schema name.
+    #[serde(default = "default_database_name")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_]{1,64}$"))]
+    pub database: String,
+    /// Secret with keys `username` and `password`.
+    pub secret_ref: SecretRef,
+}
+
+/// The RabbitMQ broker: a RabbitmqCluster (`clusterRef`) or a Secret holding the connection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("oneOf" = [{"required": ["clusterRef"]}, {"required": ["secretRef"]}]))]
+pub struct MessagingSpec {
+    /// A RabbitmqCluster; its `{name}-default-user` Secret supplies the connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ref: Option<ClusterRef>,
+    /// Secret with keys `username`, `password`, `host` and optionally `port` (5672) and `vhost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+}
+
+fn default_service_username() -> String {
+    "cinder".to_string()
+}
+fn default_project_name() -> String {
+    "service".to_string()
+}
+fn default_domain_name() -> String {
+    "Default".to_string()
+}
+
+/// The Keystone service user Cinder authenticates as.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceUserSpec {
+    #[serde(default = "default_service_username")]
+    #[schemars(length(min = 1, max = 255))]
+    pub username: String,
+    #[serde(default = "default_project_name")]
+    #[schemars(length(min = 1, max = 255))]
+    pub project_name: String,
+    #[serde(default = "default_domain_name")]
+    #[schemars(length(min = 1, max = 255))]
+    pub user_domain_name: String,
+    #[serde(default = "default_domain_name")]
+    #[schemars(length(min = 1, max = 255))]
+    pub project_domain_name: String,
+    /// Secret with key `password`.
+    pub secret_ref: SecretRef,
+}
+
+fn default_api_replicas() -> i32 {
+    3
+}
+fn default_uwsgi_processes() -> i32 {
+    2
+}
+fn default_uwsgi_threads() -> i32 {
+    1
+}
+
+/// The cinder-api Deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiSpec {
+    #[serde(default = "default_api_replicas")]
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: i32,
+    #[serde(default)]
+    pub uwsgi: UwsgiSpec,
+}
+
+impl Default for ApiSpec {
+    fn default() -> Self {
+        ApiSpec {
+            replicas: default_api_replicas(),
+            uwsgi: UwsgiSpec::default(),
+        }
+    }
+}
+
+/// uWSGI workers of each API pod.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UwsgiSpec {
+    #[serde(default = "default_uwsgi_processes")]
+    #[schemars(range(min = 1, max = 64))]
+    pub processes: i32,
+    #[serde(default = "default_uwsgi_threads")]
+    #[schemars(range(min = 1, max = 64))]
+    pub threads: i32,
+}
+
+impl Default for UwsgiSpec {
+    fn default() -> Self {
+        UwsgiSpec {
+            processes: default_uwsgi_processes(),
+            threads: default_uwsgi_threads(),
+        }
+    }
+}
+
+fn default_scheduler_replicas() -> i32 {
+    1
+}
+
+/// The cinder-scheduler Deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulerSpec {
+    #[serde(default = "default_scheduler_replicas")]
+    #[schemars(range(min = 0, max = 100))]
+    pub replicas: i32,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        SchedulerSpec {
+            replicas: default_scheduler_replicas(),
+        }
+    }
+}
+
+/// The volume services. Each is a single writer for its backend (one replica per backend), so
+/// there is nothing to size here yet; the block exists so the API stays stable when it grows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeSpec {}
+
+/// The backup service (single writer; the target is the attached CinderBackupBackend).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {}
+
+/// Default retention of soft-deleted rows, in days.
+pub const DEFAULT_DB_PURGE_RETENTION_DAYS: i32 = 30;
+/// Default schedule of the purge CronJob.
+pub const DEFAULT_DB_PURGE_SCHEDULE: &str = "1 0 * * *";
+
+fn default_retention_days() -> i32 {
+    DEFAULT_DB_PURGE_RETENTION_DAYS
+}
+fn default_purge_schedule() -> String {
+    DEFAULT_DB_PURGE_SCHEDULE.to_string()
+}
+
+/// The recurring `cinder-manage db purge <retentionDays>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DbPurgeSpec {
+    #[serde(default = "default_retention_days")]
+    #[schemars(range(min = 1, max = 36500))]
+    pub retention_days: i32,
+    /// A five-field cron expression.
+    #[serde(default = "default_purge_schedule")]
+    #[schemars(regex(pattern = r"^(\S+\s+){4}\S+$"))]
+    pub schedule: String,
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+impl Default for DbPurgeSpec {
+    fn default() -> Self {
+        DbPurgeSpec {
+            retention_days: default_retention_days(),
+            schedule: default_purge_schedule(),
+            suspend: false,
+        }
+    }
+}
+
+fn default_gateway_path() -> String {
+    "/".to_string()
+}
+
+/// The Gateway the HTTPRoute attaches to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayParentRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+/// Expose the API through an HTTPRoute.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    pub parent_ref: GatewayParentRef,
+    #[schemars(length(min = 1, max = 253))]
+    pub hostname: String,
+    #[serde(default = "default_gateway_path")]
+    #[schemars(regex(pattern = r"^/"))]
+    pub path: String,
+}
+
+/// NetworkPolicy settings: ingress is given (an empty list is refused), egress is derived.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPolicySpec {
+    pub ingress: Vec<NetworkPolicyIngressRule>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_egress: Vec<NetworkPolicyEgressRule>,
+}
+
+fn default_target_cpu() -> i32 {
+    80
+}
+
+/// A HorizontalPodAutoscaler for the API Deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalingSpec {
+    #[schemars(range(min = 1, max = 100))]
+    pub min_replicas: i32,
+    #[schemars(range(min = 1, max = 100))]
+    pub max_replicas: i32,
+    #[serde(default = "default_target_cpu", rename = "targetCPUUtilization")]
+    #[schemars(range(min = 1, max = 100))]
+    pub target_cpu_utilization: i32,
+}
+
+/// The phases of a release upgrade (status.upgradePhase).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum UpgradePhase {
+    Expanding,
+    Migrating,
+    RollingUpdate,
+    Contracting,
+}
+
+impl UpgradePhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpgradePhase::Expanding => "Expanding",
+            UpgradePhase::Migrating => "Migrating",
+            UpgradePhase::RollingUpdate => "RollingUpdate",
+            UpgradePhase::Contracting => "Contracting",
+        }
+    }
+}
+
+/// One projected volume service.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeServiceStatus {
+    pub backend: String,
+    /// `<cinder>@<backend>`, the host identity in the service registry.
+    pub host: String,
+}
+
+/// The observed state of a Cinder.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CinderStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_release: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_release: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_phase: Option<UpgradePhase>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_services: Vec<VolumeServiceStatus>,
+}

@@ -1,0 +1,114 @@
+//! The requeue intervals of seed 001 ("Requeue semantics") and the jittered form every periodic
+//! requeue goes through (seed 002: ±10%).
+
+use std::time::Duration;
+
+/// After a finalizer add, and after the RollingUpdate → Contracting flip.
+pub const REQUEUE_NEXT_PASS: Duration = Duration::from_secs(1);
+/// Deployment readiness polling, every workload step's rollout wait, each stage of a detach.
+pub const REQUEUE_DEPLOYMENT_POLLING: Duration = Duration::from_secs(10);
+/// Secret-store and credential gates, derived-Secret steps, an unresolvable target cluster, the
+/// satellite controllers' projection backstop.
+pub const REQUEUE_SECRET_POLLING: Duration = Duration::from_secs(15);
+/// The MariaDB gate, the db-sync wait and the config wait.
+pub const REQUEUE_DATABASE_WAIT: Duration = Duration::from_secs(30);
+/// The expand, migrate and contract phase Jobs.
+pub const REQUEUE_UPGRADE_WAIT: Duration = Duration::from_secs(30);
+/// A failed /healthcheck probe retries after this.
+pub const HEALTH_CHECK_RETRY: Duration = Duration::from_secs(10);
+/// A passing /healthcheck probe is reused within this TTL.
+pub const PROBE_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// The named intervals, so a caller can say which one it means (and a metric can label it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Requeue {
+    RequeueNextPass,
+    RequeueDeploymentPolling,
+    RequeueSecretPolling,
+    RequeueDatabaseWait,
+    RequeueUpgradeWait,
+    HealthCheckRetry,
+}
+
+impl Requeue {
+    /// The nominal interval.
+    pub fn interval(self) -> Duration {
+        match self {
+            Requeue::RequeueNextPass => REQUEUE_NEXT_PASS,
+            Requeue::RequeueDeploymentPolling => REQUEUE_DEPLOYMENT_POLLING,
+            Requeue::RequeueSecretPolling => REQUEUE_SECRET_POLLING,
+            Requeue::RequeueDatabaseWait => REQUEUE_DATABASE_WAIT,
+            Requeue::RequeueUpgradeWait => REQUEUE_UPGRADE_WAIT,
+            Requeue::HealthCheckRetry => HEALTH_CHECK_RETRY,
+        }
+    }
+
+    /// The interval through [`cinder_lease::jitter`]: uniform in `[0.9 d, 1.1 d]`.
+    pub fn jittered(self) -> Duration {
+        jittered(self.interval())
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Requeue::RequeueNextPass => "RequeueNextPass",
+            Requeue::RequeueDeploymentPolling => "RequeueDeploymentPolling",
+            Requeue::RequeueSecretPolling => "RequeueSecretPolling",
+            Requeue::RequeueDatabaseWait => "RequeueDatabaseWait",
+            Requeue::RequeueUpgradeWait => "RequeueUpgradeWait",
+            Requeue::HealthCheckRetry => "HealthCheckRetry",
+        }
+    }
+}
+
+/// Any periodic requeue delay through the project's one jitter function.
+pub fn jittered(d: Duration) -> Duration {
+    cinder_lease::jitter(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_intervals() {
+        assert_eq!(Requeue::RequeueNextPass.interval(), Duration::from_secs(1));
+        assert_eq!(
+            Requeue::RequeueDeploymentPolling.interval(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            Requeue::RequeueSecretPolling.interval(),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            Requeue::RequeueDatabaseWait.interval(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            Requeue::RequeueUpgradeWait.interval(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            Requeue::HealthCheckRetry.interval(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(PROBE_CACHE_TTL, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn jittered_stays_within_ten_percent() {
+        for r in [
+            Requeue::RequeueNextPass,
+            Requeue::RequeueSecretPolling,
+            Requeue::RequeueUpgradeWait,
+        ] {
+            for _ in 0..1000 {
+                let d = r.jittered();
+                assert!(
+                    d >= r.interval().mul_f64(0.9) && d <= r.interval().mul_f64(1.1),
+                    "{d:?}"
+                );
+            }
+        }
+    }
+}

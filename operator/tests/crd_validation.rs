@@ -1,0 +1,109 @@
+//! The operator's own spec checks (what the schema says but a CEL-less API server may admit),
+//! and the defaults the types fill in.
+
+use cinder_operator::crd::validation::{
+    check_immutable, is_release, validate_backend, validate_cinder,
+};
+use cinder_operator::crd::{BackendType, CinderBackendSpec, CinderSpec};
+
+const MINIMAL: &str = r#"
+openStackRelease: "2026.1"
+image: {repository: registry.example/cinder, tag: "2026.1"}
+database: {clusterRef: {name: mariadb}, secretRef: {name: cinder-db}}
+messaging: {clusterRef: {name: rabbitmq}}
+serviceUser: {secretRef: {name: cinder-keystone}}
+keystoneEndpoint: https://keystone.example:5000/v3
+"#;
+
+fn minimal() -> CinderSpec {
+    serde_yaml::from_str(MINIMAL).unwrap()
+}
+
+#[test]
+fn minimal_spec_gets_the_documented_defaults() {
+    let s = minimal();
+    assert_eq!(s.api.replicas, 3);
+    assert_eq!((s.api.uwsgi.processes, s.api.uwsgi.threads), (2, 1));
+    assert_eq!(s.scheduler.replicas, 1);
+    assert_eq!(s.db_purge.retention_days, 30);
+    assert_eq!(s.db_purge.schedule, "1 0 * * *");
+    assert!(!s.db_purge.suspend);
+    assert_eq!(s.secret_store_ref.name, "openbao-cluster-store");
+    assert_eq!(s.secret_store_ref.kind.as_str(), "ClusterSecretStore");
+    assert_eq!(s.database.database, "cinder");
+    assert_eq!(s.service_user.username, "cinder");
+    assert!(validate_cinder("cinder", &s).is_ok());
+}
+
+#[test]
+fn name_longer_than_43_is_refused() {
+    let s = minimal();
+    assert!(validate_cinder(&"a".repeat(43), &s).is_ok());
+    let err = validate_cinder(&"a".repeat(44), &s).unwrap_err();
+    assert!(err.to_string().contains("43"), "{err}");
+}
+
+#[test]
+fn image_needs_exactly_one_of_tag_and_digest() {
+    let mut s = minimal();
+    s.image.digest = Some(format!("sha256:{}", "a".repeat(64)));
+    assert!(
+        validate_cinder("c", &s)
+            .unwrap_err()
+            .to_string()
+            .contains("not both")
+    );
+    s.image.tag = None;
+    assert!(validate_cinder("c", &s).is_ok());
+    s.image.digest = None;
+    assert!(validate_cinder("c", &s).is_err());
+}
+
+#[test]
+fn release_pattern_database_and_messaging_choices() {
+    for (r, ok) in [
+        ("2026.1", true),
+        ("2026.2", true),
+        ("2026.3", false),
+        ("26.1", false),
+        ("2026.1-p1", false),
+    ] {
+        assert_eq!(is_release(r), ok, "{r}");
+    }
+    let mut s = minimal();
+    s.open_stack_release = "2026.3".into();
+    s.database.host = Some("db.example".into());
+    s.messaging.cluster_ref = None;
+    let err = validate_cinder("c", &s).unwrap_err();
+    assert_eq!(err.problems.len(), 3, "{err}");
+}
+
+#[test]
+fn satellite_needs_exactly_the_block_matching_its_type() {
+    let nfs: CinderBackendSpec = serde_yaml::from_str(
+        "{cinderRef: {name: c}, type: NFS, nfs: {server: nfs.example, path: /export}}",
+    )
+    .unwrap();
+    assert!(validate_backend(&nfs).is_ok());
+    let mut wrong = nfs.clone();
+    wrong.backend_type = BackendType::Rbd;
+    assert!(validate_backend(&wrong).is_err());
+    let both: CinderBackendSpec = serde_yaml::from_str(
+        "{cinderRef: {name: c}, type: NFS, nfs: {server: s, path: /e}, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}",
+    )
+    .unwrap();
+    assert!(validate_backend(&both).is_err());
+    let rbd: CinderBackendSpec =
+        serde_yaml::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
+    assert!(validate_backend(&rbd).is_ok());
+    assert_eq!(rbd.rbd.unwrap().cluster_name, "ceph");
+    assert!(check_immutable("type", "NFS", "RBD").is_err());
+    assert!(check_immutable("type", "NFS", "NFS").is_ok());
+}
+
+#[test]
+fn unknown_type_is_rejected_when_parsing() {
+    let r: Result<CinderBackendSpec, _> =
+        serde_yaml::from_str("{cinderRef: {name: c}, type: ISCSI}");
+    assert!(r.is_err());
+}
