@@ -1,0 +1,61 @@
+//! Shutdown: while the root write is held, consistent locks wait; lists and inconsistent reads
+//! proceed; in-flight locks are waited for.
+
+mod support;
+
+use cinder_actors::query::*;
+use cinder_actors::{CoordinatorHandle, LockMode};
+use serde_json::json;
+use support::*;
+
+#[actix::test]
+async fn root_write_blocks_consistent_locks_only() {
+    let c = CoordinatorHandle::start_standard();
+    c.load("node", "n1", json!({"a": 1})).unwrap();
+    c.load("node", "n2", json!({"a": 2})).unwrap();
+
+    let inflight = c.lock(vec![query([upsert_node("n1")])]).await.unwrap();
+
+    // Shutdown waits for the in-flight lock.
+    let sc = c.clone();
+    let (shut_tx, mut shut_rx) = tokio::sync::oneshot::channel();
+    actix::spawn(async move {
+        let g = sc.shutdown().await;
+        let _ = shut_tx.send(g);
+    });
+    wait_for_waiters(&c, "root", ".", 1).await;
+    assert!(shut_rx.try_recv().is_err(), "shutdown must wait for in-flight locks");
+
+    // A new consistent lock queues behind the shutdown.
+    let lc = c.clone();
+    let (lock_tx, mut lock_rx) = tokio::sync::oneshot::channel();
+    actix::spawn(async move {
+        let l = lc.lock(vec![query([read_node("n2")])]).await;
+        let _ = lock_tx.send(l);
+    });
+    wait_for_waiters(&c, "root", ".", 2).await;
+
+    // Lists and inconsistent reads proceed.
+    let free = c.lock(vec![query([list_nodes(), inconsistent_read_node("n1")])]).await.unwrap();
+    assert_eq!(free.results[0].list("node").map(<[_]>::len), Some(2));
+    assert!(free.results[0].read("node").is_some());
+    assert!(free.guard.held().is_empty());
+
+    // The in-flight lock finishes; shutdown gets the root write; the new lock still waits.
+    inflight.unlock().await;
+    let shutdown = (&mut shut_rx).await.unwrap().unwrap();
+    let snap = c.inspect().await.unwrap();
+    let root = snap.resources.iter().find(|r| r.kind == "root").unwrap();
+    assert_eq!(root.mode, Some(LockMode::Write));
+    assert_eq!(root.waiters.len(), 1);
+    assert!(lock_rx.try_recv().is_err(), "consistent locks wait while the root write is held");
+    let during = c.lock(vec![query([list_nodes(), inconsistent_read_node("n2")])]).await.unwrap();
+    assert_eq!(during.results[0].read("node").unwrap()["a"], 2);
+
+    // Releasing the shutdown lets the waiting lock through.
+    shutdown.release().await;
+    let l = lock_rx.await.unwrap().unwrap();
+    assert_eq!(l.results[0].read("node").unwrap()["a"], 2);
+    l.unlock().await;
+    assert_nothing_held(&c).await;
+}
