@@ -1,22 +1,131 @@
-//! Simulated cluster controllers and third-party CRD fixtures (filled by the sim-controllers work).
+//! Simulated cluster controllers and third-party CRD fixtures.
 //!
 //! The controllers are ordinary API clients of the embedded cluster (kube-rs over HTTP), like
-//! the real controllers they stand in for.
+//! the real controllers they stand in for: Deployments roll out, Jobs run pods that exit with a
+//! chosen code, CronJobs spawn Jobs, mariadb-operator / external-secrets / Gateway API objects
+//! become Ready, autoscalers report status. Each can be switched off or slowed through
+//! [`ControllersConfig`], at start or at runtime through [`ControllersHandle`].
 
-/// Which simulated controllers run, and how fast.
-#[derive(Clone, Debug, Default)]
-pub struct ControllersConfig {}
+pub mod autoscalers;
+pub mod config;
+pub mod cronjobs;
+pub mod deployments;
+mod dynamic;
+pub mod fixtures;
+pub mod gateways;
+pub mod job_runs;
+pub mod jobs;
+pub mod kinds;
+pub mod mariadb;
+mod runtime;
+pub mod secret_stores;
+pub mod status;
+
+use std::sync::{Arc, RwLock};
+
+use tokio::task::JoinSet;
+
+pub use config::{
+    ControllersConfig, CronJobsConfig, DeploymentsConfig, FixtureSet, GatewaysConfig, JobRule,
+    JobsConfig, MariaDbConfig, NameSet, PodOutcome, SecretStoresConfig, Switch,
+};
+pub use cronjobs::{Firing, FiringOutcome};
+pub use job_runs::{JobResult, JobRun, PodAttempt};
+
+use cronjobs::CronJobTriggers;
+use job_runs::JobRuns;
+use runtime::Shared;
 
 /// Running controllers; dropping the handle stops them.
-#[derive(Debug, Default)]
-pub struct ControllersHandle {}
-
-/// Installs the third-party CRD fixtures (external-secrets, mariadb-operator, Gateway API, VPA).
-pub async fn install_fixtures(_client: kube::Client) -> Result<(), kube::Error> {
-    Ok(())
+#[derive(Debug)]
+pub struct ControllersHandle {
+    shared: Arc<Shared>,
+    runs: JobRuns,
+    cron: CronJobTriggers,
+    tasks: JoinSet<()>,
 }
 
-/// Starts the simulated controllers against the cluster `client` talks to.
-pub fn spawn(_client: kube::Client, _config: ControllersConfig) -> ControllersHandle {
-    ControllersHandle {}
+impl ControllersHandle {
+    /// The live config. Edits made through it are picked up within `resync`; prefer
+    /// [`ControllersHandle::update_config`], which wakes every controller at once.
+    pub fn config(&self) -> Arc<RwLock<ControllersConfig>> {
+        Arc::clone(&self.shared.config)
+    }
+
+    /// A copy of the current config.
+    pub fn config_snapshot(&self) -> ControllersConfig {
+        self.shared.read(Clone::clone)
+    }
+
+    /// Changes the config and makes every controller re-examine its objects right away.
+    pub fn update_config(&self, f: impl FnOnce(&mut ControllersConfig)) {
+        self.shared.update(f);
+    }
+
+    /// Every Job run the Job controller saw, in start order.
+    pub fn job_runs(&self) -> Vec<JobRun> {
+        self.runs.snapshot()
+    }
+
+    /// Makes the CronJob `namespace/name` fire once, as if its schedule came due.
+    pub fn trigger_cronjob(&self, namespace: &str, name: &str) {
+        self.cron.trigger(namespace, name);
+    }
+
+    /// Every CronJob firing so far (spawned or skipped), oldest first.
+    pub fn cronjob_firings(&self) -> Vec<Firing> {
+        self.cron.firings()
+    }
+
+    /// Stops every controller and waits until they have stopped.
+    pub async fn shutdown(mut self) {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Installs every third-party CRD fixture (external-secrets, mariadb-operator, Gateway API,
+/// VPA); CRDs that already exist are left as they are.
+pub async fn install_fixtures(client: kube::Client) -> Result<(), kube::Error> {
+    fixtures::install(client, FixtureSet::ALL).await
+}
+
+/// Installs the fixtures `set` selects (see [`ControllersConfig::fixtures`]).
+pub async fn install_fixture_set(client: kube::Client, set: FixtureSet) -> Result<(), kube::Error> {
+    fixtures::install(client, set).await
+}
+
+/// Deletes the fixture CRDs `set` selects, so a test can see "CRD absent" behaviour.
+pub async fn uninstall_fixture_set(
+    client: kube::Client,
+    set: FixtureSet,
+) -> Result<(), kube::Error> {
+    fixtures::uninstall(client, set).await
+}
+
+/// Starts the simulated controllers against the cluster `client` talks to. Must be called
+/// inside a Tokio runtime. Controllers of third-party kinds wait until their CRD exists.
+pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHandle {
+    let (changes, _) = tokio::sync::watch::channel(0);
+    let shared = Arc::new(Shared {
+        client,
+        config: Arc::new(RwLock::new(config)),
+        changes,
+    });
+    let runs = JobRuns::default();
+    let (cron, woken) = CronJobTriggers::new();
+    let mut tasks = JoinSet::new();
+    tasks.spawn(deployments::run(Arc::clone(&shared)));
+    tasks.spawn(jobs::run(Arc::clone(&shared), runs.clone()));
+    tasks.spawn(cronjobs::run(Arc::clone(&shared), cron.clone(), woken));
+    tasks.spawn(mariadb::run(Arc::clone(&shared)));
+    tasks.spawn(secret_stores::run(Arc::clone(&shared)));
+    tasks.spawn(gateways::run(Arc::clone(&shared)));
+    tasks.spawn(autoscalers::run(Arc::clone(&shared)));
+    ControllersHandle {
+        shared,
+        runs,
+        cron,
+        tasks,
+    }
 }

@@ -1,0 +1,559 @@
+//! The simulated Job controller: each Job runs one Pod at a time (ownerReference and the
+//! controller-uid / job-name labels real Jobs put on their pods); after the delay the pod
+//! terminates with the exit code and termination message the config chooses by Job name.
+//! A failed pod is retried with a new pod up to spec.backoffLimit (default 6); then the Job is
+//! Failed (FailureTarget + Failed). A succeeded pod completes the Job (SuccessCriteriaMet +
+//! Complete). spec.activeDeadlineSeconds fails a Job that runs too long. Every run is recorded
+//! in [`JobRuns`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+use super::config::PodOutcome;
+use super::job_runs::{JobResult, JobRuns};
+use super::runtime::{FirstSeen, ReconcileError, Shared, drain, patch_status, retry};
+use super::status::{Wanted, already_applied, condition_status, field, now, workload_conditions};
+
+/// Label real Jobs put on their pods: the Job's uid.
+pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+/// Legacy form of [`CONTROLLER_UID_LABEL`].
+pub const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
+/// Label real Jobs put on their pods: the Job's name.
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+/// Legacy form of [`JOB_NAME_LABEL`].
+pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";
+/// Annotation the simulator puts on each pod: its attempt number (0-based).
+pub const ATTEMPT_ANNOTATION: &str = "sim.cinder.c5c3.io/attempt";
+
+const DEFAULT_BACKOFF_LIMIT: i64 = 6;
+
+struct Context {
+    shared: Arc<Shared>,
+    runs: JobRuns,
+    seen: FirstSeen,
+}
+
+/// Runs the Job controller until the task is aborted, recording runs into `runs`.
+pub async fn run(shared: Arc<Shared>, runs: JobRuns) {
+    let api: Api<Job> = Api::all(shared.client.clone());
+    let context = Arc::new(Context {
+        shared: Arc::clone(&shared),
+        runs,
+        seen: FirstSeen::default(),
+    });
+    let stream = Controller::new(api, watcher::Config::default())
+        .reconcile_all_on(shared.triggers())
+        .run(reconcile, retry, context);
+    drain("jobs", stream).await;
+}
+
+/// The terminal state a Job's status reports, if any.
+pub fn terminal_result(status: Option<&Value>) -> Option<JobResult> {
+    let conditions = status.and_then(|s| s.get("conditions"));
+    if condition_status(conditions, "Complete") == Some("True") {
+        Some(JobResult::Succeeded)
+    } else if condition_status(conditions, "Failed") == Some("True") {
+        Some(JobResult::Failed)
+    } else {
+        None
+    }
+}
+
+fn pod_phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn is_terminal_phase(phase: &str) -> bool {
+    phase == "Succeeded" || phase == "Failed"
+}
+
+fn attempt_of(pod: &Pod, fallback: usize) -> usize {
+    pod.annotations()
+        .get(ATTEMPT_ANNOTATION)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(fallback)
+}
+
+fn parse_time(value: Option<&Value>) -> Option<DateTime<Utc>> {
+    let text = value?.as_str()?;
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+struct JobFacts {
+    namespace: String,
+    name: String,
+    uid: String,
+    backoff_limit: i64,
+    completions: i64,
+    deadline: Option<i64>,
+    suspended: bool,
+    previous: Option<Value>,
+}
+
+fn facts(job: &Job) -> Result<JobFacts, ReconcileError> {
+    let spec = job.spec.as_ref().ok_or(ReconcileError::Missing("spec"))?;
+    Ok(JobFacts {
+        namespace: job
+            .namespace()
+            .ok_or(ReconcileError::Missing("namespace"))?,
+        name: job.name_any(),
+        uid: job.uid().ok_or(ReconcileError::Missing("uid"))?,
+        backoff_limit: spec.backoff_limit.map_or(DEFAULT_BACKOFF_LIMIT, i64::from),
+        completions: spec.completions.map_or(1, i64::from).max(1),
+        deadline: spec.active_deadline_seconds,
+        suspended: spec.suspend == Some(true),
+        previous: job.status.as_ref().map(serde_json::to_value).transpose()?,
+    })
+}
+
+async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let facts = facts(&job)?;
+    if terminal_result(facts.previous.as_ref()).is_some() || ctx.runs.is_finished(&facts.uid) {
+        return Ok(Action::await_change());
+    }
+    let (switch, rule) = ctx
+        .shared
+        .read(|c| (c.jobs.switch.clone(), c.jobs.rule_for(&facts.name).cloned()));
+    if !switch.enabled || facts.suspended || job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let run_for = rule.as_ref().and_then(|r| r.delay).unwrap_or(switch.delay);
+    let pods_api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &facts.namespace);
+    let selector = format!("{CONTROLLER_UID_LABEL}={}", facts.uid);
+    let mut pods: Vec<Pod> = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|pod| pod.owner_references().iter().any(|o| o.uid == facts.uid))
+        .collect();
+    pods.sort_by_key(|pod| attempt_of(pod, usize::MAX));
+
+    let deadline_passed = facts.deadline.is_some_and(|seconds| {
+        parse_time(facts.previous.as_ref().and_then(|s| s.get("startTime")))
+            .is_some_and(|start| Utc::now() >= start + chrono::Duration::seconds(seconds))
+    });
+    let mut wake: Option<Duration> = None;
+    for (index, pod) in pods.iter_mut().enumerate() {
+        if is_terminal_phase(pod_phase(pod)) {
+            continue;
+        }
+        let pod_uid = pod.uid().unwrap_or_else(|| pod.name_any());
+        let attempt = attempt_of(pod, index);
+        let outcome = if deadline_passed {
+            Some(PodOutcome::exit(137, "DeadlineExceeded"))
+        } else {
+            match ctx.seen.remaining(&pod_uid, 0, run_for) {
+                None => Some(
+                    rule.as_ref()
+                        .map_or_else(PodOutcome::success, |r| r.outcome_for(attempt)),
+                ),
+                Some(left) => {
+                    wake = Some(wake.map_or(left, |w| w.min(left)));
+                    None
+                }
+            }
+        };
+        if let Some(outcome) = outcome {
+            let status = terminated_pod_status(pod, &outcome);
+            patch_status(&pods_api, &pod.name_any(), status).await?;
+            ctx.runs.pod_finished(
+                &facts.uid,
+                &pod.name_any(),
+                outcome.exit_code,
+                &outcome.message,
+            );
+            ctx.seen.forget(&pod_uid);
+            let phase = if outcome.exit_code == 0 {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
+            pod.status.get_or_insert_with(Default::default).phase = Some(phase.to_owned());
+        }
+    }
+
+    let succeeded = count_phase(&pods, "Succeeded");
+    let failed = count_phase(&pods, "Failed");
+    let mut active = pods
+        .iter()
+        .filter(|p| !is_terminal_phase(pod_phase(p)))
+        .count();
+    let verdict = if succeeded >= facts.completions {
+        Some(Verdict::Complete)
+    } else if deadline_passed {
+        Some(Verdict::Failed(
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+        ))
+    } else if failed > facts.backoff_limit {
+        Some(Verdict::Failed(
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        ))
+    } else {
+        None
+    };
+    if verdict.is_none() && active == 0 {
+        create_pod(&job, &facts, &pods_api, pods.len(), &ctx.runs).await?;
+        active = 1;
+        wake = Some(run_for);
+    }
+    let status = job_status(
+        facts.previous.as_ref(),
+        active,
+        succeeded,
+        failed,
+        verdict.as_ref(),
+    );
+    if !already_applied(&status, facts.previous.as_ref()) {
+        let api: Api<Job> = Api::namespaced(ctx.shared.client.clone(), &facts.namespace);
+        patch_status(&api, &facts.name, status).await?;
+    }
+    match verdict {
+        Some(verdict) => {
+            ctx.runs.job_finished(&facts.uid, verdict.result());
+            Ok(Action::await_change())
+        }
+        None => Ok(Action::requeue(
+            wake.unwrap_or(run_for).max(Duration::from_millis(10)),
+        )),
+    }
+}
+
+fn count_phase(pods: &[Pod], phase: &str) -> i64 {
+    i64::try_from(pods.iter().filter(|p| pod_phase(p) == phase).count()).unwrap_or(i64::MAX)
+}
+
+/// How a Job ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Enough pods succeeded.
+    Complete,
+    /// Failed with (reason, message).
+    Failed(&'static str, &'static str),
+}
+
+impl Verdict {
+    fn result(&self) -> JobResult {
+        match self {
+            Verdict::Complete => JobResult::Succeeded,
+            Verdict::Failed(..) => JobResult::Failed,
+        }
+    }
+}
+
+fn nonzero(count: i64) -> Value {
+    if count == 0 {
+        Value::Null
+    } else {
+        json!(count)
+    }
+}
+
+/// The Job status for the given pod counts and verdict.
+pub fn job_status(
+    previous: Option<&Value>,
+    active: usize,
+    succeeded: i64,
+    failed: i64,
+    verdict: Option<&Verdict>,
+) -> Value {
+    let started = field(previous, "startTime").unwrap_or_else(|| Value::String(now()));
+    let previous_conditions = previous.and_then(|s| s.get("conditions"));
+    let active = i64::try_from(active).unwrap_or(i64::MAX);
+    let (conditions, completion) = match verdict {
+        None => (Value::Null, Value::Null),
+        Some(Verdict::Complete) => {
+            let message = "Reached expected number of succeeded pods";
+            let conditions = workload_conditions(
+                previous_conditions,
+                &[
+                    Wanted::new("SuccessCriteriaMet", true, "CompletionsReached", message),
+                    Wanted::new("Complete", true, "CompletionsReached", message),
+                ],
+                "lastProbeTime",
+            );
+            let completion =
+                field(previous, "completionTime").unwrap_or_else(|| Value::String(now()));
+            (conditions, completion)
+        }
+        Some(Verdict::Failed(reason, message)) => (
+            workload_conditions(
+                previous_conditions,
+                &[
+                    Wanted::new("FailureTarget", true, reason, message),
+                    Wanted::new("Failed", true, reason, message),
+                ],
+                "lastProbeTime",
+            ),
+            Value::Null,
+        ),
+    };
+    json!({
+        "startTime": started,
+        "active": nonzero(active),
+        "ready": nonzero(active),
+        "succeeded": nonzero(succeeded),
+        "failed": nonzero(failed),
+        "terminating": 0,
+        "uncountedTerminatedPods": {},
+        "completionTime": completion,
+        "conditions": conditions,
+    })
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+async fn create_pod(
+    job: &Job,
+    facts: &JobFacts,
+    pods_api: &Api<Pod>,
+    attempt: usize,
+    runs: &JobRuns,
+) -> Result<(), ReconcileError> {
+    let template = job
+        .spec
+        .as_ref()
+        .map(|spec| serde_json::to_value(&spec.template))
+        .transpose()?
+        .unwrap_or(Value::Null);
+    let name = format!("{}-{}", facts.name, random_suffix());
+    let pod = pod_manifest(&template, facts, &name, attempt);
+    let pod: Pod = serde_json::from_value(pod)?;
+    pods_api.create(&PostParams::default(), &pod).await?;
+    runs.pod_started(&facts.namespace, &facts.name, &facts.uid, &name, attempt);
+    let running = running_pod_status(&pod);
+    patch_status(pods_api, &name, running).await?;
+    Ok(())
+}
+
+fn string_map(value: Option<&Value>) -> Map<String, Value> {
+    value
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn pod_manifest(template: &Value, facts: &JobFacts, name: &str, attempt: usize) -> Value {
+    let metadata = template.get("metadata");
+    let mut labels = string_map(metadata.and_then(|m| m.get("labels")));
+    for (key, value) in [
+        (CONTROLLER_UID_LABEL, &facts.uid),
+        (LEGACY_CONTROLLER_UID_LABEL, &facts.uid),
+        (JOB_NAME_LABEL, &facts.name),
+        (LEGACY_JOB_NAME_LABEL, &facts.name),
+    ] {
+        labels.insert(key.to_owned(), json!(value));
+    }
+    let mut annotations = string_map(metadata.and_then(|m| m.get("annotations")));
+    annotations.insert(ATTEMPT_ANNOTATION.to_owned(), json!(attempt.to_string()));
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": facts.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": facts.name,
+                "uid": facts.uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": template.get("spec").cloned().unwrap_or_else(|| json!({"containers": []})),
+    })
+}
+
+fn first_container(pod: &Pod) -> (String, String) {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.containers.first())
+        .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+        .unwrap_or_default()
+}
+
+fn running_pod_status(pod: &Pod) -> Value {
+    let (container, image) = first_container(pod);
+    let at = now();
+    json!({
+        "phase": "Running",
+        "startTime": at,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at}],
+        "containerStatuses": [{
+            "name": container,
+            "image": image,
+            "imageID": "",
+            "ready": true,
+            "started": true,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": at}},
+        }],
+    })
+}
+
+/// The status of a pod whose container ended with `outcome`.
+pub fn terminated_pod_status(pod: &Pod, outcome: &PodOutcome) -> Value {
+    let (container, image) = first_container(pod);
+    let at = now();
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(&s.start_time).ok())
+        .filter(|v| !v.is_null())
+        .unwrap_or_else(|| Value::String(at.clone()));
+    let (phase, reason) = if outcome.exit_code == 0 {
+        ("Succeeded", "Completed")
+    } else {
+        ("Failed", "Error")
+    };
+    let message = if outcome.message.is_empty() {
+        Value::Null
+    } else {
+        json!(outcome.message)
+    };
+    json!({
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": at}],
+        "containerStatuses": [{
+            "name": container,
+            "image": image,
+            "imageID": "",
+            "ready": false,
+            "started": false,
+            "restartCount": 0,
+            "state": {"terminated": {
+                "exitCode": outcome.exit_code,
+                "reason": reason,
+                "message": message,
+                "startedAt": started,
+                "finishedAt": at,
+            }},
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> JobFacts {
+        JobFacts {
+            namespace: "ns".into(),
+            name: "c-db-sync".into(),
+            uid: "u-1".into(),
+            backoff_limit: 6,
+            completions: 1,
+            deadline: None,
+            suspended: false,
+            previous: None,
+        }
+    }
+
+    #[test]
+    fn pods_carry_job_labels_owner_and_template() {
+        let template = json!({
+            "metadata": {"labels": {"app": "cinder"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "sync", "image": "img:1"}]}
+        });
+        let pod = pod_manifest(&template, &facts(), "c-db-sync-abcde", 1);
+        let labels = &pod["metadata"]["labels"];
+        assert_eq!(labels["app"], "cinder");
+        assert_eq!(labels[CONTROLLER_UID_LABEL], "u-1");
+        assert_eq!(labels[LEGACY_CONTROLLER_UID_LABEL], "u-1");
+        assert_eq!(labels[JOB_NAME_LABEL], "c-db-sync");
+        assert_eq!(labels[LEGACY_JOB_NAME_LABEL], "c-db-sync");
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(pod["metadata"]["annotations"][ATTEMPT_ANNOTATION], "1");
+        assert_eq!(pod["spec"]["containers"][0]["name"], "sync");
+        let typed: Pod = serde_json::from_value(pod).unwrap();
+        assert_eq!(attempt_of(&typed, 9), 1);
+    }
+
+    #[test]
+    fn terminated_status_reports_exit_code_and_message() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}
+        }))
+        .unwrap();
+        let failed = terminated_pod_status(&pod, &PodOutcome::exit(2, "check failed"));
+        assert_eq!(failed["phase"], "Failed");
+        let terminated = &failed["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(terminated["exitCode"], 2);
+        assert_eq!(terminated["message"], "check failed");
+        assert_eq!(terminated["reason"], "Error");
+        let ok = terminated_pod_status(&pod, &PodOutcome::success());
+        assert_eq!(ok["phase"], "Succeeded");
+        assert!(ok["containerStatuses"][0]["state"]["terminated"]["message"].is_null());
+        let typed: k8s_openapi::api::core::v1::PodStatus = serde_json::from_value(failed).unwrap();
+        assert_eq!(typed.phase.as_deref(), Some("Failed"));
+    }
+
+    #[test]
+    fn job_status_for_each_verdict() {
+        let running = job_status(None, 1, 0, 1, None);
+        assert_eq!(running["active"], 1);
+        assert_eq!(running["failed"], 1);
+        assert!(running["conditions"].is_null());
+        assert_eq!(terminal_result(Some(&running)), None);
+
+        let done = job_status(Some(&running), 0, 1, 1, Some(&Verdict::Complete));
+        assert_eq!(done["startTime"], running["startTime"]);
+        assert!(done["active"].is_null());
+        assert!(done["completionTime"].is_string());
+        assert_eq!(done["conditions"][0]["type"], "SuccessCriteriaMet");
+        assert_eq!(done["conditions"][1]["type"], "Complete");
+        assert_eq!(terminal_result(Some(&done)), Some(JobResult::Succeeded));
+
+        let failed = job_status(
+            Some(&running),
+            0,
+            0,
+            7,
+            Some(&Verdict::Failed("BackoffLimitExceeded", "limit")),
+        );
+        assert_eq!(failed["conditions"][0]["type"], "FailureTarget");
+        assert_eq!(failed["conditions"][1]["reason"], "BackoffLimitExceeded");
+        assert!(failed["completionTime"].is_null());
+        assert_eq!(terminal_result(Some(&failed)), Some(JobResult::Failed));
+        let typed: k8s_openapi::api::batch::v1::JobStatus = serde_json::from_value(failed).unwrap();
+        assert_eq!(typed.failed, Some(7));
+    }
+
+    #[test]
+    fn random_suffixes_are_dns_safe() {
+        let suffix = random_suffix();
+        assert_eq!(suffix.len(), 5);
+        assert!(
+            suffix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        );
+    }
+}
