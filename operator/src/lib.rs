@@ -13,6 +13,7 @@ pub mod cmd_sim;
 pub mod conditions;
 pub mod crd;
 pub mod names;
+pub mod metrics;
 pub mod requeue;
 
 use std::process::ExitCode;

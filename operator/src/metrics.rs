@@ -1,0 +1,298 @@
+//! The operator's Prometheus metrics (prometheus-client): the two pipeline families of seed 001,
+//! the three per-CR Job pairs, and the actor / lock gauges the runtime feeds; plus the
+//! OpenMetrics text encoder the `/metrics` endpoint serves.
+//!
+//! Counters are registered without `_total`; the OpenMetrics encoder appends it, so the exposed
+//! names are exactly the seed's (`cinder_operator_reconcile_errors_total`, …).
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+/// Buckets of the Job duration histograms (seconds).
+pub const JOB_DURATION_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+/// Buckets of the per-step reconcile duration (seconds).
+pub const RECONCILE_DURATION_BUCKETS: [f64; 11] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+/// Buckets of lock / mailbox waits (seconds).
+pub const LOCK_WAIT_BUCKETS: [f64; 10] =
+    [0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+
+/// `{sub_reconciler}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub sub_reconciler: String,
+}
+
+/// `{sub_reconciler, condition_type}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepErrorLabels {
+    pub sub_reconciler: String,
+    pub condition_type: String,
+}
+
+/// The terminal result of a Job run.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum JobResult {
+    Succeeded,
+    Failed,
+}
+
+impl JobResult {
+    pub const ALL: [JobResult; 2] = [JobResult::Succeeded, JobResult::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobResult::Succeeded => "succeeded",
+            JobResult::Failed => "failed",
+        }
+    }
+}
+
+impl EncodeLabelValue for JobResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        encoder.write_str(self.as_str())
+    }
+}
+
+/// `{cinder, namespace, result}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobResultLabels {
+    pub cinder: String,
+    pub namespace: String,
+    pub result: JobResult,
+}
+
+/// `{cinder, namespace}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CinderLabels {
+    pub cinder: String,
+    pub namespace: String,
+}
+
+/// `{kind}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+/// `{kind, mode}` (mode: `read` | `write`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LockLabels {
+    pub kind: String,
+    pub mode: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn job_histogram() -> Histogram {
+    Histogram::new(JOB_DURATION_BUCKETS)
+}
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(RECONCILE_DURATION_BUCKETS)
+}
+fn lock_wait_histogram() -> Histogram {
+    Histogram::new(LOCK_WAIT_BUCKETS)
+}
+
+/// The Job kinds that have a `_total` / `_duration_seconds` pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JobKind {
+    DbSync,
+    DbPurge,
+    ServiceRemove,
+}
+
+/// One `cinder_operator_{job}_total` / `_duration_seconds` pair.
+#[derive(Clone)]
+pub struct JobMetrics {
+    pub total: Family<JobResultLabels, Counter>,
+    pub duration_seconds: HistogramFamily<CinderLabels>,
+}
+
+impl JobMetrics {
+    fn register(registry: &mut Registry, job: &str, what: &str) -> Self {
+        let total = Family::<JobResultLabels, Counter>::default();
+        let duration_seconds: HistogramFamily<CinderLabels> =
+            Family::new_with_constructor(job_histogram);
+        registry.register(
+            format!("cinder_operator_{job}"),
+            format!("Terminal {what} Jobs by result"),
+            total.clone(),
+        );
+        registry.register(
+            format!("cinder_operator_{job}_duration_seconds"),
+            format!("Duration of {what} Jobs from start to completion"),
+            duration_seconds.clone(),
+        );
+        JobMetrics {
+            total,
+            duration_seconds,
+        }
+    }
+
+    /// Records one terminal run.
+    pub fn observe(&self, namespace: &str, cinder: &str, result: JobResult, duration: Duration) {
+        let (cinder, namespace) = (cinder.to_string(), namespace.to_string());
+        self.total
+            .get_or_create(&JobResultLabels {
+                cinder: cinder.clone(),
+                namespace: namespace.clone(),
+                result,
+            })
+            .inc();
+        self.duration_seconds
+            .get_or_create(&CinderLabels { cinder, namespace })
+            .observe(duration.as_secs_f64());
+    }
+
+    fn forget(&self, namespace: &str, cinder: &str) {
+        for result in JobResult::ALL {
+            self.total.remove(&JobResultLabels {
+                cinder: cinder.to_string(),
+                namespace: namespace.to_string(),
+                result,
+            });
+        }
+        self.duration_seconds.remove(&CinderLabels {
+            cinder: cinder.to_string(),
+            namespace: namespace.to_string(),
+        });
+    }
+}
+
+/// All metric families of the operator. Cloning shares the series (handles are reference-counted).
+#[derive(Clone)]
+pub struct Metrics {
+    /// `cinder_operator_reconcile_duration_seconds{sub_reconciler}`.
+    pub reconcile_duration_seconds: HistogramFamily<StepLabels>,
+    /// `cinder_operator_reconcile_errors_total{sub_reconciler,condition_type}`.
+    pub reconcile_errors: Family<StepErrorLabels, Counter>,
+    /// `cinder_operator_db_sync_total` / `_duration_seconds`.
+    pub db_sync: JobMetrics,
+    /// `cinder_operator_db_purge_total` / `_duration_seconds`.
+    pub db_purge: JobMetrics,
+    /// `cinder_operator_service_remove_total` / `_duration_seconds`.
+    pub service_remove: JobMetrics,
+    /// `cinder_operator_mailbox_depth{kind}`: messages queued in actor mailboxes, by actor kind.
+    pub mailbox_depth: Family<KindLabels, Gauge>,
+    /// `cinder_operator_lock_wait_seconds{kind,mode}`: time from asking for a lock to its grant.
+    pub lock_wait_seconds: HistogramFamily<LockLabels>,
+    /// `cinder_operator_transactions_in_flight`: lock-coordinator transactions holding locks.
+    pub transactions_in_flight: Gauge,
+}
+
+impl Metrics {
+    /// Creates every family and registers it in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let reconcile_duration_seconds: HistogramFamily<StepLabels> =
+            Family::new_with_constructor(reconcile_histogram);
+        registry.register(
+            "cinder_operator_reconcile_duration_seconds",
+            "Duration of one pipeline step (sub-reconciler) run",
+            reconcile_duration_seconds.clone(),
+        );
+        let reconcile_errors = Family::<StepErrorLabels, Counter>::default();
+        registry.register(
+            "cinder_operator_reconcile_errors",
+            "Pipeline step runs that returned an error, by step and the condition it reports",
+            reconcile_errors.clone(),
+        );
+        let db_sync = JobMetrics::register(
+            registry,
+            "db_sync",
+            "schema migration (db sync, expand, migrate, contract)",
+        );
+        let db_purge = JobMetrics::register(registry, "db_purge", "database purge");
+        let service_remove =
+            JobMetrics::register(registry, "service_remove", "backend detach service-remove");
+        let mailbox_depth = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "cinder_operator_mailbox_depth",
+            "Messages queued in actor mailboxes by actor kind",
+            mailbox_depth.clone(),
+        );
+        let lock_wait_seconds: HistogramFamily<LockLabels> =
+            Family::new_with_constructor(lock_wait_histogram);
+        registry.register(
+            "cinder_operator_lock_wait_seconds",
+            "Time from requesting a lock to its grant, by resource kind and mode",
+            lock_wait_seconds.clone(),
+        );
+        let transactions_in_flight = Gauge::default();
+        registry.register(
+            "cinder_operator_transactions_in_flight",
+            "Lock-coordinator transactions currently holding or acquiring locks",
+            transactions_in_flight.clone(),
+        );
+        Metrics {
+            reconcile_duration_seconds,
+            reconcile_errors,
+            db_sync,
+            db_purge,
+            service_remove,
+            mailbox_depth,
+            lock_wait_seconds,
+            transactions_in_flight,
+        }
+    }
+
+    /// A fresh registry holding only these metrics.
+    pub fn new_registry() -> (Registry, Metrics) {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        (registry, metrics)
+    }
+
+    /// Times one step run.
+    pub fn observe_step(&self, sub_reconciler: &str, elapsed: Duration) {
+        self.reconcile_duration_seconds
+            .get_or_create(&StepLabels {
+                sub_reconciler: sub_reconciler.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one step error.
+    pub fn count_step_error(&self, sub_reconciler: &str, condition_type: &str) {
+        self.reconcile_errors
+            .get_or_create(&StepErrorLabels {
+                sub_reconciler: sub_reconciler.to_string(),
+                condition_type: condition_type.to_string(),
+            })
+            .inc();
+    }
+
+    /// The pair of a Job kind.
+    pub fn job(&self, kind: JobKind) -> &JobMetrics {
+        match kind {
+            JobKind::DbSync => &self.db_sync,
+            JobKind::DbPurge => &self.db_purge,
+            JobKind::ServiceRemove => &self.service_remove,
+        }
+    }
+
+    /// Drops every per-CR series of one Cinder (on deletion).
+    pub fn forget_cinder(&self, namespace: &str, cinder: &str) {
+        for jm in [&self.db_sync, &self.db_purge, &self.service_remove] {
+            jm.forget(namespace, cinder);
+        }
+    }
+}
+
+/// The registry as OpenMetrics text (ends with `# EOF`).
+pub fn encode_openmetrics(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+/// The `Content-Type` of [`encode_openmetrics`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
