@@ -154,7 +154,7 @@ impl EmbeddedCluster {
             gc_task: Some(gc_task),
             server_task: Some(server_task),
         };
-        controllers::install_fixtures(client.clone()).await.map_err(SimError::Fixtures)?;
+        controllers::install_fixture_set(client.clone(), config.controllers.fixtures).await.map_err(SimError::Fixtures)?;
         cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
         Ok(cluster)
     }
@@ -205,7 +205,7 @@ impl EmbeddedCluster {
     /// Stops the controllers, then the server (open watches end), then the garbage collector.
     pub async fn shutdown(mut self) {
         if let Some(c) = self.controllers.take() {
-            drop(c);
+            c.shutdown().await;
         }
         let _ = self.stop.send(true);
         self.server.stop(true).await;

@@ -8,7 +8,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(ClusterConfig::default()).await.unwrap()
+    // controllers off: these tests watch the server's own semantics
+    let config = ClusterConfig { controllers: cinder_sim::controllers::ControllersConfig::all_off(), ..ClusterConfig::default() };
+    EmbeddedCluster::start(config).await.unwrap()
 }
 
 fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
@@ -144,7 +146,10 @@ async fn all_four_patch_types() {
 
     // server-side apply: conflict between managers, then force
     let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p"}, "spec": {"replicas": 5}});
-    let a = api.patch("p", &PatchParams::apply("alice"), &Patch::Apply(&applied)).await.unwrap();
+    // the fields were set by updates of another manager: a plain apply conflicts, a forced one takes them
+    let err = api.patch("p", &PatchParams::apply("alice"), &Patch::Apply(&applied)).await.unwrap_err();
+    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err:?}");
+    let a = api.patch("p", &PatchParams::apply("alice").force(), &Patch::Apply(&applied)).await.unwrap();
     assert_eq!(a.spec.replicas, Some(5));
     let mf = a.metadata.managed_fields.unwrap();
     assert!(mf.iter().any(|e| e.manager.as_deref() == Some("alice") && e.operation.as_deref() == Some("Apply")));
