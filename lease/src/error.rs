@@ -55,12 +55,13 @@ pub enum DeviceLockError {
         retry_after: Duration,
     },
     /// The in-process lock coordinator refused or failed the lock.
-    #[error("in-process lock of device {device} failed: {message}")]
+    #[error("in-process lock of device {device} failed: {source}")]
     Coordinator {
         /// Device id.
         device: String,
         /// The coordinator's error.
-        message: String,
+        #[source]
+        source: cinder_actors::LockError,
     },
     /// The Lease could not be read or written (API failure); the in-process lock was released.
     #[error(transparent)]

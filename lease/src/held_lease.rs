@@ -15,6 +15,12 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 pub struct LostSignal(watch::Receiver<bool>);
 
 impl LostSignal {
+    /// A signal that is never lost (nothing to lose yet).
+    pub fn never() -> Self {
+        let (_tx, rx) = watch::channel(false);
+        Self(rx)
+    }
+
     /// Whether the holder stopped being holder.
     pub fn is_lost(&self) -> bool {
         *self.0.borrow()

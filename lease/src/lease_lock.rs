@@ -67,6 +67,25 @@ impl LeaseSettings {
     }
 }
 
+/// A Lease as last seen by this process (for the admin endpoint).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ObservedLease {
+    /// Lease name.
+    pub name: String,
+    /// `holderIdentity` (none when released).
+    pub holder: Option<String>,
+    /// `renewTime`, RFC 3339.
+    pub renew_time: Option<String>,
+    /// `acquireTime`, RFC 3339.
+    pub acquire_time: Option<String>,
+    /// `leaseDurationSeconds`.
+    pub lease_duration_seconds: Option<i32>,
+    /// `leaseTransitions`.
+    pub lease_transitions: Option<i32>,
+    /// When this process saw it, RFC 3339.
+    pub observed_at: String,
+}
+
 /// How an acquisition succeeded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Acquired {
@@ -115,6 +134,8 @@ pub struct LeaseLock {
     duration: Duration,
     renew_period: Duration,
     metrics: Option<DeviceLockMetrics>,
+    /// The Lease as last seen by this process (any read or write), for inspection.
+    observed: Mutex<Option<ObservedLease>>,
     /// The Lease as this holder last wrote it (saves a GET on renew and release; a stale copy only
     /// costs a 409 and one GET, thanks to resourceVersion).
     last_written: Mutex<Option<Lease>>,
@@ -130,18 +151,32 @@ impl LeaseLock {
         identity: HolderIdentity,
         settings: &LeaseSettings,
     ) -> Result<Self, LeaseError> {
-        let (duration_seconds, renew_period) = settings.validate()?;
-        Ok(Self {
+        let validated = settings.validate()?;
+        Ok(Self::with_validated(
+            client, namespace, device_id, identity, validated,
+        ))
+    }
+
+    /// [`LeaseLock::new`] with settings already checked by [`LeaseSettings::validate`].
+    pub(crate) fn with_validated(
+        client: kube::Client,
+        namespace: &str,
+        device_id: &str,
+        identity: HolderIdentity,
+        (duration_seconds, renew_period): (i32, Duration),
+    ) -> Self {
+        Self {
             api: Api::namespaced(client, namespace),
             name: lease_name(device_id),
             device_id: device_id.to_owned(),
             identity,
             duration_seconds,
-            duration: settings.duration,
+            duration: Duration::from_secs(duration_seconds.unsigned_abs().into()),
             renew_period,
             metrics: None,
+            observed: Mutex::new(None),
             last_written: Mutex::new(None),
-        })
+        }
     }
 
     /// Counts API calls, takeovers into `metrics`.
@@ -183,10 +218,37 @@ impl LeaseLock {
     /// Reads the Lease (one GET).
     pub async fn get(&self) -> Result<Option<Lease>, LeaseError> {
         self.count(LeaseVerb::Get);
-        self.api
+        let lease = self
+            .api
             .get_opt(&self.name)
             .await
-            .map_err(|e| self.api_err(e))
+            .map_err(|e| self.api_err(e))?;
+        self.observe(lease.as_ref());
+        Ok(lease)
+    }
+
+    /// The Lease as last read or written by this lock (no API call); `None` before the first call
+    /// or when it was missing.
+    pub fn observed(&self) -> Option<ObservedLease> {
+        self.observed.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    fn observe(&self, lease: Option<&Lease>) {
+        let view = lease.map(|l| {
+            let spec = l.spec.clone().unwrap_or_default();
+            ObservedLease {
+                name: self.name.clone(),
+                holder: spec.holder_identity.filter(|h| !h.is_empty()),
+                renew_time: spec.renew_time.map(|t| t.0.to_string()),
+                acquire_time: spec.acquire_time.map(|t| t.0.to_string()),
+                lease_duration_seconds: spec.lease_duration_seconds,
+                lease_transitions: spec.lease_transitions,
+                observed_at: Timestamp::now().to_string(),
+            }
+        });
+        if let Ok(mut slot) = self.observed.lock() {
+            *slot = view;
+        }
     }
 
     /// Acquires the Lease: creates it when absent, re-acquires it when this process holds it, takes
@@ -394,6 +456,9 @@ impl LeaseLock {
     }
 
     fn remember(&self, lease: Option<Lease>) {
+        if lease.is_some() {
+            self.observe(lease.as_ref());
+        }
         if let Ok(mut slot) = self.last_written.lock() {
             *slot = lease;
         }

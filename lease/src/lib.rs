@@ -5,18 +5,23 @@
 //! that excludes other operator replicas, their metrics and inspection, and `jitter`, the one
 //! function every periodic requeue of the project goes through.
 
+pub mod device_locks;
 pub mod error;
 pub mod held_lease;
 pub mod holder_identity;
+pub mod inspection;
 pub mod jitter;
 pub mod lease_lock;
 pub mod lease_name;
 pub mod metrics;
 
+pub use cinder_actors::Priority;
+pub use device_locks::{DeviceGuard, DeviceLocks, DeviceLocksConfig};
 pub use error::{DeviceLockError, LeaseError};
 pub use held_lease::{HeldLease, LostSignal};
 pub use holder_identity::HolderIdentity;
+pub use inspection::DevicesSnapshot;
 pub use jitter::jitter;
-pub use lease_lock::{Acquired, LeaseLock, LeaseSettings, Released};
+pub use lease_lock::{Acquired, LeaseLock, LeaseSettings, ObservedLease, Released};
 pub use lease_name::lease_name;
 pub use metrics::DeviceLockMetrics;

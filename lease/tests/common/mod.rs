@@ -73,3 +73,44 @@ where
     }
     panic!("timed out waiting for: {what}");
 }
+
+/// Starts a lock coordinator (standard schema) on its own actix system thread, as the operator
+/// runs it, and returns its handle.
+pub fn coordinator(config: cinder_actors::CoordinatorConfig) -> cinder_actors::CoordinatorHandle {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let system = actix::System::new();
+        system.block_on(async move {
+            let handle =
+                cinder_actors::CoordinatorHandle::start(cinder_actors::Schema::standard(), config);
+            let _ = tx.send(handle);
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("coordinator thread starts")
+}
+
+/// A device-lock service (one replica) with its own coordinator and identity.
+pub async fn replica(
+    cluster: &EmbeddedCluster,
+    name: &str,
+    lease: LeaseSettings,
+    short_delay: Duration,
+    age_step: Option<Duration>,
+) -> cinder_lease::DeviceLocks {
+    let mut coordinator_config = cinder_actors::CoordinatorConfig::default();
+    if let Some(step) = age_step {
+        coordinator_config.age_step = step;
+    }
+    let mut config = cinder_lease::DeviceLocksConfig::new(NS);
+    config.identity = HolderIdentity::for_pod(name);
+    config.lease = lease;
+    config.short_delay = short_delay;
+    cinder_lease::DeviceLocks::new(
+        coordinator(coordinator_config),
+        cluster.client().await,
+        config,
+        cinder_lease::DeviceLockMetrics::default(),
+    )
+    .expect("valid settings")
+}
