@@ -2,10 +2,8 @@
 //! copies and lists, commit upserts, mutate a read-held backend (interior mutability), take a
 //! nested lock, unlock. Each engine (global, ordered-rwlock, actors) implements it.
 
-use std::fmt;
-use std::sync::Arc;
-
 use serde_json::Value;
+use std::fmt;
 
 use crate::query::{Kind, Query};
 
@@ -37,17 +35,20 @@ pub trait Engine: Clone + 'static {
 /// Locks held by one Lock (or NestedLock) call, with its results.
 pub trait Txn: Sized {
     /// Working copy of the value read (or upsert-locked) for `kind` in query `query`.
-    fn read(&self, query: usize, kind: Kind) -> Option<Arc<Value>>;
+    fn read(&self, query: usize, kind: Kind) -> Option<&Value>;
 
-    /// The values listed for `kind` in query `query`.
-    fn list(&self, query: usize, kind: Kind) -> Vec<Arc<Value>>;
+    /// Ids of the values listed for `kind` in query `query`.
+    fn list_ids(&self, query: usize, kind: Kind) -> Vec<String>;
+
+    /// How many values were listed for `kind` in query `query`.
+    fn list_len(&self, query: usize, kind: Kind) -> usize;
 
     /// Commit a new value for the resource `kind` of query `query`.
     async fn upsert(&self, query: usize, kind: Kind, value: Value) -> EngineResult<()>;
 
-    /// Interior mutation of a backend held for read by query `query`: add `delta` to its
-    /// `reserved` counter, serialized by the backend itself.
-    async fn reserve_on_backend(&self, query: usize, delta: i64) -> EngineResult<()>;
+    /// Interior mutation of a backend held for read by query `query`: add `bytes` to its
+    /// `reservedBytes`, serialized by the backend itself.
+    async fn reserve_on_backend(&self, query: usize, bytes: u64) -> EngineResult<()>;
 
     /// NestedLock: extend the held locks; the returned transaction owns only the new locks.
     async fn nested(&self, queries: &[Query]) -> EngineResult<Self>;

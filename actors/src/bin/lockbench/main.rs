@@ -5,6 +5,7 @@
 //!
 //! Usage: `cargo run --release -p cinder-actors --bin lockbench -- [--json] [--quick]`.
 
+mod actors_engine;
 mod args;
 mod baseline;
 mod device;
@@ -16,6 +17,7 @@ mod workload;
 
 use std::process::{Command, ExitCode};
 
+use actors_engine::Actors;
 use args::{Options, Parsed};
 use baseline::{Baseline, Flavor};
 use engine::{EngineError, EngineResult};
@@ -34,6 +36,10 @@ macro_rules! with_engine {
             }
             "ordered_rwlock" => {
                 let $e = Baseline::new(Flavor::OrderedRwLock);
+                $body.await
+            }
+            "actors" => {
+                let $e = Actors::start();
                 $body.await
             }
             other => Err(EngineError(format!("unknown engine {other:?}"))),

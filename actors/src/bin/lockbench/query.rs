@@ -75,17 +75,23 @@ impl Kind {
     }
 }
 
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+impl Kind {
+    /// The kind's name in the schema (as the coordinator spells it).
+    pub fn name(self) -> &'static str {
+        match self {
             Kind::Root => "root",
             Kind::Backend => "backend",
             Kind::Node => "node",
             Kind::Volume => "volume",
             Kind::VolumePublication => "volumePublication",
             Kind::Snapshot => "snapshot",
-        };
-        f.write_str(name)
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -159,7 +159,7 @@ impl Report {
         for (engine, c) in &self.create_publish {
             let mut e = json!({
                 "makespan_ms": c.makespan_ms, "measured_ms": c.measured_ms, "volumes_run": c.volumes_run,
-                "p50_ms": c.p50_ms, "p99_ms": c.p99_ms, "txns": c.txns, "device_calls": c.device_calls,
+                "p50_ms": c.p50_ms, "p99_ms": c.p99_ms, "txns": c.txns, "device_calls": c.device_calls, "mean_call_ms": c.mean_call_ms,
                 "scaled_from_sample": c.sample,
             });
             if let (Some(l), Some(map)) = (self.limit, e.as_object_mut()) {
@@ -177,7 +177,7 @@ impl Report {
             bu.insert(
                 engine.clone(),
                 json!({"makespan_ms": b.makespan_ms, "nested_volumes": b.nested_volumes,
-                       "creates": b.creates, "device_calls": b.device_calls,
+                       "creates": b.creates, "device_calls": b.device_calls, "mean_call_ms": b.mean_call_ms,
                        "device_limit_ms": b.device_limit_ms}),
             );
         }
@@ -250,8 +250,8 @@ impl Report {
             ));
         }
         line(format!(
-            "  {:<16} {:>12} {:>8} {:>10} {:>10}",
-            "engine", "makespan ms", "x limit", "p50 ms", "p99 ms"
+            "  {:<16} {:>12} {:>8} {:>10} {:>10} {:>12}",
+            "engine", "makespan ms", "x limit", "p50 ms", "p99 ms", "call ms"
         ));
         for (engine, c) in &self.create_publish {
             let x = self
@@ -268,8 +268,8 @@ impl Report {
                 None => String::new(),
             };
             line(format!(
-                "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2}{sampled}",
-                c.makespan_ms, x, c.p50_ms, c.p99_ms
+                "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2} {:>12.3}{sampled}",
+                c.makespan_ms, x, c.p50_ms, c.p99_ms, c.mean_call_ms
             ));
         }
         line(String::new());
@@ -279,8 +279,8 @@ impl Report {
         ));
         for (engine, b) in &self.backend_update {
             line(format!(
-                "  {engine:<16} {:>10.1} ms makespan ({} volumes nested-locked, busiest device {:.1} ms of work)",
-                b.makespan_ms, b.nested_volumes, b.device_limit_ms
+                "  {engine:<16} {:>10.1} ms makespan ({} volumes nested-locked, busiest device {:.1} ms of work, mean call {:.3} ms)",
+                b.makespan_ms, b.nested_volumes, b.device_limit_ms, b.mean_call_ms
             ));
         }
         line(String::new());

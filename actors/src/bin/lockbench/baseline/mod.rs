@@ -56,7 +56,7 @@ impl Baseline {
 struct Row {
     ids: [Option<String>; Kind::ALL.len()],
     reads: [Option<Arc<Value>>; Kind::ALL.len()],
-    lists: [Vec<Arc<Value>>; Kind::ALL.len()],
+    lists: [Vec<(String, Arc<Value>)>; Kind::ALL.len()],
 }
 
 /// Locks and results of one Lock / NestedLock call of a baseline.
@@ -92,10 +92,6 @@ impl Baseline {
         let mut guards = Vec::with_capacity(steps.len());
         for step in &steps {
             if step.op == Op::List {
-                let filter = step.filter.as_ref().map(|(f, id)| (*f, id.as_str()));
-                if let Some(q) = step.query {
-                    rows[q].lists[step.kind.index()] = inner.store.list(step.kind, filter)?;
-                }
                 continue;
             }
             let mode = if step.op == Op::Upsert {
@@ -117,6 +113,14 @@ impl Baseline {
                 let row = &mut rows[q];
                 row.ids[step.kind.index()] = Some(step.id.clone());
                 row.reads[step.kind.index()] = inner.store.get(step.kind, &step.id)?;
+            }
+        }
+        // Lists are copied once every lock is granted, as the coordinator does, so that both
+        // engines see (and then work on) the same state.
+        for step in steps.iter().filter(|s| s.op == Op::List) {
+            let filter = step.filter.as_ref().map(|(f, id)| (*f, id.as_str()));
+            if let Some(q) = step.query {
+                rows[q].lists[step.kind.index()] = inner.store.list(step.kind, filter)?;
             }
         }
         Ok(BaselineTxn {
@@ -182,15 +186,26 @@ impl BaselineTxn {
 }
 
 impl Txn for BaselineTxn {
-    fn read(&self, query: usize, kind: Kind) -> Option<Arc<Value>> {
-        self.rows.get(query)?.reads[kind.index()].clone()
+    fn read(&self, query: usize, kind: Kind) -> Option<&Value> {
+        self.rows.get(query)?.reads[kind.index()].as_deref()
     }
 
-    fn list(&self, query: usize, kind: Kind) -> Vec<Arc<Value>> {
+    fn list_ids(&self, query: usize, kind: Kind) -> Vec<String> {
         self.rows
             .get(query)
-            .map(|row| row.lists[kind.index()].clone())
+            .map(|row| {
+                row.lists[kind.index()]
+                    .iter()
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
             .unwrap_or_default()
+    }
+
+    fn list_len(&self, query: usize, kind: Kind) -> usize {
+        self.rows
+            .get(query)
+            .map_or(0, |row| row.lists[kind.index()].len())
     }
 
     async fn upsert(&self, query: usize, kind: Kind, value: Value) -> EngineResult<()> {
@@ -205,12 +220,18 @@ impl Txn for BaselineTxn {
         self.engine.inner.store.put(kind, id, Arc::new(value))
     }
 
-    async fn reserve_on_backend(&self, query: usize, delta: i64) -> EngineResult<()> {
+    async fn reserve_on_backend(&self, query: usize, bytes: u64) -> EngineResult<()> {
         let id = self.id(query, Kind::Backend)?;
         self.engine.inner.store.update(Kind::Backend, id, |value| {
-            let reserved = value.get("reserved").and_then(Value::as_i64).unwrap_or(0);
+            let reserved = value
+                .get("reservedBytes")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
             if let Some(map) = value.as_object_mut() {
-                map.insert("reserved".to_owned(), Value::from(reserved + delta));
+                map.insert(
+                    "reservedBytes".to_owned(),
+                    Value::from(reserved.saturating_add(bytes)),
+                );
             }
         })
     }

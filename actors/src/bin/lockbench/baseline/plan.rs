@@ -92,9 +92,9 @@ fn plan_query(index: usize, query: &Query, store: &Store, out: &mut Vec<Step>) -
             filter,
         });
     }
-    // Synthetic parent reads, transitively, for every locked kind.
-    let mut i = 0;
-    while i < steps.len() {
+    // Synthetic parent reads for the caller's locked subqueries (not expanded further, as in
+    // the coordinator's planner).
+    for i in 0..steps.len() {
         if steps[i].is_consistent() {
             for &parent in steps[i].kind.parents() {
                 let present = steps.iter().any(|s| s.kind == parent && s.is_consistent());
@@ -110,7 +110,6 @@ fn plan_query(index: usize, query: &Query, store: &Store, out: &mut Vec<Step>) -
                 }
             }
         }
-        i += 1;
     }
     // Fill in ids from children, highest rank first so grandparents resolve through parents.
     for rank in (1..=2).rev() {

@@ -29,17 +29,25 @@ impl Store {
         Ok(table.get(id).cloned())
     }
 
-    /// Copies of every value of `kind`, optionally only those whose `field` equals `owner`.
-    pub fn list(&self, kind: Kind, filter: Option<(&str, &str)>) -> EngineResult<Vec<Arc<Value>>> {
+    /// Copies of every value of `kind` with their ids, optionally only those whose `field`
+    /// equals `owner`.
+    pub fn list(
+        &self,
+        kind: Kind,
+        filter: Option<(&str, &str)>,
+    ) -> EngineResult<Vec<(String, Arc<Value>)>> {
         let table = self.tables[kind.index()]
             .read()
             .map_err(|_| poisoned(kind))?;
         Ok(match filter {
-            None => table.values().cloned().collect(),
+            None => table
+                .iter()
+                .map(|(id, v)| (id.clone(), v.clone()))
+                .collect(),
             Some((field, owner)) => table
-                .values()
-                .filter(|v| v.get(field).and_then(Value::as_str) == Some(owner))
-                .cloned()
+                .iter()
+                .filter(|(_, v)| v.get(field).and_then(Value::as_str) == Some(owner))
+                .map(|(id, v)| (id.clone(), v.clone()))
                 .collect(),
         })
     }

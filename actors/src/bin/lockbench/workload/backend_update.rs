@@ -24,6 +24,8 @@ pub struct BackendUpdate {
     pub nested_volumes: usize,
     pub creates: usize,
     pub device_calls: u64,
+    /// Mean duration of one simulated device call as measured.
+    pub mean_call_ms: f64,
     /// The busiest device's calls divided by its concurrency, times the call duration.
     pub device_limit_ms: f64,
 }
@@ -45,11 +47,7 @@ async fn update_backend<E: Engine>(
             .read(0, Kind::Backend)
             .ok_or_else(|| EngineError(format!("{name} not found")))?;
         devices.call(backend).await;
-        let volumes = txn.list(0, Kind::Volume);
-        let ids: Vec<String> = volumes
-            .iter()
-            .filter_map(|v| v.get("id").and_then(Value::as_str).map(str::to_owned))
-            .collect();
+        let ids = txn.list_ids(0, Kind::Volume);
         let queries: Vec<_> = ids
             .iter()
             .map(|id| vec![query::upsert_volume(id, &name)])
@@ -61,7 +59,7 @@ async fn update_backend<E: Engine>(
             async move {
                 devices.call(backend).await;
                 let mut volume = match nested.read(i, Kind::Volume) {
-                    Some(v) => Value::clone(&v),
+                    Some(v) => v.clone(),
                     None => return Ok(()),
                 };
                 if let Some(map) = volume.as_object_mut() {
@@ -76,7 +74,7 @@ async fn update_backend<E: Engine>(
         .await;
         nested.unlock().await;
         checked.into_iter().collect::<EngineResult<Vec<()>>>()?;
-        let mut updated = Value::clone(&current);
+        let mut updated = current.clone();
         if let Some(map) = updated.as_object_mut() {
             map.insert("state".to_owned(), Value::from("updated"));
         }
@@ -145,6 +143,7 @@ pub async fn run<E: Engine>(
         nested_volumes,
         creates,
         device_calls: calls.iter().sum(),
+        mean_call_ms: ms(devices.mean_call()),
         device_limit_ms: busiest as f64 * ms(shape.call) / shape.device_concurrency as f64,
     })
 }

@@ -34,6 +34,8 @@ pub struct CreatePublish {
     pub p99_ms: f64,
     pub txns: usize,
     pub device_calls: u64,
+    /// Mean duration of one simulated device call as measured.
+    pub mean_call_ms: f64,
 }
 
 /// The shape of the workload, shared with the limit computation.
@@ -126,7 +128,7 @@ pub async fn create<E: Engine>(
         if txn.read(0, Kind::Backend).is_none() {
             return Err(EngineError(format!("{backend_name} not found")));
         }
-        txn.reserve_on_backend(0, 1).await?;
+        txn.reserve_on_backend(0, 1 << 30).await?;
         for _ in 0..3 {
             devices.call(backend).await;
         }
@@ -274,5 +276,6 @@ pub async fn run<E: Engine>(
         p99_ms: percentile_ms(&mut samples, 99.0),
         txns: samples.len(),
         device_calls: devices.calls().iter().sum(),
+        mean_call_ms: ms(devices.mean_call()),
     })
 }

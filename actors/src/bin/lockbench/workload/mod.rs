@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 /// A backend's value.
 pub fn backend_value(id: &str) -> Value {
-    json!({"id": id, "name": id, "reserved": 0, "state": "online"})
+    json!({"id": id, "name": id, "reservedBytes": 0, "state": "online"})
 }
 
 /// A node's value.

@@ -45,7 +45,7 @@ pub async fn example_txn<E: Engine>(engine: &E) -> EngineResult<()> {
 }
 
 async fn example_body<T: Txn>(txn: &T) -> EngineResult<()> {
-    if txn.list(0, Kind::Volume).is_empty() {
+    if txn.list_len(0, Kind::Volume) == 0 {
         return Err(EngineError("no volumes listed".to_owned()));
     }
     if txn.read(0, Kind::Backend).is_none() {
@@ -60,7 +60,7 @@ async fn example_body<T: Txn>(txn: &T) -> EngineResult<()> {
         json!({"id": "volume1.node1", "volume": "volume1", "node": "node1"}),
     )
     .await?;
-    let mut backend = Value::clone(&backend);
+    let mut backend = backend.clone();
     if let Some(map) = backend.as_object_mut() {
         map.insert("state".to_owned(), Value::from("unknown"));
     }

@@ -69,7 +69,7 @@ pub async fn run<E: Engine>(engine: &E, volumes: usize, backends: usize) -> Engi
     for _ in 0..5 {
         let start = Instant::now();
         let txn = engine.lock(&[vec![query::list_volumes()]]).await?;
-        let listed = txn.list(0, Kind::Volume).len();
+        let listed = txn.list_len(0, Kind::Volume);
         txn.unlock().await;
         lists.push(start.elapsed());
         if listed != volumes {

@@ -1,0 +1,158 @@
+//! The engine under test: the project's actor lock coordinator (`cinder_actors`), driven through
+//! its public API — `CoordinatorHandle::lock` / `nested_lock`, results with working copies,
+//! commits and interior mutations as messages to the owning resource actor, `Locked::unlock`.
+
+use cinder_actors::query as actor_query;
+use cinder_actors::{CoordinatorHandle, LockError, Locked, Query as ActorQuery, Subquery};
+use serde_json::{Value, json};
+
+use crate::engine::{Engine, EngineError, EngineResult, Txn};
+use crate::query::{Kind, Op, Query, Sub};
+
+/// The coordinator of the standard schema, started on the current actix arbiter.
+#[derive(Clone)]
+pub struct Actors {
+    handle: CoordinatorHandle,
+}
+
+impl Actors {
+    /// Start a fresh coordinator (needs a running actix system).
+    pub fn start() -> Self {
+        Actors {
+            handle: CoordinatorHandle::start_standard(),
+        }
+    }
+}
+
+fn failed(e: LockError) -> EngineError {
+    EngineError(format!("actors: {e}"))
+}
+
+fn parent(sub: &Sub, kind: Kind) -> &str {
+    sub.parents
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or("", |(_, id)| id.as_str())
+}
+
+/// The coordinator's call for one of the benchmark's subqueries (its seed-named constructors).
+fn subquery(sub: &Sub) -> Subquery {
+    match (sub.op, sub.kind) {
+        (Op::Upsert, Kind::Volume) => {
+            actor_query::upsert_volume(&sub.id, parent(sub, Kind::Backend))
+        }
+        (Op::Upsert, Kind::VolumePublication) => actor_query::upsert_volume_publication(
+            parent(sub, Kind::Volume),
+            parent(sub, Kind::Node),
+        ),
+        (Op::Upsert, Kind::Snapshot) => {
+            actor_query::upsert_snapshot(parent(sub, Kind::Volume), &sub.id)
+        }
+        (Op::Upsert, Kind::Backend) => actor_query::upsert_backend(&sub.id, "", ""),
+        (Op::Read, Kind::Backend) => actor_query::read_backend(&sub.id),
+        (Op::List, Kind::Volume) => match &sub.owner {
+            Some((Kind::Backend, backend)) => actor_query::list_volumes_for_backend(backend),
+            _ => actor_query::list_volumes(),
+        },
+        (Op::List, Kind::VolumePublication) => actor_query::list_volume_publications(),
+        (Op::List, kind) => Subquery::list(kind.name()),
+        (Op::Read, kind) => Subquery::read(kind.name(), &sub.id),
+        (Op::Upsert, kind) => Subquery::upsert(kind.name(), &sub.id),
+    }
+}
+
+fn queries(queries: &[Query]) -> Vec<ActorQuery> {
+    queries
+        .iter()
+        .map(|q| actor_query::query(q.iter().map(subquery)))
+        .collect()
+}
+
+impl Engine for Actors {
+    type Txn = ActorsTxn;
+
+    async fn lock(&self, qs: &[Query]) -> EngineResult<ActorsTxn> {
+        let locked = self.handle.lock(queries(qs)).await.map_err(failed)?;
+        Ok(ActorsTxn {
+            handle: self.handle.clone(),
+            locked,
+        })
+    }
+
+    async fn preload(&self, kind: Kind, values: Vec<(String, Value)>) -> EngineResult<()> {
+        for (id, value) in values {
+            self.handle.load(kind.name(), &id, value).map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
+/// One Lock / NestedLock of the coordinator.
+pub struct ActorsTxn {
+    handle: CoordinatorHandle,
+    locked: Locked,
+}
+
+impl ActorsTxn {
+    fn resource(&self, query: usize, kind: Kind) -> EngineResult<&cinder_actors::ResourceResult> {
+        self.locked
+            .results
+            .get(query)
+            .and_then(|r| r.get(kind.name()))
+            .ok_or_else(|| EngineError(format!("actors: query {query} holds no {kind}")))
+    }
+}
+
+impl Txn for ActorsTxn {
+    fn read(&self, query: usize, kind: Kind) -> Option<&Value> {
+        self.locked.results.get(query)?.read(kind.name())
+    }
+
+    fn list_ids(&self, query: usize, kind: Kind) -> Vec<String> {
+        self.locked
+            .results
+            .get(query)
+            .and_then(|r| r.list(kind.name()))
+            .map(|listed| listed.iter().map(|l| l.id.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn list_len(&self, query: usize, kind: Kind) -> usize {
+        self.locked
+            .results
+            .get(query)
+            .and_then(|r| r.list(kind.name()))
+            .map_or(0, <[_]>::len)
+    }
+
+    async fn upsert(&self, query: usize, kind: Kind, value: Value) -> EngineResult<()> {
+        self.resource(query, kind)?
+            .upsert(value)
+            .await
+            .map_err(failed)
+    }
+
+    async fn reserve_on_backend(&self, query: usize, bytes: u64) -> EngineResult<()> {
+        self.resource(query, Kind::Backend)?
+            .mutate("reserve_capacity", json!({ "bytes": bytes }))
+            .await
+            .map(|_| ())
+            .map_err(failed)
+    }
+
+    async fn nested(&self, qs: &[Query]) -> EngineResult<ActorsTxn> {
+        let locked = self
+            .handle
+            .nested_lock(&self.locked.context, queries(qs))
+            .await
+            .map_err(failed)?;
+        Ok(ActorsTxn {
+            handle: self.handle.clone(),
+            locked,
+        })
+    }
+
+    async fn unlock(self) {
+        self.locked.unlock().await;
+    }
+}
