@@ -12,7 +12,9 @@ pub mod cmd_run;
 pub mod cmd_sim;
 pub mod conditions;
 pub mod crd;
+pub mod http;
 pub mod names;
+pub mod pipeline;
 pub mod metrics;
 pub mod requeue;
 
