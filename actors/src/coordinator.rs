@@ -7,7 +7,9 @@ use crate::error::LockError;
 use crate::index::Store;
 use crate::inspect::{CoordinatorSnapshot, TransactionSnapshot, WaitSnapshot};
 use crate::lock_queue::{DEFAULT_AGE_STEP, Priority};
-use crate::plan::{self, EntryAction, LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry};
+use crate::plan::{
+    self, EntryAction, LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry,
+};
 use crate::query::{Op, Query};
 use crate::resource_actor::{Acquire, InspectResource, Release, ResourceRef, Retired};
 use crate::results::{CommitTarget, Listed, QueryResult, ResourceResult};
@@ -27,7 +29,9 @@ pub struct CoordinatorConfig {
 
 impl Default for CoordinatorConfig {
     fn default() -> Self {
-        CoordinatorConfig { age_step: DEFAULT_AGE_STEP }
+        CoordinatorConfig {
+            age_step: DEFAULT_AGE_STEP,
+        }
     }
 }
 
@@ -61,6 +65,9 @@ struct PhaseStatus {
 
 type SharedStatus = Arc<Mutex<PhaseStatus>>;
 
+/// A granted lock: the value at grant time and the actor that granted it.
+type GrantedLock = (Option<Arc<Value>>, ResourceRef);
+
 fn with_status<R>(s: &SharedStatus, f: impl FnOnce(&mut PhaseStatus) -> R) -> R {
     let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
     f(&mut g)
@@ -91,7 +98,14 @@ impl Coordinator {
         }
         self.next_generation += 1;
         let index = self.store.kind(kind).cloned();
-        let r = ResourceRef::start(kind, id, index, self.age_step, self.next_generation, ctx.address().recipient());
+        let r = ResourceRef::start(
+            kind,
+            id,
+            index,
+            self.age_step,
+            self.next_generation,
+            ctx.address().recipient(),
+        );
         self.registry.insert(key, r.clone());
         r
     }
@@ -118,7 +132,11 @@ impl Handler<Retired> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: Retired, _ctx: &mut Context<Self>) {
         let key = (msg.kind, msg.id);
-        if self.registry.get(&key).is_some_and(|r| r.generation == msg.generation) {
+        if self
+            .registry
+            .get(&key)
+            .is_some_and(|r| r.generation == msg.generation)
+        {
             self.registry.remove(&key);
         }
     }
@@ -160,11 +178,19 @@ fn shutdown_plan() -> Plan {
         entries: vec![entry],
         actions: vec![EntryAction::Acquire(0)],
         key_locks: Vec::new(),
-        acquire: vec![LockStep { mode: LockMode::Write, kind: ROOT.to_string(), id: ROOT_ID.to_string() }],
+        acquire: vec![LockStep {
+            mode: LockMode::Write,
+            kind: ROOT.to_string(),
+            id: ROOT_ID.to_string(),
+        }],
         context_after: LockContext {
             txn: 0,
             held: BTreeMap::new(),
-            last_lock_held: Some(LockedEntry { op: Op::Upsert, kind: ROOT.to_string(), id: ROOT_ID.to_string() }),
+            last_lock_held: Some(LockedEntry {
+                op: Op::Upsert,
+                kind: ROOT.to_string(),
+                id: ROOT_ID.to_string(),
+            }),
             holds_root: true,
         },
     }
@@ -175,7 +201,12 @@ impl Handler<BeginLock> for Coordinator {
     fn handle(&mut self, msg: BeginLock, ctx: &mut Context<Self>) -> Self::Result {
         let planned = match msg.what {
             PhaseKind::Shutdown => Ok(shutdown_plan()),
-            _ => plan::plan(self.store.schema(), &*self.store, &msg.queries, msg.context.as_ref()),
+            _ => plan::plan(
+                self.store.schema(),
+                &*self.store,
+                &msg.queries,
+                msg.context.as_ref(),
+            ),
         };
         let plan = match planned {
             Ok(p) => p,
@@ -191,7 +222,10 @@ impl Handler<BeginLock> for Coordinator {
         self.next_phase += 1;
         let phase = self.next_phase;
         let steps = plan.acquisitions();
-        let refs: Vec<ResourceRef> = steps.iter().map(|s| self.resolve(&s.kind, &s.id, ctx)).collect();
+        let refs: Vec<ResourceRef> = steps
+            .iter()
+            .map(|s| self.resolve(&s.kind, &s.id, ctx))
+            .collect();
         let status = Arc::new(Mutex::new(PhaseStatus {
             phase,
             txn,
@@ -243,12 +277,21 @@ impl Handler<Inspect> for Coordinator {
                 })
             })
             .collect();
-        let refs: Vec<ResourceRef> = self.registry.values().filter(|r| r.connected()).cloned().collect();
+        let refs: Vec<ResourceRef> = self
+            .registry
+            .values()
+            .filter(|r| r.connected())
+            .cloned()
+            .collect();
         Box::pin(async move {
-            let snaps = futures::future::join_all(refs.iter().map(|r| r.send(InspectResource))).await;
+            let snaps =
+                futures::future::join_all(refs.iter().map(|r| r.send(InspectResource))).await;
             let mut resources: Vec<_> = snaps.into_iter().filter_map(Result::ok).collect();
             resources.sort_by(|a, b| (&a.kind, &a.id).cmp(&(&b.kind, &b.id)));
-            CoordinatorSnapshot { transactions, resources }
+            CoordinatorSnapshot {
+                transactions,
+                resources,
+            }
         })
     }
 }
@@ -274,7 +317,13 @@ async fn acquire_one(
     priority: Priority,
 ) -> Result<(Option<Arc<Value>>, ResourceRef), LockError> {
     for attempt in 0u32..10_000 {
-        if let Ok(rx) = r.send(Acquire { txn, mode: step.mode, priority }).await
+        if let Ok(rx) = r
+            .send(Acquire {
+                txn,
+                mode: step.mode,
+                priority,
+            })
+            .await
             && let Ok(grant) = rx.await
         {
             return Ok((grant, r));
@@ -286,7 +335,10 @@ async fn acquire_one(
             tokio::task::yield_now().await;
         }
         r = coordinator
-            .send(Resolve { kind: step.kind.clone(), id: step.id.clone() })
+            .send(Resolve {
+                kind: step.kind.clone(),
+                id: step.id.clone(),
+            })
             .await
             .map_err(|_| LockError::ShuttingDown)?;
     }
@@ -295,11 +347,29 @@ async fn acquire_one(
 
 impl Phase {
     async fn run(self) -> Result<Locked, LockError> {
-        let Phase { coordinator, store, plan, steps, refs, txn, phase, priority, status } = self;
-        let mut guard = LockGuard { txn, phase, held: Vec::new(), coordinator: coordinator.clone(), released: false };
-        let mut grants: HashMap<(String, String), (Option<Arc<Value>>, ResourceRef)> = HashMap::new();
+        let Phase {
+            coordinator,
+            store,
+            plan,
+            steps,
+            refs,
+            txn,
+            phase,
+            priority,
+            status,
+        } = self;
+        let mut guard = LockGuard {
+            txn,
+            phase,
+            held: Vec::new(),
+            coordinator: coordinator.clone(),
+            released: false,
+        };
+        let mut grants: HashMap<(String, String), GrantedLock> = HashMap::new();
         for (step, r) in steps.into_iter().zip(refs) {
-            with_status(&status, |s| s.waiting = Some((step.clone(), Instant::now())));
+            with_status(&status, |s| {
+                s.waiting = Some((step.clone(), Instant::now()))
+            });
             let (grant, r) = acquire_one(&coordinator, r, &step, txn, priority).await?;
             guard.held.push((step.clone(), r.clone()));
             with_status(&status, |s| {
@@ -309,13 +379,16 @@ impl Phase {
             grants.insert((step.kind, step.id), (grant, r));
         }
 
-        let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::default()).collect();
+        let mut results: Vec<QueryResult> =
+            (0..plan.queries).map(|_| QueryResult::default()).collect();
         for (e, action) in plan.entries.iter().zip(&plan.actions) {
             let Some(q) = e.query else { continue };
             if e.synthetic {
                 continue;
             }
-            let Some(result) = results.get_mut(q) else { continue };
+            let Some(result) = results.get_mut(q) else {
+                continue;
+            };
             let (value, resource) = match action {
                 EntryAction::List => {
                     let listed = store
@@ -332,25 +405,48 @@ impl Phase {
                     let v = store.kind(&e.kind).and_then(|k| k.get(&e.id));
                     result.resources.insert(
                         e.kind.clone(),
-                        ResourceResult::new(&e.kind, &e.id, e.op, v.map(|v| Value::clone(&v)), None),
+                        ResourceResult::new(
+                            &e.kind,
+                            &e.id,
+                            e.op,
+                            v.map(|v| Value::clone(&v)),
+                            None,
+                        ),
                     );
                     continue;
                 }
-                EntryAction::Acquire(_) | EntryAction::Covered => match grants.get(&(e.kind.clone(), e.id.clone())) {
-                    Some((g, r)) => (g.clone(), Some(r.clone())),
-                    None => (None, None),
-                },
+                EntryAction::Acquire(_) | EntryAction::Covered => {
+                    match grants.get(&(e.kind.clone(), e.id.clone())) {
+                        Some((g, r)) => (g.clone(), Some(r.clone())),
+                        None => (None, None),
+                    }
+                }
                 EntryAction::Held => (store.kind(&e.kind).and_then(|k| k.get(&e.id)), None),
             };
-            let target = CommitTarget { coordinator: coordinator.clone(), txn, resource };
+            let target = CommitTarget {
+                coordinator: coordinator.clone(),
+                txn,
+                resource,
+            };
             result.resources.insert(
                 e.kind.clone(),
-                ResourceResult::new(&e.kind, &e.id, e.op, value.map(|v| Value::clone(&v)), Some(target)),
+                ResourceResult::new(
+                    &e.kind,
+                    &e.id,
+                    e.op,
+                    value.map(|v| Value::clone(&v)),
+                    Some(target),
+                ),
             );
         }
         let mut context = plan.context_after.clone();
         context.txn = txn;
-        Ok(Locked { context, results, guard, plan })
+        Ok(Locked {
+            context,
+            results,
+            guard,
+            plan,
+        })
     }
 }
 
@@ -389,7 +485,10 @@ impl std::fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("txn", &self.txn)
             .field("phase", &self.phase)
-            .field("held", &self.held.iter().map(|(s, _)| s).collect::<Vec<_>>())
+            .field(
+                "held",
+                &self.held.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -467,7 +566,10 @@ impl CoordinatorHandle {
             next_phase: 0,
             phases: BTreeMap::new(),
         };
-        CoordinatorHandle { addr: actor.start(), store }
+        CoordinatorHandle {
+            addr: actor.start(),
+            store,
+        }
     }
 
     /// Starts a coordinator for the standard schema with the default configuration.
@@ -483,17 +585,28 @@ impl CoordinatorHandle {
     /// Seeds the cache with a value without locking; only for bootstrapping a resource that no
     /// transaction has touched yet (e.g. loading persisted state at start).
     pub fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
-        let index = self.store.kind(kind).ok_or_else(|| LockError::UnknownKind { kind: kind.to_string() })?;
-        index.set(id, Some(Arc::new(value))).map_err(|c| LockError::KeyExists {
-            kind: kind.to_string(),
-            key: c.key,
-            owner: c.owner,
-            id: id.to_string(),
-        })
+        let index = self
+            .store
+            .kind(kind)
+            .ok_or_else(|| LockError::UnknownKind {
+                kind: kind.to_string(),
+            })?;
+        index
+            .set(id, Some(Arc::new(value)))
+            .map_err(|c| LockError::KeyExists {
+                kind: kind.to_string(),
+                key: c.key,
+                owner: c.owner,
+                id: id.to_string(),
+            })
     }
 
     /// Plans `queries` against the live cache without taking anything (explain).
-    pub fn plan(&self, queries: &[Query], context: Option<&LockContext>) -> Result<Plan, LockError> {
+    pub fn plan(
+        &self,
+        queries: &[Query],
+        context: Option<&LockContext>,
+    ) -> Result<Plan, LockError> {
         plan::plan(self.store.schema(), &*self.store, queries, context)
     }
 
@@ -504,7 +617,15 @@ impl CoordinatorHandle {
         priority: Priority,
         what: PhaseKind,
     ) -> Result<Locked, LockError> {
-        self.addr.send(BeginLock { queries, context, priority, what }).await.map_err(|_| LockError::ShuttingDown)?
+        self.addr
+            .send(BeginLock {
+                queries,
+                context,
+                priority,
+                what,
+            })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?
     }
 
     /// Lock with the default priority.
@@ -513,13 +634,22 @@ impl CoordinatorHandle {
     }
 
     /// Lock with a priority.
-    pub async fn lock_with(&self, queries: Vec<Query>, priority: Priority) -> Result<Locked, LockError> {
+    pub async fn lock_with(
+        &self,
+        queries: Vec<Query>,
+        priority: Priority,
+    ) -> Result<Locked, LockError> {
         self.begin(queries, None, priority, PhaseKind::Lock).await
     }
 
     /// NestedLock with the default priority: extends `context` (the context of a live phase).
-    pub async fn nested_lock(&self, context: &LockContext, queries: Vec<Query>) -> Result<Locked, LockError> {
-        self.nested_lock_with(context, queries, Priority::Default).await
+    pub async fn nested_lock(
+        &self,
+        context: &LockContext,
+        queries: Vec<Query>,
+    ) -> Result<Locked, LockError> {
+        self.nested_lock_with(context, queries, Priority::Default)
+            .await
     }
 
     /// NestedLock with a priority.
@@ -529,19 +659,27 @@ impl CoordinatorHandle {
         queries: Vec<Query>,
         priority: Priority,
     ) -> Result<Locked, LockError> {
-        self.begin(queries, Some(context.clone()), priority, PhaseKind::Nested).await
+        self.begin(queries, Some(context.clone()), priority, PhaseKind::Nested)
+            .await
     }
 
     /// Takes the root write lock (High priority): waits for in-flight consistent locks and blocks
     /// new ones until the guard is released.
     pub async fn shutdown(&self) -> Result<ShutdownGuard, LockError> {
-        let locked = self.begin(Vec::new(), None, Priority::High, PhaseKind::Shutdown).await?;
-        Ok(ShutdownGuard { guard: locked.guard })
+        let locked = self
+            .begin(Vec::new(), None, Priority::High, PhaseKind::Shutdown)
+            .await?;
+        Ok(ShutdownGuard {
+            guard: locked.guard,
+        })
     }
 
     /// Every in-flight phase and every live resource actor.
     pub async fn inspect(&self) -> Result<CoordinatorSnapshot, LockError> {
-        self.addr.send(Inspect).await.map_err(|_| LockError::ShuttingDown)
+        self.addr
+            .send(Inspect)
+            .await
+            .map_err(|_| LockError::ShuttingDown)
     }
 
     /// An inconsistent copy of one value (no lock, no message).

@@ -7,26 +7,55 @@ use crate::query::Op;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LockError {
     /// Two non-list operations on one kind in one query.
-    #[error("query {query}: two operations on kind {kind} ({first} and {second}); use one query per resource")]
-    DuplicateOperation { query: usize, kind: String, first: Op, second: Op },
+    #[error(
+        "query {query}: two operations on kind {kind} ({first} and {second}); use one query per resource"
+    )]
+    DuplicateOperation {
+        query: usize,
+        kind: String,
+        first: Op,
+        second: Op,
+    },
     /// Two lists of one kind in one query.
     #[error("query {query}: two lists of kind {kind} in one query")]
     DuplicateList { query: usize, kind: String },
     /// A nested lock would take a lock that sorts before (or at) the last lock held.
-    #[error("nested lock would deadlock: {op} {kind} {id:?} sorts before the last lock held ({last_op} {last_kind} {last_id:?})")]
-    WouldDeadlock { op: Op, kind: String, id: String, last_op: Op, last_kind: String, last_id: String },
+    #[error(
+        "nested lock would deadlock: {op} {kind} {id:?} sorts before the last lock held ({last_op} {last_kind} {last_id:?})"
+    )]
+    WouldDeadlock {
+        op: Op,
+        kind: String,
+        id: String,
+        last_op: Op,
+        last_kind: String,
+        last_id: String,
+    },
     /// A nested lock asks to write a resource that is only read-held.
     #[error("nested lock cannot upgrade the read lock on {kind} {id:?} to a write ({op})")]
     LockUpgrade { op: Op, kind: String, id: String },
     /// A nested lock carries a key update.
     #[error("nested lock cannot update the key of {kind} {id:?} to {new_key:?}")]
-    KeyUpdateInNested { kind: String, id: String, new_key: String },
+    KeyUpdateInNested {
+        kind: String,
+        id: String,
+        new_key: String,
+    },
     /// A resource (or the owner a subquery needs) does not exist.
     #[error("{kind} {id:?} not found: {reason}")]
-    NotFound { kind: String, id: String, reason: String },
+    NotFound {
+        kind: String,
+        id: String,
+        reason: String,
+    },
     /// A key (backend name, volume internal name) already belongs to another resource.
     #[error("{kind} key {key:?} already belongs to {kind} {owner:?} (wanted by {id:?})")]
-    KeyExists { kind: String, key: String, owner: String, id: String },
+    KeyExists {
+        kind: String,
+        key: String,
+        owner: String,
+        id: String,
+    },
     /// A kind the schema does not declare.
     #[error("unknown kind {kind:?}")]
     UnknownKind { kind: String },
@@ -35,19 +64,38 @@ pub enum LockError {
     ShuttingDown,
     /// A subquery without an id whose id cannot be filled in.
     #[error("{op} {kind}: no id given and none can be filled in ({reason})")]
-    MissingId { op: Op, kind: String, reason: String },
+    MissingId {
+        op: Op,
+        kind: String,
+        reason: String,
+    },
     /// A commit that the subquery's operation does not allow (e.g. upsert through a read).
     #[error("{kind} {id:?}: {attempted} is not allowed through a {op} result")]
-    WrongOperation { kind: String, id: String, op: Op, attempted: String },
+    WrongOperation {
+        kind: String,
+        id: String,
+        op: Op,
+        attempted: String,
+    },
     /// A commit by a transaction that does not hold the needed lock.
     #[error("{kind} {id:?}: transaction {txn} does not hold the lock a {attempted} needs")]
-    NotHeld { kind: String, id: String, txn: u64, attempted: String },
+    NotHeld {
+        kind: String,
+        id: String,
+        txn: u64,
+        attempted: String,
+    },
     /// An interior mutation the kind does not declare.
     #[error("{kind} declares no interior mutation {name:?}")]
     UnknownMutation { kind: String, name: String },
     /// An interior mutation refused its arguments or the current value.
     #[error("{kind} {id:?}: interior mutation {name:?} refused: {reason}")]
-    MutationRefused { kind: String, id: String, name: String, reason: String },
+    MutationRefused {
+        kind: String,
+        id: String,
+        name: String,
+        reason: String,
+    },
 }
 
 impl LockError {

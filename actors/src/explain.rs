@@ -19,26 +19,41 @@ pub struct ExplainInputError {
 }
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> ExplainInputError {
-    ExplainInputError { field: field.into(), message: message.into() }
+    ExplainInputError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 /// Explains a document given as text; the output is pretty JSON.
 pub fn explain_str(schema: &Schema, text: &str) -> Result<String, ExplainInputError> {
-    let doc: Value = serde_json::from_str(text).map_err(|e| bad("document", format!("not JSON: {e}")))?;
+    let doc: Value =
+        serde_json::from_str(text).map_err(|e| bad("document", format!("not JSON: {e}")))?;
     let out = explain(schema, &doc)?;
-    serde_json::to_string_pretty(&out).map_err(|e| bad("document", format!("output cannot be written: {e}")))
+    serde_json::to_string_pretty(&out)
+        .map_err(|e| bad("document", format!("output cannot be written: {e}")))
 }
 
 /// Explains a parsed document: `{"lock": {...}, "nested": {...}}` (`nested` only when asked).
 pub fn explain(schema: &Schema, doc: &Value) -> Result<Value, ExplainInputError> {
-    let obj = doc.as_object().ok_or_else(|| bad("document", "must be a JSON object"))?;
+    let obj = doc
+        .as_object()
+        .ok_or_else(|| bad("document", "must be a JSON object"))?;
     for k in obj.keys() {
         if !matches!(k.as_str(), "cache" | "queries" | "nested") {
-            return Err(bad(k.clone(), "unknown field (expected cache, queries, nested)"));
+            return Err(bad(
+                k.clone(),
+                "unknown field (expected cache, queries, nested)",
+            ));
         }
     }
     let view = parse_cache(schema, obj.get("cache"))?;
-    let queries = parse_queries(schema, "queries", obj.get("queries").ok_or_else(|| bad("queries", "missing"))?)?;
+    let queries = parse_queries(
+        schema,
+        "queries",
+        obj.get("queries")
+            .ok_or_else(|| bad("queries", "missing"))?,
+    )?;
     let nested = match obj.get("nested") {
         Some(v) => Some(parse_queries(schema, "nested", v)?),
         None => None,
@@ -50,7 +65,9 @@ pub fn explain(schema: &Schema, doc: &Value) -> Result<Value, ExplainInputError>
     if let Some(nested) = nested {
         let phase = match &lock {
             Ok(p) => phase_json(&plan::plan(schema, &view, &nested, Some(&p.context_after))),
-            Err(_) => json!({"error": {"code": "no_lock_context", "message": "the lock phase was refused, so there is no lock context to nest in"}}),
+            Err(_) => {
+                json!({"error": {"code": "no_lock_context", "message": "the lock phase was refused, so there is no lock context to nest in"}})
+            }
         };
         out.insert("nested".to_string(), phase);
     }
@@ -86,13 +103,17 @@ fn context_json(c: &LockContext) -> Value {
 fn parse_cache(schema: &Schema, cache: Option<&Value>) -> Result<MapView, ExplainInputError> {
     let mut view = MapView::new();
     let Some(cache) = cache else { return Ok(view) };
-    let cache = cache.as_object().ok_or_else(|| bad("cache", "must be an object of kind -> list of values"))?;
+    let cache = cache
+        .as_object()
+        .ok_or_else(|| bad("cache", "must be an object of kind -> list of values"))?;
     for (kind, values) in cache {
         let field = format!("cache.{kind}");
         if schema.kind(kind).is_none() {
             return Err(bad(field, format!("unknown kind {kind:?}")));
         }
-        let values = values.as_array().ok_or_else(|| bad(&field, "must be a list of values"))?;
+        let values = values
+            .as_array()
+            .ok_or_else(|| bad(&field, "must be a list of values"))?;
         for (i, v) in values.iter().enumerate() {
             let vf = format!("{field}[{i}]");
             if !v.is_object() {
@@ -110,18 +131,27 @@ fn parse_cache(schema: &Schema, cache: Option<&Value>) -> Result<MapView, Explai
 }
 
 fn parse_queries(schema: &Schema, field: &str, v: &Value) -> Result<Vec<Query>, ExplainInputError> {
-    let qs = v.as_array().ok_or_else(|| bad(field, "must be a list of queries (lists of calls)"))?;
+    let qs = v
+        .as_array()
+        .ok_or_else(|| bad(field, "must be a list of queries (lists of calls)"))?;
     let mut out = Vec::with_capacity(qs.len());
     for (i, q) in qs.iter().enumerate() {
         let qf = format!("{field}[{i}]");
-        let calls = q.as_array().ok_or_else(|| bad(&qf, "must be a list of calls"))?;
+        let calls = q
+            .as_array()
+            .ok_or_else(|| bad(&qf, "must be a list of calls"))?;
         let mut subs = Vec::with_capacity(calls.len());
         for (j, c) in calls.iter().enumerate() {
             let cf = format!("{qf}[{j}]");
-            let c = c.as_object().ok_or_else(|| bad(&cf, "must be an object {\"call\", \"args\"}"))?;
+            let c = c
+                .as_object()
+                .ok_or_else(|| bad(&cf, "must be an object {\"call\", \"args\"}"))?;
             for k in c.keys() {
                 if k != "call" && k != "args" {
-                    return Err(bad(format!("{cf}.{k}"), "unknown field (expected call, args)"));
+                    return Err(bad(
+                        format!("{cf}.{k}"),
+                        "unknown field (expected call, args)",
+                    ));
                 }
             }
             let call = c
@@ -131,18 +161,24 @@ fn parse_queries(schema: &Schema, field: &str, v: &Value) -> Result<Vec<Query>, 
             let args = match c.get("args") {
                 None => Vec::new(),
                 Some(a) => {
-                    let a = a.as_array().ok_or_else(|| bad(format!("{cf}.args"), "must be a list of strings"))?;
+                    let a = a
+                        .as_array()
+                        .ok_or_else(|| bad(format!("{cf}.args"), "must be a list of strings"))?;
                     a.iter()
                         .enumerate()
                         .map(|(k, x)| {
-                            x.as_str().map(str::to_string).ok_or_else(|| bad(format!("{cf}.args[{k}]"), "must be a string"))
+                            x.as_str()
+                                .map(str::to_string)
+                                .ok_or_else(|| bad(format!("{cf}.args[{k}]"), "must be a string"))
                         })
                         .collect::<Result<Vec<_>, _>>()?
                 }
             };
             let sub = parse_call(schema, call, &args).map_err(|e| match e {
                 crate::query::CallError::UnknownCall(_) => bad(format!("{cf}.call"), e.to_string()),
-                crate::query::CallError::WrongArgumentCount { .. } => bad(format!("{cf}.args"), e.to_string()),
+                crate::query::CallError::WrongArgumentCount { .. } => {
+                    bad(format!("{cf}.args"), e.to_string())
+                }
             })?;
             subs.push(sub);
         }

@@ -33,7 +33,10 @@ pub struct KeyCollision {
 
 impl KindIndex {
     fn new(info: Arc<KindInfo>) -> Self {
-        KindIndex { info, data: RwLock::new(KindData::default()) }
+        KindIndex {
+            info,
+            data: RwLock::new(KindData::default()),
+        }
     }
 
     fn read(&self) -> RwLockReadGuard<'_, KindData> {
@@ -64,7 +67,11 @@ impl KindIndex {
     pub fn list(&self, filter: Option<&(String, String)>) -> Vec<(String, Arc<Value>)> {
         let data = self.read();
         match filter {
-            None => data.values.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            None => data
+                .values
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             Some((parent, pid)) => data
                 .values
                 .iter()
@@ -93,7 +100,10 @@ impl KindIndex {
             && let Some(owner) = data.keys.get(k)
             && owner != id
         {
-            return Err(KeyCollision { key: k.clone(), owner: owner.clone() });
+            return Err(KeyCollision {
+                key: k.clone(),
+                owner: owner.clone(),
+            });
         }
         let old_key = data.values.get(id).and_then(|v| self.info.key_of(v));
         if let Some(k) = old_key
@@ -122,7 +132,11 @@ pub struct Store {
 impl Store {
     /// Empty indexes for every kind of `schema`.
     pub fn new(schema: Arc<Schema>) -> Self {
-        let kinds = schema.kinds().iter().map(|k| (k.name.clone(), Arc::new(KindIndex::new(k.clone())))).collect();
+        let kinds = schema
+            .kinds()
+            .iter()
+            .map(|k| (k.name.clone(), Arc::new(KindIndex::new(k.clone()))))
+            .collect();
         Store { schema, kinds }
     }
     /// The schema.

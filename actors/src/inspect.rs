@@ -77,6 +77,9 @@ pub struct CoordinatorSnapshot {
 impl CoordinatorSnapshot {
     /// The resources that are held or waited for.
     pub fn busy(&self) -> Vec<&ResourceSnapshot> {
-        self.resources.iter().filter(|r| !r.holders.is_empty() || !r.waiters.is_empty()).collect()
+        self.resources
+            .iter()
+            .filter(|r| !r.holders.is_empty() || !r.waiters.is_empty())
+            .collect()
     }
 }

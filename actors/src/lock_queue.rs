@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// The priority of a lock request. Higher is served first; `Default` unless said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
     /// Served after everything else (background work).
@@ -85,14 +87,33 @@ pub struct LockQueue<T> {
 impl<T> LockQueue<T> {
     /// An unheld lock with this ageing step.
     pub fn new(age_step: Duration) -> Self {
-        LockQueue { holders: Vec::new(), waiters: Vec::new(), next_seq: 0, age_step }
+        LockQueue {
+            holders: Vec::new(),
+            waiters: Vec::new(),
+            next_seq: 0,
+            age_step,
+        }
     }
 
     /// Queues a request (granted by the next `pump` if it is first in line and compatible).
-    pub fn enqueue(&mut self, txn: u64, mode: LockMode, priority: Priority, now: Instant, payload: T) {
+    pub fn enqueue(
+        &mut self,
+        txn: u64,
+        mode: LockMode,
+        priority: Priority,
+        now: Instant,
+        payload: T,
+    ) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.waiters.push(Waiter { txn, mode, priority, since: now, seq, payload });
+        self.waiters.push(Waiter {
+            txn,
+            mode,
+            priority,
+            since: now,
+            seq,
+            payload,
+        });
     }
 
     /// Removes `txn` from the holders; returns whether it held the lock.
@@ -132,8 +153,12 @@ impl<T> LockQueue<T> {
             .iter()
             .enumerate()
             .max_by(|(_, a), (_, b)| {
-                let pa = a.priority.aged(now.saturating_duration_since(a.since), step);
-                let pb = b.priority.aged(now.saturating_duration_since(b.since), step);
+                let pa = a
+                    .priority
+                    .aged(now.saturating_duration_since(a.since), step);
+                let pb = b
+                    .priority
+                    .aged(now.saturating_duration_since(b.since), step);
                 pa.cmp(&pb).then(b.seq.cmp(&a.seq))
             })
             .map(|(i, _)| i)
@@ -153,7 +178,9 @@ impl<T> LockQueue<T> {
     }
     /// Whether `txn` holds the lock (in any mode when `mode` is None).
     pub fn holds(&self, txn: u64, mode: Option<LockMode>) -> bool {
-        self.holders.iter().any(|(t, m)| *t == txn && mode.is_none_or(|x| x == *m))
+        self.holders
+            .iter()
+            .any(|(t, m)| *t == txn && mode.is_none_or(|x| x == *m))
     }
     /// No holders and no waiters.
     pub fn is_idle(&self) -> bool {
@@ -224,20 +251,41 @@ mod tests {
             holder = g[0].txn;
             order.push((holder, now.duration_since(t0)));
         }
-        let pos = order.iter().position(|(t, _)| *t == 100).expect("the default waiter is granted");
+        let pos = order
+            .iter()
+            .position(|(t, _)| *t == 100)
+            .expect("the default waiter is granted");
         // Before it aged, every grant went to a High waiter; once aged it went before later arrivals.
         assert!(order[..pos].iter().all(|(t, _)| *t != 100));
         assert!(order[pos].1 >= step);
-        let later_high_before: Vec<_> = order[..pos].iter().filter(|(t, at)| *at >= step && *t > 20).collect();
-        assert!(later_high_before.is_empty(), "no High waiter that arrived after it aged overtook it");
+        let later_high_before: Vec<_> = order[..pos]
+            .iter()
+            .filter(|(t, at)| *at >= step && *t > 20)
+            .collect();
+        assert!(
+            later_high_before.is_empty(),
+            "no High waiter that arrived after it aged overtook it"
+        );
     }
 
     #[test]
     fn baseline_ages_through_two_levels() {
         let s = Duration::from_secs(2);
-        assert_eq!(Priority::Baseline.aged(Duration::from_secs(1), s), Priority::Baseline);
-        assert_eq!(Priority::Baseline.aged(Duration::from_secs(2), s), Priority::Default);
-        assert_eq!(Priority::Baseline.aged(Duration::from_secs(5), s), Priority::High);
-        assert_eq!(Priority::High.aged(Duration::from_secs(50), s), Priority::High);
+        assert_eq!(
+            Priority::Baseline.aged(Duration::from_secs(1), s),
+            Priority::Baseline
+        );
+        assert_eq!(
+            Priority::Baseline.aged(Duration::from_secs(2), s),
+            Priority::Default
+        );
+        assert_eq!(
+            Priority::Baseline.aged(Duration::from_secs(5), s),
+            Priority::High
+        );
+        assert_eq!(
+            Priority::High.aged(Duration::from_secs(50), s),
+            Priority::High
+        );
     }
 }

@@ -118,7 +118,11 @@ fn serialize_held<S: serde::Serializer>(
     use serde::ser::SerializeSeq;
     let mut seq = s.serialize_seq(Some(held.len()))?;
     for ((kind, id), mode) in held {
-        seq.serialize_element(&LockStep { mode: *mode, kind: kind.clone(), id: id.clone() })?;
+        seq.serialize_element(&LockStep {
+            mode: *mode,
+            kind: kind.clone(),
+            id: id.clone(),
+        })?;
     }
     seq.end()
 }
@@ -143,7 +147,11 @@ pub struct Plan {
 impl Plan {
     /// Every lock this plan takes, in acquisition order (key locks first).
     pub fn acquisitions(&self) -> Vec<LockStep> {
-        self.key_locks.iter().chain(self.acquire.iter()).cloned().collect()
+        self.key_locks
+            .iter()
+            .chain(self.acquire.iter())
+            .cloned()
+            .collect()
     }
     /// Every lock this plan takes, in release order (the reverse of acquisition).
     pub fn releases(&self) -> Vec<LockStep> {
@@ -159,7 +167,10 @@ pub fn compare_entries(schema: &Schema, a: (Op, &str, &str), b: (Op, &str, &str)
     order_key(schema, a).cmp(&order_key(schema, b))
 }
 
-fn order_key<'a>(schema: &Schema, (op, kind, id): (Op, &str, &'a str)) -> (u8, u32, usize, &'a str, Op) {
+fn order_key<'a>(
+    schema: &Schema,
+    (op, kind, id): (Op, &str, &'a str),
+) -> (u8, u32, usize, &'a str, Op) {
     let class = if kind == ROOT && op != Op::List {
         0
     } else if op == Op::List {
@@ -167,7 +178,10 @@ fn order_key<'a>(schema: &Schema, (op, kind, id): (Op, &str, &'a str)) -> (u8, u
     } else {
         2
     };
-    let (rank, pos) = schema.kind(kind).map(|k| (k.rank, k.position)).unwrap_or((u32::MAX, usize::MAX));
+    let (rank, pos) = schema
+        .kind(kind)
+        .map(|k| (k.rank, k.position))
+        .unwrap_or((u32::MAX, usize::MAX));
     (class, rank, pos, id, op)
 }
 
@@ -218,13 +232,21 @@ pub fn plan(
     let mut after = ctx.clone();
     for e in &merged {
         let Some(mode) = LockMode::for_op(e.op) else {
-            actions.push(if e.op == Op::List { EntryAction::List } else { EntryAction::InconsistentRead });
+            actions.push(if e.op == Op::List {
+                EntryAction::List
+            } else {
+                EntryAction::InconsistentRead
+            });
             continue;
         };
         let key = (e.kind.clone(), e.id.clone());
         if let Some(&held) = ctx.held.get(&key) {
             if held == LockMode::Read && mode == LockMode::Write {
-                return Err(LockError::LockUpgrade { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
+                return Err(LockError::LockUpgrade {
+                    op: e.op,
+                    kind: e.kind.clone(),
+                    id: e.id.clone(),
+                });
             }
             // Reads (and synthetic entries) of held resources are satisfied by the held lock. An
             // explicit write on a held resource asks to lock it again: it is checked against
@@ -233,7 +255,11 @@ pub fn plan(
                 actions.push(EntryAction::Held);
                 continue;
             }
-            let last = ctx.last_lock_held.clone().unwrap_or(LockedEntry { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
+            let last = ctx.last_lock_held.clone().unwrap_or(LockedEntry {
+                op: e.op,
+                kind: e.kind.clone(),
+                id: e.id.clone(),
+            });
             return Err(LockError::WouldDeadlock {
                 op: e.op,
                 kind: e.kind.clone(),
@@ -252,7 +278,11 @@ pub fn plan(
             continue;
         }
         if let Some(last) = &ctx.last_lock_held
-            && compare_entries(schema, (e.op, &e.kind, &e.id), (last.op, &last.kind, &last.id)) != Ordering::Greater
+            && compare_entries(
+                schema,
+                (e.op, &e.kind, &e.id),
+                (last.op, &last.kind, &last.id),
+            ) != Ordering::Greater
         {
             return Err(LockError::WouldDeadlock {
                 op: e.op,
@@ -265,15 +295,30 @@ pub fn plan(
         }
         taken.insert(key.clone(), mode);
         actions.push(EntryAction::Acquire(acquire.len()));
-        acquire.push(LockStep { mode, kind: e.kind.clone(), id: e.id.clone() });
+        acquire.push(LockStep {
+            mode,
+            kind: e.kind.clone(),
+            id: e.id.clone(),
+        });
         if e.kind == ROOT {
             after.holds_root = true;
         } else {
             after.held.insert(key, mode);
         }
-        after.last_lock_held = Some(LockedEntry { op: e.op, kind: e.kind.clone(), id: e.id.clone() });
+        after.last_lock_held = Some(LockedEntry {
+            op: e.op,
+            kind: e.kind.clone(),
+            id: e.id.clone(),
+        });
     }
-    Ok(Plan { queries: queries.len(), entries: merged, actions, key_locks, acquire, context_after: after })
+    Ok(Plan {
+        queries: queries.len(),
+        entries: merged,
+        actions,
+        key_locks,
+        acquire,
+        context_after: after,
+    })
 }
 
 /// Dedupe, key resolution, synthetic parent reads and id fill-in for one query.
@@ -289,14 +334,24 @@ fn plan_query(
     let mut ops: HashMap<&str, Op> = HashMap::new();
     for s in &q.0 {
         if schema.kind(&s.kind).is_none() {
-            return Err(LockError::UnknownKind { kind: s.kind.clone() });
+            return Err(LockError::UnknownKind {
+                kind: s.kind.clone(),
+            });
         }
         if s.op == Op::List {
             if lists.insert(&s.kind, ()).is_some() {
-                return Err(LockError::DuplicateList { query: qi, kind: s.kind.clone() });
+                return Err(LockError::DuplicateList {
+                    query: qi,
+                    kind: s.kind.clone(),
+                });
             }
         } else if let Some(first) = ops.insert(&s.kind, s.op) {
-            return Err(LockError::DuplicateOperation { query: qi, kind: s.kind.clone(), first, second: s.op });
+            return Err(LockError::DuplicateOperation {
+                query: qi,
+                kind: s.kind.clone(),
+                first,
+                second: s.op,
+            });
         }
     }
 
@@ -338,7 +393,11 @@ fn plan_query(
                     id: id.clone(),
                 });
             }
-            keys.push(LockStep { mode: LockMode::Write, kind: key_lock_kind(&s.kind), id: new_key.clone() });
+            keys.push(LockStep {
+                mode: LockMode::Write,
+                kind: key_lock_kind(&s.kind),
+                id: new_key.clone(),
+            });
         }
         let entry = PlanEntry {
             op: s.op,
@@ -360,8 +419,14 @@ fn plan_query(
         if !e.op.is_consistent() {
             continue;
         }
-        let Some(kind) = schema.kind(&e.kind) else { continue };
-        let cached = if e.id.is_empty() { None } else { view.get(&e.kind, &e.id) };
+        let Some(kind) = schema.kind(&e.kind) else {
+            continue;
+        };
+        let cached = if e.id.is_empty() {
+            None
+        } else {
+            view.get(&e.kind, &e.id)
+        };
         let (op, child_id) = (e.op, e.id.clone());
         for (parent, _) in &kind.parents {
             let parent_id = s
@@ -392,7 +457,10 @@ fn plan_query(
                     return Err(LockError::NotFound {
                         kind: kind.name.clone(),
                         id: child_id.clone(),
-                        reason: format!("its {parent} is neither given nor recorded in a cached {}", kind.name),
+                        reason: format!(
+                            "its {parent} is neither given nor recorded in a cached {}",
+                            kind.name
+                        ),
                     });
                 }
                 // Reading or deleting something that is not cached: nothing to protect.
@@ -401,12 +469,17 @@ fn plan_query(
         }
     }
     for sy in &synthetic {
-        let Some(kind) = schema.kind(&sy.kind) else { continue };
-        let Some(cached) = view.get(&sy.kind, &sy.id) else { continue };
+        let Some(kind) = schema.kind(&sy.kind) else {
+            continue;
+        };
+        let Some(cached) = view.get(&sy.kind, &sy.id) else {
+            continue;
+        };
         for (parent, _) in &kind.parents {
             if let Some(pid) = kind.owner_id(&cached, parent)
-                && let Some((_, c)) =
-                    caller.iter_mut().find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
+                && let Some((_, c)) = caller
+                    .iter_mut()
+                    .find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
             {
                 c.id = pid;
             }
@@ -443,9 +516,15 @@ impl MapView {
     /// Adds a value; its key (when the kind is keyed) is indexed too.
     pub fn insert(&mut self, schema: &Schema, kind: &str, id: &str, value: Value) {
         if let Some(k) = schema.kind(kind).and_then(|k| k.key_of(&value)) {
-            self.keys.entry(kind.to_string()).or_default().insert(k, id.to_string());
+            self.keys
+                .entry(kind.to_string())
+                .or_default()
+                .insert(k, id.to_string());
         }
-        self.values.entry(kind.to_string()).or_default().insert(id.to_string(), Arc::new(value));
+        self.values
+            .entry(kind.to_string())
+            .or_default()
+            .insert(id.to_string(), Arc::new(value));
     }
 }
 

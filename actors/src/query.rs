@@ -110,7 +110,8 @@ impl Subquery {
     /// Records the owner `parent` id given by the caller (empty ids are ignored).
     pub fn with_owner(mut self, parent: &str, parent_id: &str) -> Self {
         if !parent_id.is_empty() {
-            self.owners.push((parent.to_string(), parent_id.to_string()));
+            self.owners
+                .push((parent.to_string(), parent_id.to_string()));
         }
         self
     }
@@ -130,7 +131,10 @@ impl Subquery {
     }
     /// The owner id the caller gave for `parent`.
     pub fn owner(&self, parent: &str) -> Option<&str> {
-        self.owners.iter().find(|(p, _)| p == parent).map(|(_, id)| id.as_str())
+        self.owners
+            .iter()
+            .find(|(p, _)| p == parent)
+            .map(|(_, id)| id.as_str())
     }
 }
 
@@ -175,7 +179,14 @@ macro_rules! simple_kind {
     };
 }
 
-simple_kind!("device", list_devices, read_device, inconsistent_read_device, upsert_device, delete_device);
+simple_kind!(
+    "device",
+    list_devices,
+    read_device,
+    inconsistent_read_device,
+    upsert_device,
+    delete_device
+);
 simple_kind!(
     "storageClass",
     list_storage_classes,
@@ -192,7 +203,14 @@ simple_kind!(
     upsert_group_snapshot,
     delete_group_snapshot
 );
-simple_kind!("node", list_nodes, read_node, inconsistent_read_node, upsert_node, delete_node);
+simple_kind!(
+    "node",
+    list_nodes,
+    read_node,
+    inconsistent_read_node,
+    upsert_node,
+    delete_node
+);
 simple_kind!(
     "autogrowPolicy",
     list_autogrow_policies,
@@ -221,7 +239,9 @@ pub fn inconsistent_read_backend(id: &str) -> Subquery {
 /// Write-lock a backend by id or (when `id` is empty) by `name`; a non-empty `new_name` renames it
 /// under a key lock.
 pub fn upsert_backend(id: &str, name: &str, new_name: &str) -> Subquery {
-    Subquery::upsert("backend", id).with_key(name).with_new_key(new_name)
+    Subquery::upsert("backend", id)
+        .with_key(name)
+        .with_new_key(new_name)
 }
 /// Write-lock a backend to delete it.
 pub fn delete_backend(id: &str) -> Subquery {
@@ -354,7 +374,12 @@ pub enum CallError {
     UnknownCall(String),
     /// The call exists but takes another number of arguments.
     #[error("{call} takes {expected} argument(s) ({names}), got {got}")]
-    WrongArgumentCount { call: String, expected: usize, names: String, got: usize },
+    WrongArgumentCount {
+        call: String,
+        expected: usize,
+        names: String,
+        got: usize,
+    },
 }
 
 /// The seed's name of a kind in calls: `volumePublication` → `VolumePublication`.
@@ -414,12 +439,12 @@ pub fn parse_call(schema: &Schema, call: &str, args: &[String]) -> Result<Subque
                 check(&[])?;
                 return Ok(Subquery::list(&kind.name));
             }
-            if let Some(parent) = rest.strip_prefix(&pl).and_then(|r| r.strip_prefix("For")) {
-                if let Some((p, _)) = kind.parents.iter().find(|(p, _)| pascal(p) == parent) {
-                    let idname = format!("{p}Id");
-                    check(&[idname.as_str()])?;
-                    return Ok(Subquery::list_for(&kind.name, p, &args[0]));
-                }
+            if let Some(parent) = rest.strip_prefix(&pl).and_then(|r| r.strip_prefix("For"))
+                && let Some((p, _)) = kind.parents.iter().find(|(p, _)| pascal(p) == parent)
+            {
+                let idname = format!("{p}Id");
+                check(&[idname.as_str()])?;
+                return Ok(Subquery::list_for(&kind.name, p, &args[0]));
             }
         }
         return Err(unknown());
@@ -427,7 +452,10 @@ pub fn parse_call(schema: &Schema, call: &str, args: &[String]) -> Result<Subque
     let (op, rest, by_key) = if let Some(r) = call.strip_prefix("InconsistentRead") {
         (Op::InconsistentRead, r, false)
     } else if let Some(r) = call.strip_prefix("Read") {
-        match r.strip_suffix("ByName").or_else(|| r.strip_suffix("ByInternalName")) {
+        match r
+            .strip_suffix("ByName")
+            .or_else(|| r.strip_suffix("ByInternalName"))
+        {
             Some(base) => (Op::Read, base, true),
             None => (Op::Read, r, false),
         }
@@ -438,7 +466,11 @@ pub fn parse_call(schema: &Schema, call: &str, args: &[String]) -> Result<Subque
     } else {
         return Err(unknown());
     };
-    let kind = schema.kinds().iter().find(|k| pascal(&k.name) == rest).ok_or_else(unknown)?;
+    let kind = schema
+        .kinds()
+        .iter()
+        .find(|k| pascal(&k.name) == rest)
+        .ok_or_else(unknown)?;
     if by_key {
         if kind.key_field.is_none() {
             return Err(unknown());
@@ -469,9 +501,18 @@ mod tests {
     #[test]
     fn parses_seed_calls() {
         let schema = Schema::standard();
-        assert_eq!(parse_call(&schema, "ListVolumes", &[]).unwrap(), list_volumes());
-        assert_eq!(parse_call(&schema, "ListStorageClasses", &[]).unwrap(), list_storage_classes());
-        assert_eq!(parse_call(&schema, "ListAutogrowPolicies", &[]).unwrap(), list_autogrow_policies());
+        assert_eq!(
+            parse_call(&schema, "ListVolumes", &[]).unwrap(),
+            list_volumes()
+        );
+        assert_eq!(
+            parse_call(&schema, "ListStorageClasses", &[]).unwrap(),
+            list_storage_classes()
+        );
+        assert_eq!(
+            parse_call(&schema, "ListAutogrowPolicies", &[]).unwrap(),
+            list_autogrow_policies()
+        );
         assert_eq!(
             parse_call(&schema, "ListVolumePublicationsForNode", &s(&["n"])).unwrap(),
             list_volume_publications_for_node("n")
@@ -485,20 +526,42 @@ mod tests {
             parse_call(&schema, "UpsertBackend", &s(&["b", "", "x"])).unwrap(),
             upsert_backend("b", "", "x")
         );
-        assert_eq!(parse_call(&schema, "InconsistentReadNode", &s(&["n"])).unwrap(), inconsistent_read_node("n"));
-        assert_eq!(parse_call(&schema, "ReadBackendByName", &s(&["b1"])).unwrap(), read_backend_by_name("b1"));
-        assert_eq!(parse_call(&schema, "DeleteDevice", &s(&["d"])).unwrap(), delete_device("d"));
+        assert_eq!(
+            parse_call(&schema, "InconsistentReadNode", &s(&["n"])).unwrap(),
+            inconsistent_read_node("n")
+        );
+        assert_eq!(
+            parse_call(&schema, "ReadBackendByName", &s(&["b1"])).unwrap(),
+            read_backend_by_name("b1")
+        );
+        assert_eq!(
+            parse_call(&schema, "DeleteDevice", &s(&["d"])).unwrap(),
+            delete_device("d")
+        );
     }
 
     #[test]
     fn rejects_unknown_calls_and_wrong_counts() {
         let schema = Schema::standard();
-        assert_eq!(parse_call(&schema, "FrobVolume", &[]), Err(CallError::UnknownCall("FrobVolume".into())));
-        assert_eq!(parse_call(&schema, "ReadGadget", &s(&["x"])), Err(CallError::UnknownCall("ReadGadget".into())));
+        assert_eq!(
+            parse_call(&schema, "FrobVolume", &[]),
+            Err(CallError::UnknownCall("FrobVolume".into()))
+        );
+        assert_eq!(
+            parse_call(&schema, "ReadGadget", &s(&["x"])),
+            Err(CallError::UnknownCall("ReadGadget".into()))
+        );
         assert!(matches!(
             parse_call(&schema, "UpsertBackend", &s(&["b"])),
-            Err(CallError::WrongArgumentCount { expected: 3, got: 1, .. })
+            Err(CallError::WrongArgumentCount {
+                expected: 3,
+                got: 1,
+                ..
+            })
         ));
-        assert!(matches!(parse_call(&schema, "ReadNodeByName", &s(&["b"])), Err(CallError::UnknownCall(_))));
+        assert!(matches!(
+            parse_call(&schema, "ReadNodeByName", &s(&["b"])),
+            Err(CallError::UnknownCall(_))
+        ));
     }
 }

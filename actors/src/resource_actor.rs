@@ -117,7 +117,9 @@ pub struct ResourceRef {
 
 impl std::fmt::Debug for ResourceRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResourceRef").field("generation", &self.generation).finish()
+        f.debug_struct("ResourceRef")
+            .field("generation", &self.generation)
+            .finish()
     }
 }
 
@@ -143,7 +145,11 @@ impl ResourceRef {
             generation,
             retire_to,
         };
-        ResourceRef { addr: actor.start(), pending, generation }
+        ResourceRef {
+            addr: actor.start(),
+            pending,
+            generation,
+        }
     }
 
     /// Whether the actor is still running.
@@ -184,7 +190,9 @@ impl ResourceRef {
 impl ResourceActor {
     fn handled(&self) {
         // Saturating: a message counted by a sender whose send then failed is already undone.
-        let _ = self.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        let _ = self
+            .pending
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// Grants what the queue allows; grants whose requester went away are released at once.
@@ -211,23 +219,34 @@ impl ResourceActor {
         self.queue.drop_waiters(|w| w.payload.is_closed());
         self.pump();
         if self.value.is_none() && self.queue.is_idle() {
-            self.retire_to.do_send(Retired { kind: self.kind.clone(), id: self.id.clone(), generation: self.generation });
+            self.retire_to.do_send(Retired {
+                kind: self.kind.clone(),
+                id: self.id.clone(),
+                generation: self.generation,
+            });
             ctx.stop();
         }
     }
 
     fn not_held(&self, txn: u64, attempted: &str) -> LockError {
-        LockError::NotHeld { kind: self.kind.clone(), id: self.id.clone(), txn, attempted: attempted.to_string() }
+        LockError::NotHeld {
+            kind: self.kind.clone(),
+            id: self.id.clone(),
+            txn,
+            attempted: attempted.to_string(),
+        }
     }
 
     fn store(&mut self, value: Option<Arc<Value>>) -> Result<(), LockError> {
         if let Some(index) = &self.index {
-            index.set(&self.id, value.clone()).map_err(|c| LockError::KeyExists {
-                kind: self.kind.clone(),
-                key: c.key,
-                owner: c.owner,
-                id: self.id.clone(),
-            })?;
+            index
+                .set(&self.id, value.clone())
+                .map_err(|c| LockError::KeyExists {
+                    kind: self.kind.clone(),
+                    key: c.key,
+                    owner: c.owner,
+                    id: self.id.clone(),
+                })?;
         }
         self.value = value;
         Ok(())
@@ -239,7 +258,8 @@ impl Handler<Acquire> for ResourceActor {
     fn handle(&mut self, msg: Acquire, _ctx: &mut Context<Self>) -> Self::Result {
         self.handled();
         let (tx, rx) = oneshot::channel();
-        self.queue.enqueue(msg.txn, msg.mode, msg.priority, Instant::now(), tx);
+        self.queue
+            .enqueue(msg.txn, msg.mode, msg.priority, Instant::now(), tx);
         self.pump();
         MessageResult(rx)
     }
@@ -280,8 +300,15 @@ impl Handler<Mutate> for ResourceActor {
         if !self.queue.holds(msg.txn, None) {
             return Err(self.not_held(msg.txn, &format!("mutation {:?}", msg.name)));
         }
-        let Some(f) = self.index.as_ref().and_then(|i| i.info().mutations.get(&msg.name).cloned()) else {
-            return Err(LockError::UnknownMutation { kind: self.kind.clone(), name: msg.name });
+        let Some(f) = self
+            .index
+            .as_ref()
+            .and_then(|i| i.info().mutations.get(&msg.name).cloned())
+        else {
+            return Err(LockError::UnknownMutation {
+                kind: self.kind.clone(),
+                name: msg.name,
+            });
         };
         let Some(current) = &self.value else {
             return Err(LockError::NotFound {

@@ -42,12 +42,29 @@ pub(crate) struct CommitTarget {
 }
 
 impl ResourceResult {
-    pub(crate) fn new(kind: &str, id: &str, op: Op, read: Option<Value>, target: Option<CommitTarget>) -> Self {
-        ResourceResult { kind: kind.to_string(), id: id.to_string(), op, read, target }
+    pub(crate) fn new(
+        kind: &str,
+        id: &str,
+        op: Op,
+        read: Option<Value>,
+        target: Option<CommitTarget>,
+    ) -> Self {
+        ResourceResult {
+            kind: kind.to_string(),
+            id: id.to_string(),
+            op,
+            read,
+            target,
+        }
     }
 
     fn wrong(&self, attempted: &str) -> LockError {
-        LockError::WrongOperation { kind: self.kind.clone(), id: self.id.clone(), op: self.op, attempted: attempted.to_string() }
+        LockError::WrongOperation {
+            kind: self.kind.clone(),
+            id: self.id.clone(),
+            op: self.op,
+            attempted: attempted.to_string(),
+        }
     }
 
     async fn resource(&self, attempted: &str) -> Result<(u64, ResourceRef), LockError> {
@@ -59,7 +76,10 @@ impl ResourceResult {
         }
         let r = t
             .coordinator
-            .send(Resolve { kind: self.kind.clone(), id: self.id.clone() })
+            .send(Resolve {
+                kind: self.kind.clone(),
+                id: self.id.clone(),
+            })
             .await
             .map_err(|_| LockError::ShuttingDown)?;
         Ok((t.txn, r))
@@ -71,7 +91,12 @@ impl ResourceResult {
             return Err(self.wrong("upsert"));
         }
         let (txn, r) = self.resource("upsert").await?;
-        r.send(Commit { txn, change: Change::Upsert(value) }).await.map_err(|_| LockError::ShuttingDown)?
+        r.send(Commit {
+            txn,
+            change: Change::Upsert(value),
+        })
+        .await
+        .map_err(|_| LockError::ShuttingDown)?
     }
 
     /// Deletes the resource (only through a delete result, while locked).
@@ -80,7 +105,12 @@ impl ResourceResult {
             return Err(self.wrong("delete"));
         }
         let (txn, r) = self.resource("delete").await?;
-        r.send(Commit { txn, change: Change::Delete }).await.map_err(|_| LockError::ShuttingDown)?
+        r.send(Commit {
+            txn,
+            change: Change::Delete,
+        })
+        .await
+        .map_err(|_| LockError::ShuttingDown)?
     }
 
     /// Runs a declared interior mutation (allowed while read- or write-held); returns the new value.
@@ -89,7 +119,13 @@ impl ResourceResult {
             return Err(self.wrong("interior mutation"));
         }
         let (txn, r) = self.resource("interior mutation").await?;
-        r.send(Mutate { txn, name: name.to_string(), args }).await.map_err(|_| LockError::ShuttingDown)?
+        r.send(Mutate {
+            txn,
+            name: name.to_string(),
+            args,
+        })
+        .await
+        .map_err(|_| LockError::ShuttingDown)?
     }
 }
 

@@ -29,7 +29,12 @@ pub struct KindDecl {
 impl KindDecl {
     /// A kind with no parents, no key and no interior mutations.
     pub fn new(name: &str) -> Self {
-        KindDecl { name: name.to_string(), parents: Vec::new(), key_field: None, mutations: BTreeMap::new() }
+        KindDecl {
+            name: name.to_string(),
+            parents: Vec::new(),
+            key_field: None,
+            mutations: BTreeMap::new(),
+        }
     }
     /// Declares a parent kind; `field` is the field of this kind's value that holds the parent's id.
     pub fn depends_on(mut self, parent: &str, field: &str) -> Self {
@@ -80,13 +85,21 @@ impl fmt::Debug for KindInfo {
 impl KindInfo {
     /// The id of `parent` recorded in a value of this kind, if the value carries it.
     pub fn owner_id(&self, value: &Value, parent: &str) -> Option<String> {
-        let field = self.parents.iter().find(|(p, _)| p == parent).map(|(_, f)| f)?;
+        let field = self
+            .parents
+            .iter()
+            .find(|(p, _)| p == parent)
+            .map(|(_, f)| f)?;
         value.get(field).and_then(Value::as_str).map(str::to_string)
     }
     /// The key recorded in a value of this kind, if the kind is keyed and the value carries one.
     pub fn key_of(&self, value: &Value) -> Option<String> {
         let field = self.key_field.as_ref()?;
-        value.get(field).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
+        value
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
     }
 }
 
@@ -108,13 +121,18 @@ impl Schema {
         let mut by_name = HashMap::new();
         for (i, d) in decls.iter().enumerate() {
             if by_name.insert(d.name.clone(), i).is_some() {
-                return Err(SchemaError::DuplicateKind { kind: d.name.clone() });
+                return Err(SchemaError::DuplicateKind {
+                    kind: d.name.clone(),
+                });
             }
         }
         for d in &decls {
             for (p, _) in &d.parents {
                 if !by_name.contains_key(p) {
-                    return Err(SchemaError::UnknownParent { kind: d.name.clone(), parent: p.clone() });
+                    return Err(SchemaError::UnknownParent {
+                        kind: d.name.clone(),
+                        parent: p.clone(),
+                    });
                 }
             }
         }
@@ -159,7 +177,10 @@ impl Schema {
     }
 }
 
-fn compute_ranks(decls: &[KindDecl], by_name: &HashMap<String, usize>) -> Result<Vec<u32>, SchemaError> {
+fn compute_ranks(
+    decls: &[KindDecl],
+    by_name: &HashMap<String, usize>,
+) -> Result<Vec<u32>, SchemaError> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
@@ -178,7 +199,10 @@ fn compute_ranks(decls: &[KindDecl], by_name: &HashMap<String, usize>) -> Result
             Mark::Done => return Ok(ranks[i]),
             Mark::Active => {
                 let start = stack.iter().position(|&k| k == i).unwrap_or(0);
-                let mut cycle: Vec<String> = stack[start..].iter().map(|&k| decls[k].name.clone()).collect();
+                let mut cycle: Vec<String> = stack[start..]
+                    .iter()
+                    .map(|&k| decls[k].name.clone())
+                    .collect();
                 cycle.push(decls[i].name.clone());
                 return Err(SchemaError::Cycle { cycle });
             }
@@ -219,28 +243,41 @@ pub fn standard_decls() -> Vec<KindDecl> {
             .mutation("release_capacity", Arc::new(release_capacity)),
         KindDecl::new("node"),
         KindDecl::new("autogrowPolicy"),
-        KindDecl::new("volume").depends_on("backend", "backend").keyed_by("internalName"),
+        KindDecl::new("volume")
+            .depends_on("backend", "backend")
+            .keyed_by("internalName"),
         KindDecl::new("subordinateVolume").depends_on("volume", "volume"),
-        KindDecl::new("volumePublication").depends_on("volume", "volume").depends_on("node", "node"),
+        KindDecl::new("volumePublication")
+            .depends_on("volume", "volume")
+            .depends_on("node", "node"),
         KindDecl::new("snapshot").depends_on("volume", "volume"),
     ]
 }
 
 fn bytes_arg(args: &Value) -> Result<u64, String> {
-    args.get("bytes").and_then(Value::as_u64).ok_or_else(|| "argument \"bytes\" (unsigned integer) is required".to_string())
+    args.get("bytes")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| "argument \"bytes\" (unsigned integer) is required".to_string())
 }
 
 /// Backend interior mutation: adds `bytes` to `reservedBytes`, refusing to exceed `capacityBytes`
 /// when the backend declares one.
 fn reserve_capacity(value: &mut Value, args: &Value) -> Result<(), String> {
     let bytes = bytes_arg(args)?;
-    let obj = value.as_object_mut().ok_or("backend value is not an object")?;
-    let reserved = obj.get("reservedBytes").and_then(Value::as_u64).unwrap_or(0);
+    let obj = value
+        .as_object_mut()
+        .ok_or("backend value is not an object")?;
+    let reserved = obj
+        .get("reservedBytes")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     let wanted = reserved.checked_add(bytes).ok_or("reservation overflows")?;
     if let Some(capacity) = obj.get("capacityBytes").and_then(Value::as_u64)
         && wanted > capacity
     {
-        return Err(format!("{bytes} bytes do not fit: {reserved} of {capacity} reserved"));
+        return Err(format!(
+            "{bytes} bytes do not fit: {reserved} of {capacity} reserved"
+        ));
     }
     obj.insert("reservedBytes".to_string(), Value::from(wanted));
     Ok(())
@@ -249,9 +286,17 @@ fn reserve_capacity(value: &mut Value, args: &Value) -> Result<(), String> {
 /// Backend interior mutation: subtracts `bytes` from `reservedBytes` (not below zero).
 fn release_capacity(value: &mut Value, args: &Value) -> Result<(), String> {
     let bytes = bytes_arg(args)?;
-    let obj = value.as_object_mut().ok_or("backend value is not an object")?;
-    let reserved = obj.get("reservedBytes").and_then(Value::as_u64).unwrap_or(0);
-    obj.insert("reservedBytes".to_string(), Value::from(reserved.saturating_sub(bytes)));
+    let obj = value
+        .as_object_mut()
+        .ok_or("backend value is not an object")?;
+    let reserved = obj
+        .get("reservedBytes")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    obj.insert(
+        "reservedBytes".to_string(),
+        Value::from(reserved.saturating_sub(bytes)),
+    );
     Ok(())
 }
 
@@ -263,7 +308,15 @@ mod tests {
     fn standard_ranks_and_positions() {
         let s = Schema::standard();
         let rank = |k: &str| s.kind(k).map(|k| k.rank);
-        for k in ["root", "device", "storageClass", "groupSnapshot", "backend", "node", "autogrowPolicy"] {
+        for k in [
+            "root",
+            "device",
+            "storageClass",
+            "groupSnapshot",
+            "backend",
+            "node",
+            "autogrowPolicy",
+        ] {
             assert_eq!(rank(k), Some(0), "{k}");
         }
         assert_eq!(rank("volume"), Some(1));
@@ -283,7 +336,12 @@ mod tests {
             KindDecl::new("c").depends_on("b", "b"),
         ])
         .unwrap_err();
-        assert_eq!(err, SchemaError::Cycle { cycle: vec!["a".into(), "c".into(), "b".into(), "a".into()] });
+        assert_eq!(
+            err,
+            SchemaError::Cycle {
+                cycle: vec!["a".into(), "c".into(), "b".into(), "a".into()]
+            }
+        );
         assert!(err.to_string().contains("a -> c -> b -> a"));
     }
 

@@ -17,12 +17,31 @@ const START: i64 = 100;
 
 #[derive(Debug, Clone)]
 enum Txn {
-    Transfer { from: usize, to: usize, amount: i64 },
-    NestedTransfer { first: usize, second: usize, amount: i64 },
-    InvertedNested { held: usize, backend: usize },
-    ReadAndList { v: usize, node: usize },
-    Publish { v: usize, node: usize },
-    Reserve { backend: usize },
+    Transfer {
+        from: usize,
+        to: usize,
+        amount: i64,
+    },
+    NestedTransfer {
+        first: usize,
+        second: usize,
+        amount: i64,
+    },
+    InvertedNested {
+        held: usize,
+        backend: usize,
+    },
+    ReadAndList {
+        v: usize,
+        node: usize,
+    },
+    Publish {
+        v: usize,
+        node: usize,
+    },
+    Reserve {
+        backend: usize,
+    },
 }
 
 fn vol(i: usize) -> String {
@@ -33,9 +52,16 @@ fn counter(v: &serde_json::Value) -> i64 {
     v["counter"].as_i64().unwrap()
 }
 
-async fn transfer_in(c: &CoordinatorHandle, queries: Vec<Query>, amount: i64) -> Result<(), LockError> {
+async fn transfer_in(
+    c: &CoordinatorHandle,
+    queries: Vec<Query>,
+    amount: i64,
+) -> Result<(), LockError> {
     let l = c.lock(queries).await?;
-    let (a, b) = (l.results[0].get("volume").unwrap(), l.results[1].get("volume").unwrap());
+    let (a, b) = (
+        l.results[0].get("volume").unwrap(),
+        l.results[1].get("volume").unwrap(),
+    );
     let (mut va, mut vb) = (a.read.clone().unwrap(), b.read.clone().unwrap());
     va["counter"] = json!(counter(&va) - amount);
     vb["counter"] = json!(counter(&vb) + amount);
@@ -49,15 +75,37 @@ async fn transfer_in(c: &CoordinatorHandle, queries: Vec<Query>, amount: i64) ->
 async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
     match t {
         Txn::Transfer { from, to, amount } => {
-            transfer_in(&c, vec![query([upsert_volume(&vol(from), "")]), query([upsert_volume(&vol(to), "")])], amount)
-                .await?;
+            transfer_in(
+                &c,
+                vec![
+                    query([upsert_volume(&vol(from), "")]),
+                    query([upsert_volume(&vol(to), "")]),
+                ],
+                amount,
+            )
+            .await?;
         }
-        Txn::NestedTransfer { first, second, amount } => {
+        Txn::NestedTransfer {
+            first,
+            second,
+            amount,
+        } => {
             // Lock one volume, then the other in a nested lock: refused when it sorts before.
-            let outer = c.lock(vec![query([upsert_volume(&vol(first), "")])]).await?;
-            match c.nested_lock(&outer.context, vec![query([upsert_volume(&vol(second), "")])]).await {
+            let outer = c
+                .lock(vec![query([upsert_volume(&vol(first), "")])])
+                .await?;
+            match c
+                .nested_lock(
+                    &outer.context,
+                    vec![query([upsert_volume(&vol(second), "")])],
+                )
+                .await
+            {
                 Ok(inner) => {
-                    let (a, b) = (outer.results[0].get("volume").unwrap(), inner.results[0].get("volume").unwrap());
+                    let (a, b) = (
+                        outer.results[0].get("volume").unwrap(),
+                        inner.results[0].get("volume").unwrap(),
+                    );
                     let (mut va, mut vb) = (a.read.clone().unwrap(), b.read.clone().unwrap());
                     va["counter"] = json!(counter(&va) - amount);
                     vb["counter"] = json!(counter(&vb) + amount);
@@ -68,7 +116,10 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
                 }
                 Err(e) => {
                     // Refused when the volume, or its backend's synthetic read, sorts before the held volume.
-                    assert!(second < first || second % 3 != first % 3, "only inverted orders are refused: {e}");
+                    assert!(
+                        second < first || second % 3 != first % 3,
+                        "only inverted orders are refused: {e}"
+                    );
                     assert_eq!(e.code(), "would_deadlock");
                     outer.unlock().await;
                     return Ok(true);
@@ -78,18 +129,28 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
         Txn::InvertedNested { held, backend } => {
             let outer = c.lock(vec![query([upsert_volume(&vol(held), "")])]).await?;
             let err = c
-                .nested_lock(&outer.context, vec![query([upsert_backend(&format!("b{backend}"), "", "")])])
+                .nested_lock(
+                    &outer.context,
+                    vec![query([upsert_backend(&format!("b{backend}"), "", "")])],
+                )
                 .await
                 .unwrap_err();
             // The held volume's backend is read-held: writing it would be an upgrade.
-            let code = if backend == held % 3 { "lock_upgrade" } else { "would_deadlock" };
+            let code = if backend == held % 3 {
+                "lock_upgrade"
+            } else {
+                "would_deadlock"
+            };
             assert_eq!(err.code(), code);
             drop(outer); // released by the guard's drop
             return Ok(true);
         }
         Txn::ReadAndList { v, node } => {
             let l = c
-                .lock(vec![query([read_volume(&vol(v)), list_volumes()]), query([read_node(&format!("n{node}"))])])
+                .lock(vec![
+                    query([read_volume(&vol(v)), list_volumes()]),
+                    query([read_node(&format!("n{node}"))]),
+                ])
                 .await?;
             assert!(l.results[0].read("volume").is_some());
             assert_eq!(l.results[0].list("volume").map(<[_]>::len), Some(VOLUMES));
@@ -97,15 +158,25 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
         }
         Txn::Publish { v, node } => {
             let l = c
-                .lock(vec![query([upsert_volume_publication(&vol(v), &format!("n{node}"))]), query([list_volume_publications()])])
+                .lock(vec![
+                    query([upsert_volume_publication(&vol(v), &format!("n{node}"))]),
+                    query([list_volume_publications()]),
+                ])
                 .await?;
             let p = l.results[0].get("volumePublication").unwrap();
-            p.upsert(json!({"volume": vol(v), "node": format!("n{node}")})).await?;
+            p.upsert(json!({"volume": vol(v), "node": format!("n{node}")}))
+                .await?;
             l.unlock().await;
         }
         Txn::Reserve { backend } => {
-            let l = c.lock(vec![query([read_backend(&format!("b{backend}"))])]).await?;
-            l.results[0].get("backend").unwrap().mutate("reserve_capacity", json!({"bytes": 1})).await?;
+            let l = c
+                .lock(vec![query([read_backend(&format!("b{backend}"))])])
+                .await?;
+            l.results[0]
+                .get("backend")
+                .unwrap()
+                .mutate("reserve_capacity", json!({"bytes": 1}))
+                .await?;
             l.unlock().await;
         }
     }
@@ -116,13 +187,23 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
 async fn many_concurrent_transactions_keep_the_invariant() {
     let c = CoordinatorHandle::start_standard();
     for b in 0..3 {
-        c.load("backend", &format!("b{b}"), json!({"name": format!("backend-{b}")})).unwrap();
+        c.load(
+            "backend",
+            &format!("b{b}"),
+            json!({"name": format!("backend-{b}")}),
+        )
+        .unwrap();
     }
     for n in 0..4 {
         c.load("node", &format!("n{n}"), json!({})).unwrap();
     }
     for i in 0..VOLUMES {
-        c.load("volume", &vol(i), json!({"backend": format!("b{}", i % 3), "counter": START})).unwrap();
+        c.load(
+            "volume",
+            &vol(i),
+            json!({"backend": format!("b{}", i % 3), "counter": START}),
+        )
+        .unwrap();
     }
     let mut rng = StdRng::seed_from_u64(0x5eed);
     let txns: Vec<Txn> = (0..1200)
@@ -134,12 +215,31 @@ async fn many_concurrent_transactions_keep_the_invariant() {
             }
             let amount = rng.random_range(1..10);
             match rng.random_range(0..10) {
-                0..=3 => Txn::Transfer { from: a, to: b, amount },
-                4..=5 => Txn::NestedTransfer { first: a, second: b, amount },
-                6 => Txn::InvertedNested { held: a, backend: rng.random_range(0..3) },
-                7 => Txn::ReadAndList { v: a, node: rng.random_range(0..4) },
-                8 => Txn::Publish { v: a, node: rng.random_range(0..4) },
-                _ => Txn::Reserve { backend: rng.random_range(0..3) },
+                0..=3 => Txn::Transfer {
+                    from: a,
+                    to: b,
+                    amount,
+                },
+                4..=5 => Txn::NestedTransfer {
+                    first: a,
+                    second: b,
+                    amount,
+                },
+                6 => Txn::InvertedNested {
+                    held: a,
+                    backend: rng.random_range(0..3),
+                },
+                7 => Txn::ReadAndList {
+                    v: a,
+                    node: rng.random_range(0..4),
+                },
+                8 => Txn::Publish {
+                    v: a,
+                    node: rng.random_range(0..4),
+                },
+                _ => Txn::Reserve {
+                    backend: rng.random_range(0..3),
+                },
             }
         })
         .collect();
@@ -151,9 +251,15 @@ async fn many_concurrent_transactions_keep_the_invariant() {
             _ => false,
         })
         .count();
-    let reserves = txns.iter().filter(|t| matches!(t, Txn::Reserve { .. })).count();
+    let reserves = txns
+        .iter()
+        .filter(|t| matches!(t, Txn::Reserve { .. }))
+        .count();
 
-    let handles: Vec<_> = txns.into_iter().map(|t| actix::spawn(run(c.clone(), t))).collect();
+    let handles: Vec<_> = txns
+        .into_iter()
+        .map(|t| actix::spawn(run(c.clone(), t)))
+        .collect();
     // A deadlock would hang here; the generous bound turns it into a failure instead.
     let all = tokio::time::timeout(Duration::from_secs(600), futures::future::join_all(handles))
         .await
@@ -166,10 +272,17 @@ async fn many_concurrent_transactions_keep_the_invariant() {
     }
     assert_eq!(refusals, expected_refusals);
 
-    let total: i64 = (0..VOLUMES).map(|i| counter(&c.peek("volume", &vol(i)).unwrap())).sum();
+    let total: i64 = (0..VOLUMES)
+        .map(|i| counter(&c.peek("volume", &vol(i)).unwrap()))
+        .sum();
     assert_eq!(total, START * VOLUMES as i64, "transfers conserve the sum");
-    let reserved: u64 =
-        (0..3).map(|b| c.peek("backend", &format!("b{b}")).unwrap()["reservedBytes"].as_u64().unwrap_or(0)).sum();
+    let reserved: u64 = (0..3)
+        .map(|b| {
+            c.peek("backend", &format!("b{b}")).unwrap()["reservedBytes"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
     assert_eq!(reserved, reserves as u64);
     eventually("every lock released", || {
         let c = c.clone();

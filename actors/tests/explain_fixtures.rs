@@ -20,7 +20,10 @@ fn example1_whole_output() {
 fn example2_whole_output() {
     let out = explain(&Schema::standard(), &fixture("example2.json")).unwrap();
     assert_eq!(out, fixture("example2.expected.json"));
-    assert_eq!(out["nested"]["context"]["lastLockHeld"], json!({"op": "upsert", "kind": "volume", "id": "volume3"}));
+    assert_eq!(
+        out["nested"]["context"]["lastLockHeld"],
+        json!({"op": "upsert", "kind": "volume", "id": "volume3"})
+    );
 }
 
 fn field_of(doc: &str) -> String {
@@ -32,31 +35,56 @@ fn input_errors_name_the_field() {
     assert_eq!(field_of("[1"), "document");
     assert_eq!(field_of("[]"), "document");
     assert_eq!(field_of(r#"{"cache": {}}"#), "queries");
-    assert_eq!(field_of(r#"{"queries": [[{"call": "Nope"}]]}"#), "queries[0][0].call");
-    assert_eq!(field_of(r#"{"queries": [[{"call": "ReadVolume", "args": []}]]}"#), "queries[0][0].args");
-    assert_eq!(field_of(r#"{"queries": [[{"call": "ReadVolume", "args": [1]}]]}"#), "queries[0][0].args[0]");
-    assert_eq!(field_of(r#"{"queries": [], "cache": {"gizmo": []}}"#), "cache.gizmo");
-    assert_eq!(field_of(r#"{"queries": [], "cache": {"node": [{}]}}"#), "cache.node[0].id");
+    assert_eq!(
+        field_of(r#"{"queries": [[{"call": "Nope"}]]}"#),
+        "queries[0][0].call"
+    );
+    assert_eq!(
+        field_of(r#"{"queries": [[{"call": "ReadVolume", "args": []}]]}"#),
+        "queries[0][0].args"
+    );
+    assert_eq!(
+        field_of(r#"{"queries": [[{"call": "ReadVolume", "args": [1]}]]}"#),
+        "queries[0][0].args[0]"
+    );
+    assert_eq!(
+        field_of(r#"{"queries": [], "cache": {"gizmo": []}}"#),
+        "cache.gizmo"
+    );
+    assert_eq!(
+        field_of(r#"{"queries": [], "cache": {"node": [{}]}}"#),
+        "cache.node[0].id"
+    );
     assert_eq!(field_of(r#"{"queries": [], "extra": 1}"#), "extra");
 }
 
 fn lock_error(doc: Value) -> String {
     let out = explain(&Schema::standard(), &doc).unwrap();
-    out["lock"]["error"]["code"].as_str().unwrap_or("none").to_string()
+    out["lock"]["error"]["code"]
+        .as_str()
+        .unwrap_or("none")
+        .to_string()
 }
 
 #[test]
 fn refused_phases_report_codes() {
     assert_eq!(
-        lock_error(json!({"queries": [[{"call": "ListVolumes"}, {"call": "ListVolumesForBackend", "args": ["b"]}]]})),
+        lock_error(
+            json!({"queries": [[{"call": "ListVolumes"}, {"call": "ListVolumesForBackend", "args": ["b"]}]]})
+        ),
         "duplicate_list"
     );
     assert_eq!(
-        lock_error(json!({"cache": {"backend": [{"id": "b1", "name": "n1"}, {"id": "b2", "name": "n2"}]},
-            "queries": [[{"call": "UpsertBackend", "args": ["b2", "", "n1"]}]]})),
+        lock_error(
+            json!({"cache": {"backend": [{"id": "b1", "name": "n1"}, {"id": "b2", "name": "n2"}]},
+            "queries": [[{"call": "UpsertBackend", "args": ["b2", "", "n1"]}]]})
+        ),
         "key_exists"
     );
-    assert_eq!(lock_error(json!({"queries": [[{"call": "UpsertVolume", "args": ["v", ""]}]]})), "not_found");
+    assert_eq!(
+        lock_error(json!({"queries": [[{"call": "UpsertVolume", "args": ["v", ""]}]]})),
+        "not_found"
+    );
     let out = explain(
         &Schema::standard(),
         &json!({"queries": [[{"call": "ReadBackend", "args": ["b"]}]],

@@ -11,16 +11,31 @@ use std::cmp::Ordering;
 fn view(schema: &Schema) -> MapView {
     let mut v = MapView::new();
     for b in 0..2 {
-        v.insert(schema, "backend", &format!("b{b}"), json!({"name": format!("n{b}")}));
+        v.insert(
+            schema,
+            "backend",
+            &format!("b{b}"),
+            json!({"name": format!("n{b}")}),
+        );
     }
     for n in 0..2 {
         v.insert(schema, "node", &format!("n{n}"), json!({}));
     }
     for i in 0..4 {
-        v.insert(schema, "volume", &format!("v{i}"), json!({"backend": format!("b{}", i % 2)}));
+        v.insert(
+            schema,
+            "volume",
+            &format!("v{i}"),
+            json!({"backend": format!("b{}", i % 2)}),
+        );
     }
     v.insert(schema, "snapshot", "s0", json!({"volume": "v0"}));
-    v.insert(schema, "volumePublication", "v1.n1", json!({"volume": "v1", "node": "n1"}));
+    v.insert(
+        schema,
+        "volumePublication",
+        "v1.n1",
+        json!({"volume": "v1", "node": "n1"}),
+    );
     v
 }
 
@@ -51,7 +66,10 @@ fn subquery() -> impl Strategy<Value = Subquery> {
 }
 
 fn queries() -> impl Strategy<Value = Vec<Query>> {
-    prop::collection::vec(prop::collection::vec(subquery(), 1..5).prop_map(Query), 1..4)
+    prop::collection::vec(
+        prop::collection::vec(subquery(), 1..5).prop_map(Query),
+        1..4,
+    )
 }
 
 fn key(e: &cinder_actors::PlanEntry) -> (Op, &str, &str) {
@@ -117,11 +135,16 @@ fn the_generated_queries_mostly_plan() {
         let inner = queries().new_tree(&mut runner).unwrap().current();
         if let Ok(p) = plan(&schema, &view, &qs, None) {
             ok += 1;
-            if plan(&schema, &view, &inner, Some(&p.context_after)).is_ok_and(|n| !n.acquire.is_empty()) {
+            if plan(&schema, &view, &inner, Some(&p.context_after))
+                .is_ok_and(|n| !n.acquire.is_empty())
+            {
                 nested_ok += 1;
             }
         }
     }
     assert!(ok >= 100, "only {ok} of 500 plans succeeded");
-    assert!(nested_ok >= 10, "only {nested_ok} nested plans took new locks");
+    assert!(
+        nested_ok >= 10,
+        "only {nested_ok} nested plans took new locks"
+    );
 }

@@ -20,9 +20,16 @@ async fn grant_order(age_step: Duration) -> Vec<&'static str> {
     let names: [&'static str; 6] = ["default", "high1", "high2", "high3", "high4", "high5"];
     for (i, name) in names.into_iter().enumerate() {
         let (c2, tx) = (c.clone(), tx.clone());
-        let prio = if i == 0 { Priority::Default } else { Priority::High };
+        let prio = if i == 0 {
+            Priority::Default
+        } else {
+            Priority::High
+        };
         actix::spawn(async move {
-            let l = c2.lock_with(vec![query([upsert_node("n")])], prio).await.unwrap();
+            let l = c2
+                .lock_with(vec![query([upsert_node("n")])], prio)
+                .await
+                .unwrap();
             tx.send(name).unwrap();
             l.unlock().await;
         });
@@ -39,7 +46,10 @@ async fn grant_order(age_step: Duration) -> Vec<&'static str> {
 #[actix::test]
 async fn high_waiter_queued_after_default_is_granted_first() {
     let order = grant_order(Duration::from_secs(3600)).await;
-    assert_eq!(order, vec!["high1", "high2", "high3", "high4", "high5", "default"]);
+    assert_eq!(
+        order,
+        vec!["high1", "high2", "high3", "high4", "high5", "default"]
+    );
 }
 
 #[actix::test]
@@ -47,21 +57,35 @@ async fn ageing_lets_default_through_high_contention() {
     // With an (extremely) short age step, the Default waiter has aged to High by the time the lock
     // is released, and being the earliest arrival it goes first.
     let order = grant_order(Duration::from_nanos(1)).await;
-    assert_eq!(order, vec!["default", "high1", "high2", "high3", "high4", "high5"]);
+    assert_eq!(
+        order,
+        vec!["default", "high1", "high2", "high3", "high4", "high5"]
+    );
 }
 
 #[actix::test]
 async fn interior_mutation_on_read_held_backend_serializes() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "b", json!({"name": "b", "capacityBytes": 100})).unwrap();
+    c.load("backend", "b", json!({"name": "b", "capacityBytes": 100}))
+        .unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Twenty transactions read-hold the backend at once and each reserves 5 bytes.
     let gate = c.lock(vec![query([read_backend("b")])]).await.unwrap();
     for i in 0..20 {
         let (c2, tx) = (c.clone(), tx.clone());
         actix::spawn(async move {
-            let l = c2.lock(vec![query([read_backend("b"), upsert_volume(&format!("v{i}"), "b")])]).await.unwrap();
-            let r = l.results[0].get("backend").unwrap().mutate("reserve_capacity", json!({"bytes": 5})).await;
+            let l = c2
+                .lock(vec![query([
+                    read_backend("b"),
+                    upsert_volume(&format!("v{i}"), "b"),
+                ])])
+                .await
+                .unwrap();
+            let r = l.results[0]
+                .get("backend")
+                .unwrap()
+                .mutate("reserve_capacity", json!({"bytes": 5}))
+                .await;
             tx.send(r.map(|_| ())).unwrap();
             l.unlock().await;
         });
@@ -72,15 +96,35 @@ async fn interior_mutation_on_read_held_backend_serializes() {
     // All of them ran while the gate still read-held the backend.
     let b = gate.results[0].get("backend").unwrap();
     assert_eq!(c.peek("backend", "b").unwrap()["reservedBytes"], 100);
-    let err = b.mutate("reserve_capacity", json!({"bytes": 1})).await.unwrap_err();
+    let err = b
+        .mutate("reserve_capacity", json!({"bytes": 1}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "mutation_refused");
-    assert_eq!(b.mutate("release_capacity", json!({"bytes": 10})).await.unwrap()["reservedBytes"], 90);
-    assert_eq!(b.mutate("frobnicate", json!({})).await.unwrap_err().code(), "unknown_mutation");
+    assert_eq!(
+        b.mutate("release_capacity", json!({"bytes": 10}))
+            .await
+            .unwrap()["reservedBytes"],
+        90
+    );
+    assert_eq!(
+        b.mutate("frobnicate", json!({})).await.unwrap_err().code(),
+        "unknown_mutation"
+    );
     gate.unlock().await;
     // Without a lock, a mutation is refused.
-    let free = c.lock(vec![query([inconsistent_read_backend("b")])]).await.unwrap();
+    let free = c
+        .lock(vec![query([inconsistent_read_backend("b")])])
+        .await
+        .unwrap();
     assert_eq!(
-        free.results[0].get("backend").unwrap().mutate("reserve_capacity", json!({"bytes": 1})).await.unwrap_err().code(),
+        free.results[0]
+            .get("backend")
+            .unwrap()
+            .mutate("reserve_capacity", json!({"bytes": 1}))
+            .await
+            .unwrap_err()
+            .code(),
         "wrong_operation"
     );
     assert_nothing_held(&c).await;

@@ -20,8 +20,14 @@ fn cache() -> CoordinatorHandle {
 #[actix::test]
 async fn two_non_list_ops_of_one_kind_in_one_query() {
     let c = cache();
-    let err = c.lock(vec![query([read_volume("v1"), upsert_volume("v2", "b1")])]).await.unwrap_err();
-    assert!(matches!(err, LockError::DuplicateOperation { query: 0, .. }), "{err}");
+    let err = c
+        .lock(vec![query([read_volume("v1"), upsert_volume("v2", "b1")])])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::DuplicateOperation { query: 0, .. }),
+        "{err}"
+    );
     assert_eq!(err.code(), "duplicate_operation");
     assert!(err.to_string().contains("volume"));
     assert_nothing_held(&c).await;
@@ -30,7 +36,14 @@ async fn two_non_list_ops_of_one_kind_in_one_query() {
 #[actix::test]
 async fn two_lists_of_one_kind_in_one_query() {
     let c = cache();
-    let err = c.lock(vec![query([list_volumes(), list_volumes_for_backend("b1"), upsert_node("node1")])]).await.unwrap_err();
+    let err = c
+        .lock(vec![query([
+            list_volumes(),
+            list_volumes_for_backend("b1"),
+            upsert_node("node1"),
+        ])])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "duplicate_list");
     assert_nothing_held(&c).await;
 }
@@ -38,20 +51,44 @@ async fn two_lists_of_one_kind_in_one_query() {
 #[actix::test]
 async fn nested_lock_sorting_before_last_lock_held() {
     let c = cache();
-    let outer = c.lock(vec![query([upsert_volume("v1", "")])]).await.unwrap();
+    let outer = c
+        .lock(vec![query([upsert_volume("v1", "")])])
+        .await
+        .unwrap();
     let before = c.inspect().await.unwrap().busy().len();
-    let err = c.nested_lock(&outer.context, vec![query([upsert_backend("b2", "", "")])]).await.unwrap_err();
+    let err = c
+        .nested_lock(&outer.context, vec![query([upsert_backend("b2", "", "")])])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
-    assert!(err.to_string().contains("backend") && err.to_string().contains("volume"), "{err}");
+    assert!(
+        err.to_string().contains("backend") && err.to_string().contains("volume"),
+        "{err}"
+    );
     // v2 sorts after v1, but the node sorts before: the whole nested call is refused.
     let err = c
-        .nested_lock(&outer.context, vec![query([upsert_volume("v2", "")]), query([read_node("node1")])])
+        .nested_lock(
+            &outer.context,
+            vec![
+                query([upsert_volume("v2", "")]),
+                query([read_node("node1")]),
+            ],
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
     let snap = c.inspect().await.unwrap();
-    assert_eq!(snap.busy().len(), before, "the refused nested lock took nothing");
-    assert!(!snap.resources.iter().any(|r| r.id == "v2" && !r.holders.is_empty()));
+    assert_eq!(
+        snap.busy().len(),
+        before,
+        "the refused nested lock took nothing"
+    );
+    assert!(
+        !snap
+            .resources
+            .iter()
+            .any(|r| r.id == "v2" && !r.holders.is_empty())
+    );
     outer.unlock().await;
     assert_nothing_held(&c).await;
 }
@@ -60,8 +97,18 @@ async fn nested_lock_sorting_before_last_lock_held() {
 async fn nested_read_to_write_upgrade() {
     let c = cache();
     let outer = c.lock(vec![query([read_node("node1")])]).await.unwrap();
-    let err = c.nested_lock(&outer.context, vec![query([upsert_node("node1")])]).await.unwrap_err();
-    assert_eq!(err, LockError::LockUpgrade { op: Op::Upsert, kind: "node".into(), id: "node1".into() });
+    let err = c
+        .nested_lock(&outer.context, vec![query([upsert_node("node1")])])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LockError::LockUpgrade {
+            op: Op::Upsert,
+            kind: "node".into(),
+            id: "node1".into()
+        }
+    );
     outer.unlock().await;
     assert_nothing_held(&c).await;
 }
@@ -70,7 +117,13 @@ async fn nested_read_to_write_upgrade() {
 async fn new_key_in_nested_lock() {
     let c = cache();
     let outer = c.lock(vec![query([read_node("node1")])]).await.unwrap();
-    let err = c.nested_lock(&outer.context, vec![query([upsert_backend("b1", "", "renamed")])]).await.unwrap_err();
+    let err = c
+        .nested_lock(
+            &outer.context,
+            vec![query([upsert_backend("b1", "", "renamed")])],
+        )
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "key_update_in_nested");
     outer.unlock().await;
     assert_nothing_held(&c).await;
@@ -79,15 +132,26 @@ async fn new_key_in_nested_lock() {
 #[actix::test]
 async fn key_collision() {
     let c = cache();
-    let err = c.lock(vec![query([upsert_backend("b2", "", "n1")])]).await.unwrap_err();
+    let err = c
+        .lock(vec![query([upsert_backend("b2", "", "n1")])])
+        .await
+        .unwrap_err();
     assert_eq!(
         err,
-        LockError::KeyExists { kind: "backend".into(), key: "n1".into(), owner: "b1".into(), id: "b2".into() }
+        LockError::KeyExists {
+            kind: "backend".into(),
+            key: "n1".into(),
+            owner: "b1".into(),
+            id: "b2".into()
+        }
     );
     assert_nothing_held(&c).await;
 
     // A rename under the key lock works, and a commit that would collide is refused.
-    let l = c.lock(vec![query([upsert_backend("", "n2", "n3")])]).await.unwrap();
+    let l = c
+        .lock(vec![query([upsert_backend("", "n2", "n3")])])
+        .await
+        .unwrap();
     assert_eq!(l.guard.held()[0], step("write", "key:backend", "n3"));
     let b = l.results[0].get("backend").unwrap();
     assert_eq!(b.id, "b2");
@@ -95,7 +159,10 @@ async fn key_collision() {
     assert_eq!(err.code(), "key_exists");
     b.upsert(json!({"name": "n3"})).await.unwrap();
     l.unlock().await;
-    let l = c.lock(vec![query([read_backend_by_name("n3")])]).await.unwrap();
+    let l = c
+        .lock(vec![query([read_backend_by_name("n3")])])
+        .await
+        .unwrap();
     assert_eq!(l.results[0].get("backend").unwrap().id, "b2");
     l.unlock().await;
     assert_nothing_held(&c).await;
@@ -104,18 +171,37 @@ async fn key_collision() {
 #[actix::test]
 async fn list_only_nested_keeps_last_lock_held() {
     let c = cache();
-    let outer = c.lock(vec![query([upsert_volume("v2", "")])]).await.unwrap();
-    let last = Some(LockedEntry { op: Op::Upsert, kind: "volume".into(), id: "v2".into() });
+    let outer = c
+        .lock(vec![query([upsert_volume("v2", "")])])
+        .await
+        .unwrap();
+    let last = Some(LockedEntry {
+        op: Op::Upsert,
+        kind: "volume".into(),
+        id: "v2".into(),
+    });
     assert_eq!(outer.context.last_lock_held, last);
-    let lists = c.nested_lock(&outer.context, vec![query([list_backends(), list_nodes()])]).await.unwrap();
+    let lists = c
+        .nested_lock(&outer.context, vec![query([list_backends(), list_nodes()])])
+        .await
+        .unwrap();
     assert!(lists.guard.held().is_empty());
     assert_eq!(lists.context.last_lock_held, last);
     assert_eq!(lists.results[0].list("backend").map(<[_]>::len), Some(2));
-    let iread = c.nested_lock(&lists.context, vec![query([inconsistent_read_backend("b2")])]).await.unwrap();
+    let iread = c
+        .nested_lock(
+            &lists.context,
+            vec![query([inconsistent_read_backend("b2")])],
+        )
+        .await
+        .unwrap();
     assert_eq!(iread.context.last_lock_held, last);
     assert!(iread.results[0].read("backend").is_some());
     // A later out-of-order nested lock is still refused.
-    let err = c.nested_lock(&iread.context, vec![query([upsert_volume("v1", "")])]).await.unwrap_err();
+    let err = c
+        .nested_lock(&iread.context, vec![query([upsert_volume("v1", "")])])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
     outer.unlock().await;
     assert_nothing_held(&c).await;
@@ -124,9 +210,15 @@ async fn list_only_nested_keeps_last_lock_held() {
 #[actix::test]
 async fn missing_owner_and_unknown_kind() {
     let c = cache();
-    let err = c.lock(vec![query([upsert_volume("new", "")])]).await.unwrap_err();
+    let err = c
+        .lock(vec![query([upsert_volume("new", "")])])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "not_found");
-    let err = c.lock(vec![query([cinder_actors::Subquery::read("gadget", "g")])]).await.unwrap_err();
+    let err = c
+        .lock(vec![query([cinder_actors::Subquery::read("gadget", "g")])])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "unknown_kind");
     assert_nothing_held(&c).await;
 }

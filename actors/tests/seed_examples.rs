@@ -9,7 +9,10 @@ use serde_json::json;
 use support::*;
 
 fn held(c: &cinder_actors::LockContext) -> Vec<(String, String, LockMode)> {
-    c.held.iter().map(|((k, i), m)| (k.clone(), i.clone(), *m)).collect()
+    c.held
+        .iter()
+        .map(|((k, i), m)| (k.clone(), i.clone(), *m))
+        .collect()
 }
 
 fn h(kind: &str, id: &str, m: LockMode) -> (String, String, LockMode) {
@@ -19,9 +22,15 @@ fn h(kind: &str, id: &str, m: LockMode) -> (String, String, LockMode) {
 #[actix::test]
 async fn first_example_publish_a_volume() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "backend1", json!({"name": "b1"})).unwrap();
+    c.load("backend", "backend1", json!({"name": "b1"}))
+        .unwrap();
     c.load("node", "node1", json!({})).unwrap();
-    c.load("volume", "volume1", json!({"backend": "backend1", "size": 1})).unwrap();
+    c.load(
+        "volume",
+        "volume1",
+        json!({"backend": "backend1", "size": 1}),
+    )
+    .unwrap();
 
     let locked = c
         .lock(vec![
@@ -32,7 +41,10 @@ async fn first_example_publish_a_volume() {
                 read_backend(""),
                 upsert_volume("volume1", ""),
             ]),
-            query([upsert_backend("backend1", "", ""), upsert_snapshot("volume1", "snap1")]),
+            query([
+                upsert_backend("backend1", "", ""),
+                upsert_snapshot("volume1", "snap1"),
+            ]),
         ])
         .await
         .unwrap();
@@ -49,7 +61,13 @@ async fn first_example_publish_a_volume() {
             entry("upsert", "volume", "volume1", Some(0), false),
             entry("read", "volume", "volume1", Some(0), true),
             entry("read", "volume", "volume1", Some(1), true),
-            entry("upsert", "volumePublication", "volume1.node1", Some(0), false),
+            entry(
+                "upsert",
+                "volumePublication",
+                "volume1.node1",
+                Some(0),
+                false
+            ),
             entry("upsert", "snapshot", "snap1", Some(1), false),
         ]
     );
@@ -77,16 +95,28 @@ async fn first_example_publish_a_volume() {
 
     // Every held lock is visible through inspection, held by this transaction.
     let snap = c.inspect().await.unwrap();
-    let busy: Vec<_> = snap.busy().iter().map(|r| (r.kind.clone(), r.id.clone(), r.mode, r.holders.clone())).collect();
+    let busy: Vec<_> = snap
+        .busy()
+        .iter()
+        .map(|r| (r.kind.clone(), r.id.clone(), r.mode, r.holders.clone()))
+        .collect();
     assert_eq!(busy.len(), 6);
-    assert!(busy.iter().all(|(_, _, _, holders)| holders == &vec![locked.context.txn]));
+    assert!(
+        busy.iter()
+            .all(|(_, _, _, holders)| holders == &vec![locked.context.txn])
+    );
     assert_eq!(snap.transactions.len(), 1);
     assert_eq!(snap.transactions[0].held, acquisition);
 
     // Mutating a copy changes nothing until it is committed through the result.
     let mut backend = r1.read("backend").cloned().unwrap();
     backend["state"] = json!("unknown");
-    assert!(c.peek("backend", "backend1").unwrap().get("state").is_none());
+    assert!(
+        c.peek("backend", "backend1")
+            .unwrap()
+            .get("state")
+            .is_none()
+    );
     r1.get("backend").unwrap().upsert(backend).await.unwrap();
     assert_eq!(c.peek("backend", "backend1").unwrap()["state"], "unknown");
     r0.get("volumePublication")
@@ -94,9 +124,18 @@ async fn first_example_publish_a_volume() {
         .upsert(json!({"volume": "volume1", "node": "node1"}))
         .await
         .unwrap();
-    r1.get("snapshot").unwrap().upsert(json!({"volume": "volume1", "name": "snap1"})).await.unwrap();
+    r1.get("snapshot")
+        .unwrap()
+        .upsert(json!({"volume": "volume1", "name": "snap1"}))
+        .await
+        .unwrap();
     // A read result cannot upsert.
-    let err = r0.get("backend").unwrap().upsert(json!({})).await.unwrap_err();
+    let err = r0
+        .get("backend")
+        .unwrap()
+        .upsert(json!({}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "wrong_operation");
 
     // The lock context: every held lock, lastLockHeld the snapshot upsert.
@@ -112,15 +151,28 @@ async fn first_example_publish_a_volume() {
     );
     assert_eq!(
         locked.context.last_lock_held,
-        Some(LockedEntry { op: Op::Upsert, kind: "snapshot".into(), id: "snap1".into() })
+        Some(LockedEntry {
+            op: Op::Upsert,
+            kind: "snapshot".into(),
+            id: "snap1".into()
+        })
     );
     assert!(locked.context.holds_root);
     // A nested lock on something that sorts before the snapshot upsert is refused.
-    let err = c.nested_lock(&locked.context, vec![query([upsert_node("node2")])]).await.unwrap_err();
+    let err = c
+        .nested_lock(&locked.context, vec![query([upsert_node("node2")])])
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
     // Locking the volume or the backend for write again is an error: they are held as writes.
-    for q in [upsert_volume("volume1", ""), upsert_backend("backend1", "", "")] {
-        let err = c.nested_lock(&locked.context, vec![query([q])]).await.unwrap_err();
+    for q in [
+        upsert_volume("volume1", ""),
+        upsert_backend("backend1", "", ""),
+    ] {
+        let err = c
+            .nested_lock(&locked.context, vec![query([q])])
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), "would_deadlock");
     }
 
@@ -128,22 +180,30 @@ async fn first_example_publish_a_volume() {
     release.reverse();
     assert_eq!(locked.unlock().await, release);
     assert_nothing_held(&c).await;
-    assert_eq!(c.peek("volumePublication", "volume1.node1").unwrap()["node"], "node1");
+    assert_eq!(
+        c.peek("volumePublication", "volume1.node1").unwrap()["node"],
+        "node1"
+    );
     assert_eq!(c.peek("snapshot", "snap1").unwrap()["volume"], "volume1");
 }
 
 #[actix::test]
 async fn second_example_nested_lock_per_volume() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "backend1", json!({"name": "b1", "uuid": "u-1"})).unwrap();
+    c.load("backend", "backend1", json!({"name": "b1", "uuid": "u-1"}))
+        .unwrap();
     for v in ["volume1", "volume2", "volume3"] {
         c.load("volume", v, json!({"backend": "backend1"})).unwrap();
     }
-    c.load("volume", "other", json!({"backend": "backend2"})).unwrap();
+    c.load("volume", "other", json!({"backend": "backend2"}))
+        .unwrap();
 
     // Phase A.
     let outer = c
-        .lock(vec![query([list_volumes_for_backend("backend1"), upsert_backend("backend1", "", "")])])
+        .lock(vec![query([
+            list_volumes_for_backend("backend1"),
+            upsert_backend("backend1", "", ""),
+        ])])
         .await
         .unwrap();
     assert_eq!(
@@ -154,27 +214,64 @@ async fn second_example_nested_lock_per_volume() {
             entry("upsert", "backend", "backend1", Some(0), false),
         ]
     );
-    assert_eq!(outer.guard.held(), vec![step("read", "root", "."), step("write", "backend", "backend1")]);
-    assert_eq!(held(&outer.context), vec![h("backend", "backend1", LockMode::Write)]);
+    assert_eq!(
+        outer.guard.held(),
+        vec![
+            step("read", "root", "."),
+            step("write", "backend", "backend1")
+        ]
+    );
+    assert_eq!(
+        held(&outer.context),
+        vec![h("backend", "backend1", LockMode::Write)]
+    );
     assert_eq!(
         outer.context.last_lock_held,
-        Some(LockedEntry { op: Op::Upsert, kind: "backend".into(), id: "backend1".into() })
+        Some(LockedEntry {
+            op: Op::Upsert,
+            kind: "backend".into(),
+            id: "backend1".into()
+        })
     );
     let backend = outer.results[0].read("backend").cloned().unwrap();
-    let mut volumes: Vec<String> = outer.results[0].list("volume").unwrap().iter().map(|l| l.id.clone()).collect();
+    let mut volumes: Vec<String> = outer.results[0]
+        .list("volume")
+        .unwrap()
+        .iter()
+        .map(|l| l.id.clone())
+        .collect();
     volumes.sort();
     assert_eq!(volumes, vec!["volume1", "volume2", "volume3"]);
 
     // Phase B: one query per volume.
     let nested = c
-        .nested_lock(&outer.context, volumes.iter().map(|v| query([upsert_volume(v, "backend1")])).collect())
+        .nested_lock(
+            &outer.context,
+            volumes
+                .iter()
+                .map(|v| query([upsert_volume(v, "backend1")]))
+                .collect(),
+        )
         .await
         .unwrap();
     assert_eq!(
         nested.guard.held(),
-        vec![step("write", "volume", "volume1"), step("write", "volume", "volume2"), step("write", "volume", "volume3")]
+        vec![
+            step("write", "volume", "volume1"),
+            step("write", "volume", "volume2"),
+            step("write", "volume", "volume3")
+        ]
     );
-    assert_eq!(nested.plan.entries.iter().filter(|e| e.kind == "root").count(), 0, "no second root read");
+    assert_eq!(
+        nested
+            .plan
+            .entries
+            .iter()
+            .filter(|e| e.kind == "root")
+            .count(),
+        0,
+        "no second root read"
+    );
     assert_eq!(
         held(&nested.context),
         vec![
@@ -186,7 +283,11 @@ async fn second_example_nested_lock_per_volume() {
     );
     assert_eq!(
         nested.context.last_lock_held,
-        Some(LockedEntry { op: Op::Upsert, kind: "volume".into(), id: "volume3".into() })
+        Some(LockedEntry {
+            op: Op::Upsert,
+            kind: "volume".into(),
+            id: "volume3".into()
+        })
     );
     for r in &nested.results {
         let vol = r.get("volume").unwrap();
@@ -196,26 +297,63 @@ async fn second_example_nested_lock_per_volume() {
     }
 
     // A third nested lock: the backend sorts before volume3 → refused; a snapshot sorts after → fine.
-    let err = c.nested_lock(&nested.context, vec![query([upsert_backend("backend1", "", "")])]).await.unwrap_err();
+    let err = c
+        .nested_lock(
+            &nested.context,
+            vec![query([upsert_backend("backend1", "", "")])],
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(err, LockError::WouldDeadlock { .. }), "{err}");
-    let third = c.nested_lock(&nested.context, vec![query([upsert_snapshot("volume1", "s1")])]).await.unwrap();
+    let third = c
+        .nested_lock(
+            &nested.context,
+            vec![query([upsert_snapshot("volume1", "s1")])],
+        )
+        .await
+        .unwrap();
     assert_eq!(third.guard.held(), vec![step("write", "snapshot", "s1")]);
     assert_eq!(third.unlock().await, vec![step("write", "snapshot", "s1")]);
 
     // Unlock in two stages.
     assert_eq!(
         nested.unlock().await,
-        vec![step("write", "volume", "volume3"), step("write", "volume", "volume2"), step("write", "volume", "volume1")]
+        vec![
+            step("write", "volume", "volume3"),
+            step("write", "volume", "volume2"),
+            step("write", "volume", "volume1")
+        ]
     );
     let snap = c.inspect().await.unwrap();
-    let busy: Vec<_> = snap.busy().iter().map(|r| (r.kind.clone(), r.id.clone())).collect();
-    assert_eq!(busy, vec![("backend".to_string(), "backend1".to_string()), ("root".to_string(), ".".to_string())]);
-    assert_eq!(outer.unlock().await, vec![step("write", "backend", "backend1"), step("read", "root", ".")]);
+    let busy: Vec<_> = snap
+        .busy()
+        .iter()
+        .map(|r| (r.kind.clone(), r.id.clone()))
+        .collect();
+    assert_eq!(
+        busy,
+        vec![
+            ("backend".to_string(), "backend1".to_string()),
+            ("root".to_string(), ".".to_string())
+        ]
+    );
+    assert_eq!(
+        outer.unlock().await,
+        vec![
+            step("write", "backend", "backend1"),
+            step("read", "root", ".")
+        ]
+    );
     assert_nothing_held(&c).await;
     for v in ["volume1", "volume2", "volume3"] {
         assert_eq!(c.peek("volume", v).unwrap()["backendUUID"], "u-1");
     }
-    assert!(c.peek("volume", "other").unwrap().get("backendUUID").is_none());
+    assert!(
+        c.peek("volume", "other")
+            .unwrap()
+            .get("backendUUID")
+            .is_none()
+    );
 }
 
 #[actix::test]
@@ -245,7 +383,14 @@ async fn deleted_resource_retires_and_comes_back_empty() {
     assert!(c.peek("node", "n").is_none());
     eventually("node actor retired", || {
         let c = c.clone();
-        async move { !c.inspect().await.unwrap().resources.iter().any(|r| r.kind == "node") }
+        async move {
+            !c.inspect()
+                .await
+                .unwrap()
+                .resources
+                .iter()
+                .any(|r| r.kind == "node")
+        }
     })
     .await;
     let l = c.lock(vec![query([read_node("n")])]).await.unwrap();

@@ -24,7 +24,10 @@ async fn root_write_blocks_consistent_locks_only() {
         let _ = shut_tx.send(g);
     });
     wait_for_waiters(&c, "root", ".", 1).await;
-    assert!(shut_rx.try_recv().is_err(), "shutdown must wait for in-flight locks");
+    assert!(
+        shut_rx.try_recv().is_err(),
+        "shutdown must wait for in-flight locks"
+    );
 
     // A new consistent lock queues behind the shutdown.
     let lc = c.clone();
@@ -36,7 +39,10 @@ async fn root_write_blocks_consistent_locks_only() {
     wait_for_waiters(&c, "root", ".", 2).await;
 
     // Lists and inconsistent reads proceed.
-    let free = c.lock(vec![query([list_nodes(), inconsistent_read_node("n1")])]).await.unwrap();
+    let free = c
+        .lock(vec![query([list_nodes(), inconsistent_read_node("n1")])])
+        .await
+        .unwrap();
     assert_eq!(free.results[0].list("node").map(<[_]>::len), Some(2));
     assert!(free.results[0].read("node").is_some());
     assert!(free.guard.held().is_empty());
@@ -48,8 +54,14 @@ async fn root_write_blocks_consistent_locks_only() {
     let root = snap.resources.iter().find(|r| r.kind == "root").unwrap();
     assert_eq!(root.mode, Some(LockMode::Write));
     assert_eq!(root.waiters.len(), 1);
-    assert!(lock_rx.try_recv().is_err(), "consistent locks wait while the root write is held");
-    let during = c.lock(vec![query([list_nodes(), inconsistent_read_node("n2")])]).await.unwrap();
+    assert!(
+        lock_rx.try_recv().is_err(),
+        "consistent locks wait while the root write is held"
+    );
+    let during = c
+        .lock(vec![query([list_nodes(), inconsistent_read_node("n2")])])
+        .await
+        .unwrap();
     assert_eq!(during.results[0].read("node").unwrap()["a"], 2);
 
     // Releasing the shutdown lets the waiting lock through.

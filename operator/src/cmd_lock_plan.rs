@@ -17,7 +17,10 @@ pub fn run(cli: &Cli) -> ExitCode {
     let text = match read_input(file) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("cinder-operator lock-plan: cannot read {file}: {}", one_line(&e.to_string()));
+            eprintln!(
+                "cinder-operator lock-plan: cannot read {file}: {}",
+                one_line(&e.to_string())
+            );
             return ExitCode::from(2);
         }
     };

@@ -12,12 +12,20 @@ fn run_with_stdin(input: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/../actors/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../actors/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(path).unwrap()
 }
 
@@ -26,7 +34,11 @@ fn steps(v: &Value) -> Vec<(String, String, String)> {
         .unwrap()
         .iter()
         .map(|s| {
-            (s["mode"].as_str().unwrap().to_string(), s["kind"].as_str().unwrap().to_string(), s["id"].as_str().unwrap().to_string())
+            (
+                s["mode"].as_str().unwrap().to_string(),
+                s["kind"].as_str().unwrap().to_string(),
+                s["id"].as_str().unwrap().to_string(),
+            )
         })
         .collect()
 }
@@ -38,7 +50,11 @@ fn st(mode: &str, kind: &str, id: &str) -> (String, String, String) {
 #[test]
 fn first_example_prints_acquisitions_and_reverse_release() {
     let out = run_with_stdin(&fixture("example1.json"));
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let expected = vec![
         st("read", "root", "."),
@@ -58,8 +74,14 @@ fn first_example_prints_acquisitions_and_reverse_release() {
 
 #[test]
 fn file_argument_and_second_example() {
-    let path = format!("{}/../actors/tests/fixtures/example2.json", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO_BIN_EXE_cinder-operator")).args(["lock-plan", &path]).output().unwrap();
+    let path = format!(
+        "{}/../actors/tests/fixtures/example2.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cinder-operator"))
+        .args(["lock-plan", &path])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let want: Value = serde_json::from_str(&fixture("example2.expected.json")).unwrap();
@@ -87,10 +109,22 @@ fn assert_bad(input: &str, needle: &str) {
 #[test]
 fn bad_inputs_exit_two_with_one_line() {
     assert_bad("{not json", "not JSON");
-    assert_bad(r#"{"queries": [[{"call": "FrobVolume"}]]}"#, "queries[0][0].call");
-    assert_bad(r#"{"queries": [[{"call": "UpsertBackend", "args": ["b"]}]]}"#, "queries[0][0].args");
-    assert_bad(r#"{"cache": {"gadget": [{"id": "g"}]}, "queries": []}"#, "cache.gadget");
-    assert_bad(r#"{"queries": [], "nested": [[{"call": "ReadNode", "args": []}]]}"#, "nested[0][0].args");
+    assert_bad(
+        r#"{"queries": [[{"call": "FrobVolume"}]]}"#,
+        "queries[0][0].call",
+    );
+    assert_bad(
+        r#"{"queries": [[{"call": "UpsertBackend", "args": ["b"]}]]}"#,
+        "queries[0][0].args",
+    );
+    assert_bad(
+        r#"{"cache": {"gadget": [{"id": "g"}]}, "queries": []}"#,
+        "cache.gadget",
+    );
+    assert_bad(
+        r#"{"queries": [], "nested": [[{"call": "ReadNode", "args": []}]]}"#,
+        "nested[0][0].args",
+    );
 }
 
 #[test]
@@ -100,5 +134,12 @@ fn missing_file_exits_two() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(String::from_utf8(out.stderr).unwrap().trim_end().lines().count(), 1);
+    assert_eq!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .trim_end()
+            .lines()
+            .count(),
+        1
+    );
 }

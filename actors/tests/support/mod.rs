@@ -6,16 +6,46 @@ use std::future::Future;
 use std::time::Duration;
 
 pub fn step(mode: &str, kind: &str, id: &str) -> LockStep {
-    let mode = if mode == "write" { LockMode::Write } else { LockMode::Read };
-    LockStep { mode, kind: kind.to_string(), id: id.to_string() }
+    let mode = if mode == "write" {
+        LockMode::Write
+    } else {
+        LockMode::Read
+    };
+    LockStep {
+        mode,
+        kind: kind.to_string(),
+        id: id.to_string(),
+    }
 }
 
 pub fn entries(plan: &[PlanEntry]) -> Vec<(String, String, String, Option<usize>, bool)> {
-    plan.iter().map(|e| (e.op.as_str().to_string(), e.kind.clone(), e.id.clone(), e.query, e.synthetic)).collect()
+    plan.iter()
+        .map(|e| {
+            (
+                e.op.as_str().to_string(),
+                e.kind.clone(),
+                e.id.clone(),
+                e.query,
+                e.synthetic,
+            )
+        })
+        .collect()
 }
 
-pub fn entry(op: &str, kind: &str, id: &str, query: Option<usize>, synthetic: bool) -> (String, String, String, Option<usize>, bool) {
-    (op.to_string(), kind.to_string(), id.to_string(), query, synthetic)
+pub fn entry(
+    op: &str,
+    kind: &str,
+    id: &str,
+    query: Option<usize>,
+    synthetic: bool,
+) -> (String, String, String, Option<usize>, bool) {
+    (
+        op.to_string(),
+        kind.to_string(),
+        id.to_string(),
+        query,
+        synthetic,
+    )
 }
 
 /// Asserts through inspection that no resource is held or waited for.
@@ -46,7 +76,9 @@ pub async fn wait_for_waiters(c: &CoordinatorHandle, kind: &str, id: &str, n: us
         let (c, kind, id) = (c.clone(), kind.clone(), id.clone());
         async move {
             let snap = c.inspect().await.unwrap();
-            snap.resources.iter().any(|r| r.kind == kind && r.id == id && r.waiters.len() == n)
+            snap.resources
+                .iter()
+                .any(|r| r.kind == kind && r.id == id && r.waiters.len() == n)
         }
     })
     .await;
