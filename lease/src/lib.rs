@@ -6,6 +6,7 @@
 //! function every periodic requeue of the project goes through.
 
 pub mod device_locks;
+pub mod devices;
 pub mod error;
 pub mod held_lease;
 pub mod holder_identity;
