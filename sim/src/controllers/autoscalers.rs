@@ -29,7 +29,7 @@ pub async fn run(shared: Arc<Shared>) {
         .reconcile_all_on(shared.triggers())
         .run(reconcile_hpa, retry, Arc::clone(&shared));
     futures::join!(
-        drain("hpa", hpas),
+        drain(&shared, "hpa", hpas),
         run_dynamic(
             "vpa",
             Arc::clone(&shared),

@@ -184,7 +184,6 @@ pub struct CronJobsConfig {
     pub every: Option<Duration>,
 }
 
-
 /// mariadb-operator simulation settings (MariaDB, Database, User, Grant).
 #[derive(Clone, Debug)]
 pub struct MariaDbConfig {

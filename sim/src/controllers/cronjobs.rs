@@ -139,7 +139,7 @@ pub async fn run(
     .reconcile_all_on(woken)
     .reconcile_all_on(shared.triggers())
     .run(reconcile, retry, context);
-    drain("cronjobs", stream).await;
+    drain(&shared, "cronjobs", stream).await;
 }
 
 /// A Job spawned by a CronJob, as the controller sees it.
@@ -198,6 +198,12 @@ async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, R
     let triggered = ctx.triggers.take(&namespace, &name);
     let mut scheduled_now = false;
     if due_on_schedule || triggered {
+        // Decide on the CronJob as it is now, not as the watch cache last saw it.
+        let api: Api<CronJob> = Api::namespaced(ctx.shared.client.clone(), &namespace);
+        let Some(cronjob) = api.get_opt(&name).await? else {
+            return Ok(Action::await_change());
+        };
+        let spec = &cronjob.spec;
         let active: Vec<&Spawned> = spawned.iter().filter(|j| j.result.is_none()).collect();
         let policy = spec.concurrency_policy.as_deref().unwrap_or("Allow");
         if spec.suspend == Some(true) {

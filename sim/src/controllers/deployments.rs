@@ -30,7 +30,7 @@ pub async fn run(shared: Arc<Shared>) {
     let stream = Controller::new(api, watcher::Config::default())
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
-    drain("deployments", stream).await;
+    drain(&shared, "deployments", stream).await;
 }
 
 async fn reconcile(

@@ -31,7 +31,7 @@ pub async fn run<C, F, Fut>(
     let stream = Controller::new_with(api, watcher::Config::default(), resource)
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
-    drain(name, stream).await;
+    drain(&shared, name, stream).await;
 }
 
 /// The API of `kind` in the object's namespace (or cluster-wide for cluster-scoped kinds).

@@ -54,7 +54,7 @@ pub async fn run(shared: Arc<Shared>, runs: JobRuns) {
     let stream = Controller::new(api, watcher::Config::default())
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
-    drain("jobs", stream).await;
+    drain(&shared, "jobs", stream).await;
 }
 
 /// The terminal state a Job's status reports, if any.

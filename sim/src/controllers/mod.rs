@@ -62,6 +62,14 @@ impl ControllersHandle {
         self.shared.update(f);
     }
 
+    /// How many reconcile passes the controller `name` has finished (a pass that changes
+    /// nothing counts too). Names: deployments, jobs, cronjobs, mariadb, mariadb-databases,
+    /// mariadb-users, mariadb-grants, secret-stores, cluster-secret-stores, gateways,
+    /// httproutes, hpa, vpa.
+    pub fn reconcile_passes(&self, name: &str) -> u64 {
+        self.shared.passes(name)
+    }
+
     /// Every Job run the Job controller saw, in start order.
     pub fn job_runs(&self) -> Vec<JobRun> {
         self.runs.snapshot()
@@ -111,6 +119,7 @@ pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHand
         client,
         config: Arc::new(RwLock::new(config)),
         changes,
+        passes: Default::default(),
     });
     let runs = JobRuns::default();
     let (cron, woken) = CronJobTriggers::new();

@@ -2,7 +2,7 @@
 //! trigger, the reconcile error type and retry policy, "first seen" timers for delays, waiting
 //! for a CRD to exist, and running a kube-runtime `Controller` stream to completion.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -48,6 +48,8 @@ pub struct Shared {
     pub config: Arc<RwLock<ControllersConfig>>,
     /// Bumped by every config update made through the handle.
     pub changes: tokio::sync::watch::Sender<u64>,
+    /// Reconcile passes (successful or failed) per controller name.
+    pub passes: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -59,6 +61,26 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// Counts one reconcile pass of the controller `name`.
+    pub fn count_pass(&self, name: &'static str) {
+        *self
+            .passes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name)
+            .or_default() += 1;
+    }
+
+    /// Reconcile passes of the controller `name` so far.
+    pub fn passes(&self, name: &str) -> u64 {
+        self.passes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Reads one value out of the live config.
     pub fn read<T>(&self, f: impl FnOnce(&ControllersConfig) -> T) -> T {
         let guard = self.config.read().unwrap_or_else(PoisonError::into_inner);
@@ -136,10 +158,15 @@ pub async fn wait_for_crd(client: Client, name: &str) {
     }
 }
 
-/// Drives a controller stream until it ends, logging failed reconciles.
-pub async fn drain<T, E: Display>(name: &'static str, stream: impl Stream<Item = Result<T, E>>) {
+/// Drives a controller stream until it ends, counting reconcile passes and logging failures.
+pub async fn drain<T, E: Display>(
+    shared: &Shared,
+    name: &'static str,
+    stream: impl Stream<Item = Result<T, E>>,
+) {
     stream
         .for_each(|result| async move {
+            shared.count_pass(name);
             if let Err(error) = result {
                 tracing::debug!(controller = name, %error, "simulated controller event failed");
             }
