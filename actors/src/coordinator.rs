@@ -557,6 +557,10 @@ impl CoordinatorHandle {
     /// Starts a coordinator for `schema` on the current actix arbiter.
     pub fn start(schema: Arc<Schema>, config: CoordinatorConfig) -> CoordinatorHandle {
         let store = Arc::new(Store::new(schema));
+        // The root resource always exists, so its actor is never retired and re-created.
+        if let Some(root) = store.kind(ROOT) {
+            let _ = root.set(ROOT_ID, Some(Arc::new(Value::Object(serde_json::Map::new()))));
+        }
         let actor = Coordinator {
             store: store.clone(),
             age_step: config.age_step,
