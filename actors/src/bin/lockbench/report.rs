@@ -223,81 +223,92 @@ impl Report {
             out.push_str(&s);
             out.push('\n');
         };
-        line(format!(
-            "overhead: seed example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
-            o.overhead_txns
-        ));
-        for (engine, oh) in &self.overhead {
+        if !self.overhead.is_empty() {
             line(format!(
-                "  {engine:<16} {:>10.2} us/txn",
-                oh.ns_per_txn / 1e3
+                "overhead: seed example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
+                o.overhead_txns
             ));
+            for (engine, oh) in &self.overhead {
+                line(format!(
+                    "  {engine:<16} {:>10.2} us/txn",
+                    oh.ns_per_txn / 1e3
+                ));
+            }
+            if let Some(r) = ratio(self.oh("actors"), self.oh("ordered_rwlock")) {
+                line(format!("  actors / ordered_rwlock: {r:.2}"));
+            }
+            line(String::new());
         }
-        line(String::new());
-        line(format!(
-            "create_publish: {} volumes, {} backends, {} nodes, {} ms calls, {} concurrent calls/device, {} % snapshots",
-            o.volumes,
-            o.backends,
-            o.nodes,
-            o.call.as_millis(),
-            o.device_concurrency,
-            o.snapshot_percent
-        ));
-        if let Some(l) = self.limit {
+        if !self.create_publish.is_empty() {
             line(format!(
-                "  physical limit {:.1} ms (longest chain {:.1} ms, busiest device {:.1} ms)",
-                l.limit_ms, l.chain_ms, l.device_ms
+                "create_publish: {} volumes, {} backends, {} nodes, {} ms calls, {} concurrent calls/device, {} % snapshots",
+                o.volumes,
+                o.backends,
+                o.nodes,
+                o.call.as_millis(),
+                o.device_concurrency,
+                o.snapshot_percent
             ));
-        }
-        line(format!(
-            "  {:<16} {:>12} {:>8} {:>10} {:>10} {:>12}",
-            "engine", "makespan ms", "x limit", "p50 ms", "p99 ms", "call ms"
-        ));
-        for (engine, c) in &self.create_publish {
-            let x = self
-                .limit
-                .map(|l| c.makespan_ms / l.limit_ms)
-                .unwrap_or(0.0);
-            let sampled = match c.sample {
-                Some(f) => format!(
-                    "  (ran {} volumes = {:.0} %, measured {:.0} ms, scaled linearly)",
-                    c.volumes_run,
-                    f * 100.0,
-                    c.measured_ms
-                ),
-                None => String::new(),
-            };
+            if let Some(l) = self.limit {
+                line(format!(
+                    "  physical limit {:.1} ms (longest chain {:.1} ms, busiest device {:.1} ms)",
+                    l.limit_ms, l.chain_ms, l.device_ms
+                ));
+            }
             line(format!(
-                "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2} {:>12.3}{sampled}",
-                c.makespan_ms, x, c.p50_ms, c.p99_ms, c.mean_call_ms
+                "  {:<16} {:>12} {:>8} {:>10} {:>10} {:>12}",
+                "engine", "makespan ms", "x limit", "p50 ms", "p99 ms", "call ms"
             ));
+            for (engine, c) in &self.create_publish {
+                let x = self
+                    .limit
+                    .map(|l| c.makespan_ms / l.limit_ms)
+                    .unwrap_or(0.0);
+                let sampled = match c.sample {
+                    Some(f) => format!(
+                        "  (ran {} volumes = {:.0} %, measured {:.0} ms, scaled linearly)",
+                        c.volumes_run,
+                        f * 100.0,
+                        c.measured_ms
+                    ),
+                    None => String::new(),
+                };
+                line(format!(
+                    "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2} {:>12.3}{sampled}",
+                    c.makespan_ms, x, c.p50_ms, c.p99_ms, c.mean_call_ms
+                ));
+            }
+            line(String::new());
         }
-        line(String::new());
-        line(format!(
-            "backend_update: {} backends updated with nested locks on {} existing volumes while {} creates run",
-            o.backends, o.update_volumes, o.update_creates
-        ));
-        for (engine, b) in &self.backend_update {
+        if !self.backend_update.is_empty() {
             line(format!(
-                "  {engine:<16} {:>10.1} ms makespan ({} volumes nested-locked, busiest device {:.1} ms of work, mean call {:.3} ms)",
-                b.makespan_ms, b.nested_volumes, b.device_limit_ms, b.mean_call_ms
+                "backend_update: {} backends updated with nested locks on {} existing volumes while {} creates run",
+                o.backends, o.update_volumes, o.update_creates
             ));
+            for (engine, b) in &self.backend_update {
+                line(format!(
+                    "  {engine:<16} {:>10.1} ms makespan ({} volumes nested-locked, busiest device {:.1} ms of work, mean call {:.3} ms)",
+                    b.makespan_ms, b.nested_volumes, b.device_limit_ms, b.mean_call_ms
+                ));
+            }
+            line(String::new());
         }
-        line(String::new());
-        line("scale (fresh process per engine):".into());
-        for (engine, s) in &self.scale {
-            line(format!(
-                "  {engine:<16} {} volumes: {:.0} B/volume beyond value ({:.0} total, {:.0} value), list all {:.2} ms, lock one {:.2} us, populate {:.0} ms",
-                s.volumes,
-                s.bytes_per_volume,
-                s.total_bytes_per_volume,
-                s.value_bytes_per_volume,
-                s.list_all_ms,
-                s.lock_one_us,
-                s.populate_ms
-            ));
+        if !self.scale.is_empty() {
+            line("scale (fresh process per engine):".into());
+            for (engine, s) in &self.scale {
+                line(format!(
+                    "  {engine:<16} {} volumes: {:.0} B/volume beyond value ({:.0} total, {:.0} value), list all {:.2} ms, lock one {:.2} us, populate {:.0} ms",
+                    s.volumes,
+                    s.bytes_per_volume,
+                    s.total_bytes_per_volume,
+                    s.value_bytes_per_volume,
+                    s.list_all_ms,
+                    s.lock_one_us,
+                    s.populate_ms
+                ));
+            }
+            line(String::new());
         }
-        line(String::new());
         line("targets:".into());
         for t in self.targets() {
             let value = t
