@@ -71,7 +71,10 @@ mod tests {
             rbd_cluster(&[" 10.0.0.1:6789", "10.0.0.2:6789", "10.0.0.1:6789"])
         );
         assert_ne!(rbd_cluster(&["a"]), rbd_cluster(&["b"]));
-        assert_eq!(nfs_server("NFS1.example.org "), nfs_server("nfs1.example.org"));
+        assert_eq!(
+            nfs_server("NFS1.example.org "),
+            nfs_server("nfs1.example.org")
+        );
     }
 
     #[test]

@@ -161,6 +161,11 @@ async fn a_crashed_holder_is_taken_over_after_its_lease_expires_and_not_before()
                 ..
             }) => {
                 assert_eq!(holder, a.identity().as_str());
+                let (lo, hi) = (Duration::from_millis(90), Duration::from_millis(110));
+                assert!(
+                    retry_after >= lo && retry_after <= hi,
+                    "{retry_after:?} is not jitter(100 ms)"
+                );
                 // Refused only while the Lease was fresh.
                 assert!(
                     started <= expiry,
@@ -411,5 +416,106 @@ async fn inspection_shows_holder_lease_and_waiters_by_priority() {
     for w in waiters {
         w.await.unwrap();
     }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_guard_releases_the_lease_and_the_in_process_lock() {
+    let cluster = cluster().await;
+    let a = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;
+    let b = replica(&cluster, "replica-b", long_lease(), SHORT, None).await;
+    let guard = a.lock("nfs:filer-1", Priority::Default).await.unwrap();
+    assert!(matches!(
+        b.lock("nfs:filer-1", Priority::Default).await,
+        Err(DeviceLockError::DeviceBusy { .. })
+    ));
+    drop(guard);
+    // In process: the next local request is granted.
+    let again = tokio::time::timeout(
+        Duration::from_secs(60),
+        a.lock("nfs:filer-1", Priority::Default),
+    )
+    .await
+    .expect("in-process lock released")
+    .unwrap();
+    drop(again);
+    // Across replicas: the Lease is released, so the other replica gets it.
+    eventually("the other replica acquires after the drop", || async {
+        match b.lock("nfs:filer-1", Priority::Default).await {
+            Ok(g) => {
+                g.release().await;
+                true
+            }
+            Err(_) => false,
+        }
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_with_failing_lease_reads_and_creates_stays_exclusive() {
+    let cluster = cluster().await;
+    for verb in ["get", "create"] {
+        cluster.faults().add_error_rule(cinder_sim::ErrorRule {
+            verb: Some(verb.into()),
+            resource: Some("leases".into()),
+            user_agent: None,
+            code: 500,
+            probability: 0.2,
+        });
+    }
+    let replicas = [
+        replica(&cluster, "replica-a", LeaseSettings::default(), SHORT, None).await,
+        replica(&cluster, "replica-b", LeaseSettings::default(), SHORT, None).await,
+    ];
+    let recorder = Arc::new(Recorder::default());
+    let api_errors = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for (r, locks) in replicas.iter().enumerate() {
+        for w in 0..4 {
+            let (locks, recorder, api_errors) =
+                (locks.clone(), recorder.clone(), api_errors.clone());
+            tasks.push(tokio::spawn(async move {
+                let who = format!("replica-{r}/worker-{w}");
+                for round in 0..40 {
+                    let device = format!("device-{}", (round + w) % 5);
+                    let mut attempts = 0;
+                    loop {
+                        attempts += 1;
+                        assert!(attempts < 100_000, "{who}: {device} never acquired");
+                        match locks.lock(&device, Priority::Default).await {
+                            Ok(guard) => {
+                                recorder.enter(&device, &who);
+                                tokio::task::yield_now().await;
+                                recorder.exit(&device);
+                                guard.release().await;
+                                break;
+                            }
+                            Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
+                                tokio::time::sleep(retry_after).await
+                            }
+                            Err(DeviceLockError::Lease(_)) => {
+                                api_errors.fetch_add(1, Ordering::Relaxed);
+                                tokio::time::sleep(SHORT).await
+                            }
+                            Err(e) => panic!("{who}: {e}"),
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.expect("worker finished");
+    }
+    let violations = recorder.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "two holders at once: {violations:?}");
+    assert!(
+        api_errors.load(Ordering::Relaxed) > 0,
+        "faults were injected"
+    );
+    let holds: u64 = replicas.iter().map(|r| r.metrics().holds.get()).sum();
+    assert_eq!(holds, 320);
     cluster.shutdown().await;
 }
