@@ -117,6 +117,15 @@ impl Txn for ActorsTxn {
             .unwrap_or_default()
     }
 
+    fn list_values(&self, query: usize, kind: Kind) -> Vec<&Value> {
+        self.locked
+            .results
+            .get(query)
+            .and_then(|r| r.list(kind.name()))
+            .map(|listed| listed.iter().map(|l| &*l.value).collect())
+            .unwrap_or_default()
+    }
+
     fn list_len(&self, query: usize, kind: Kind) -> usize {
         self.locked
             .results

@@ -43,6 +43,9 @@ pub trait Txn: Sized {
     /// How many values were listed for `kind` in query `query`.
     fn list_len(&self, query: usize, kind: Kind) -> usize;
 
+    /// The values listed for `kind` in query `query`.
+    fn list_values(&self, query: usize, kind: Kind) -> Vec<&Value>;
+
     /// Commit a new value for the resource `kind` of query `query`.
     async fn upsert(&self, query: usize, kind: Kind, value: Value) -> EngineResult<()>;
 

@@ -202,6 +202,13 @@ impl Txn for BaselineTxn {
             .unwrap_or_default()
     }
 
+    fn list_values(&self, query: usize, kind: Kind) -> Vec<&Value> {
+        self.rows
+            .get(query)
+            .map(|row| row.lists[kind.index()].iter().map(|(_, v)| &**v).collect())
+            .unwrap_or_default()
+    }
+
     fn list_len(&self, query: usize, kind: Kind) -> usize {
         self.rows
             .get(query)

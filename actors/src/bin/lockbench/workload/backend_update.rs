@@ -14,7 +14,7 @@ use crate::query::{self, Kind};
 use crate::stats::ms;
 
 use super::create_publish::{Shape, create, prepare};
-use super::{backend_id, volume_value};
+use super::{backend_id, verify, volume_value};
 
 /// Figures of one engine.
 #[derive(Clone, Debug)]
@@ -136,6 +136,21 @@ pub async fn run<E: Engine>(
             failures.len()
         )));
     }
+    // Every existing volume (and the creates that finished before its backend's update) was
+    // re-checked and committed under a nested lock; every create reserved capacity.
+    if nested_volumes < existing {
+        return Err(EngineError(format!(
+            "only {nested_volumes} of {existing} existing volumes were nested-locked"
+        )));
+    }
+    verify(
+        engine,
+        shape.backends,
+        (nested_volumes, Some("backendUUID")),
+        0,
+        creates,
+    )
+    .await?;
     let calls = devices.calls();
     let busiest = calls.iter().copied().max().unwrap_or(0);
     Ok(BackendUpdate {

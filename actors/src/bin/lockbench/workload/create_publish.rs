@@ -17,7 +17,9 @@ use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{self, Kind};
 use crate::stats::{ms, percentile_ms};
 
-use super::{backend_id, backend_value, node_id, node_value, volume_value};
+use super::{
+    RESERVED_PER_VOLUME, backend_id, backend_value, node_id, node_value, verify, volume_value,
+};
 
 /// Figures of one engine.
 #[derive(Clone, Debug)]
@@ -128,7 +130,7 @@ pub async fn create<E: Engine>(
         if txn.read(0, Kind::Backend).is_none() {
             return Err(EngineError(format!("{backend_name} not found")));
         }
-        txn.reserve_on_backend(0, 1 << 30).await?;
+        txn.reserve_on_backend(0, RESERVED_PER_VOLUME).await?;
         for _ in 0..3 {
             devices.call(backend).await;
         }
@@ -265,6 +267,14 @@ pub async fn run<E: Engine>(
             failures.len()
         )));
     }
+    verify(
+        engine,
+        shape.backends,
+        (run_volumes, None),
+        run_volumes,
+        run_volumes,
+    )
+    .await?;
     let mut samples = latencies.borrow().clone();
     let scale = shape.volumes as f64 / run_volumes as f64;
     Ok(CreatePublish {
