@@ -225,6 +225,30 @@ async fn deployment_becomes_ready_and_reconverges_after_a_template_change() {
         (status["currentReplicas"] == 2 && status["desiredReplicas"] == 2).then_some(())
     })
     .await;
+
+    // A VPA on it recommends resources for its container.
+    dynamic_create(
+        &client,
+        kinds::VERTICAL_POD_AUTOSCALER,
+        Some("default"),
+        json!({"metadata": {"name": "api"}, "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}, "updatePolicy": {"updateMode": "Off"}}}),
+    )
+    .await;
+    let vpa = eventually("vpa recommendation", || async {
+        let status = dynamic_status(
+            &client,
+            kinds::VERTICAL_POD_AUTOSCALER,
+            Some("default"),
+            "api",
+        )
+        .await?;
+        condition_is(&status, "RecommendationProvided", "True").then_some(status)
+    })
+    .await;
+    assert_eq!(
+        vpa["recommendation"]["containerRecommendations"][0]["containerName"],
+        "api"
+    );
     cluster.shutdown().await;
 }
 
@@ -369,6 +393,59 @@ async fn jobs_end_with_configured_exit_codes_and_retry_with_new_pods() {
         .find(|r| Some(&r.uid) == plain.metadata.uid.as_ref())
         .unwrap();
     assert_eq!(plain_run.attempts.len(), 1);
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn finished_jobs_expire_after_their_ttl_and_deleted_runs_are_closed() {
+    let mut config = fast_config();
+    config.jobs.rules = vec![
+        JobRule::new(Regex::new("^stuck$").unwrap(), PodOutcome::success())
+            .with_delay(Duration::from_secs(3600)),
+    ];
+    let cluster = start(config).await;
+    let client = cluster.client().await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let mut expiring = job("expiring", 0);
+    expiring.spec.as_mut().unwrap().ttl_seconds_after_finished = Some(0);
+    let expiring = jobs
+        .create(&PostParams::default(), &expiring)
+        .await
+        .unwrap();
+    let stuck = jobs
+        .create(&PostParams::default(), &job("stuck", 0))
+        .await
+        .unwrap();
+    eventually("expired job deleted", || async {
+        jobs.get_opt("expiring")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    let run_of = |uid: Option<String>| {
+        let runs = handle(&cluster).job_runs();
+        runs.into_iter().find(|r| Some(&r.uid) == uid.as_ref())
+    };
+    assert_eq!(
+        run_of(expiring.metadata.uid.clone()).unwrap().result,
+        Some(JobResult::Succeeded)
+    );
+    eventually("stuck job running", || async {
+        run_of(stuck.metadata.uid.clone()).filter(|r| r.attempts.len() == 1)
+    })
+    .await;
+    jobs.delete("stuck", &DeleteParams::background())
+        .await
+        .unwrap();
+    let closed = eventually("deleted run closed", || async {
+        run_of(stuck.metadata.uid.clone()).filter(|r| r.finished.is_some())
+    })
+    .await;
+    assert_eq!(closed.result, Some(JobResult::Deleted));
+    assert_eq!(closed.attempts[0].exit_code, None);
     cluster.shutdown().await;
 }
 

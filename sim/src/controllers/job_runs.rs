@@ -13,6 +13,8 @@ pub enum JobResult {
     Succeeded,
     /// Condition Failed=True.
     Failed,
+    /// The Job was deleted before it reached a terminal condition.
+    Deleted,
 }
 
 /// One pod of a Job run.
@@ -128,6 +130,21 @@ impl JobRuns {
         });
     }
 
+    /// Records that the Job `uid` was deleted; a run without a result ends here, and so do its
+    /// unfinished pods.
+    pub fn job_deleted(&self, uid: &str) {
+        self.with_run(uid, |run| {
+            if run.result.is_none() {
+                let now = Utc::now();
+                run.result = Some(JobResult::Deleted);
+                run.finished = Some(now);
+                for attempt in run.attempts.iter_mut().filter(|a| a.finished.is_none()) {
+                    attempt.finished = Some(now);
+                }
+            }
+        });
+    }
+
     /// Whether the Job `uid` has a recorded terminal result.
     pub fn is_finished(&self, uid: &str) -> bool {
         self.with_run(uid, |run| run.result.is_some())
@@ -157,6 +174,20 @@ mod tests {
         assert_eq!(all[0].attempts[1].attempt, 1);
         assert!(runs.is_finished("u1"));
         assert!(!runs.is_finished("u2"));
+        runs.job_deleted("u1");
+        assert_eq!(runs.snapshot()[0].result, Some(JobResult::Succeeded));
+    }
+
+    #[test]
+    fn deleting_an_unfinished_job_closes_its_run() {
+        let runs = JobRuns::default();
+        runs.pod_started("ns", "job", "u1", "job-a", 0);
+        runs.job_deleted("u1");
+        let run = &runs.snapshot()[0];
+        assert_eq!(run.result, Some(JobResult::Deleted));
+        assert!(run.finished.is_some());
+        assert!(run.attempts[0].finished.is_some());
+        assert_eq!(run.attempts[0].exit_code, None);
     }
 
     fn run(start: i64, end: Option<i64>) -> JobRun {

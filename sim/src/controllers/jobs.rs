@@ -3,19 +3,21 @@
 //! terminates with the exit code and termination message the config chooses by Job name.
 //! A failed pod is retried with a new pod up to spec.backoffLimit (default 6); then the Job is
 //! Failed (FailureTarget + Failed). A succeeded pod completes the Job (SuccessCriteriaMet +
-//! Complete). spec.activeDeadlineSeconds fails a Job that runs too long. Every run is recorded
-//! in [`JobRuns`].
+//! Complete). spec.activeDeadlineSeconds fails a Job that runs too long, and
+//! spec.ttlSecondsAfterFinished deletes a finished one. Every run is recorded in [`JobRuns`],
+//! including Jobs deleted before they finished.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
@@ -51,10 +53,26 @@ pub async fn run(shared: Arc<Shared>, runs: JobRuns) {
         runs,
         seen: FirstSeen::default(),
     });
+    let deletions = record_deletions(Api::all(shared.client.clone()), context.runs.clone());
     let stream = Controller::new(api, watcher::Config::default())
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
-    drain(&shared, "jobs", stream).await;
+    futures::join!(drain(&shared, "jobs", stream), deletions);
+}
+
+/// Closes the run record of every Job deleted before it finished.
+async fn record_deletions(api: Api<Job>, runs: JobRuns) {
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    events
+        .for_each(|event| {
+            if let Ok(watcher::Event::Delete(job)) = &event
+                && let Some(uid) = job.uid()
+            {
+                runs.job_deleted(&uid);
+            }
+            futures::future::ready(())
+        })
+        .await;
 }
 
 /// The terminal state a Job's status reports, if any.
@@ -123,7 +141,11 @@ fn facts(job: &Job) -> Result<JobFacts, ReconcileError> {
 
 async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let facts = facts(&job)?;
-    if terminal_result(facts.previous.as_ref()).is_some() || ctx.runs.is_finished(&facts.uid) {
+    if terminal_result(facts.previous.as_ref()).is_some() {
+        return expire_finished(&job, &facts, &ctx).await;
+    }
+    if ctx.runs.is_finished(&facts.uid) {
+        // Finished; the terminal status is on its way through the watch.
         return Ok(Action::await_change());
     }
     let (switch, rule) = ctx
@@ -233,6 +255,47 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
         None => Ok(Action::requeue(
             wake.unwrap_or(run_for).max(Duration::from_millis(10)),
         )),
+    }
+}
+
+/// When the finished Job's terminal condition was reached.
+fn finished_at(status: Option<&Value>) -> Option<DateTime<Utc>> {
+    let conditions = status?.get("conditions")?.as_array()?;
+    conditions
+        .iter()
+        .filter(|c| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True")
+        .filter_map(|c| parse_time(c.get("lastTransitionTime")))
+        .max()
+}
+
+/// Deletes a finished Job once spec.ttlSecondsAfterFinished has passed (pods go with it).
+async fn expire_finished(
+    job: &Job,
+    facts: &JobFacts,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    let ttl = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished);
+    let (Some(ttl), Some(finished)) = (ttl, finished_at(facts.previous.as_ref())) else {
+        return Ok(Action::await_change());
+    };
+    if !ctx.shared.read(|c| c.jobs.switch.enabled) || job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let expiry = finished + chrono::Duration::seconds(i64::from(ttl.max(0)));
+    if let Ok(left) = (expiry - Utc::now()).to_std()
+        && !left.is_zero()
+    {
+        return Ok(Action::requeue(left));
+    }
+    let api: Api<Job> = Api::namespaced(ctx.shared.client.clone(), &facts.namespace);
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    match api.delete(&facts.name, &params).await {
+        Ok(_) => Ok(Action::await_change()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
+        Err(error) => Err(error.into()),
     }
 }
 
