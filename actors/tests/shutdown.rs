@@ -28,6 +28,28 @@ async fn root_write_blocks_consistent_locks_only() {
         shut_rx.try_recv().is_err(),
         "shutdown must wait for in-flight locks"
     );
+    // Inspection shows who holds what and what the shutdown waits on.
+    let snap = c.inspect().await.unwrap();
+    let waiting: Vec<_> = snap
+        .transactions
+        .iter()
+        .filter_map(|t| t.waiting_on.as_ref().map(|w| (t.what, w.lock.clone())))
+        .collect();
+    assert_eq!(waiting, vec![("shutdown", step("write", "root", "."))]);
+    let holder = snap.transactions.iter().find(|t| t.what == "lock").unwrap();
+    assert_eq!(
+        holder.held,
+        vec![step("read", "root", "."), step("write", "node", "n1")]
+    );
+    let json = serde_json::to_value(&snap).unwrap();
+    assert_eq!(json["transactions"].as_array().map(Vec::len), Some(2));
+    assert!(
+        json["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kind"] == "root" && r["mode"] == "read")
+    );
 
     // A new consistent lock queues behind the shutdown.
     let lc = c.clone();
