@@ -11,12 +11,18 @@ pub mod cmd_lock_plan;
 pub mod cmd_run;
 pub mod cmd_sim;
 pub mod conditions;
+pub mod context;
+pub mod controller;
 pub mod crd;
+pub mod embedded;
 pub mod http;
 pub mod names;
 pub mod pipeline;
+pub mod planning;
 pub mod metrics;
 pub mod requeue;
+pub mod satellites;
+pub mod steps;
 
 use std::process::ExitCode;
 

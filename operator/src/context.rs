@@ -1,0 +1,161 @@
+//! The operator's shared context: the Kubernetes client, the run options, the lock coordinator
+//! and the device locks (on their own actix system thread), the metrics, the pipelines directory
+//! the admin `/pipelines` view reads, and the readiness flag `/readyz` reads.
+//!
+//! `run` builds one [`OperatorContext`] with [`OperatorContext::new`] and hands it to
+//! [`crate::controller::run_operator`].
+
+use crate::controller::directory::PipelineDirectory;
+use crate::metrics::Metrics;
+use cinder_actors::CoordinatorHandle;
+use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
+/// in the operator's lease namespace (or the Cinder's namespace), with the key [`TARGET_CLUSTER_KUBECONFIG_KEY`].
+pub const TARGET_CLUSTER_LABEL: &str = "cinder.openstack.c5c3.io/target-cluster";
+/// The key of a target-cluster Secret holding the kubeconfig.
+pub const TARGET_CLUSTER_KUBECONFIG_KEY: &str = "kubeconfig";
+
+/// How the operator runs.
+#[derive(Clone, Debug)]
+pub struct OperatorOptions {
+    /// Watch only this namespace (`--namespace`); `None` watches all. With a namespace the
+    /// ClusterSecretStore leg is not registered and a Cinder selecting a ClusterSecretStore gets
+    /// SecretsReady=False/ClusterSecretStoreUnsupported.
+    pub namespace: Option<String>,
+    /// This process's identity (pod name + uuid), written into device Leases.
+    pub identity: String,
+    /// Namespace of the device Leases (and of target-cluster registration Secrets).
+    pub lease_namespace: String,
+    /// The device-lock metric families (register them in the metrics registry before `new`).
+    pub device_lock_metrics: DeviceLockMetrics,
+    /// How many Cinder passes may run at once (different Cinders; one Cinder is always serial).
+    pub concurrency: u16,
+}
+
+impl Default for OperatorOptions {
+    fn default() -> Self {
+        OperatorOptions {
+            namespace: None,
+            identity: HolderIdentity::process().as_str().to_string(),
+            lease_namespace: "default".to_string(),
+            device_lock_metrics: DeviceLockMetrics::default(),
+            concurrency: 8,
+        }
+    }
+}
+
+/// The actix system thread the actors (coordinator, pipelines, step actors) run on.
+pub struct ActorThread {
+    system: actix::System,
+    arbiter: actix::ArbiterHandle,
+}
+
+impl ActorThread {
+    /// Starts a thread running an actix system; returns once it is up.
+    pub fn start() -> anyhow::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("cinder-actors".to_string())
+            .spawn(move || {
+                let system = actix::System::new();
+                system.block_on(async move {
+                    let _ = tx.send((actix::System::current(), actix::Arbiter::current()));
+                });
+                let _ = system.run();
+            })?;
+        let (system, arbiter) = rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the actor system thread did not start"))?;
+        Ok(ActorThread { system, arbiter })
+    }
+
+    /// Runs `f` on the actor thread (where actors can be started) and returns its result.
+    pub async fn run<T, F>(&self, f: F) -> anyhow::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = self.arbiter.spawn_fn(move || {
+            let _ = tx.send(f());
+        });
+        if !spawned {
+            anyhow::bail!("the actor system has stopped");
+        }
+        rx.await
+            .map_err(|_| anyhow::anyhow!("the actor system dropped a task"))
+    }
+}
+
+impl Drop for ActorThread {
+    fn drop(&mut self) {
+        self.system.stop();
+    }
+}
+
+/// Everything the controllers share.
+pub struct OperatorContext {
+    pub client: kube::Client,
+    pub options: OperatorOptions,
+    pub coordinator: CoordinatorHandle,
+    pub device_locks: DeviceLocks,
+    pub metrics: Arc<Metrics>,
+    /// Each Cinder's current step, last outcome and last pass time (no secret values).
+    pub pipelines: PipelineDirectory,
+    /// The actix system the actors run on.
+    pub actors: ActorThread,
+    ready: AtomicBool,
+}
+
+impl OperatorContext {
+    /// Starts the actor thread, the lock coordinator on it and the device-lock service.
+    pub async fn new(
+        client: kube::Client,
+        options: OperatorOptions,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let actors = ActorThread::start()?;
+        let coordinator = actors.run(CoordinatorHandle::start_standard).await?;
+        let identity = if options.identity == HolderIdentity::process().as_str() {
+            HolderIdentity::process()
+        } else {
+            HolderIdentity::for_pod(&options.identity)
+        };
+        let mut config = DeviceLocksConfig::new(options.lease_namespace.clone());
+        config.identity = identity;
+        let device_locks = DeviceLocks::new(
+            coordinator.clone(),
+            client.clone(),
+            config,
+            options.device_lock_metrics.clone(),
+        )?;
+        Ok(Arc::new(OperatorContext {
+            client,
+            options,
+            coordinator,
+            device_locks,
+            metrics,
+            pipelines: PipelineDirectory::default(),
+            actors,
+            ready: AtomicBool::new(false),
+        }))
+    }
+
+    /// True once every reflector and controller has synced its first list.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Marks the context ready (or not): the controllers call it once their stores synced.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// The admin `/pipelines` view: see [`PipelineDirectory::snapshot`].
+    pub async fn pipelines_snapshot(&self) -> serde_json::Value {
+        self.pipelines.snapshot().await
+    }
+}

@@ -1,0 +1,166 @@
+//! Creating and sweeping the Cinder's children: every child carries a controller ownerReference
+//! to its Cinder and the common labels; derived Secrets are created or replaced when their
+//! data changed; content-addressed children are immutable and only created or deleted.
+
+use crate::crd::Cinder;
+use crate::names;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client, Resource};
+use std::collections::BTreeMap;
+
+/// Metadata of a child `name` of `cinder` with the common labels plus `extra_labels`.
+pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) -> ObjectMeta {
+    let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
+    let mut labels = names::common_labels(&cinder_name);
+    for (k, v) in extra_labels {
+        labels.insert((*k).to_string(), (*v).to_string());
+    }
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: cinder.metadata.namespace.clone(),
+        labels: Some(labels),
+        owner_references: cinder.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+/// A Secret `name` owned by `cinder` holding `data`.
+pub fn secret(
+    cinder: &Cinder,
+    name: &str,
+    extra_labels: &[(&str, &str)],
+    data: BTreeMap<String, Vec<u8>>,
+    immutable: bool,
+) -> Secret {
+    Secret {
+        metadata: child_meta(cinder, name, extra_labels),
+        data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
+        immutable: immutable.then_some(true),
+        type_: Some("Opaque".to_string()),
+        ..Default::default()
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Creates `desired`, or replaces the existing Secret when its data or labels differ.
+/// Returns whether anything was written.
+pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kube::Error> {
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    match api.get_opt(&name).await? {
+        None => match api.create(&PostParams::default(), &desired).await {
+            Ok(_) => Ok(true),
+            // Created concurrently: the next pass compares it.
+            Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) => Err(e),
+        },
+        Some(existing) => {
+            if existing.data == desired.data
+                && existing.metadata.labels == desired.metadata.labels
+                && existing.metadata.owner_references == desired.metadata.owner_references
+            {
+                return Ok(false);
+            }
+            if existing.immutable == Some(true) {
+                api.delete(&name, &DeleteParams::default()).await?;
+                api.create(&PostParams::default(), &desired).await?;
+                return Ok(true);
+            }
+            let mut replacement = desired;
+            replacement.metadata.resource_version = existing.metadata.resource_version;
+            api.replace(&name, &PostParams::default(), &replacement)
+                .await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Creates the immutable ConfigMap `desired` unless it exists (content-addressed: same name,
+/// same content). Returns whether it created it.
+pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bool, kube::Error> {
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    if api.get_opt(&name).await?.is_some() {
+        return Ok(false);
+    }
+    match api.create(&PostParams::default(), &desired).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_conflict(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The label selector of `cinder`'s children carrying `extra` too.
+pub fn selector(cinder_name: &str, extra: &[(&str, &str)]) -> String {
+    let mut parts = vec![format!("{}={cinder_name}", names::LABEL_INSTANCE)];
+    parts.push(format!("{}={}", names::LABEL_MANAGED_BY, names::MANAGED_BY));
+    for (k, v) in extra {
+        parts.push(format!("{k}={v}"));
+    }
+    parts.join(",")
+}
+
+/// Deletes the Secrets of `namespace` matching `selector` whose names are not in `keep`;
+/// returns the names deleted.
+pub async fn sweep_secrets(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    keep: &[String],
+) -> Result<Vec<String>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await?;
+    let mut deleted = Vec::new();
+    for item in list.items {
+        let Some(name) = item.metadata.name else {
+            continue;
+        };
+        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => deleted.push(name),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes the ConfigMaps of `namespace` matching `selector` whose names are not in `keep`.
+pub async fn sweep_config_maps(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    keep: &[String],
+) -> Result<Vec<String>, kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await?;
+    let mut deleted = Vec::new();
+    for item in list.items {
+        let Some(name) = item.metadata.name else {
+            continue;
+        };
+        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => deleted.push(name),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}

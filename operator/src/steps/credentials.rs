@@ -1,0 +1,91 @@
+//! Reading credential Secrets: whether a Secret exists with the keys a step needs, and the
+//! values (kept in a type whose Debug never shows them).
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use std::collections::BTreeMap;
+
+/// Values read from one Secret. `Debug` prints the keys only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretValues(BTreeMap<String, String>);
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl SecretValues {
+    /// The value of `key` (present: [`read`] checked the required ones).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+}
+
+/// Why a Secret cannot be used yet (names only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Missing {
+    Secret(String),
+    Keys(String, Vec<String>),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Secret(s) => write!(f, "Secret {s:?} does not exist"),
+            Missing::Keys(s, keys) => write!(f, "Secret {s:?} lacks key(s) {}", keys.join(", ")),
+        }
+    }
+}
+
+/// Reads `required` (must be non-empty UTF-8) and `optional` keys of Secret `namespace/name`.
+pub async fn read(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    required: &[&str],
+    optional: &[&str],
+) -> Result<Result<SecretValues, Missing>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let Some(secret) = api.get_opt(name).await? else {
+        return Ok(Err(Missing::Secret(name.to_string())));
+    };
+    let data = secret.data.unwrap_or_default();
+    let value = |k: &str| {
+        data.get(k)
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .filter(|v| !v.is_empty())
+    };
+    let mut values = BTreeMap::new();
+    let mut missing = Vec::new();
+    for k in required {
+        match value(k) {
+            Some(v) => {
+                values.insert((*k).to_string(), v);
+            }
+            None => missing.push((*k).to_string()),
+        }
+    }
+    if !missing.is_empty() {
+        return Ok(Err(Missing::Keys(name.to_string(), missing)));
+    }
+    for k in optional {
+        if let Some(v) = value(k) {
+            values.insert((*k).to_string(), v);
+        }
+    }
+    Ok(Ok(SecretValues(values)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_keys_never_values() {
+        let v = SecretValues([("password".to_string(), "hunter2".to_string())].into());
+        let shown = format!("{v:?}");
+        assert!(shown.contains("password"));
+        assert!(!shown.contains("hunter2"));
+    }
+}

@@ -1,0 +1,50 @@
+//! The product pipeline steps (seed 001, "Pipeline"), one file per step, and [`table`], the
+//! product step table the engine runs. This issue builds the first six lane steps (Secrets,
+//! DBConnectionSecret, TransportURLSecret, Backends, BackupBackend, Config); Database and the
+//! rest are a later issue, so the aggregate Ready stays False (NotAllReady).
+//!
+//! Secret values are read here and written into derived Secrets; they never reach a log line,
+//! an event, a condition message, an error message or an artefact (only their digests do).
+
+pub mod backends;
+pub mod backup_backend;
+pub mod children;
+pub mod config;
+pub mod credentials;
+pub mod db_connection_secret;
+pub mod digest;
+pub mod projection;
+pub mod secrets;
+pub mod transport_url_secret;
+
+use crate::pipeline::{PipelineTable, Step, TableError};
+use std::sync::Arc;
+
+/// What the steps need from the outside.
+#[derive(Clone)]
+pub struct StepEnv {
+    pub client: kube::Client,
+    /// `--namespace`, when the operator watches one namespace only.
+    pub watch_namespace: Option<String>,
+}
+
+/// The product steps that exist.
+pub fn steps(env: StepEnv) -> Vec<Arc<dyn Step>> {
+    vec![
+        Arc::new(secrets::SecretsStep::new(env.clone())),
+        Arc::new(db_connection_secret::DbConnectionSecretStep::new(
+            env.clone(),
+        )),
+        Arc::new(transport_url_secret::TransportUrlSecretStep::new(
+            env.clone(),
+        )),
+        Arc::new(backends::BackendsStep::new(env.clone())),
+        Arc::new(backup_backend::BackupBackendStep::new(env.clone())),
+        Arc::new(config::ConfigStep::new(env)),
+    ]
+}
+
+/// The product step table (starts the step actors: call it on the actor thread).
+pub fn table(env: StepEnv) -> Result<PipelineTable, TableError> {
+    PipelineTable::product(steps(env))
+}

@@ -1,0 +1,223 @@
+//! The Secrets step: gates on the selected secret store (spec.secretStoreRef, default
+//! ClusterSecretStore `openbao-cluster-store`), then on the ESO-synced database, service-user
+//! and messaging credential Secrets, and digests the service-user password into the
+//! `cinder.c5c3.io/authtoken-hash` artefact.
+//!
+//! SecretsReady reasons: SecretsAvailable; SecretStoreNotReady, ClusterSecretStoreUnsupported,
+//! WaitingForDBCredentials, WaitingForServiceUserCredentials, WaitingForMessagingCredentials
+//! (each requeues after 15 s). TargetClusterUnavailable is set by the gate ahead of the steps.
+
+use super::StepEnv;
+use super::credentials::{self, Missing};
+use super::digest::sha256_hex;
+use crate::conditions::{Cond, kind, reason};
+use crate::controller::{cluster_secret_store_resource, secret_store_resource};
+use crate::crd::{Cinder, SecretStoreKind};
+use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::requeue::REQUEUE_SECRET_POLLING;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::api::DynamicObject;
+use kube::{Api, Client};
+
+/// Keys of the database credential Secret.
+pub const DB_KEYS: [&str; 2] = ["username", "password"];
+/// Default key of the service-user Secret.
+pub const SERVICE_USER_PASSWORD_KEY: &str = "password";
+/// Required keys of the messaging Secret (`port` and `vhost` are optional).
+pub const MESSAGING_KEYS: [&str; 3] = ["username", "password", "host"];
+/// Optional keys of the messaging Secret.
+pub const MESSAGING_OPTIONAL_KEYS: [&str; 2] = ["port", "vhost"];
+
+/// The messaging Secret of `cinder`: `(namespace, name)` of spec.messaging.secretRef, or the
+/// `{cluster}-default-user` Secret of spec.messaging.clusterRef.
+pub fn messaging_secret(cinder: &Cinder) -> Option<(String, String)> {
+    let ns = cinder.metadata.namespace.clone().unwrap_or_default();
+    let m = &cinder.spec.messaging;
+    if let Some(r) = &m.secret_ref {
+        return Some((ns, r.name.clone()));
+    }
+    m.cluster_ref.as_ref().map(|c| {
+        (
+            c.namespace.clone().unwrap_or(ns),
+            format!("{}-default-user", c.name),
+        )
+    })
+}
+
+/// The Secrets step.
+pub struct SecretsStep {
+    env: StepEnv,
+}
+
+impl SecretsStep {
+    pub fn new(env: StepEnv) -> Self {
+        SecretsStep { env }
+    }
+}
+
+fn waiting(reason: &'static str, what: &str, missing: &Missing) -> Cond {
+    Cond::false_(
+        kind::SECRETS_READY,
+        reason,
+        format!("waiting for {what}: {missing}"),
+    )
+}
+
+/// Whether the store's `Ready` condition is True; `Err` text names the problem.
+async fn store_ready(
+    client: &Client,
+    namespace: &str,
+    store_kind: SecretStoreKind,
+    name: &str,
+) -> Result<Result<(), String>, kube::Error> {
+    let api: Api<DynamicObject> = match store_kind {
+        SecretStoreKind::ClusterSecretStore => {
+            Api::all_with(client.clone(), &cluster_secret_store_resource())
+        }
+        SecretStoreKind::SecretStore => {
+            Api::namespaced_with(client.clone(), namespace, &secret_store_resource())
+        }
+    };
+    let store = match api.get_opt(name).await {
+        Ok(s) => s,
+        // The external-secrets CRDs are not installed.
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => return Err(e),
+    };
+    let Some(store) = store else {
+        return Ok(Err(format!(
+            "{} {name:?} does not exist",
+            store_kind.as_str()
+        )));
+    };
+    let ready = store
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
+        })
+        .and_then(|c| c.get("status").and_then(|s| s.as_str()))
+        == Some("True");
+    Ok(if ready {
+        Ok(())
+    } else {
+        Err(format!("{} {name:?} is not Ready", store_kind.as_str()))
+    })
+}
+
+async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let cinder = ctx.cinder.clone();
+    let ns = ctx.namespace().to_string();
+    let store = &cinder.spec.secret_store_ref;
+    let requeue = |ctx: StepContext, c: Cond| ctx.requeue(c, REQUEUE_SECRET_POLLING);
+
+    if store.kind == SecretStoreKind::ClusterSecretStore && env.watch_namespace.is_some() {
+        let c = Cond::false_(
+            kind::SECRETS_READY,
+            reason::CLUSTER_SECRET_STORE_UNSUPPORTED,
+            format!(
+                "spec.secretStoreRef: ClusterSecretStore {:?} cannot be used while the operator watches one namespace; select a SecretStore",
+                store.name
+            ),
+        );
+        return requeue(ctx, c);
+    }
+    match store_ready(&env.client, &ns, store.kind, &store.name).await {
+        Err(e) => return ctx.fail(api_error(&e), format!("reading the secret store: {e}")),
+        Ok(Err(why)) => {
+            let c = Cond::false_(kind::SECRETS_READY, reason::SECRET_STORE_NOT_READY, why);
+            return requeue(ctx, c);
+        }
+        Ok(Ok(())) => {}
+    }
+
+    let db = &cinder.spec.database.secret_ref;
+    match credentials::read(&env.client, &ns, &db.name, &DB_KEYS, &[]).await {
+        Err(e) => return ctx.fail(api_error(&e), format!("reading the database Secret: {e}")),
+        Ok(Err(m)) => {
+            let c = waiting(
+                reason::WAITING_FOR_DB_CREDENTIALS,
+                "the database credentials",
+                &m,
+            );
+            return requeue(ctx, c);
+        }
+        Ok(Ok(_)) => {}
+    }
+
+    let su = &cinder.spec.service_user.secret_ref;
+    let su_key = su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY);
+    let password_hash = match credentials::read(&env.client, &ns, &su.name, &[su_key], &[]).await {
+        Err(e) => {
+            return ctx.fail(
+                api_error(&e),
+                format!("reading the service-user Secret: {e}"),
+            );
+        }
+        Ok(Err(m)) => {
+            let c = waiting(
+                reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
+                "the service-user credentials",
+                &m,
+            );
+            return requeue(ctx, c);
+        }
+        Ok(Ok(values)) => values.get(su_key).map(sha256_hex),
+    };
+
+    let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
+        let c = Cond::false_(
+            kind::SECRETS_READY,
+            reason::WAITING_FOR_MESSAGING_CREDENTIALS,
+            "spec.messaging names neither clusterRef nor secretRef",
+        );
+        return requeue(ctx, c);
+    };
+    match credentials::read(&env.client, &msg_ns, &msg_name, &MESSAGING_KEYS, &[]).await {
+        Err(e) => return ctx.fail(api_error(&e), format!("reading the messaging Secret: {e}")),
+        Ok(Err(m)) => {
+            let c = waiting(
+                reason::WAITING_FOR_MESSAGING_CREDENTIALS,
+                "the messaging credentials",
+                &m,
+            );
+            return requeue(ctx, c);
+        }
+        Ok(Ok(_)) => {}
+    }
+
+    let mut ctx = ctx;
+    ctx.artefacts.authtoken_hash = password_hash;
+    ctx.report(
+        vec![Cond::true_(
+            kind::SECRETS_READY,
+            reason::SECRETS_AVAILABLE,
+            "the secret store is Ready and the credential Secrets are present",
+        )],
+        Outcome::Continue,
+    )
+}
+
+/// The SecretsReady condition a failed API call leaves (the error propagates as the outcome).
+pub fn api_error(e: &kube::Error) -> Cond {
+    Cond::false_(
+        kind::SECRETS_READY,
+        reason::RECONCILE_ERROR,
+        format!("kubernetes API error: {e}"),
+    )
+}
+
+impl Step for SecretsStep {
+    fn name(&self) -> &'static str {
+        "Secrets"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::SECRETS_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.clone(), ctx).boxed()
+    }
+}
