@@ -78,6 +78,10 @@ struct DeviceSlot {
     pending: usize,
     /// The current in-process holder.
     holder: Option<InProcessHolder>,
+    /// Serializes a new acquisition with the release of an orphaned parked Lease (the one Lease
+    /// write that happens without the in-process lock), so the release never clears a Lease the
+    /// next holder has just re-acquired.
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Who holds a device in this process.
@@ -188,44 +192,83 @@ impl DeviceLocks {
                 source,
             })?;
         // Granted in process: no longer pending; take the parked Lease, if any.
-        let (lease, parked) = pending.granted(priority);
-
-        let held = match parked {
-            Some(held) => held,
-            None => match HeldLease::acquire(lease).await {
-                Ok(held) => held,
-                Err(e) => {
-                    self.inner.clear_holder(device_id);
-                    locked.unlock().await;
-                    return Err(match e {
-                        LeaseError::Held { holder, .. } => DeviceLockError::DeviceBusy {
-                            device: device_id.to_owned(),
-                            holder,
-                            retry_after: jitter(self.inner.config.short_delay),
-                        },
-                        other => DeviceLockError::Lease(other),
-                    });
-                }
+        let (lease, parked, gate) = pending.granted(priority);
+        // The Lease step runs in its own task so that a caller cancelled from here on cannot
+        // leave a half-acquired Lease or a stale holder behind: the task always ends with a
+        // guard (dropped, hence released in order, if nobody awaits it) or a released lock.
+        let finish = tokio::spawn(finish_lock(
+            self.inner.clone(),
+            device_id.to_owned(),
+            priority,
+            requested,
+            locked,
+            Grant {
+                lease,
+                parked,
+                gate,
             },
-        };
-        let lost = held.lost_signal();
-        self.inner.set_holder_lost_signal(device_id, lost.clone());
-        self.inner
-            .metrics
-            .wait_seconds
-            .get_or_create(&PriorityLabels {
-                priority: priority_label(priority),
-            })
-            .observe(requested.elapsed().as_secs_f64());
-        self.inner.metrics.holds.inc();
-        Ok(DeviceGuard {
-            inner: self.inner.clone(),
-            device: device_id.to_owned(),
-            locked: Some(locked),
-            held: Some(held),
-            lost,
-        })
+        ));
+        match finish.await {
+            Ok(result) => result,
+            Err(_) => Err(DeviceLockError::Interrupted {
+                device: device_id.to_owned(),
+            }),
+        }
     }
+}
+
+/// What the in-process grant hands to the Lease step.
+struct Grant {
+    lease: Arc<LeaseLock>,
+    parked: Option<HeldLease>,
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The Lease step after the in-process grant: reuse the parked Lease or acquire it; on refusal give
+/// back the in-process lock and answer `DeviceBusy`.
+async fn finish_lock(
+    inner: Arc<Inner>,
+    device: String,
+    priority: Priority,
+    requested: Instant,
+    locked: Locked,
+    grant: Grant,
+) -> Result<DeviceGuard, DeviceLockError> {
+    let held = match grant.parked {
+        Some(held) => held,
+        None => match acquire_through_gate(grant.lease, grant.gate).await {
+            Ok(held) => held,
+            Err(e) => {
+                inner.clear_holder(&device);
+                locked.unlock().await;
+                return Err(match e {
+                    LeaseError::Held { holder, .. } => DeviceLockError::DeviceBusy {
+                        device,
+                        holder,
+                        retry_after: jitter(inner.config.short_delay),
+                    },
+                    other => DeviceLockError::Lease(other),
+                });
+            }
+        },
+    };
+    let lost = held.lost_signal();
+    inner.set_holder_lost_signal(&device, lost.clone());
+    inner
+        .metrics
+        .wait_seconds
+        .get_or_create(&PriorityLabels {
+            priority: priority_label(priority),
+        })
+        .observe(requested.elapsed().as_secs_f64());
+    inner.metrics.holds.inc();
+    Ok(DeviceGuard {
+        inner,
+        device,
+        locked: Some(locked),
+        held: Some(held),
+        lost,
+    })
 }
 
 impl Inner {
@@ -244,6 +287,7 @@ impl Inner {
                 handovers: 0,
                 pending: 0,
                 holder: None,
+                gate: Arc::new(tokio::sync::Mutex::new(())),
             });
         f(slot)
     }
@@ -288,12 +332,17 @@ impl Inner {
         })
     }
 
-    /// Takes a parked Lease that nobody is going to inherit (no pending request, no holder).
-    fn take_orphaned_parked(&self, device_id: &str) -> Option<HeldLease> {
+    /// Takes a parked Lease that nobody is going to inherit (no pending request, no holder),
+    /// with the gate closed until it is released.
+    fn take_orphaned_parked(
+        &self,
+        device_id: &str,
+    ) -> Option<(HeldLease, Option<tokio::sync::OwnedMutexGuard<()>>)> {
         self.with_slot(device_id, |slot| {
             if slot.pending == 0 && slot.holder.is_none() {
                 slot.handovers = 0;
-                slot.parked.take()
+                let held = slot.parked.take()?;
+                Some((held, slot.gate.clone().try_lock_owned().ok()))
             } else {
                 None
             }
@@ -343,11 +392,18 @@ impl PendingRequest {
         }
     }
 
-    /// Granted: records the holder; returns the Lease client and the parked Lease (if it is not
-    /// lost).
-    fn granted(mut self, priority: Priority) -> (Arc<LeaseLock>, Option<HeldLease>) {
+    /// Granted: records the holder; returns the Lease client, the parked Lease (if it is not
+    /// lost) and the slot's gate.
+    fn granted(
+        mut self,
+        priority: Priority,
+    ) -> (
+        Arc<LeaseLock>,
+        Option<HeldLease>,
+        Arc<tokio::sync::Mutex<()>>,
+    ) {
         self.done = true;
-        let (lease, parked) = self.inner.with_slot(&self.device, |slot| {
+        let (lease, parked, gate) = self.inner.with_slot(&self.device, |slot| {
             slot.pending = slot.pending.saturating_sub(1);
             let parked = slot.parked.take();
             slot.holder = Some(InProcessHolder {
@@ -358,15 +414,15 @@ impl PendingRequest {
                     .map(HeldLease::lost_signal)
                     .unwrap_or_else(LostSignal::never),
             });
-            (slot.lease.clone(), parked)
+            (slot.lease.clone(), parked, slot.gate.clone())
         });
         match parked {
             Some(held) if held.is_lost() => {
                 // A lost Lease is not handed over; acquire afresh.
                 drop(held);
-                (lease, None)
+                (lease, None, gate)
             }
-            other => (lease, other),
+            other => (lease, other, gate),
         }
     }
 }
@@ -379,10 +435,28 @@ impl Drop for PendingRequest {
         self.inner.with_slot(&self.device, |slot| {
             slot.pending = slot.pending.saturating_sub(1)
         });
-        if let Some(held) = self.inner.take_orphaned_parked(&self.device) {
-            spawn_release(held, None);
+        if let Some((held, gate)) = self.inner.take_orphaned_parked(&self.device) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn(async move {
+                        release_in_order(Some(held), None).await;
+                        drop(gate);
+                    });
+                }
+                Err(_) => drop((held, gate)),
+            }
         }
     }
+}
+
+/// Acquires the Lease once no orphaned parked Lease is being released (the gate is almost always
+/// open: it closes only for that one release).
+async fn acquire_through_gate(
+    lease: Arc<LeaseLock>,
+    gate: Arc<tokio::sync::Mutex<()>>,
+) -> Result<HeldLease, LeaseError> {
+    let _open = gate.lock().await;
+    HeldLease::acquire(lease).await
 }
 
 /// Releases the Lease first, then the in-process lock (so the next in-process holder never races

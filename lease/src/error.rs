@@ -63,6 +63,12 @@ pub enum DeviceLockError {
         #[source]
         source: cinder_actors::LockError,
     },
+    /// The Lease step's task ended abnormally (runtime shutting down); nothing is held.
+    #[error("locking device {device} was interrupted")]
+    Interrupted {
+        /// Device id.
+        device: String,
+    },
     /// The Lease could not be read or written (API failure); the in-process lock was released.
     #[error(transparent)]
     Lease(#[from] LeaseError),
