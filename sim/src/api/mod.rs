@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod jsonpath;
+pub mod openapi;
 pub mod proxy;
 pub mod route;
 pub mod table;
@@ -130,6 +131,8 @@ async fn serve(req: &HttpRequest, body: &[u8], app: &AppState, route: Route, q: 
         Route::Groups => get_only(Some(discovery::groups(&app.engine.registry))),
         Route::Group(g) => get_only(discovery::group(&app.engine.registry, &g)),
         Route::GroupVersion(g, v) => get_only(discovery::resource_list(&app.engine.registry, &g, &v)),
+        Route::OpenApi(p) if p == "v3" => get_only(Some(openapi::index(&app.engine.registry, app.engine.store.resource_version()))),
+        Route::OpenApi(p) if p.starts_with("v3/") => get_only(openapi::group_version(&app.engine.registry, &p[3..])),
         Route::OpenApi(_) | Route::Unknown => error_response(&ApiError::not_found_path(req.path())),
         Route::Resource(p) => match serve_resource(req, body, app, p, q, ua).await {
             Ok(r) => r,

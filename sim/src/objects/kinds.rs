@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 const CRD_GROUP: &str = "apiextensions.k8s.io";
 
-/// Adjusts and validates an object about to be written (`old` is None on create).
-pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
+/// Adjusts and validates an object about to be written (`old` is None on create). Runs inside
+/// a store transaction: it must not touch `engine.store` (`rv` is the transaction's version).
+pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Value, rv: u64) -> Result<(), ApiError> {
     let info = &t.info;
     if let Some(crd) = &info.crd {
         if let Some(s) = crd.schemas.get(&t.version) {
@@ -89,7 +90,7 @@ pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Valu
             match old.and_then(|o| o.pointer("/spec/clusterIP")).cloned() {
                 Some(ip) => obj["spec"]["clusterIP"] = ip,
                 None if obj.pointer("/spec/clusterIP").is_none() => {
-                    let n = engine.store.resource_version();
+                    let n = rv;
                     obj["spec"]["clusterIP"] = json!(format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1));
                 }
                 None => {}

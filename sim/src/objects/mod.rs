@@ -245,7 +245,8 @@ impl Engine {
     /// Stores a prepared new object (namespace must exist; name must be free).
     fn insert(&self, txn: &mut Txn<'_>, t: &Target, mut obj: Value, opts: &WriteOptions, record: bool) -> Result<Value, ApiError> {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-        kinds::on_write(self, t, None, &mut obj)?;
+        let rv = txn.rv();
+        kinds::on_write(self, t, None, &mut obj, rv)?;
         let is_ns_label = t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
         meta::validate_meta(&obj, &t.info.kind, &t.info.group, is_ns_label)?;
         if t.info.namespaced {
@@ -376,7 +377,7 @@ impl Engine {
             }
         }
         new = present(&t.info, &t.version, new);
-        kinds::on_write(self, t, Some(old), &mut new)?;
+        kinds::on_write(self, t, Some(old), &mut new, txn.rv())?;
         let is_ns_label = t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
         meta::validate_meta(&new, &t.info.kind, &t.info.group, is_ns_label)?;
         let old_gen = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
