@@ -559,7 +559,10 @@ impl CoordinatorHandle {
         let store = Arc::new(Store::new(schema));
         // The root resource always exists, so its actor is never retired and re-created.
         if let Some(root) = store.kind(ROOT) {
-            let _ = root.set(ROOT_ID, Some(Arc::new(Value::Object(serde_json::Map::new()))));
+            let _ = root.set(
+                ROOT_ID,
+                Some(Arc::new(Value::Object(serde_json::Map::new()))),
+            );
         }
         let actor = Coordinator {
             store: store.clone(),
@@ -586,8 +589,8 @@ impl CoordinatorHandle {
         self.store.schema()
     }
 
-    /// Seeds the cache with a value without locking; only for bootstrapping a resource that no
-    /// transaction has touched yet (e.g. loading persisted state at start).
+    /// Seeds the cache with a value without taking any lock (for bootstrapping, e.g. loading
+    /// persisted state at start); it bypasses the locks of transactions holding the resource.
     pub fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
         let index = self
             .store

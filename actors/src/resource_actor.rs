@@ -1,5 +1,6 @@
-//! One actix actor per (kind, id): holds the value (`Arc<serde_json::Value>`), its shared/exclusive
-//! lock with the waiter queue, applies commits (upsert, delete) and interior mutations sent by
+//! One actix actor per (kind, id): owns the value (`Arc<serde_json::Value>`, kept in its slot of
+//! the kind index, which only this actor writes once it runs), its shared/exclusive lock with the
+//! waiter queue, applies commits (upsert, delete) and interior mutations sent by
 //! lock holders, keeps the kind's index current, answers inspection, and retires when its value
 //! is absent and nobody holds or waits for it. Key locks (renames) are resource actors without a
 //! kind index.
@@ -95,7 +96,6 @@ pub struct ResourceActor {
     kind: String,
     id: String,
     index: Option<Arc<KindIndex>>,
-    value: Option<Arc<Value>>,
     queue: LockQueue<oneshot::Sender<Grant>>,
     pending: Arc<AtomicUsize>,
     generation: u64,
@@ -134,12 +134,10 @@ impl ResourceRef {
         retire_to: Recipient<Retired>,
     ) -> ResourceRef {
         let pending = Arc::new(AtomicUsize::new(0));
-        let value = index.as_ref().and_then(|i| i.get(id));
         let actor = ResourceActor {
             kind: kind.to_string(),
             id: id.to_string(),
             index,
-            value,
             queue: LockQueue::new(age_step),
             pending: pending.clone(),
             generation,
@@ -188,6 +186,11 @@ impl ResourceRef {
 }
 
 impl ResourceActor {
+    /// The current value (absent for key locks and resources that do not exist).
+    fn value(&self) -> Option<Arc<Value>> {
+        self.index.as_ref().and_then(|i| i.get(&self.id))
+    }
+
     fn handled(&self) {
         // Saturating: a message counted by a sender whose send then failed is already undone.
         let _ = self
@@ -204,7 +207,7 @@ impl ResourceActor {
             }
             let mut abandoned = false;
             for w in granted {
-                if w.payload.send(self.value.clone()).is_err() {
+                if w.payload.send(self.value()).is_err() {
                     self.queue.release(w.txn);
                     abandoned = true;
                 }
@@ -218,7 +221,7 @@ impl ResourceActor {
     fn retire_if_idle(&mut self, ctx: &mut Context<Self>) {
         self.queue.drop_waiters(|w| w.payload.is_closed());
         self.pump();
-        if self.value.is_none() && self.queue.is_idle() {
+        if self.value().is_none() && self.queue.is_idle() {
             self.retire_to.do_send(Retired {
                 kind: self.kind.clone(),
                 id: self.id.clone(),
@@ -240,7 +243,7 @@ impl ResourceActor {
     fn store(&mut self, value: Option<Arc<Value>>) -> Result<(), LockError> {
         if let Some(index) = &self.index {
             index
-                .set(&self.id, value.clone())
+                .set(&self.id, value)
                 .map_err(|c| LockError::KeyExists {
                     kind: self.kind.clone(),
                     key: c.key,
@@ -248,7 +251,6 @@ impl ResourceActor {
                     id: self.id.clone(),
                 })?;
         }
-        self.value = value;
         Ok(())
     }
 }
@@ -310,14 +312,14 @@ impl Handler<Mutate> for ResourceActor {
                 name: msg.name,
             });
         };
-        let Some(current) = &self.value else {
+        let Some(current) = self.value() else {
             return Err(LockError::NotFound {
                 kind: self.kind.clone(),
                 id: self.id.clone(),
                 reason: "interior mutation of a resource that does not exist".to_string(),
             });
         };
-        let mut next = Value::clone(current);
+        let mut next = Value::clone(&current);
         f(&mut next, &msg.args).map_err(|reason| LockError::MutationRefused {
             kind: self.kind.clone(),
             id: self.id.clone(),
@@ -351,7 +353,7 @@ impl Handler<InspectResource> for ResourceActor {
                 })
                 .collect(),
             mailbox_len: self.pending.load(Ordering::Relaxed),
-            exists: self.value.is_some(),
+            exists: self.value().is_some(),
         })
     }
 }
