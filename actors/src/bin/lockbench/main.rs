@@ -165,12 +165,16 @@ fn main() -> ExitCode {
     if let Some(engine) = &options.scale_child {
         return scale_child(&options, engine);
     }
-    let mut report = Report::default();
+    let mut report = Report {
+        load: (stats::load_average(), None),
+        ..Report::default()
+    };
     let system = actix::System::new();
     system.block_on(run_in_process(&options, &mut report));
     if options.workloads.iter().any(|w| w == "scale") {
         run_scale(&options, &mut report);
     }
+    report.load.1 = stats::load_average();
     if options.json {
         println!("{}", report.to_json(&options));
     } else {

@@ -21,6 +21,8 @@ pub struct Report {
     pub scale: BTreeMap<String, Scale>,
     /// Engines or workloads that failed, with why.
     pub errors: Vec<String>,
+    /// 1-minute load average before and after the run.
+    pub load: (Option<f64>, Option<f64>),
 }
 
 /// One target of the issue.
@@ -205,7 +207,11 @@ impl Report {
             })
             .collect();
         json!({
-            "machine": {"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)},
+            "machine": {
+                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                "load_average_before": self.load.0,
+                "load_average_after": self.load.1,
+            },
             "quick": o.quick,
             "overhead": overhead,
             "create_publish": cp,
@@ -309,6 +315,13 @@ impl Report {
             }
             line(String::new());
         }
+        line(format!(
+            "machine: {} cpus, 1-minute load average {} before, {} after",
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            self.load.0.map_or("-".into(), |l| format!("{l:.2}")),
+            self.load.1.map_or("-".into(), |l| format!("{l:.2}")),
+        ));
+        line(String::new());
         line("targets:".into());
         for t in self.targets() {
             let value = t

@@ -26,6 +26,16 @@ pub fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The 1-minute load average (/proc/loadavg), to show how shared the machine was.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// A small deterministic generator (no `rand` in a bin): splitmix64.
 pub struct SplitMix(pub u64);
 
