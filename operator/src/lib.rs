@@ -19,6 +19,7 @@ pub mod http;
 pub mod names;
 pub mod pipeline;
 pub mod planning;
+pub mod planning;
 pub mod metrics;
 pub mod requeue;
 pub mod satellites;

@@ -442,9 +442,12 @@ async fn passes_of_one_cinder_are_serialized() {
         .await
         .unwrap();
     assert!(results.iter().all(|r| matches!(r, Ok(Ok(_)))));
-    let m = in_flight.lock().unwrap();
-    assert_eq!(m["x"].1, 1, "two passes of Cinder x overlapped");
-    assert_eq!(m["y"].1, 1);
+    let (x_max, y_max) = {
+        let m = in_flight.lock().unwrap();
+        (m["x"].1, m["y"].1)
+    };
+    assert_eq!(x_max, 1, "two passes of Cinder x overlapped");
+    assert_eq!(y_max, 1);
     assert_eq!(
         c.lock()
             .unwrap()

@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A volume backend of a Cinder. Exactly the block matching `type` is set.
+// clippy reads the repeated `type_ = "string"` of the printer columns as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "cinder.openstack.c5c3.io",

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The desired state of a Cinder deployment.
+// clippy reads the repeated `type_ = "string"` of the printer columns as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "cinder.openstack.c5c3.io",
@@ -74,7 +76,8 @@ pub struct CinderSpec {
     /// Let a HorizontalPodAutoscaler own the API replica count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
-    /// Overlay on the rendered cinder.conf: section → key → value.
+    /// Overlay on the rendered cinder.conf: section → key → value. The reserved section `policy`
+    /// (rule → check string) renders policy.yaml instead.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra_config: BTreeMap<String, BTreeMap<String, String>>,
     /// The external-secrets store the credential Secrets come from.

@@ -134,7 +134,11 @@ pub struct RbdSpec {
     /// The Secret holding the cephx key (key `key` unless `keySecretRef.key` says otherwise).
     pub key_secret_ref: SecretRef,
     /// The libvirt secret UUID the compute side uses for this pool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "secretUUID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_uuid: Option<String>,
 }
 

@@ -1,0 +1,392 @@
+//! Backend projection (the Backends / BackupBackend steps' pure part): a CinderBackend or the
+//! CinderBackupBackend rendered into the data of one content-hashed Secret — the backend's
+//! cinder.conf fragment plus, for NFS, the shares file and, for RBD, ceph.conf and the keyring.
+//! The cephx key appears only in that Secret data; names, digests and the artefact summary never
+//! carry it. Also the sweep of projection Secrets nothing projects anymore.
+
+use super::digest::map_digest;
+use super::ini::{ControlCharacter, IniDoc, has_control};
+use crate::crd::{BackendType, CinderBackendSpec, CinderBackupBackendSpec, NfsSpec, RbdSpec};
+use crate::names;
+use crate::pipeline::ProjectedBackend;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Where a volume backend's Secret is mounted: `/etc/cinder/backends/{backend}`.
+pub fn backend_mount_dir(backend: &str) -> String {
+    format!("/etc/cinder/backends/{backend}")
+}
+/// Where the backup target's Secret is mounted.
+pub const BACKUP_MOUNT_DIR: &str = "/etc/cinder/backup-backend";
+/// The cinder.conf fragment key of a volume backend Secret (loaded with `--config-dir`).
+pub const BACKEND_CONF_KEY: &str = "backend.conf";
+/// The cinder.conf fragment key of the backup Secret.
+pub const BACKUP_CONF_KEY: &str = "backup.conf";
+/// NFS shares file key.
+pub const NFS_SHARES_KEY: &str = "nfs_shares";
+/// ceph.conf key.
+pub const CEPH_CONF_KEY: &str = "ceph.conf";
+/// cephx keyring key.
+pub const KEYRING_KEY: &str = "keyring";
+
+/// One projection Secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Projection {
+    /// The backend name (CinderBackend / CinderBackupBackend name).
+    pub backend: String,
+    /// `{base}-{hash}`.
+    pub secret_name: String,
+    pub base_name: String,
+    pub content_hash: String,
+    /// The Secret data (the only place a key appears).
+    pub data: BTreeMap<String, String>,
+    /// The summary later steps use (no secret values).
+    pub summary: ProjectedBackend,
+}
+
+impl std::fmt::Debug for Projection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Projection")
+            .field("backend", &self.backend)
+            .field("secret_name", &self.secret_name)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Why a backend could not be projected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProjectionError {
+    #[error("type {0} requires exactly the matching storage block")]
+    BlockMismatch(&'static str),
+    #[error("the RBD key Secret has no usable key (missing, empty or with a control character)")]
+    BadKey,
+    #[error(transparent)]
+    ControlCharacter(#[from] ControlCharacter),
+}
+
+fn storage<'a>(
+    t: BackendType,
+    nfs: Option<&'a NfsSpec>,
+    rbd: Option<&'a RbdSpec>,
+) -> Result<Storage<'a>, ProjectionError> {
+    match (t, nfs, rbd) {
+        (BackendType::Nfs, Some(n), None) => Ok(Storage::Nfs(n)),
+        (BackendType::Rbd, None, Some(r)) => Ok(Storage::Rbd(r)),
+        (t, _, _) => Err(ProjectionError::BlockMismatch(t.as_str())),
+    }
+}
+
+enum Storage<'a> {
+    Nfs(&'a NfsSpec),
+    Rbd(&'a RbdSpec),
+}
+
+fn ceph_files(
+    dir: &str,
+    rbd: &RbdSpec,
+    key: Option<&str>,
+    data: &mut BTreeMap<String, String>,
+) -> Result<(), ProjectionError> {
+    let key = key
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && !has_control(k))
+        .ok_or(ProjectionError::BadKey)?;
+    let mut ceph = IniDoc::new();
+    ceph.set("global", "mon_host", rbd.monitors.join(","));
+    ceph.set("global", "keyring", format!("{dir}/{KEYRING_KEY}"));
+    data.insert(CEPH_CONF_KEY.into(), ceph.render()?);
+    let mut keyring = IniDoc::new();
+    keyring.set(&format!("client.{}", rbd.user), "key", key);
+    data.insert(KEYRING_KEY.into(), keyring.render()?);
+    Ok(())
+}
+
+fn finish(
+    backend: &str,
+    base_name: String,
+    backend_type: BackendType,
+    storage: &Storage<'_>,
+    data: BTreeMap<String, String>,
+) -> Projection {
+    let content_hash = map_digest(&data);
+    let secret_name = format!("{base_name}-{}", &content_hash[..names::CONTENT_HASH_LEN]);
+    let summary = ProjectedBackend {
+        name: backend.to_string(),
+        backend_type: Some(backend_type),
+        secret_name: secret_name.clone(),
+        content_hash: content_hash.clone(),
+        nfs_server: match storage {
+            Storage::Nfs(n) => Some(n.server.clone()),
+            Storage::Rbd(_) => None,
+        },
+        rbd_networks: match storage {
+            Storage::Rbd(r) => r.networks.clone(),
+            Storage::Nfs(_) => Vec::new(),
+        },
+        deleting: false,
+    };
+    Projection {
+        backend: backend.to_string(),
+        secret_name,
+        base_name,
+        content_hash,
+        data,
+        summary,
+    }
+}
+
+/// Projects volume backend `backend` of Cinder `cinder`. `rbd_key` is the cephx key read from
+/// `spec.rbd.keySecretRef` (ignored for NFS).
+pub fn project_backend(
+    cinder: &str,
+    backend: &str,
+    spec: &CinderBackendSpec,
+    rbd_key: Option<&str>,
+) -> Result<Projection, ProjectionError> {
+    let st = storage(spec.backend_type, spec.nfs.as_ref(), spec.rbd.as_ref())?;
+    let dir = backend_mount_dir(backend);
+    let mut conf = IniDoc::new();
+    conf.set("DEFAULT", "enabled_backends", backend);
+    conf.set(backend, "volume_backend_name", backend);
+    let mut data = BTreeMap::new();
+    match &st {
+        Storage::Nfs(n) => {
+            conf.set(
+                backend,
+                "volume_driver",
+                "cinder.volume.drivers.nfs.NfsDriver",
+            );
+            conf.set(
+                backend,
+                "nfs_shares_config",
+                format!("{dir}/{NFS_SHARES_KEY}"),
+            );
+            conf.set(backend, "nfs_mount_point_base", "/var/lib/cinder/mnt");
+            if !n.mount_options.is_empty() {
+                conf.set(backend, "nfs_mount_options", n.mount_options.join(","));
+            }
+            let share = format!("{}:{}", n.server, n.path);
+            if has_control(&share) {
+                return Err(ControlCharacter {
+                    section: backend.into(),
+                    what: "NFS share".into(),
+                }
+                .into());
+            }
+            data.insert(NFS_SHARES_KEY.into(), format!("{share}\n"));
+        }
+        Storage::Rbd(r) => {
+            conf.set(
+                backend,
+                "volume_driver",
+                "cinder.volume.drivers.rbd.RBDDriver",
+            );
+            conf.set(backend, "rbd_pool", r.pool.as_str());
+            conf.set(backend, "rbd_user", r.user.as_str());
+            conf.set(backend, "rbd_cluster_name", r.cluster_name.as_str());
+            conf.set(backend, "rbd_ceph_conf", format!("{dir}/{CEPH_CONF_KEY}"));
+            if let Some(uuid) = &r.secret_uuid {
+                conf.set(backend, "rbd_secret_uuid", uuid.as_str());
+            }
+            ceph_files(&dir, r, rbd_key, &mut data)?;
+        }
+    }
+    for (k, v) in &spec.extra_options {
+        conf.set(backend, k, v.as_str());
+    }
+    data.insert(BACKEND_CONF_KEY.into(), conf.render()?);
+    Ok(finish(
+        backend,
+        names::backend_secret_base(cinder, backend),
+        spec.backend_type,
+        &st,
+        data,
+    ))
+}
+
+/// Projects the backup target `backend` of Cinder `cinder`.
+pub fn project_backup_backend(
+    cinder: &str,
+    backend: &str,
+    spec: &CinderBackupBackendSpec,
+    rbd_key: Option<&str>,
+) -> Result<Projection, ProjectionError> {
+    let st = storage(spec.backend_type, spec.nfs.as_ref(), spec.rbd.as_ref())?;
+    let mut conf = IniDoc::new();
+    let mut data = BTreeMap::new();
+    match &st {
+        Storage::Nfs(n) => {
+            conf.set(
+                "DEFAULT",
+                "backup_driver",
+                "cinder.backup.drivers.nfs.NFSBackupDriver",
+            );
+            conf.set(
+                "DEFAULT",
+                "backup_share",
+                format!("{}:{}", n.server, n.path),
+            );
+            conf.set(
+                "DEFAULT",
+                "backup_mount_point_base",
+                "/var/lib/cinder/backup_mount",
+            );
+            if !n.mount_options.is_empty() {
+                conf.set("DEFAULT", "backup_mount_options", n.mount_options.join(","));
+            }
+            if let Some(size) = spec.file_size {
+                conf.set("DEFAULT", "backup_file_size", size.to_string());
+            }
+        }
+        Storage::Rbd(r) => {
+            conf.set(
+                "DEFAULT",
+                "backup_driver",
+                "cinder.backup.drivers.ceph.CephBackupDriver",
+            );
+            conf.set(
+                "DEFAULT",
+                "backup_ceph_conf",
+                format!("{BACKUP_MOUNT_DIR}/{CEPH_CONF_KEY}"),
+            );
+            conf.set("DEFAULT", "backup_ceph_user", r.user.as_str());
+            conf.set("DEFAULT", "backup_ceph_pool", r.pool.as_str());
+            if let Some(size) = spec.file_size {
+                conf.set("DEFAULT", "backup_ceph_chunk_size", size.to_string());
+            }
+            ceph_files(BACKUP_MOUNT_DIR, r, rbd_key, &mut data)?;
+        }
+    }
+    if let Some(c) = spec.compression {
+        conf.set("DEFAULT", "backup_compression_algorithm", c.as_str());
+    }
+    for (k, v) in &spec.extra_options {
+        conf.set("DEFAULT", k, v.as_str());
+    }
+    data.insert(BACKUP_CONF_KEY.into(), conf.render()?);
+    Ok(finish(
+        backend,
+        names::backup_backend_secret_base(cinder),
+        spec.backend_type,
+        &st,
+        data,
+    ))
+}
+
+/// Projection Secrets to delete: those (by name, with their `cinder.openstack.c5c3.io/backend`
+/// label) whose backend nothing projects anymore. Secrets of still-projected backends stay,
+/// older hashes included (rollback history).
+pub fn stale_projection_secrets(
+    existing: &[(String, String)],
+    projected_backends: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut stale: Vec<String> = existing
+        .iter()
+        .filter(|(_, backend)| !projected_backends.contains(backend))
+        .map(|(name, _)| name.clone())
+        .collect();
+    stale.sort();
+    stale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nfs() -> CinderBackendSpec {
+        serde_yaml::from_str(
+            "{cinderRef: {name: c1}, type: NFS, nfs: {server: 10.0.0.5, path: /export/cinder, mountOptions: [vers=4.1, hard]}}",
+        )
+        .unwrap()
+    }
+    fn rbd() -> CinderBackendSpec {
+        serde_yaml::from_str(
+            "{cinderRef: {name: c1}, type: RBD, rbd: {pool: volumes, user: cinder, monitors: ['10.1.0.1:6789', '10.1.0.2:6789'], \
+             networks: [10.1.0.0/24], keySecretRef: {name: ceph-key}, secretUUID: 457eb676-33da-42ec-9a8c-9293d545c337}, \
+             extraOptions: {rbd_flatten_volume_from_snapshot: 'true'}}",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn nfs_projection_has_shares_and_driver_options() {
+        let p = project_backend("c1", "nfs1", &nfs(), None).unwrap();
+        assert_eq!(p.data[NFS_SHARES_KEY], "10.0.0.5:/export/cinder\n");
+        let conf = &p.data[BACKEND_CONF_KEY];
+        assert!(conf.contains("enabled_backends = nfs1"));
+        assert!(conf.contains("volume_driver = cinder.volume.drivers.nfs.NfsDriver"));
+        assert!(conf.contains("nfs_shares_config = /etc/cinder/backends/nfs1/nfs_shares"));
+        assert!(conf.contains("nfs_mount_options = vers=4.1,hard"));
+        assert!(p.secret_name.starts_with("c1-backend-nfs1-"));
+        assert_eq!(p.summary.nfs_server.as_deref(), Some("10.0.0.5"));
+    }
+
+    #[test]
+    fn rbd_projection_keeps_the_key_in_the_secret_data_only() {
+        let key = "AQBsuperSecretKey==";
+        let p = project_backend("c1", "ceph1", &rbd(), Some(key)).unwrap();
+        assert_eq!(
+            p.data[KEYRING_KEY],
+            format!("[client.cinder]\nkey = {key}\n")
+        );
+        assert!(p.data[CEPH_CONF_KEY].contains("mon_host = 10.1.0.1:6789,10.1.0.2:6789"));
+        let conf = &p.data[BACKEND_CONF_KEY];
+        assert!(conf.contains("rbd_pool = volumes") && conf.contains("rbd_cluster_name = ceph"));
+        assert!(conf.contains("rbd_secret_uuid = 457eb676"));
+        assert!(conf.contains("rbd_flatten_volume_from_snapshot = true"));
+        assert!(!conf.contains(key) && !p.data[CEPH_CONF_KEY].contains(key));
+        assert!(!p.secret_name.contains(key) && !format!("{p:?}").contains(key));
+        assert!(!format!("{:?}", p.summary).contains(key));
+        assert_eq!(p.summary.rbd_networks, ["10.1.0.0/24"]);
+        // A rotated key changes the content-hashed name (rolls the mounting workloads).
+        let rotated = project_backend("c1", "ceph1", &rbd(), Some("AQBotherKey==")).unwrap();
+        assert_ne!(rotated.secret_name, p.secret_name);
+        assert_eq!(rotated.base_name, p.base_name);
+    }
+
+    #[test]
+    fn rbd_without_a_usable_key_is_refused() {
+        for k in [None, Some(""), Some("abc\n[client.admin]")] {
+            assert_eq!(
+                project_backend("c1", "ceph1", &rbd(), k).unwrap_err(),
+                ProjectionError::BadKey
+            );
+        }
+    }
+
+    #[test]
+    fn backup_projection_for_nfs_and_rbd() {
+        let b: CinderBackupBackendSpec = serde_yaml::from_str(
+            "{cinderRef: {name: c1}, type: NFS, nfs: {server: nfs.example, path: /backups}, fileSize: 1999634432, compression: zstd}",
+        )
+        .unwrap();
+        let p = project_backup_backend("c1", "bk", &b, None).unwrap();
+        let conf = &p.data[BACKUP_CONF_KEY];
+        assert!(conf.contains("backup_driver = cinder.backup.drivers.nfs.NFSBackupDriver"));
+        assert!(conf.contains("backup_share = nfs.example:/backups"));
+        assert!(conf.contains("backup_file_size = 1999634432"));
+        assert!(conf.contains("backup_compression_algorithm = zstd"));
+        assert!(p.secret_name.starts_with("c1-backup-backend-"));
+        let r: CinderBackupBackendSpec = serde_yaml::from_str(
+            "{cinderRef: {name: c1}, type: RBD, rbd: {pool: backups, user: backup, monitors: [m1], keySecretRef: {name: k}}}",
+        )
+        .unwrap();
+        let p = project_backup_backend("c1", "bk", &r, Some("AQBk==")).unwrap();
+        assert!(p.data[BACKUP_CONF_KEY].contains("backup_ceph_pool = backups"));
+        assert!(p.data.contains_key(KEYRING_KEY));
+    }
+
+    #[test]
+    fn sweep_keeps_projected_backends_and_their_history() {
+        let existing = vec![
+            ("c1-backend-a-111".to_string(), "a".to_string()),
+            ("c1-backend-a-222".to_string(), "a".to_string()),
+            ("c1-backend-gone-333".to_string(), "gone".to_string()),
+        ];
+        let projected: BTreeSet<String> = ["a".to_string()].into();
+        assert_eq!(
+            stale_projection_secrets(&existing, &projected),
+            ["c1-backend-gone-333"]
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! Config rendering (the Config step's pure part): cinder.conf, scheduler.conf, logging.ini and,
+//! when the user gives policy overrides, policy.yaml, into an immutable content-addressed
+//! ConfigMap (name + data). The operator owns the keys it sets; `spec.extraConfig` is laid over
+//! them (an owned key it sets makes ExtraConfigHealthy False / OwnedKeysOverridden). A control
+//! character anywhere refuses the render: the caller keeps the artefacts the live Deployment
+//! mounts and reports SecretsReady=False / ConfigError.
+//!
+//! No secret is rendered: the DSN, the transport URL and the service-user password reach the
+//! pods as environment variables (oslo.config's `OS_<GROUP>__<OPTION>` source).
+
+use super::digest::map_digest;
+use super::ini::{ControlCharacter, IniDoc};
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::CinderSpec;
+use crate::names;
+use std::collections::BTreeMap;
+
+/// The reserved `spec.extraConfig` section whose entries (rule → check string) become
+/// policy.yaml instead of cinder.conf settings.
+pub const POLICY_SECTION: &str = "policy";
+/// Where the ConfigMap is mounted in every pod.
+pub const CONFIG_DIR: &str = "/etc/cinder";
+/// Environment variable carrying the DSN (oslo.config environment source).
+pub const ENV_DB_CONNECTION: &str = "OS_DATABASE__CONNECTION";
+/// Environment variable carrying the transport URL.
+pub const ENV_TRANSPORT_URL: &str = "OS_DEFAULT__TRANSPORT_URL";
+/// Environment variable carrying the service-user password.
+pub const ENV_AUTHTOKEN_PASSWORD: &str = "OS_KEYSTONE_AUTHTOKEN__PASSWORD";
+
+/// A rendered config ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedConfig {
+    /// `{name}-config-{hash}`.
+    pub name: String,
+    /// sha256 of `data`.
+    pub content_hash: String,
+    /// File name → content.
+    pub data: BTreeMap<String, String>,
+    /// Owned keys the overlay replaced, as `section.key`, sorted.
+    pub overridden_owned_keys: Vec<String>,
+}
+
+impl RenderedConfig {
+    /// ExtraConfigHealthy for this render.
+    pub fn extra_config_condition(&self) -> Cond {
+        if self.overridden_owned_keys.is_empty() {
+            Cond::true_(
+                kind::EXTRA_CONFIG_HEALTHY,
+                reason::NO_OWNED_KEYS_OVERRIDDEN,
+                "extraConfig overrides no owned key",
+            )
+        } else {
+            Cond::false_(
+                kind::EXTRA_CONFIG_HEALTHY,
+                reason::OWNED_KEYS_OVERRIDDEN,
+                format!(
+                    "extraConfig overrides operator-owned keys: {}",
+                    self.overridden_owned_keys.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+/// Why a render was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config refused: {0}")]
+    ControlCharacter(#[from] ControlCharacter),
+}
+
+impl ConfigError {
+    /// SecretsReady=False / ConfigError (the Config step reports through SecretsReady).
+    pub fn condition(&self) -> Cond {
+        Cond::false_(kind::SECRETS_READY, reason::CONFIG_ERROR, self.to_string())
+    }
+}
+
+fn cinder_conf(cinder: &str, spec: &CinderSpec) -> IniDoc {
+    let mut d = IniDoc::new();
+    d.set("DEFAULT", "host", cinder);
+    d.set("DEFAULT", "auth_strategy", "keystone");
+    d.set(
+        "DEFAULT",
+        "log_config_append",
+        format!("{CONFIG_DIR}/logging.ini"),
+    );
+    d.set("DEFAULT", "state_path", "/var/lib/cinder");
+    d.set(
+        "DEFAULT",
+        "osapi_volume_listen_port",
+        names::API_PORT.to_string(),
+    );
+    d.set("DEFAULT", "storage_availability_zone", "nova");
+    d.set("database", "max_pool_size", "1");
+    d.set("database", "max_overflow", "1");
+    d.set("keystone_authtoken", "auth_type", "password");
+    d.set(
+        "keystone_authtoken",
+        "auth_url",
+        spec.keystone_endpoint.as_str(),
+    );
+    d.set(
+        "keystone_authtoken",
+        "www_authenticate_uri",
+        spec.keystone_endpoint.as_str(),
+    );
+    d.set("keystone_authtoken", "region_name", spec.region.as_str());
+    d.set(
+        "keystone_authtoken",
+        "username",
+        spec.service_user.username.as_str(),
+    );
+    d.set(
+        "keystone_authtoken",
+        "project_name",
+        spec.service_user.project_name.as_str(),
+    );
+    d.set(
+        "keystone_authtoken",
+        "user_domain_name",
+        spec.service_user.user_domain_name.as_str(),
+    );
+    d.set(
+        "keystone_authtoken",
+        "project_domain_name",
+        spec.service_user.project_domain_name.as_str(),
+    );
+    d.set("keystone_authtoken", "service_token_roles_required", "true");
+    d.set("oslo_concurrency", "lock_path", "/var/lib/cinder/tmp");
+    d.set("oslo_messaging_rabbit", "heartbeat_in_pthread", "false");
+    d.set(
+        "oslo_middleware",
+        "enable_proxy_headers_parsing",
+        if spec.gateway.is_some() {
+            "true"
+        } else {
+            "false"
+        },
+    );
+    d
+}
+
+fn scheduler_conf() -> IniDoc {
+    let mut d = IniDoc::new();
+    d.set(
+        "DEFAULT",
+        "scheduler_driver",
+        "cinder.scheduler.filter_scheduler.FilterScheduler",
+    );
+    d.set(
+        "DEFAULT",
+        "scheduler_default_filters",
+        "AvailabilityZoneFilter,CapacityFilter,CapabilitiesFilter",
+    );
+    d.set("DEFAULT", "scheduler_default_weighers", "CapacityWeigher");
+    d
+}
+
+const LOGGING_INI: &str = "[loggers]\nkeys = root, cinder\n\n[handlers]\nkeys = stdout\n\n[formatters]\nkeys = context\n\n\
+[logger_root]\nlevel = WARNING\nhandlers = stdout\n\n[logger_cinder]\nlevel = INFO\nhandlers = stdout\nqualname = cinder\npropagate = 0\n\n\
+[handler_stdout]\nclass = StreamHandler\nargs = (sys.stdout,)\nformatter = context\n\n\
+[formatter_context]\nclass = oslo_log.formatters.ContextFormatter\n";
+
+fn policy_yaml(rules: &BTreeMap<String, String>) -> Result<String, ConfigError> {
+    let mut out = String::from("# Policy overrides from spec.extraConfig.policy\n");
+    for (rule, check) in rules {
+        for (what, s) in [("key", rule), ("value", check)] {
+            if super::ini::has_control(s) {
+                return Err(ControlCharacter {
+                    section: POLICY_SECTION.into(),
+                    what: format!("{what} {}", rule.escape_debug()),
+                }
+                .into());
+            }
+        }
+        // Both sides as YAML double-quoted scalars.
+        out.push_str(&format!("{}: {}\n", yaml_quote(rule), yaml_quote(check)));
+    }
+    Ok(out)
+}
+
+fn yaml_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Renders the config ConfigMap of Cinder `cinder` from its spec.
+pub fn render_config(cinder: &str, spec: &CinderSpec) -> Result<RenderedConfig, ConfigError> {
+    let mut conf = cinder_conf(cinder, spec);
+    let owned: Vec<(String, String)> = conf
+        .keys()
+        .map(|(s, k)| (s.to_string(), k.to_string()))
+        .collect();
+    let mut overridden = Vec::new();
+    let mut policy: Option<&BTreeMap<String, String>> = None;
+    for (section, entries) in &spec.extra_config {
+        if section == POLICY_SECTION {
+            policy = Some(entries);
+            continue;
+        }
+        for (key, value) in entries {
+            if owned.iter().any(|(s, k)| s == section && k == key) {
+                overridden.push(format!("{section}.{key}"));
+            }
+            conf.set(section, key, value.as_str());
+        }
+    }
+    let mut data = BTreeMap::new();
+    if let Some(rules) = policy.filter(|r| !r.is_empty()) {
+        conf.set(
+            "oslo_policy",
+            "policy_file",
+            format!("{CONFIG_DIR}/policy.yaml"),
+        );
+        data.insert("policy.yaml".to_string(), policy_yaml(rules)?);
+    }
+    data.insert("cinder.conf".to_string(), conf.render()?);
+    data.insert("scheduler.conf".to_string(), scheduler_conf().render()?);
+    data.insert("logging.ini".to_string(), LOGGING_INI.to_string());
+    overridden.sort();
+    let content_hash = map_digest(&data);
+    Ok(RenderedConfig {
+        name: names::config_map(cinder, &content_hash),
+        content_hash,
+        data,
+        overridden_owned_keys: overridden,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> CinderSpec {
+        serde_yaml::from_str(
+            r#"{openStackRelease: "2026.1", image: {repository: r, tag: "2026.1"},
+                database: {clusterRef: {name: m}, secretRef: {name: d}}, messaging: {clusterRef: {name: q}},
+                serviceUser: {secretRef: {name: s}}, keystoneEndpoint: "https://keystone.example/v3"}"#,
+        )
+        .unwrap()
+    }
+
+    fn overlay(s: &mut CinderSpec, section: &str, key: &str, value: &str) {
+        s.extra_config
+            .entry(section.into())
+            .or_default()
+            .insert(key.into(), value.into());
+    }
+
+    #[test]
+    fn renders_the_files_under_a_content_addressed_name() {
+        let r = render_config("c1", &spec()).unwrap();
+        assert_eq!(
+            r.data.keys().collect::<Vec<_>>(),
+            ["cinder.conf", "logging.ini", "scheduler.conf"]
+        );
+        assert!(r.name.starts_with("c1-config-"));
+        assert_eq!(r.name, names::config_map("c1", &r.content_hash));
+        let conf = &r.data["cinder.conf"];
+        assert!(conf.starts_with("[DEFAULT]\nhost = c1\n"));
+        assert!(conf.contains("auth_url = https://keystone.example/v3"));
+        assert!(
+            !conf.contains("transport_url") && !conf.contains("connection ="),
+            "secrets come from the environment"
+        );
+        assert_eq!(r, render_config("c1", &spec()).unwrap(), "deterministic");
+        assert!(r.extra_config_condition().status);
+    }
+
+    #[test]
+    fn a_content_change_changes_the_name() {
+        let a = render_config("c1", &spec()).unwrap();
+        let mut s = spec();
+        overlay(&mut s, "DEFAULT", "debug", "true");
+        let b = render_config("c1", &s).unwrap();
+        assert_ne!(a.name, b.name);
+        assert!(b.data["cinder.conf"].contains("debug = true"));
+        assert!(b.overridden_owned_keys.is_empty());
+        assert_eq!(b.extra_config_condition().reason, "NoOwnedKeysOverridden");
+    }
+
+    #[test]
+    fn overriding_an_owned_key_is_reported() {
+        let mut s = spec();
+        overlay(&mut s, "keystone_authtoken", "auth_url", "http://other/v3");
+        overlay(&mut s, "DEFAULT", "host", "x");
+        let r = render_config("c1", &s).unwrap();
+        assert_eq!(
+            r.overridden_owned_keys,
+            ["DEFAULT.host", "keystone_authtoken.auth_url"]
+        );
+        assert!(r.data["cinder.conf"].contains("auth_url = http://other/v3"));
+        let c = r.extra_config_condition();
+        assert_eq!(
+            (c.type_, c.status, c.reason),
+            ("ExtraConfigHealthy", false, "OwnedKeysOverridden")
+        );
+    }
+
+    #[test]
+    fn control_characters_in_section_key_or_value_are_a_config_error() {
+        for (sec, key, val) in [
+            ("bad\nsection", "k", "v"),
+            ("DEFAULT", "k\u{7f}", "v"),
+            ("DEFAULT", "k", "v\n[x]\ny = z"),
+        ] {
+            let mut s = spec();
+            overlay(&mut s, sec, key, val);
+            let e = render_config("c1", &s).unwrap_err();
+            let c = e.condition();
+            assert_eq!(
+                (c.type_, c.status, c.reason),
+                ("SecretsReady", false, "ConfigError")
+            );
+            assert!(!c.message.contains("[x]"));
+        }
+    }
+
+    #[test]
+    fn policy_overrides_render_policy_yaml() {
+        let mut s = spec();
+        overlay(&mut s, POLICY_SECTION, "volume:delete", "rule:admin_api");
+        let r = render_config("c1", &s).unwrap();
+        assert_eq!(
+            r.data["policy.yaml"],
+            "# Policy overrides from spec.extraConfig.policy\n\"volume:delete\": \"rule:admin_api\"\n"
+        );
+        assert!(r.data["cinder.conf"].contains("policy_file = /etc/cinder/policy.yaml"));
+        overlay(&mut s, POLICY_SECTION, "x", "bad\n");
+        assert!(render_config("c1", &s).is_err());
+    }
+}

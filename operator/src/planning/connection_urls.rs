@@ -1,0 +1,207 @@
+//! The pymysql DSN and the rabbit:// transport URL, built from credential Secret values, and
+//! their digests. The values only ever go into the derived Secrets (`{name}-db-connection`,
+//! `{name}-transport-url`); annotations carry the digests.
+
+use super::digest::Sensitive;
+
+/// Default MariaDB port.
+pub const DEFAULT_DB_PORT: u16 = 3306;
+/// Default AMQP port.
+pub const DEFAULT_AMQP_PORT: u16 = 5672;
+/// The key of the DSN in `{name}-db-connection`.
+pub const DB_CONNECTION_KEY: &str = "connection";
+/// The key of the URL in `{name}-transport-url`.
+pub const TRANSPORT_URL_KEY: &str = "transport_url";
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A required credential field was empty or carried a control character.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("credential field {field} is {problem}")]
+pub struct CredentialError {
+    pub field: &'static str,
+    pub problem: &'static str,
+}
+
+fn check(field: &'static str, value: &str, required: bool) -> Result<(), CredentialError> {
+    if required && value.is_empty() {
+        return Err(CredentialError {
+            field,
+            problem: "empty",
+        });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(CredentialError {
+            field,
+            problem: "carrying a control character",
+        });
+    }
+    Ok(())
+}
+
+/// The parts of the database connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DbEndpoint {
+    pub host: String,
+    pub port: u16,
+    pub database: String,
+}
+
+/// `mysql+pymysql://user:password@host:port/database?charset=utf8`.
+pub fn pymysql_dsn(
+    endpoint: &DbEndpoint,
+    username: &str,
+    password: &str,
+) -> Result<Sensitive, CredentialError> {
+    check("username", username, true)?;
+    check("password", password, true)?;
+    check("host", &endpoint.host, true)?;
+    check("database", &endpoint.database, true)?;
+    Ok(Sensitive::new(format!(
+        "mysql+pymysql://{}:{}@{}:{}/{}?charset=utf8",
+        percent_encode(username),
+        percent_encode(password),
+        endpoint.host,
+        endpoint.port,
+        percent_encode(&endpoint.database)
+    )))
+}
+
+/// The parts of the broker connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    pub host: String,
+    pub port: u16,
+    /// The virtual host; empty means the broker default `/`.
+    pub vhost: String,
+}
+
+impl BrokerEndpoint {
+    /// From the Secret's optional `port` and `vhost` values (5672 and `/` when absent).
+    pub fn parse(
+        host: &str,
+        port: Option<&str>,
+        vhost: Option<&str>,
+    ) -> Result<Self, CredentialError> {
+        check("host", host, true)?;
+        let port = match port.map(str::trim).filter(|p| !p.is_empty()) {
+            None => DEFAULT_AMQP_PORT,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(CredentialError {
+                        field: "port",
+                        problem: "not a port number",
+                    });
+                }
+            },
+        };
+        let vhost = vhost.unwrap_or_default();
+        check("vhost", vhost, false)?;
+        Ok(BrokerEndpoint {
+            host: host.to_string(),
+            port,
+            vhost: vhost.to_string(),
+        })
+    }
+}
+
+/// `rabbit://user:password@host:port/vhost` (the default vhost `/` renders as an empty path).
+pub fn rabbit_transport_url(
+    endpoint: &BrokerEndpoint,
+    username: &str,
+    password: &str,
+) -> Result<Sensitive, CredentialError> {
+    check("username", username, true)?;
+    check("password", password, true)?;
+    check("host", &endpoint.host, true)?;
+    let vhost = if endpoint.vhost == "/" {
+        String::new()
+    } else {
+        percent_encode(&endpoint.vhost)
+    };
+    Ok(Sensitive::new(format!(
+        "rabbit://{}:{}@{}:{}/{}",
+        percent_encode(username),
+        percent_encode(password),
+        endpoint.host,
+        endpoint.port,
+        vhost
+    )))
+}
+
+/// The digest of the service-user password (`cinder.c5c3.io/authtoken-hash`).
+pub fn authtoken_hash(password: &str) -> String {
+    super::digest::sha256_hex(password.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> DbEndpoint {
+        DbEndpoint {
+            host: "mariadb.ns.svc".into(),
+            port: 3306,
+            database: "cinder".into(),
+        }
+    }
+
+    #[test]
+    fn dsn_encodes_credentials() {
+        let dsn = pymysql_dsn(&db(), "cinder", "p@ss:w/rd").unwrap();
+        assert_eq!(
+            dsn.expose(),
+            "mysql+pymysql://cinder:p%40ss%3Aw%2Frd@mariadb.ns.svc:3306/cinder?charset=utf8"
+        );
+        assert_eq!(dsn.digest().len(), 64);
+        assert_ne!(
+            dsn.digest(),
+            pymysql_dsn(&db(), "cinder", "other").unwrap().digest()
+        );
+    }
+
+    #[test]
+    fn empty_or_control_characters_are_refused_without_echoing_the_value() {
+        let err = pymysql_dsn(&db(), "cinder", "").unwrap_err();
+        assert_eq!(err.field, "password");
+        let err = pymysql_dsn(&db(), "cinder", "sec\nret").unwrap_err();
+        assert!(!err.to_string().contains("sec"));
+    }
+
+    #[test]
+    fn transport_url_with_default_and_named_vhost() {
+        let ep = BrokerEndpoint::parse("rabbitmq.ns.svc", None, None).unwrap();
+        assert_eq!(ep.port, 5672);
+        assert_eq!(
+            rabbit_transport_url(&ep, "u", "p").unwrap().expose(),
+            "rabbit://u:p@rabbitmq.ns.svc:5672/"
+        );
+        let ep = BrokerEndpoint::parse("rmq", Some("5671"), Some("cinder")).unwrap();
+        assert_eq!(
+            rabbit_transport_url(&ep, "u", "p w").unwrap().expose(),
+            "rabbit://u:p%20w@rmq:5671/cinder"
+        );
+        assert!(BrokerEndpoint::parse("rmq", Some("http"), None).is_err());
+        assert!(BrokerEndpoint::parse("rmq", Some("0"), None).is_err());
+    }
+
+    #[test]
+    fn authtoken_hash_is_a_digest() {
+        assert_eq!(
+            authtoken_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! The detach planner (seed 001, "Volume services and the detach sequence"): a deleted
+//! CinderBackend is held by `cinder.openstack.c5c3.io/service-remove`; the VolumeServices step
+//! releases it one backend per pass, in name order:
+//!
+//! 1. delete the volume Deployment and return (a running cinder-volume would re-register);
+//! 2. once it is gone, run `{name}-{backend}-service-remove` (exit code 2 tolerated);
+//! 3. sweep the backend's projection Secrets whole;
+//! 4. release the finalizer, emit ServiceRemoved, feed the service_remove metrics once per
+//!    (backend, Job UID).
+//!
+//! A failed Job stops at step 2 and keeps the finalizer (VolumeServicesReady=False /
+//! ServiceRemoveJobFailed naming the Job); deleting that Job retries.
+
+use super::job::JobState;
+use crate::conditions::{Cond, kind, reason};
+use crate::names;
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use std::time::Duration;
+
+/// The exit code of `cinder-manage service remove` that still counts as removed.
+pub const TOLERATED_EXIT_CODE: i32 = 2;
+
+/// What the step observed about one backend being deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetachingBackend {
+    pub name: String,
+    /// True while the backend still carries the service-remove finalizer.
+    pub has_finalizer: bool,
+    pub deployment_exists: bool,
+    pub job: JobState,
+    /// UID of the service-remove Job, when it exists.
+    pub job_uid: Option<String>,
+    /// The backend's projection Secrets that still exist.
+    pub secrets: Vec<String>,
+}
+
+/// One action of a detach pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DetachAction {
+    DeleteDeployment {
+        name: String,
+    },
+    /// Create the Job running `cinder-manage service remove cinder-volume {host}`.
+    CreateServiceRemoveJob {
+        name: String,
+        host: String,
+    },
+    DeleteSecrets {
+        names: Vec<String>,
+    },
+    ReleaseFinalizer {
+        backend: String,
+    },
+    /// Emit the ServiceRemoved event on the Cinder.
+    EmitServiceRemoved {
+        backend: String,
+    },
+    /// Feed `cinder_operator_service_remove_*` once for this (backend, Job UID).
+    RecordServiceRemove {
+        backend: String,
+        job_uid: String,
+        succeeded: bool,
+    },
+}
+
+/// The plan of one pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetachPlan {
+    /// The backend this pass works on.
+    pub backend: String,
+    pub actions: Vec<DetachAction>,
+    /// Set when the detach is stuck (the failed Job): VolumeServicesReady=False.
+    pub condition: Option<Cond>,
+    pub requeue: Duration,
+}
+
+/// Plans this pass for the first backend (in name order) that still holds the finalizer.
+pub fn plan_detach(cinder: &str, detaching: &[DetachingBackend]) -> Option<DetachPlan> {
+    let b = detaching
+        .iter()
+        .filter(|b| b.has_finalizer)
+        .min_by(|a, b| a.name.cmp(&b.name))?;
+    let job_name = names::service_remove_job(cinder, &b.name);
+    let mut actions = Vec::new();
+    let mut condition = None;
+    if b.deployment_exists {
+        actions.push(DetachAction::DeleteDeployment {
+            name: names::volume_deployment(cinder, &b.name),
+        });
+    } else {
+        let removed = match b.job {
+            JobState::Absent => {
+                actions.push(DetachAction::CreateServiceRemoveJob {
+                    name: job_name,
+                    host: names::volume_service_host(cinder, &b.name),
+                });
+                false
+            }
+            JobState::Running => false,
+            JobState::Succeeded => true,
+            JobState::Failed {
+                exit_code: Some(TOLERATED_EXIT_CODE),
+            } => true,
+            JobState::Failed { exit_code } => {
+                if let Some(uid) = &b.job_uid {
+                    actions.push(DetachAction::RecordServiceRemove {
+                        backend: b.name.clone(),
+                        job_uid: uid.clone(),
+                        succeeded: false,
+                    });
+                }
+                condition = Some(Cond::false_(
+                    kind::VOLUME_SERVICES_READY,
+                    reason::SERVICE_REMOVE_JOB_FAILED,
+                    format!(
+                        "Job {job_name} failed{}; delete it to retry the removal",
+                        exit_code
+                            .map(|c| format!(" with exit code {c}"))
+                            .unwrap_or_default()
+                    ),
+                ));
+                false
+            }
+        };
+        if removed {
+            if !b.secrets.is_empty() {
+                let mut names = b.secrets.clone();
+                names.sort();
+                actions.push(DetachAction::DeleteSecrets { names });
+            }
+            actions.push(DetachAction::ReleaseFinalizer {
+                backend: b.name.clone(),
+            });
+            actions.push(DetachAction::EmitServiceRemoved {
+                backend: b.name.clone(),
+            });
+            if let Some(uid) = &b.job_uid {
+                actions.push(DetachAction::RecordServiceRemove {
+                    backend: b.name.clone(),
+                    job_uid: uid.clone(),
+                    succeeded: true,
+                });
+            }
+        }
+    }
+    Some(DetachPlan {
+        backend: b.name.clone(),
+        actions,
+        condition,
+        requeue: REQUEUE_DEPLOYMENT_POLLING,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(name: &str, deployment: bool, job: JobState) -> DetachingBackend {
+        DetachingBackend {
+            name: name.into(),
+            has_finalizer: true,
+            deployment_exists: deployment,
+            job,
+            job_uid: (job != JobState::Absent).then(|| format!("uid-{name}")),
+            secrets: vec![format!("c-backend-{name}-2"), format!("c-backend-{name}-1")],
+        }
+    }
+
+    #[test]
+    fn one_backend_per_pass_in_name_order_deployment_first() {
+        let plan = plan_detach(
+            "c",
+            &[
+                b("zeta", true, JobState::Absent),
+                b("alpha", true, JobState::Absent),
+            ],
+        )
+        .unwrap();
+        assert_eq!(plan.backend, "alpha");
+        assert_eq!(
+            plan.actions,
+            [DetachAction::DeleteDeployment {
+                name: "c-volume-alpha".into()
+            }]
+        );
+        assert_eq!(plan.requeue, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn job_runs_once_the_deployment_is_gone() {
+        let plan = plan_detach("c", &[b("a", false, JobState::Absent)]).unwrap();
+        assert_eq!(
+            plan.actions,
+            [DetachAction::CreateServiceRemoveJob {
+                name: "c-a-service-remove".into(),
+                host: "c@a".into()
+            }]
+        );
+        let plan = plan_detach("c", &[b("a", false, JobState::Running)]).unwrap();
+        assert!(plan.actions.is_empty() && plan.condition.is_none());
+    }
+
+    #[test]
+    fn success_or_exit_2_sweeps_and_releases() {
+        for job in [JobState::Succeeded, JobState::Failed { exit_code: Some(2) }] {
+            let plan = plan_detach("c", &[b("a", false, job)]).unwrap();
+            assert_eq!(
+                plan.actions,
+                [
+                    DetachAction::DeleteSecrets {
+                        names: vec!["c-backend-a-1".into(), "c-backend-a-2".into()]
+                    },
+                    DetachAction::ReleaseFinalizer {
+                        backend: "a".into()
+                    },
+                    DetachAction::EmitServiceRemoved {
+                        backend: "a".into()
+                    },
+                    DetachAction::RecordServiceRemove {
+                        backend: "a".into(),
+                        job_uid: "uid-a".into(),
+                        succeeded: true
+                    },
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_job_keeps_the_finalizer_and_names_the_job() {
+        let plan = plan_detach(
+            "c",
+            &[b("a", false, JobState::Failed { exit_code: Some(1) })],
+        )
+        .unwrap();
+        assert!(
+            !plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, DetachAction::ReleaseFinalizer { .. }))
+        );
+        let c = plan.condition.unwrap();
+        assert_eq!(
+            (c.type_, c.status, c.reason),
+            ("VolumeServicesReady", false, "ServiceRemoveJobFailed")
+        );
+        assert!(c.message.contains("c-a-service-remove"));
+    }
+
+    #[test]
+    fn nothing_to_do_without_finalizers() {
+        let mut done = b("a", false, JobState::Succeeded);
+        done.has_finalizer = false;
+        assert_eq!(plan_detach("c", &[done]), None);
+        assert_eq!(plan_detach("c", &[]), None);
+    }
+}
