@@ -19,7 +19,6 @@ pub mod http;
 pub mod names;
 pub mod pipeline;
 pub mod planning;
-pub mod planning;
 pub mod metrics;
 pub mod requeue;
 pub mod satellites;
