@@ -78,6 +78,7 @@ pub struct Coordinator {
     store: Arc<Store>,
     age_step: Duration,
     registry: HashMap<(String, String), ResourceRef>,
+    kind_names: HashMap<String, Arc<str>>,
     next_generation: u64,
     next_txn: u64,
     next_phase: u64,
@@ -98,13 +99,21 @@ impl Coordinator {
         }
         self.next_generation += 1;
         let index = self.store.kind(kind).cloned();
+        let kind_name = match self.kind_names.get(kind) {
+            Some(k) => k.clone(),
+            None => {
+                let k: Arc<str> = Arc::from(kind);
+                self.kind_names.insert(kind.to_string(), k.clone());
+                k
+            }
+        };
         let r = ResourceRef::start(
-            kind,
+            kind_name,
             id,
             index,
             self.age_step,
             self.next_generation,
-            ctx.address().recipient(),
+            ctx.address(),
         );
         self.registry.insert(key, r.clone());
         r
@@ -568,6 +577,7 @@ impl CoordinatorHandle {
             store: store.clone(),
             age_step: config.age_step,
             registry: HashMap::new(),
+            kind_names: HashMap::new(),
             next_generation: 0,
             next_txn: 0,
             next_phase: 0,

@@ -8,6 +8,7 @@
 //! Messages: [`Acquire`] (reply: a receiver that yields the value when granted), [`Release`],
 //! [`Commit`], [`Mutate`], [`InspectResource`].
 
+use crate::coordinator::Coordinator;
 use crate::error::LockError;
 use crate::index::KindIndex;
 use crate::inspect::{ResourceSnapshot, WaiterSnapshot};
@@ -93,13 +94,13 @@ pub struct InspectResource;
 
 /// The actor of one resource.
 pub struct ResourceActor {
-    kind: String,
+    kind: Arc<str>,
     id: String,
     index: Option<Arc<KindIndex>>,
     queue: LockQueue<oneshot::Sender<Grant>>,
     pending: Arc<AtomicUsize>,
     generation: u64,
-    retire_to: Recipient<Retired>,
+    retire_to: Addr<Coordinator>,
 }
 
 impl Actor for ResourceActor {
@@ -126,16 +127,16 @@ impl std::fmt::Debug for ResourceRef {
 impl ResourceRef {
     /// Starts the actor of (kind, id) on the current arbiter, with its value from `index`.
     pub fn start(
-        kind: &str,
+        kind: Arc<str>,
         id: &str,
         index: Option<Arc<KindIndex>>,
         age_step: Duration,
         generation: u64,
-        retire_to: Recipient<Retired>,
+        retire_to: Addr<Coordinator>,
     ) -> ResourceRef {
         let pending = Arc::new(AtomicUsize::new(0));
         let actor = ResourceActor {
-            kind: kind.to_string(),
+            kind,
             id: id.to_string(),
             index,
             queue: LockQueue::new(age_step),
@@ -223,7 +224,7 @@ impl ResourceActor {
         self.pump();
         if self.value().is_none() && self.queue.is_idle() {
             self.retire_to.do_send(Retired {
-                kind: self.kind.clone(),
+                kind: self.kind.to_string(),
                 id: self.id.clone(),
                 generation: self.generation,
             });
@@ -233,7 +234,7 @@ impl ResourceActor {
 
     fn not_held(&self, txn: u64, attempted: &str) -> LockError {
         LockError::NotHeld {
-            kind: self.kind.clone(),
+            kind: self.kind.to_string(),
             id: self.id.clone(),
             txn,
             attempted: attempted.to_string(),
@@ -245,7 +246,7 @@ impl ResourceActor {
             index
                 .set(&self.id, value)
                 .map_err(|c| LockError::KeyExists {
-                    kind: self.kind.clone(),
+                    kind: self.kind.to_string(),
                     key: c.key,
                     owner: c.owner,
                     id: self.id.clone(),
@@ -308,20 +309,20 @@ impl Handler<Mutate> for ResourceActor {
             .and_then(|i| i.info().mutations.get(&msg.name).cloned())
         else {
             return Err(LockError::UnknownMutation {
-                kind: self.kind.clone(),
+                kind: self.kind.to_string(),
                 name: msg.name,
             });
         };
         let Some(current) = self.value() else {
             return Err(LockError::NotFound {
-                kind: self.kind.clone(),
+                kind: self.kind.to_string(),
                 id: self.id.clone(),
                 reason: "interior mutation of a resource that does not exist".to_string(),
             });
         };
         let mut next = Value::clone(&current);
         f(&mut next, &msg.args).map_err(|reason| LockError::MutationRefused {
-            kind: self.kind.clone(),
+            kind: self.kind.to_string(),
             id: self.id.clone(),
             name: msg.name.clone(),
             reason,
@@ -337,7 +338,7 @@ impl Handler<InspectResource> for ResourceActor {
         self.handled();
         let now = Instant::now();
         MessageResult(ResourceSnapshot {
-            kind: self.kind.clone(),
+            kind: self.kind.to_string(),
             id: self.id.clone(),
             mode: self.queue.mode(),
             holders: self.queue.holders().iter().map(|(t, _)| *t).collect(),
