@@ -161,7 +161,7 @@ impl Report {
         for (engine, c) in &self.create_publish {
             let mut e = json!({
                 "makespan_ms": c.makespan_ms, "measured_ms": c.measured_ms, "volumes_run": c.volumes_run,
-                "p50_ms": c.p50_ms, "p99_ms": c.p99_ms, "txns": c.txns, "device_calls": c.device_calls, "mean_call_ms": c.mean_call_ms,
+                "p50_ms": c.p50_ms, "p99_ms": c.p99_ms, "txns": c.txns, "device_calls": c.device_calls, "mean_call_ms": c.mean_call_ms, "cpu_ms": c.cpu_ms,
                 "scaled_from_sample": c.sample,
             });
             if let (Some(l), Some(map)) = (self.limit, e.as_object_mut()) {
@@ -179,7 +179,7 @@ impl Report {
             bu.insert(
                 engine.clone(),
                 json!({"makespan_ms": b.makespan_ms, "nested_volumes": b.nested_volumes,
-                       "creates": b.creates, "device_calls": b.device_calls, "mean_call_ms": b.mean_call_ms,
+                       "creates": b.creates, "device_calls": b.device_calls, "mean_call_ms": b.mean_call_ms, "cpu_ms": b.cpu_ms,
                        "device_limit_ms": b.device_limit_ms}),
             );
         }
@@ -262,8 +262,8 @@ impl Report {
                 ));
             }
             line(format!(
-                "  {:<16} {:>12} {:>8} {:>10} {:>10} {:>12}",
-                "engine", "makespan ms", "x limit", "p50 ms", "p99 ms", "call ms"
+                "  {:<16} {:>12} {:>8} {:>10} {:>10} {:>8} {:>8}",
+                "engine", "makespan ms", "x limit", "p50 ms", "p99 ms", "call ms", "cpu ms"
             ));
             for (engine, c) in &self.create_publish {
                 let x = self
@@ -280,8 +280,13 @@ impl Report {
                     None => String::new(),
                 };
                 line(format!(
-                    "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2} {:>12.3}{sampled}",
-                    c.makespan_ms, x, c.p50_ms, c.p99_ms, c.mean_call_ms
+                    "  {engine:<16} {:>12.1} {:>8.2} {:>10.2} {:>10.2} {:>8.3} {:>8}{sampled}",
+                    c.makespan_ms,
+                    x,
+                    c.p50_ms,
+                    c.p99_ms,
+                    c.mean_call_ms,
+                    c.cpu_ms.map_or("-".into(), |v| format!("{v:.0}"))
                 ));
             }
             line(String::new());
@@ -293,8 +298,12 @@ impl Report {
             ));
             for (engine, b) in &self.backend_update {
                 line(format!(
-                    "  {engine:<16} {:>10.1} ms makespan ({} volumes nested-locked, busiest device {:.1} ms of work, mean call {:.3} ms)",
-                    b.makespan_ms, b.nested_volumes, b.device_limit_ms, b.mean_call_ms
+                    "  {engine:<16} {:>10.1} ms makespan, {} ms cpu ({} volumes nested-locked, busiest device {:.1} ms of work, mean call {:.3} ms)",
+                    b.makespan_ms,
+                    b.cpu_ms.map_or("-".into(), |v| format!("{v:.0}")),
+                    b.nested_volumes,
+                    b.device_limit_ms,
+                    b.mean_call_ms
                 ));
             }
             line(String::new());

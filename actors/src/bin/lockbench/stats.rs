@@ -26,6 +26,17 @@ pub fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU time (user + system) used so far by the calling thread, from /proc/thread-self/stat
+/// (clock ticks of 10 ms), if readable.
+pub fn thread_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
 /// The 1-minute load average (/proc/loadavg), to show how shared the machine was.
 pub fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")

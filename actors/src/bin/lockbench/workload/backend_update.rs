@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::device::Devices;
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{self, Kind};
-use crate::stats::ms;
+use crate::stats::{ms, thread_cpu};
 
 use super::create_publish::{Shape, create, prepare};
 use super::{backend_id, verify, volume_value};
@@ -26,6 +26,8 @@ pub struct BackendUpdate {
     pub device_calls: u64,
     /// Mean duration of one simulated device call as measured.
     pub mean_call_ms: f64,
+    /// CPU time of the runtime thread (the engine and the workflows) during the run.
+    pub cpu_ms: Option<f64>,
     /// The busiest device's calls divided by its concurrency, times the call duration.
     pub device_limit_ms: f64,
 }
@@ -112,6 +114,7 @@ pub async fn run<E: Engine>(
                 .map(|()| 0)
         })
     };
+    let cpu_before = thread_cpu();
     let start = Instant::now();
     let mut tasks = Vec::new();
     tasks.extend((0..creates / 2).map(spawn_create));
@@ -130,6 +133,9 @@ pub async fn run<E: Engine>(
         }
     }
     let makespan = start.elapsed();
+    let cpu = thread_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| ms(after.saturating_sub(before)));
     if let Some(first) = failures.first() {
         return Err(EngineError(format!(
             "{} transactions failed, first: {first}",
@@ -159,6 +165,7 @@ pub async fn run<E: Engine>(
         creates,
         device_calls: calls.iter().sum(),
         mean_call_ms: ms(devices.mean_call()),
+        cpu_ms: cpu,
         device_limit_ms: busiest as f64 * ms(shape.call) / shape.device_concurrency as f64,
     })
 }

@@ -15,7 +15,7 @@ use crate::args::Options;
 use crate::device::Devices;
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{self, Kind};
-use crate::stats::{ms, percentile_ms};
+use crate::stats::{ms, percentile_ms, thread_cpu};
 
 use super::{
     RESERVED_PER_VOLUME, backend_id, backend_value, node_id, node_value, verify, volume_value,
@@ -38,6 +38,8 @@ pub struct CreatePublish {
     pub device_calls: u64,
     /// Mean duration of one simulated device call as measured.
     pub mean_call_ms: f64,
+    /// CPU time of the runtime thread (the engine and the workflows) during the run.
+    pub cpu_ms: Option<f64>,
 }
 
 /// The shape of the workload, shared with the limit computation.
@@ -237,6 +239,7 @@ pub async fn run<E: Engine>(
     } else {
         workers
     }));
+    let cpu_before = thread_cpu();
     let start = Instant::now();
     let tasks: Vec<_> = (0..run_volumes)
         .map(|volume| {
@@ -261,6 +264,9 @@ pub async fn run<E: Engine>(
         }
     }
     let measured = start.elapsed();
+    let cpu = thread_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| ms(after.saturating_sub(before)));
     if let Some(first) = failures.first() {
         return Err(EngineError(format!(
             "{} of {run_volumes} workflows failed, first: {first}",
@@ -287,5 +293,6 @@ pub async fn run<E: Engine>(
         txns: samples.len(),
         device_calls: devices.calls().iter().sum(),
         mean_call_ms: ms(devices.mean_call()),
+        cpu_ms: cpu,
     })
 }
