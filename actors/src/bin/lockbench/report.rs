@@ -139,7 +139,8 @@ impl Report {
         for (engine, oh) in &self.overhead {
             overhead.insert(
                 engine.clone(),
-                json!({"ns_per_txn": oh.ns_per_txn, "txns": oh.txns}),
+                json!({"ns_per_txn": oh.ns_per_txn, "txns": oh.txns, "lock_ns": oh.lock_ns,
+                       "body_ns": oh.body_ns, "unlock_ns": oh.unlock_ns}),
             );
         }
         if let Some(r) = ratio(self.oh("actors"), self.oh("ordered_rwlock")) {
@@ -236,8 +237,11 @@ impl Report {
             ));
             for (engine, oh) in &self.overhead {
                 line(format!(
-                    "  {engine:<16} {:>10.2} us/txn",
-                    oh.ns_per_txn / 1e3
+                    "  {engine:<16} {:>10.2} us/txn  (lock {:.2}, checks + 3 commits {:.2}, unlock {:.2})",
+                    oh.ns_per_txn / 1e3,
+                    oh.lock_ns / 1e3,
+                    oh.body_ns / 1e3,
+                    oh.unlock_ns / 1e3
                 ));
             }
             if let Some(r) = ratio(self.oh("actors"), self.oh("ordered_rwlock")) {

@@ -1,7 +1,7 @@
 //! Workload `overhead`: the seed's first example (Lock of two queries, six locks), its three
 //! commits and the unlock, uncontended, many times in a row; reports ns per transaction.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -15,6 +15,18 @@ use super::{backend_value, node_value, volume_value};
 pub struct Overhead {
     pub txns: usize,
     pub ns_per_txn: f64,
+    /// Of which: Lock (plan and acquire), the body (checks and three commits), unlock.
+    pub lock_ns: f64,
+    pub body_ns: f64,
+    pub unlock_ns: f64,
+}
+
+/// Time spent in each phase of the example transactions.
+#[derive(Default)]
+struct Phases {
+    lock: Duration,
+    body: Duration,
+    unlock: Duration,
 }
 
 /// The locks the seed's first example takes (root, backend1, node1, volume1, volume1.node1, snap1).
@@ -37,10 +49,17 @@ fn example_queries() -> Vec<Query> {
 }
 
 /// One transaction of the seed's first example, with its checks and commits.
-pub async fn example_txn<E: Engine>(engine: &E) -> EngineResult<()> {
+async fn example_txn<E: Engine>(engine: &E, phases: &mut Phases) -> EngineResult<()> {
+    let start = Instant::now();
     let txn = engine.lock(&example_queries()).await?;
+    let locked = Instant::now();
     let outcome = example_body(&txn).await;
+    let done = Instant::now();
     txn.unlock().await;
+    let unlocked = Instant::now();
+    phases.lock += locked - start;
+    phases.body += done - locked;
+    phases.unlock += unlocked - done;
     outcome
 }
 
@@ -95,16 +114,22 @@ pub async fn prepare<E: Engine>(engine: &E) -> EngineResult<()> {
 /// Run `txns` example transactions after a warm-up of a tenth as many.
 pub async fn run<E: Engine>(engine: &E, txns: usize) -> EngineResult<Overhead> {
     prepare(engine).await?;
+    let mut phases = Phases::default();
     for _ in 0..(txns / 10).max(1) {
-        example_txn(engine).await?;
+        example_txn(engine, &mut phases).await?;
     }
+    let mut phases = Phases::default();
     let start = Instant::now();
     for _ in 0..txns {
-        example_txn(engine).await?;
+        example_txn(engine, &mut phases).await?;
     }
     let elapsed = start.elapsed();
+    let per = |d: Duration| d.as_nanos() as f64 / txns.max(1) as f64;
     Ok(Overhead {
         txns,
-        ns_per_txn: elapsed.as_nanos() as f64 / txns.max(1) as f64,
+        ns_per_txn: per(elapsed),
+        lock_ns: per(phases.lock),
+        body_ns: per(phases.body),
+        unlock_ns: per(phases.unlock),
     })
 }
