@@ -70,3 +70,55 @@ async fn exclusive_across_retirements() {
     }
     assert_nothing_held(&c).await;
 }
+
+#[actix::test]
+async fn a_lock_waiting_elsewhere_re_resolves_a_retired_actor() {
+    let c = CoordinatorHandle::start_standard();
+    c.load("node", "a", json!({})).unwrap();
+    let holder = c.lock(vec![query([upsert_node("a")])]).await.unwrap();
+    // B resolves the actors of "a" and "ghost", then waits on "a".
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let cb = c.clone();
+    actix::spawn(async move {
+        let l = cb
+            .lock(vec![
+                query([upsert_node("a")]),
+                query([upsert_node("ghost")]),
+            ])
+            .await;
+        let _ = tx.send(l);
+    });
+    wait_for_waiters(&c, "node", "a", 1).await;
+    // Meanwhile C locks the absent "ghost" and releases it: its actor retires.
+    let l = c.lock(vec![query([upsert_node("ghost")])]).await.unwrap();
+    l.unlock().await;
+    eventually("the ghost's actor retired", || {
+        let c = c.clone();
+        async move {
+            !c.inspect()
+                .await
+                .unwrap()
+                .resources
+                .iter()
+                .any(|r| r.id == "ghost")
+        }
+    })
+    .await;
+    // When "a" is released, B asks the retired actor, is refused by its closed mailbox, and
+    // re-resolves a new one.
+    holder.unlock().await;
+    let b = rx.await.unwrap().unwrap();
+    assert!(b.results[1].read("node").is_none());
+    let snap = c.inspect().await.unwrap();
+    let ghost = snap.resources.iter().find(|r| r.id == "ghost").unwrap();
+    assert_eq!(ghost.holders, vec![b.context.txn]);
+    b.results[1]
+        .get("node")
+        .unwrap()
+        .upsert(json!({"x": 1}))
+        .await
+        .unwrap();
+    b.unlock().await;
+    assert_eq!(c.peek("node", "ghost").unwrap()["x"], 1);
+    assert_nothing_held(&c).await;
+}
