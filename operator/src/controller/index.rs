@@ -406,6 +406,7 @@ async fn run_actor(
                     tracing::warn!(error = %e, "index source watch failed; retrying with backoff");
                 }
                 Some(event) => {
+                    tracing::trace!(?event, "index event");
                     if let Some(snap) = state.apply(event) {
                         tx.send_replace(Arc::new(snap));
                     }

@@ -88,6 +88,27 @@ fn parent_ref(namespace: Option<String>, parent: &str) -> Option<ObjectRef<Cinde
     Some(ObjectRef::new(parent).within(&ns))
 }
 
+/// Waits until a reflector store has its first list. kube-runtime's readiness signal wakes only
+/// the last task that polled it (the controller's own runner also waits on it), so this re-polls
+/// on a short tick instead of relying on the wake-up.
+async fn store_ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            store.wait_until_ready(),
+        )
+        .await
+        {
+            Ok(r) => return r.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
+}
+
 /// Starts the pipeline engine (registry actor with the product table) on the actor thread.
 pub async fn start_engine(ctx: &Arc<OperatorContext>) -> anyhow::Result<actix::Addr<Pipelines>> {
     let env = crate::steps::StepEnv {
@@ -232,9 +253,9 @@ pub async fn run_operator(
         let ctx = ctx.clone();
         let index = index.clone();
         async move {
-            let synced = cinder_store.wait_until_ready().await.is_ok()
-                && backend_store.wait_until_ready().await.is_ok()
-                && backup_store.wait_until_ready().await.is_ok()
+            let synced = store_ready(&cinder_store).await
+                && store_ready(&backend_store).await
+                && store_ready(&backup_store).await
                 && index.wait_synced().await;
             if synced {
                 ctx.set_ready(true);
