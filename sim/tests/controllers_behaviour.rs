@@ -156,9 +156,13 @@ async fn dynamic_status(
 async fn deployment_becomes_ready_and_reconverges_after_a_template_change() {
     let mut config = fast_config();
     config.deployments.switch = Switch::on(Duration::from_secs(1));
+    config.deployments.held.insert("default/stalled");
     let cluster = start(config).await;
     let client = cluster.client().await;
     let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &deployment("stalled", 1))
+        .await
+        .unwrap();
     api.create(&PostParams::default(), &deployment("api", 2))
         .await
         .unwrap();
@@ -205,6 +209,20 @@ async fn deployment_becomes_ready_and_reconverges_after_a_template_change() {
     assert!(saw_lagging, "the rollout first reports no replica updated");
     assert_eq!(converged["availableReplicas"], 2);
     assert_eq!(api.get("api").await.unwrap().metadata.generation, Some(2));
+
+    // A held Deployment never finishes its rollout until released.
+    let stalled = json_of(&api.get("stalled").await.unwrap().status);
+    assert_eq!(stalled["observedGeneration"], 1);
+    assert_eq!(stalled["updatedReplicas"], 0);
+    assert!(condition_is(&stalled, "Available", "False"));
+    handle(&cluster).update_config(|c| {
+        c.deployments.held.remove("default/stalled");
+    });
+    eventually("released deployment ready", || async {
+        let status = json_of(&api.get("stalled").await.unwrap().status);
+        (status["readyReplicas"] == 1 && status["updatedReplicas"] == 1).then_some(())
+    })
+    .await;
 
     // An HPA on it reports the Deployment's replicas.
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), "default");

@@ -406,9 +406,9 @@ fn cronjob_status(
         })
         .collect();
     let last_schedule = if scheduled_now {
-        Value::String(now())
+        Some(Value::String(now()))
     } else {
-        field(previous, "lastScheduleTime").unwrap_or(Value::Null)
+        field(previous, "lastScheduleTime")
     };
     let newest_success = jobs
         .iter()
@@ -418,13 +418,20 @@ fn cronjob_status(
         .max();
     let last_success = newest_success
         .map(Value::String)
-        .or_else(|| field(previous, "lastSuccessfulTime"))
-        .unwrap_or(Value::Null);
-    json!({
+        .or_else(|| field(previous, "lastSuccessfulTime"));
+    let mut status = json!({
         "active": if active.is_empty() { Value::Null } else { Value::Array(active) },
-        "lastScheduleTime": last_schedule,
-        "lastSuccessfulTime": last_success,
-    })
+    });
+    // Times not known here (the watch cache may lag our own last write) are left as they are.
+    for (key, value) in [
+        ("lastScheduleTime", last_schedule),
+        ("lastSuccessfulTime", last_success),
+    ] {
+        if let (Some(value), Some(map)) = (value, status.as_object_mut()) {
+            map.insert(key.to_owned(), value);
+        }
+    }
+    status
 }
 
 #[cfg(test)]
@@ -500,6 +507,9 @@ mod tests {
         let idle = cronjob_status("ns", &jobs[..2], Some(&status), false);
         assert!(idle["active"].is_null());
         assert_eq!(idle["lastScheduleTime"], status["lastScheduleTime"]);
+        let unknown = cronjob_status("ns", &[], None, false);
+        assert!(unknown.get("lastScheduleTime").is_none());
+        assert!(unknown.get("lastSuccessfulTime").is_none());
     }
 
     #[test]

@@ -145,6 +145,11 @@ impl JobRuns {
         });
     }
 
+    /// When the run of the Job `uid` started, if it did.
+    pub fn started(&self, uid: &str) -> Option<DateTime<Utc>> {
+        self.with_run(uid, |run| run.started)
+    }
+
     /// Whether the Job `uid` has a recorded terminal result.
     pub fn is_finished(&self, uid: &str) -> bool {
         self.with_run(uid, |run| run.result.is_some())

@@ -24,7 +24,9 @@ use serde_json::{Map, Value, json};
 use super::config::PodOutcome;
 use super::job_runs::{JobResult, JobRuns};
 use super::runtime::{FirstSeen, ReconcileError, Shared, drain, patch_status, retry};
-use super::status::{Wanted, already_applied, condition_status, field, now, workload_conditions};
+use super::status::{
+    Wanted, already_applied, condition_status, field, now, timestamp, workload_conditions,
+};
 
 /// Label real Jobs put on their pods: the Job's uid.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
@@ -236,13 +238,17 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
         active = 1;
         wake = Some(run_for);
     }
-    let status = job_status(
-        facts.previous.as_ref(),
-        active,
-        succeeded,
-        failed,
-        verdict.as_ref(),
-    );
+    // The watch cache may not show our own first status write yet: the run record knows the
+    // start time.
+    let mut basis = facts.previous.clone().unwrap_or_else(|| json!({}));
+    if let (None, Some(started), Some(map)) = (
+        field(Some(&basis), "startTime"),
+        ctx.runs.started(&facts.uid),
+        basis.as_object_mut(),
+    ) {
+        map.insert("startTime".to_owned(), Value::String(timestamp(started)));
+    }
+    let status = job_status(Some(&basis), active, succeeded, failed, verdict.as_ref());
     if !already_applied(&status, facts.previous.as_ref()) {
         let api: Api<Job> = Api::namespaced(ctx.shared.client.clone(), &facts.namespace);
         patch_status(&api, &facts.name, status).await?;
