@@ -219,7 +219,10 @@ impl Handler<BeginLock> for Coordinator {
         };
         let plan = match planned {
             Ok(p) => p,
-            Err(e) => return Box::pin(async move { Err(e) }),
+            Err(e) => {
+                tracing::debug!(code = e.code(), error = %e, "lock refused");
+                return Box::pin(async move { Err(e) });
+            }
         };
         let txn = match &msg.context {
             Some(c) => c.txn,
@@ -338,6 +341,7 @@ async fn acquire_one(
             return Ok((grant, r));
         }
         // The actor retired (or is retiring) before granting: resolve it again.
+        tracing::trace!(kind = %step.kind, id = %step.id, attempt, "re-resolving a retired resource actor");
         if attempt > 8 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         } else {
