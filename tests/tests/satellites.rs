@@ -1,0 +1,142 @@
+//! The satellite controllers: a backend without its parent waits (WaitingForParent); the
+//! CinderBackend finalizer is added by the satellite; a backend whose parent Cinder is gone
+//! releases it with a ServiceRemoveSkipped event; a backend of a Cinder whose target cluster is
+//! unresolvable reports TargetClusterUnavailable.
+
+use cinder_e2e::*;
+use cinder_operator::crd::{Cinder, CinderBackend};
+use cinder_operator::names;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
+    let h = Harness::start().await.unwrap();
+    create_cluster_store(&h.client).await.unwrap();
+    create_credentials(&h.client, &Credentials::fresh("sat"))
+        .await
+        .unwrap();
+
+    create_nfs_backend(&h.client, "orphan", "nobody")
+        .await
+        .unwrap();
+    let c = wait_satellite_condition::<CinderBackend>(
+        &h.client,
+        "orphan",
+        "CredentialsReady",
+        "False",
+        "WaitingForParent",
+    )
+    .await
+    .unwrap();
+    assert!(c.message.contains("nobody"), "{}", c.message);
+    wait_satellite_condition::<CinderBackend>(&h.client, "orphan", "Ready", "False", "NotAllReady")
+        .await
+        .unwrap();
+    let api: Api<CinderBackend> = h.api();
+    let b = api.get("orphan").await.unwrap();
+    assert!(
+        b.metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == names::SERVICE_REMOVE_FINALIZER)
+    );
+
+    // Deleting a backend whose parent does not exist releases the finalizer with an event.
+    api.delete("orphan", &Default::default()).await.unwrap();
+    eventually("the orphan leaves", || {
+        let api = api.clone();
+        async move { api.get_opt("orphan").await.ok()?.is_none().then_some(()) }
+    })
+    .await
+    .unwrap();
+    let events: Api<Event> = h.api();
+    eventually("a ServiceRemoveSkipped event", || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("ServiceRemoveSkipped")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("orphan")
+                })
+                .then_some(())
+        }
+    })
+    .await
+    .unwrap();
+
+    // A parent appearing lets an attached backend converge.
+    create_cinder(&h.client, "parent", serde_json::json!({}))
+        .await
+        .unwrap();
+    create_nfs_backend(&h.client, "child", "parent")
+        .await
+        .unwrap();
+    wait_satellite_condition::<CinderBackend>(&h.client, "child", "Ready", "True", "AllReady")
+        .await
+        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "parent",
+        "BackendsReady",
+        "True",
+        "AllBackendsProjected",
+    )
+    .await
+    .unwrap();
+
+    // The parent leaving: the backend waits for it again, then deleting it releases the finalizer.
+    let cinders: Api<Cinder> = h.api();
+    cinders.delete("parent", &Default::default()).await.unwrap();
+    wait_satellite_condition::<CinderBackend>(
+        &h.client,
+        "child",
+        "CredentialsReady",
+        "False",
+        "WaitingForParent",
+    )
+    .await
+    .unwrap();
+    api.delete("child", &Default::default()).await.unwrap();
+    eventually("the child leaves", || {
+        let api = api.clone();
+        async move { api.get_opt("child").await.ok()?.is_none().then_some(()) }
+    })
+    .await
+    .unwrap();
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_of_an_unresolvable_target_reports_it() {
+    let h = Harness::start().await.unwrap();
+    create_cluster_store(&h.client).await.unwrap();
+    create_credentials(&h.client, &Credentials::fresh("sattgt"))
+        .await
+        .unwrap();
+    create_cinder(
+        &h.client,
+        "far",
+        serde_json::json!({"targetClusterRef": {"name": "edge-9"}}),
+    )
+    .await
+    .unwrap();
+    create_nfs_backend(&h.client, "farnfs", "far")
+        .await
+        .unwrap();
+    let c = wait_satellite_condition::<CinderBackend>(
+        &h.client,
+        "farnfs",
+        "CredentialsReady",
+        "False",
+        "TargetClusterUnavailable",
+    )
+    .await
+    .unwrap();
+    assert!(c.message.contains("edge-9"), "{}", c.message);
+    h.stop().await.unwrap();
+}
