@@ -11,6 +11,7 @@ pub mod backup_backend;
 pub mod children;
 pub mod config;
 pub mod credentials;
+pub mod database;
 pub mod db_connection_secret;
 pub mod digest;
 pub mod projection;
@@ -40,7 +41,8 @@ pub fn steps(env: StepEnv) -> Vec<Arc<dyn Step>> {
         )),
         Arc::new(backends::BackendsStep::new(env.clone())),
         Arc::new(backup_backend::BackupBackendStep::new(env.clone())),
-        Arc::new(config::ConfigStep::new(env)),
+        Arc::new(config::ConfigStep::new(env.clone())),
+        Arc::new(database::DatabaseStep::new(env.clone())),
     ]
 }
 

@@ -1,0 +1,370 @@
+//! The Database step (condition DatabaseReady): the MariaDB gate and Database/User/Grant in
+//! managed mode ([`provisioning`]), the config wait (WaitingForConfig), the image-tag vs
+//! release check (ImageReleaseMismatch), then either the steady-state `{name}-db-sync` Job or
+//! the release upgrade's expand → migrate → rolling update → contract walk through the pure
+//! phase machine of [`crate::planning::upgrade`]. It promotes `status.installedRelease` (after a
+//! db-sync, or after the contract phase) and keeps `status.targetRelease` / `upgradePhase`.
+//!
+//! Every database Job is created or deleted under the database's device lock ([`jobs`]); the
+//! db_sync metrics pair is fed once per terminal Job UID; the upgrade check's real exit code
+//! becomes an event ([`upgrade_flow`]). The RollingUpdate → Contracting flip is the Deployment
+//! step's: this step only reports UpgradeRollingUpdate and lets the workload steps run.
+//!
+//! Requeues: 30 s RequeueDatabaseWait for the MariaDB gate, the config wait and db-sync; 30 s
+//! RequeueUpgradeWait while a phase Job runs; 1 s RequeueNextPass after a state change the next
+//! pass acts on (a phase entered, objects just created, a Job being replaced, a stale snapshot);
+//! a DeviceBusy answer requeues after its retry_after.
+
+pub mod jobs;
+pub mod provisioning;
+pub mod services;
+pub mod upgrade_flow;
+
+use super::StepEnv;
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::{Cinder, UpgradePhase};
+use crate::metrics::JobResult;
+use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::planning::connection_cap::connection_cap;
+use crate::planning::image_release::check_image_release;
+use crate::planning::job::JobState;
+use crate::planning::upgrade::{ReleaseDecision, db_sync_step, decide, phase_step};
+use crate::requeue::{REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use jobs::{Act, SchemaJob};
+use provisioning::Provisioned;
+use services::DatabaseServices;
+use std::time::Duration;
+
+/// The Database step.
+pub struct DatabaseStep {
+    env: StepEnv,
+    services: DatabaseServices,
+}
+
+impl DatabaseStep {
+    /// With services built from `env` alone (see [`services`]).
+    pub fn new(env: StepEnv) -> Self {
+        let services = DatabaseServices::for_env(&env);
+        DatabaseStep { env, services }
+    }
+
+    /// With the operator context's device locks and metrics.
+    pub fn with_services(env: StepEnv, services: DatabaseServices) -> Self {
+        DatabaseStep { env, services }
+    }
+}
+
+fn db_cond(status: bool, reason: &'static str, message: impl Into<String>) -> Cond {
+    if status {
+        Cond::true_(kind::DATABASE_READY, reason, message)
+    } else {
+        Cond::false_(kind::DATABASE_READY, reason, message)
+    }
+}
+
+fn api_error(e: &dyn std::fmt::Display) -> Cond {
+    Cond::false_(
+        kind::DATABASE_READY,
+        reason::RECONCILE_ERROR,
+        format!("kubernetes API error: {e}"),
+    )
+}
+
+/// What driving one Job came to this pass.
+enum Driven {
+    /// The Job exists with the wanted spec, in this state (uid of the Job).
+    State(JobState, String),
+    /// Not acting this pass: requeue after the delay; the note says why.
+    Wait(Duration, String),
+}
+
+/// Ensures the Job `which` exists with its wanted spec (creating or replacing it under the
+/// device lock) and reports its state; feeds the db_sync pair once per terminal Job UID.
+async fn drive_job(
+    env: &StepEnv,
+    services: &DatabaseServices,
+    cinder: &Cinder,
+    which: SchemaJob,
+    config_map: &str,
+    wait: Duration,
+) -> Result<Driven, String> {
+    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let desired = jobs::desired_job(cinder, which, config_map);
+    let job_name = which.job_name(name);
+    let observed = jobs::read_job(&env.client, ns, &job_name)
+        .await
+        .map_err(|e| format!("reading Job {job_name}: {e}"))?;
+    let act = match &observed {
+        None => jobs::launch(&env.client, services, cinder, which, &desired)
+            .await
+            .map_err(|e| format!("launching Job {job_name}: {e}"))?,
+        Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
+            let act = jobs::delete_jobs(
+                &env.client,
+                services,
+                cinder,
+                which,
+                std::slice::from_ref(&job_name),
+            )
+            .await
+            .map_err(|e| format!("replacing Job {job_name}: {e}"))?;
+            if act == Act::Done {
+                return Ok(Driven::Wait(
+                    REQUEUE_NEXT_PASS,
+                    format!("Job {job_name} is being replaced (its image or config changed)"),
+                ));
+            }
+            act
+        }
+        Some(o) => {
+            let mut state = o.state;
+            if let JobState::Failed { .. } = state {
+                state = JobState::Failed {
+                    exit_code: jobs::failed_exit_code(&env.client, ns, &o.uid).await,
+                };
+            }
+            if state.is_terminal() {
+                let result = if state == JobState::Succeeded {
+                    JobResult::Succeeded
+                } else {
+                    JobResult::Failed
+                };
+                services.observe_job_once(&o.uid, ns, name, result, o.duration.unwrap_or_default());
+            }
+            return Ok(Driven::State(state, o.uid.clone()));
+        }
+    };
+    Ok(match act {
+        Act::Done => Driven::State(JobState::Running, String::new()),
+        Act::DeviceBusy(after) => Driven::Wait(
+            after,
+            format!("Job {job_name} waits for the database lock another replica holds"),
+        ),
+        Act::OtherActive(other) => Driven::Wait(
+            wait,
+            format!("Job {job_name} waits for Job {other} of the same database to finish"),
+        ),
+        Act::StaleSnapshot => Driven::Wait(
+            REQUEUE_NEXT_PASS,
+            "the Cinder changed during this pass; acting on the next one".to_string(),
+        ),
+    })
+}
+
+fn outcome(requeue: Option<Duration>) -> Outcome {
+    requeue.map_or(Outcome::Continue, Outcome::RequeueAfter)
+}
+
+async fn steady(
+    env: &StepEnv,
+    services: &DatabaseServices,
+    mut ctx: StepContext,
+    config_map: &str,
+) -> StepReport {
+    let cinder = ctx.cinder.clone();
+    let release = cinder.spec.open_stack_release.clone();
+    ctx.status.target_release = None;
+    ctx.status.upgrade_phase = None;
+    let driven = drive_job(
+        env,
+        services,
+        &cinder,
+        SchemaJob::DbSync,
+        config_map,
+        REQUEUE_DATABASE_WAIT,
+    )
+    .await;
+    match driven {
+        Err(e) => ctx.fail(api_error(&e), e),
+        Ok(Driven::Wait(after, note)) => {
+            ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
+        }
+        Ok(Driven::State(state, _uid)) => {
+            let step = db_sync_step(ctx.name(), &release, state);
+            if step.promote {
+                ctx.status.installed_release = Some(release);
+            }
+            ctx.report(vec![step.condition], outcome(step.requeue))
+        }
+    }
+}
+
+fn phase_job(phase: UpgradePhase) -> Option<SchemaJob> {
+    match phase {
+        UpgradePhase::Expanding => Some(SchemaJob::Expand),
+        UpgradePhase::Migrating => Some(SchemaJob::Migrate),
+        UpgradePhase::RollingUpdate => None,
+        UpgradePhase::Contracting => Some(SchemaJob::Contract),
+    }
+}
+
+fn in_progress_reason(phase: UpgradePhase) -> &'static str {
+    match phase {
+        UpgradePhase::Expanding => reason::EXPAND_IN_PROGRESS,
+        UpgradePhase::Migrating => reason::MIGRATE_IN_PROGRESS,
+        UpgradePhase::RollingUpdate => reason::UPGRADE_ROLLING_UPDATE,
+        UpgradePhase::Contracting => reason::CONTRACT_IN_PROGRESS,
+    }
+}
+
+async fn upgrade_phase(
+    env: &StepEnv,
+    services: &DatabaseServices,
+    mut ctx: StepContext,
+    config_map: &str,
+    target: String,
+    phase: UpgradePhase,
+) -> StepReport {
+    let cinder = ctx.cinder.clone();
+    let Some(which) = phase_job(phase) else {
+        let step = phase_step(ctx.name(), &target, phase, JobState::Absent);
+        return ctx.report(vec![step.condition], outcome(step.requeue));
+    };
+    let driven = drive_job(
+        env,
+        services,
+        &cinder,
+        which,
+        config_map,
+        REQUEUE_UPGRADE_WAIT,
+    )
+    .await;
+    match driven {
+        Err(e) => ctx.fail(api_error(&e), e),
+        Ok(Driven::Wait(after, note)) => {
+            ctx.requeue(db_cond(false, in_progress_reason(phase), note), after)
+        }
+        Ok(Driven::State(state, uid)) => {
+            if phase == UpgradePhase::Migrating && state == JobState::Succeeded {
+                upgrade_flow::report_upgrade_check(&env.client, services, &cinder, &uid).await;
+            }
+            let step = phase_step(ctx.name(), &target, phase, state);
+            ctx.status.upgrade_phase = step.phase;
+            ctx.status.target_release = Some(target.clone());
+            if step.promote {
+                ctx.status.installed_release = Some(target);
+                ctx.status.target_release = None;
+                ctx.status.upgrade_phase = None;
+            }
+            ctx.report(vec![step.condition], outcome(step.requeue))
+        }
+    }
+}
+
+async fn abort(env: &StepEnv, services: &DatabaseServices, mut ctx: StepContext) -> StepReport {
+    let cinder = ctx.cinder.clone();
+    let target = ctx.status.target_release.clone().unwrap_or_default();
+    let names: Vec<String> = SchemaJob::PHASES
+        .iter()
+        .map(|j| j.job_name(ctx.name()))
+        .collect();
+    let act = jobs::delete_jobs(&env.client, services, &cinder, SchemaJob::Expand, &names).await;
+    match act {
+        Err(e) => ctx.fail(api_error(&e), format!("aborting the upgrade: {e}")),
+        Ok(Act::Done) => {
+            ctx.status.target_release = None;
+            ctx.status.upgrade_phase = None;
+            let c = db_cond(
+                false,
+                reason::DB_SYNC_IN_PROGRESS,
+                format!(
+                    "upgrade to {target} aborted: spec.openStackRelease is back at the installed release; phase Jobs deleted"
+                ),
+            );
+            ctx.requeue(c, REQUEUE_NEXT_PASS)
+        }
+        Ok(Act::DeviceBusy(after)) => ctx.requeue(
+            db_cond(
+                false,
+                reason::DB_SYNC_IN_PROGRESS,
+                format!("aborting the upgrade to {target}: waiting for the database lock"),
+            ),
+            after,
+        ),
+        Ok(_) => ctx.requeue(
+            db_cond(
+                false,
+                reason::DB_SYNC_IN_PROGRESS,
+                format!("aborting the upgrade to {target} on the next pass"),
+            ),
+            REQUEUE_NEXT_PASS,
+        ),
+    }
+}
+
+async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> StepReport {
+    let cinder = ctx.cinder.clone();
+
+    let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
+    match provisioning::provision(&env.client, &cinder, cap).await {
+        Err(e) => return ctx.fail(api_error(&e), format!("provisioning the database: {e}")),
+        Ok(Provisioned::Waiting { condition, created }) => {
+            let after = if created {
+                REQUEUE_NEXT_PASS
+            } else {
+                REQUEUE_DATABASE_WAIT
+            };
+            return ctx.requeue(condition, after);
+        }
+        Ok(Provisioned::Ready) => {}
+    }
+
+    let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
+        let c = db_cond(
+            false,
+            reason::WAITING_FOR_CONFIG,
+            "waiting for the Config step to render the config ConfigMap the database Jobs mount",
+        );
+        return ctx.requeue(c, REQUEUE_DATABASE_WAIT);
+    };
+
+    if let Some(c) =
+        check_image_release(&cinder.spec.image, &cinder.spec.open_stack_release).condition()
+    {
+        return ctx.requeue(c, REQUEUE_DATABASE_WAIT);
+    }
+
+    let decision = decide(
+        &cinder.spec.open_stack_release,
+        ctx.status.installed_release.as_deref(),
+        ctx.status.target_release.as_deref(),
+        ctx.status.upgrade_phase,
+    );
+    match decision {
+        ReleaseDecision::Refused(c) => ctx.requeue(c, REQUEUE_DATABASE_WAIT),
+        ReleaseDecision::Steady => steady(&env, &services, ctx, &config_map).await,
+        ReleaseDecision::Abort => abort(&env, &services, ctx).await,
+        ReleaseDecision::Start { target } => {
+            // The phase is persisted first; the Expanding Job is created on the next pass.
+            let c = db_cond(
+                false,
+                reason::EXPAND_IN_PROGRESS,
+                format!(
+                    "upgrade from {} to {target} started",
+                    ctx.status.installed_release.as_deref().unwrap_or_default()
+                ),
+            );
+            ctx.status.target_release = Some(target);
+            ctx.status.upgrade_phase = Some(UpgradePhase::Expanding);
+            ctx.requeue(c, REQUEUE_NEXT_PASS)
+        }
+        ReleaseDecision::Continue { target, phase } => {
+            upgrade_phase(&env, &services, ctx, &config_map, target, phase).await
+        }
+    }
+}
+
+impl Step for DatabaseStep {
+    fn name(&self) -> &'static str {
+        "Database"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::DATABASE_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.clone(), self.services.clone(), ctx).boxed()
+    }
+}

@@ -1,0 +1,679 @@
+//! The database Jobs (db-sync, expand, migrate, contract): their manifests, what the step reads
+//! back from them (state, spec hash, run time), and how they are launched and replaced.
+//!
+//! A Job is created or deleted only under the database's device lock, after checking that the
+//! Cinder snapshot the pass works from is still current and that no other Job of that database
+//! (db-sync, expand, migrate, contract, service-remove) is active. The lock is held around that
+//! check-and-act only, never while the Job runs: the "active" check is what excludes overlap.
+//! Jobs are immutable: a Job whose spec must change (new image or config) is deleted (background
+//! propagation) in one pass and created again in a later one.
+
+use super::services::DatabaseServices;
+use crate::crd::Cinder;
+use crate::names::{self, Component};
+use crate::planning::job::JobState;
+use crate::steps::children::child_meta;
+use crate::steps::digest::sha256_hex;
+use cinder_lease::DeviceLockError;
+use cinder_lease::devices::{self, DatabaseJob};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, Pod, PodSpec, PodTemplateSpec,
+    SecretKeySelector, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::{Api, Client};
+use std::time::Duration;
+
+/// Annotation of a database Job: sha256 of its spec (a different desired hash means replace).
+pub const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/job-spec-hash";
+/// Label of a database Job: which one it is (`sync`, `expand`, `migrate`, `contract`).
+pub const DB_JOB_LABEL: &str = "cinder.openstack.c5c3.io/db-job";
+/// Where the config ConfigMap is mounted (the whole config directory).
+pub const CONFIG_DIR: &str = "/etc/cinder";
+/// The oslo.config environment variable carrying `[database] connection`.
+pub const CONNECTION_ENV: &str = "OS_DATABASE__CONNECTION";
+/// Where the migrate Job writes the real upgrade-check exit code.
+pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
+/// The backoff limit of the phase Jobs.
+pub const PHASE_BACKOFF_LIMIT: i32 = 4;
+/// The Job label kube puts on a Job's pods: the Job's UID.
+pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+
+/// The wrapper of `cinder-status upgrade check`: exit 0, 1 and 2 become 0, the real code goes to
+/// the termination message; anything else fails the pod.
+pub const UPGRADE_CHECK_SCRIPT: &str = "cinder-status upgrade check; rc=$?; echo \"$rc\" > /dev/termination-log; if [ \"$rc\" -le 2 ]; then exit 0; fi; exit \"$rc\"";
+
+/// One of the four schema Jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SchemaJob {
+    DbSync,
+    Expand,
+    Migrate,
+    Contract,
+}
+
+impl SchemaJob {
+    pub const ALL: [SchemaJob; 4] = [
+        SchemaJob::DbSync,
+        SchemaJob::Expand,
+        SchemaJob::Migrate,
+        SchemaJob::Contract,
+    ];
+    /// The phase Jobs (deleted on abort).
+    pub const PHASES: [SchemaJob; 3] = [SchemaJob::Expand, SchemaJob::Migrate, SchemaJob::Contract];
+
+    /// The Job name for Cinder `cinder`.
+    pub fn job_name(self, cinder: &str) -> String {
+        match self {
+            SchemaJob::DbSync => names::db_sync_job(cinder),
+            SchemaJob::Expand => names::db_expand_job(cinder),
+            SchemaJob::Migrate => names::db_migrate_job(cinder),
+            SchemaJob::Contract => names::db_contract_job(cinder),
+        }
+    }
+
+    /// The value of [`DB_JOB_LABEL`].
+    pub fn label(self) -> &'static str {
+        match self {
+            SchemaJob::DbSync => "sync",
+            SchemaJob::Expand => "expand",
+            SchemaJob::Migrate => "migrate",
+            SchemaJob::Contract => "contract",
+        }
+    }
+
+    /// The device-lock kind (priority) of this Job.
+    pub fn device_job(self) -> DatabaseJob {
+        match self {
+            SchemaJob::DbSync => DatabaseJob::DbSync,
+            SchemaJob::Expand => DatabaseJob::Expand,
+            SchemaJob::Migrate => DatabaseJob::Migrate,
+            SchemaJob::Contract => DatabaseJob::Contract,
+        }
+    }
+
+    /// The container command.
+    pub fn command(self) -> Vec<String> {
+        let words: &[&str] = match self {
+            // Cinder has no separate expand verb: the sync is the idempotent upgrade-to-head.
+            SchemaJob::DbSync | SchemaJob::Expand => &["cinder-manage", "db", "sync"],
+            SchemaJob::Migrate => &["/bin/sh", "-c", UPGRADE_CHECK_SCRIPT],
+            SchemaJob::Contract => &["cinder-manage", "db", "online_data_migrations"],
+        };
+        words.iter().map(|w| (*w).to_string()).collect()
+    }
+
+    fn backoff_limit(self) -> Option<i32> {
+        match self {
+            SchemaJob::DbSync => None,
+            _ => Some(PHASE_BACKOFF_LIMIT),
+        }
+    }
+}
+
+/// The database device id of `cinder` (`db:<namespace>/<database>`).
+pub fn database_device(cinder: &Cinder) -> String {
+    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+    devices::database(ns, &cinder.spec.database.database)
+}
+
+/// The desired Job `which` of `cinder` mounting `config_map`, with its spec hash annotation.
+pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
+    let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
+    let mut pod_labels = names::component_labels(&cinder_name, Component::DbSync);
+    pod_labels.insert(DB_JOB_LABEL.to_string(), which.label().to_string());
+    let container = Container {
+        name: format!("db-{}", which.label()),
+        image: Some(cinder.spec.image.reference()),
+        command: Some(which.command()),
+        env: Some(vec![EnvVar {
+            name: CONNECTION_ENV.to_string(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: names::db_connection_secret(&cinder_name),
+                    key: crate::steps::db_connection_secret::CONNECTION_KEY.to_string(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "config".to_string(),
+            mount_path: CONFIG_DIR.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_string()),
+        termination_message_policy: Some("File".to_string()),
+        ..Default::default()
+    };
+    let spec = JobSpec {
+        backoff_limit: which.backoff_limit(),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(pod_labels),
+                ..Default::default()
+            }),
+            spec: Some(PodSpec {
+                restart_policy: Some("Never".to_string()),
+                containers: vec![container],
+                volumes: Some(vec![Volume {
+                    name: "config".to_string(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: config_map.to_string(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        },
+        ..Default::default()
+    };
+    let hash = serde_json::to_string(&spec)
+        .map(sha256_hex)
+        .unwrap_or_default();
+    let mut metadata = child_meta(
+        cinder,
+        &which.job_name(&cinder_name),
+        &[
+            (names::LABEL_COMPONENT, Component::DbSync.as_str()),
+            (DB_JOB_LABEL, which.label()),
+        ],
+    );
+    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash)].into());
+    Job {
+        metadata,
+        spec: Some(spec),
+        ..Default::default()
+    }
+}
+
+/// The spec hash a Job carries (or would carry).
+pub fn spec_hash(job: &Job) -> Option<&str> {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+        .map(String::as_str)
+}
+
+fn condition_true(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+/// What the step reads from an existing Job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedJob {
+    pub name: String,
+    pub uid: String,
+    pub state: JobState,
+    pub spec_hash: Option<String>,
+    /// From `status.startTime` to completion (or the Failed condition), when terminal.
+    pub duration: Option<Duration>,
+}
+
+/// The state of `job` (a failed Job's exit code is filled in by [`failed_exit_code`]).
+pub fn observe(job: &Job) -> ObservedJob {
+    let complete = condition_true(job, "Complete");
+    let failed = condition_true(job, "Failed");
+    let state = JobState::from_status(complete, failed, None);
+    let status = job.status.as_ref();
+    let start = status.and_then(|s| s.start_time.as_ref()).map(|t| t.0);
+    let end = if complete {
+        status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0)
+    } else {
+        None
+    }
+    .or_else(|| {
+        status.and_then(|s| s.conditions.as_ref()).and_then(|cs| {
+            cs.iter()
+                .filter(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+                .max()
+        })
+    });
+    let duration = match (state.is_terminal(), start, end) {
+        (true, Some(s), Some(e)) => {
+            let ms = e.as_millisecond().saturating_sub(s.as_millisecond()).max(0);
+            Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+        }
+        (true, _, _) => Some(Duration::ZERO),
+        _ => None,
+    };
+    ObservedJob {
+        name: job.metadata.name.clone().unwrap_or_default(),
+        uid: job.metadata.uid.clone().unwrap_or_default(),
+        state,
+        spec_hash: spec_hash(job).map(str::to_string),
+        duration,
+    }
+}
+
+/// Reads Job `name` (None: absent).
+pub async fn read_job(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ObservedJob>, kube::Error> {
+    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .get_opt(name)
+        .await?
+        .filter(|j| j.metadata.deletion_timestamp.is_none())
+        .map(|j| observe(&j)))
+}
+
+/// The pods of the Job with UID `uid` (an uncached list, by the controller-uid label, then
+/// filtered on that label again so a pod of an earlier Job of the same name never counts).
+pub async fn job_pods(
+    client: &Client,
+    namespace: &str,
+    uid: &str,
+) -> Result<Vec<Pod>, kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default().labels(&format!("{CONTROLLER_UID_LABEL}={uid}")))
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CONTROLLER_UID_LABEL))
+                .is_some_and(|v| v == uid)
+        })
+        .collect())
+}
+
+/// The exit code of the newest failed pod of a failed Job, when it can be read.
+pub async fn failed_exit_code(client: &Client, namespace: &str, uid: &str) -> Option<i32> {
+    let pods = job_pods(client, namespace, uid).await.ok()?;
+    pods.iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .and_then(|p| {
+            p.status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .first()?
+                .state
+                .as_ref()?
+                .terminated
+                .as_ref()
+                .map(|t| t.exit_code)
+        })
+}
+
+/// Whether `job` is one of the Jobs that change the database of Cinder `cinder`.
+fn is_database_job(job: &Job, cinder: &str) -> bool {
+    let name = job.metadata.name.as_deref().unwrap_or_default();
+    let component = job
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::LABEL_COMPONENT))
+        .map(String::as_str);
+    SchemaJob::ALL.iter().any(|j| j.job_name(cinder) == name)
+        || component == Some(Component::ServiceRemove.as_str())
+}
+
+/// The database Jobs of `cinder` that are active (exist and are not terminal), by name.
+pub async fn active_database_jobs(
+    client: &Client,
+    namespace: &str,
+    cinder: &str,
+) -> Result<Vec<String>, kube::Error> {
+    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default().labels(&crate::steps::children::selector(cinder, &[])))
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|j| is_database_job(j, cinder))
+        .filter(|j| !observe(j).state.is_terminal())
+        .filter_map(|j| j.metadata.name.clone())
+        .collect())
+}
+
+/// What an attempt to act on a database Job came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Act {
+    /// Done (created, already there, or deleted).
+    Done,
+    /// Another replica holds the database's Lease: try again after this.
+    DeviceBusy(Duration),
+    /// Another Job of the database is active: wait for it.
+    OtherActive(String),
+    /// The Cinder changed since this pass's snapshot: act on a fresh one.
+    StaleSnapshot,
+}
+
+/// Why acting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("device lock: {0}")]
+    Lock(String),
+}
+
+/// Whether the live Cinder still is the snapshot's generation and release state.
+async fn snapshot_is_current(client: &Client, snapshot: &Cinder) -> Result<bool, kube::Error> {
+    let ns = snapshot.metadata.namespace.as_deref().unwrap_or_default();
+    let name = snapshot.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Cinder> = Api::namespaced(client.clone(), ns);
+    let Some(live) = api.get_opt(name).await? else {
+        return Ok(false);
+    };
+    let key = |c: &Cinder| {
+        let s = c.status.clone().unwrap_or_default();
+        (
+            c.metadata.generation,
+            s.installed_release,
+            s.target_release,
+            s.upgrade_phase,
+        )
+    };
+    Ok(key(&live) == key(snapshot))
+}
+
+enum Action<'a> {
+    Create(&'a Job),
+    Delete(&'a [String]),
+}
+
+async fn under_lock(
+    client: &Client,
+    services: &DatabaseServices,
+    snapshot: &Cinder,
+    job: DatabaseJob,
+    action: Action<'_>,
+) -> Result<Act, ActError> {
+    let ns = snapshot.metadata.namespace.as_deref().unwrap_or_default();
+    let cinder = snapshot.metadata.name.as_deref().unwrap_or_default();
+    let locks = services
+        .device_locks(ns)
+        .map_err(|e| ActError::Lock(e.to_string()))?;
+    let device = database_device(snapshot);
+    let guard = match locks.lock(&device, job.priority()).await {
+        Ok(g) => g,
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
+            return Ok(Act::DeviceBusy(retry_after));
+        }
+        Err(e) => return Err(ActError::Lock(e.to_string())),
+    };
+    let result = act_locked(client, snapshot, ns, cinder, action).await;
+    guard.release().await;
+    result
+}
+
+async fn act_locked(
+    client: &Client,
+    snapshot: &Cinder,
+    ns: &str,
+    cinder: &str,
+    action: Action<'_>,
+) -> Result<Act, ActError> {
+    if !snapshot_is_current(client, snapshot).await? {
+        return Ok(Act::StaleSnapshot);
+    }
+    let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    match action {
+        Action::Create(job) => {
+            let name = job.metadata.name.clone().unwrap_or_default();
+            if api.get_opt(&name).await?.is_some() {
+                return Ok(Act::Done);
+            }
+            let active = active_database_jobs(client, ns, cinder).await?;
+            if let Some(other) = active.into_iter().next() {
+                return Ok(Act::OtherActive(other));
+            }
+            match api.create(&PostParams::default(), job).await {
+                Ok(_) => Ok(Act::Done),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Act::Done),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Action::Delete(names) => {
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
+            for name in names {
+                match api.delete(name, &params).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(Act::Done)
+        }
+    }
+}
+
+/// Creates `job` under the database's device lock when the snapshot is current, the Job does
+/// not exist yet and no other database Job is active.
+pub async fn launch(
+    client: &Client,
+    services: &DatabaseServices,
+    snapshot: &Cinder,
+    which: SchemaJob,
+    job: &Job,
+) -> Result<Act, ActError> {
+    under_lock(
+        client,
+        services,
+        snapshot,
+        which.device_job(),
+        Action::Create(job),
+    )
+    .await
+}
+
+/// Deletes the Jobs `names` (background propagation) under the database's device lock when the
+/// snapshot is current.
+pub async fn delete_jobs(
+    client: &Client,
+    services: &DatabaseServices,
+    snapshot: &Cinder,
+    which: SchemaJob,
+    names: &[String],
+) -> Result<Act, ActError> {
+    under_lock(
+        client,
+        services,
+        snapshot,
+        which.device_job(),
+        Action::Delete(names),
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cinder(tag: &str) -> Cinder {
+        let mut c: Cinder = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "Cinder",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": tag},
+                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
+                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
+                "keystoneEndpoint": "https://k:5000/v3"}
+        }))
+        .unwrap();
+        c.metadata.generation = Some(1);
+        c
+    }
+
+    #[test]
+    fn jobs_mount_the_config_and_take_the_connection_from_the_secret() {
+        let job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "c-config-abc");
+        assert_eq!(job.metadata.name.as_deref(), Some("c-db-sync"));
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let c = &pod.containers[0];
+        assert_eq!(c.image.as_deref(), Some("r:2026.1"));
+        assert_eq!(
+            c.command.as_ref().unwrap().join(" "),
+            "cinder-manage db sync"
+        );
+        assert_eq!(
+            c.volume_mounts.as_ref().unwrap()[0].mount_path,
+            "/etc/cinder"
+        );
+        let env = &c.env.as_ref().unwrap()[0];
+        let key = env
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.key.as_str()),
+            ("c-db-connection", "connection")
+        );
+        assert_eq!(
+            pod.volumes.as_ref().unwrap()[0]
+                .config_map
+                .as_ref()
+                .unwrap()
+                .name,
+            "c-config-abc"
+        );
+        assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    }
+
+    #[test]
+    fn phase_jobs_have_their_commands_and_backoff_limit() {
+        let c = cinder("2026.1");
+        let expand = desired_job(&c, SchemaJob::Expand, "cm");
+        assert_eq!(expand.metadata.name.as_deref(), Some("c-db-expand"));
+        assert_eq!(expand.spec.as_ref().unwrap().backoff_limit, Some(4));
+        let migrate = desired_job(&c, SchemaJob::Migrate, "cm");
+        let mc = &migrate
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0];
+        let script = mc.command.as_ref().unwrap().join(" ");
+        assert!(script.contains("cinder-status upgrade check"));
+        assert!(script.contains("/dev/termination-log"));
+        assert_eq!(
+            mc.termination_message_path.as_deref(),
+            Some("/dev/termination-log")
+        );
+        let contract = desired_job(&c, SchemaJob::Contract, "cm");
+        let cc = &contract
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0];
+        assert_eq!(
+            cc.command.as_ref().unwrap().join(" "),
+            "cinder-manage db online_data_migrations"
+        );
+    }
+
+    #[test]
+    fn a_new_image_or_config_changes_the_spec_hash() {
+        let a = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1");
+        let b = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1");
+        let c = desired_job(&cinder("2026.1-p1"), SchemaJob::DbSync, "cm1");
+        let d = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm2");
+        assert_eq!(spec_hash(&a), spec_hash(&b));
+        assert_ne!(spec_hash(&a), spec_hash(&c));
+        assert_ne!(spec_hash(&a), spec_hash(&d));
+        assert!(spec_hash(&a).is_some_and(|h| h.len() == 64));
+    }
+
+    #[test]
+    fn the_upgrade_check_wrapper_normalises_0_to_2() {
+        // Run the wrapper with a stand-in `cinder-status` that exits with each code.
+        for (code, expect_exit) in [(0, 0), (1, 0), (2, 0), (3, 3)] {
+            let dir = std::env::temp_dir().join(format!("cinder-uc-{}-{code}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let bin = dir.join("cinder-status");
+            std::fs::write(&bin, format!("#!/bin/sh\nexit {code}\n")).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let msg = dir.join("termination-log");
+            let script =
+                UPGRADE_CHECK_SCRIPT.replace("/dev/termination-log", msg.to_str().unwrap());
+            let path = format!(
+                "{}:{}",
+                dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let status = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(&script)
+                .env("PATH", path)
+                .status()
+                .unwrap();
+            assert_eq!(status.code(), Some(expect_exit), "code {code}");
+            assert_eq!(
+                std::fs::read_to_string(&msg).unwrap().trim(),
+                code.to_string()
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn observed_state_and_duration() {
+        let mut job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm");
+        job.metadata.uid = Some("j1".into());
+        assert_eq!(observe(&job).state, JobState::Running);
+        job.status = Some(serde_json::from_value(serde_json::json!({
+            "startTime": "2026-01-01T00:00:00Z",
+            "completionTime": "2026-01-01T00:00:07Z",
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:00:07Z"}]
+        })).unwrap());
+        let o = observe(&job);
+        assert_eq!(o.state, JobState::Succeeded);
+        assert_eq!(o.duration, Some(Duration::from_secs(7)));
+        job.status = Some(serde_json::from_value(serde_json::json!({
+            "startTime": "2026-01-01T00:00:00Z",
+            "conditions": [{"type": "Failed", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"}]
+        })).unwrap());
+        let o = observe(&job);
+        assert_eq!(o.state, JobState::Failed { exit_code: None });
+        assert_eq!(o.duration, Some(Duration::from_secs(4)));
+    }
+
+    #[test]
+    fn database_jobs_are_the_schema_jobs_and_service_removes() {
+        let c = cinder("2026.1");
+        for which in SchemaJob::ALL {
+            assert!(is_database_job(&desired_job(&c, which, "cm"), "c"));
+        }
+        let mut other = desired_job(&c, SchemaJob::DbSync, "cm");
+        other.metadata.name = Some("c-something".into());
+        other.metadata.labels = Some(names::component_labels("c", Component::DbPurge));
+        assert!(!is_database_job(&other, "c"));
+        other.metadata.labels = Some(names::component_labels("c", Component::ServiceRemove));
+        assert!(is_database_job(&other, "c"));
+    }
+}
