@@ -501,11 +501,16 @@ pub fn terminated_pod_status(pod: &Pod, outcome: &PodOutcome) -> Value {
     } else {
         ("Failed", "Error")
     };
-    let message = if outcome.message.is_empty() {
-        Value::Null
-    } else {
-        json!(outcome.message)
-    };
+    let mut terminated = json!({
+        "exitCode": outcome.exit_code,
+        "reason": reason,
+        "startedAt": started,
+        "finishedAt": at,
+    });
+    // Inside a list a null would be stored as is: leave an empty message out instead.
+    if let (false, Some(map)) = (outcome.message.is_empty(), terminated.as_object_mut()) {
+        map.insert("message".to_owned(), json!(outcome.message));
+    }
     json!({
         "phase": phase,
         "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": at}],
@@ -516,13 +521,7 @@ pub fn terminated_pod_status(pod: &Pod, outcome: &PodOutcome) -> Value {
             "ready": false,
             "started": false,
             "restartCount": 0,
-            "state": {"terminated": {
-                "exitCode": outcome.exit_code,
-                "reason": reason,
-                "message": message,
-                "startedAt": started,
-                "finishedAt": at,
-            }},
+            "state": {"terminated": terminated},
         }],
     })
 }
@@ -579,7 +578,11 @@ mod tests {
         assert_eq!(terminated["reason"], "Error");
         let ok = terminated_pod_status(&pod, &PodOutcome::success());
         assert_eq!(ok["phase"], "Succeeded");
-        assert!(ok["containerStatuses"][0]["state"]["terminated"]["message"].is_null());
+        assert!(
+            ok["containerStatuses"][0]["state"]["terminated"]
+                .get("message")
+                .is_none()
+        );
         let typed: k8s_openapi::api::core::v1::PodStatus = serde_json::from_value(failed).unwrap();
         assert_eq!(typed.phase.as_deref(), Some("Failed"));
     }
