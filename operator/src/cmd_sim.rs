@@ -12,14 +12,20 @@ pub fn run(cli: &Cli) -> ExitCode {
         eprintln!("cinder-operator sim: called for another subcommand");
         return ExitCode::from(1);
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cinder-operator sim: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    let kubeconfig = args.kubeconfig.clone().or_else(|| Some(default_kubeconfig_path()));
+    let kubeconfig = args
+        .kubeconfig
+        .clone()
+        .or_else(|| Some(default_kubeconfig_path()));
     match runtime.block_on(serve(args.port, kubeconfig)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -36,10 +42,17 @@ fn default_kubeconfig_path() -> PathBuf {
 }
 
 async fn serve(port: u16, kubeconfig: Option<PathBuf>) -> Result<(), cinder_sim::SimError> {
-    let config = ClusterConfig { port, kubeconfig_path: kubeconfig, ..ClusterConfig::default() };
+    let config = ClusterConfig {
+        port,
+        kubeconfig_path: kubeconfig,
+        ..ClusterConfig::default()
+    };
     let cluster = EmbeddedCluster::start(config).await?;
     println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
-    println!("embedded cluster (simulator) listening on {}", cluster.url());
+    println!(
+        "embedded cluster (simulator) listening on {}",
+        cluster.url()
+    );
     println!("press Ctrl-C to stop");
     wait_for_signal().await;
     cluster.shutdown().await;

@@ -65,7 +65,10 @@ pub struct EmbeddedCluster {
 
 impl std::fmt::Debug for EmbeddedCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbeddedCluster").field("url", &self.url).field("kubeconfig", &self.kubeconfig_path).finish()
+        f.debug_struct("EmbeddedCluster")
+            .field("url", &self.url)
+            .field("kubeconfig", &self.kubeconfig_path)
+            .finish()
     }
 }
 
@@ -78,12 +81,23 @@ pub struct StoreView {
 
 impl StoreView {
     /// One object by group ("" for core), plural resource, namespace ("" if cluster-scoped), name.
-    pub fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+    pub fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<serde_json::Value> {
         self.store.get(group, resource, namespace, name)
     }
 
     /// Objects of a resource in one namespace or all.
-    pub fn list(&self, group: &str, resource: &str, namespace: Option<&str>) -> Vec<serde_json::Value> {
+    pub fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> Vec<serde_json::Value> {
         self.store.list(group, resource, namespace)
     }
 
@@ -102,14 +116,32 @@ impl EmbeddedCluster {
     /// Starts the server, registers the built-in kinds, installs the fixtures and spawns the
     /// simulated controllers.
     pub async fn start(config: ClusterConfig) -> Result<EmbeddedCluster, SimError> {
-        let listener = std::net::TcpListener::bind(("127.0.0.1", config.port)).map_err(|source| SimError::Bind { port: config.port, source })?;
-        let port = listener.local_addr().map_err(|source| SimError::Bind { port: config.port, source })?.port();
+        let listener =
+            std::net::TcpListener::bind(("127.0.0.1", config.port)).map_err(|source| {
+                SimError::Bind {
+                    port: config.port,
+                    source,
+                }
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| SimError::Bind {
+                port: config.port,
+                source,
+            })?
+            .port();
         let url = format!("http://127.0.0.1:{port}");
         let engine = Engine::new(config.history_window);
         let faults = FaultHandle::new(config.faults.clone());
         let log = RequestLog::new(config.request_log_capacity);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let state = AppState { engine: engine.clone(), faults: faults.clone(), log: log.clone(), stop: stop_rx.clone(), address: format!("127.0.0.1:{port}") };
+        let state = AppState {
+            engine: engine.clone(),
+            faults: faults.clone(),
+            log: log.clone(),
+            stop: stop_rx.clone(),
+            address: format!("127.0.0.1:{port}"),
+        };
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::new(state.clone()))
@@ -130,14 +162,26 @@ impl EmbeddedCluster {
         let (kubeconfig_path, tempdir) = match &config.kubeconfig_path {
             Some(p) => (p.clone(), None),
             None => {
-                let dir = tempfile::tempdir().map_err(|source| SimError::Kubeconfig { path: std::env::temp_dir(), source })?;
+                let dir = tempfile::tempdir().map_err(|source| SimError::Kubeconfig {
+                    path: std::env::temp_dir(),
+                    source,
+                })?;
                 (dir.path().join("kubeconfig"), Some(dir))
             }
         };
-        if let Some(parent) = kubeconfig_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| SimError::Kubeconfig { path: kubeconfig_path.clone(), source })?;
+        if let Some(parent) = kubeconfig_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(|source| SimError::Kubeconfig {
+                path: kubeconfig_path.clone(),
+                source,
+            })?;
         }
-        std::fs::write(&kubeconfig_path, &kubeconfig).map_err(|source| SimError::Kubeconfig { path: kubeconfig_path.clone(), source })?;
+        std::fs::write(&kubeconfig_path, &kubeconfig).map_err(|source| SimError::Kubeconfig {
+            path: kubeconfig_path.clone(),
+            source,
+        })?;
         let client = client_for(&kubeconfig).await?;
         let mut cluster = EmbeddedCluster {
             url,
@@ -154,7 +198,9 @@ impl EmbeddedCluster {
             gc_task: Some(gc_task),
             server_task: Some(server_task),
         };
-        controllers::install_fixture_set(client.clone(), config.controllers.fixtures).await.map_err(SimError::Fixtures)?;
+        controllers::install_fixture_set(client.clone(), config.controllers.fixtures)
+            .await
+            .map_err(SimError::Fixtures)?;
         cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
         Ok(cluster)
     }
@@ -194,7 +240,10 @@ impl EmbeddedCluster {
 
     /// In-process reads of the stored objects.
     pub fn store(&self) -> StoreView {
-        StoreView { store: self.engine.store.clone(), registry: self.engine.registry.clone() }
+        StoreView {
+            store: self.engine.store.clone(),
+            registry: self.engine.registry.clone(),
+        }
     }
 
     /// The simulated controllers (to change their settings at runtime).
@@ -232,7 +281,8 @@ impl Drop for EmbeddedCluster {
 }
 
 async fn client_for(kubeconfig: &str) -> Result<kube::Client, SimError> {
-    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).map_err(|e| SimError::Client(e.to_string()))?;
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)
+        .map_err(|e| SimError::Client(e.to_string()))?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| SimError::Client(e.to_string()))?;

@@ -10,7 +10,10 @@ pub enum SimError {
     #[error("cannot listen on 127.0.0.1:{port}: {source}")]
     Bind { port: u16, source: std::io::Error },
     #[error("cannot write the kubeconfig {path}: {source}")]
-    Kubeconfig { path: PathBuf, source: std::io::Error },
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot build a client for the embedded cluster: {0}")]
     Client(String),
     #[error("cannot install the third-party CRD fixtures: {0}")]
@@ -27,7 +30,11 @@ pub struct Cause {
 
 impl Cause {
     pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Cause {
-        Cause { reason: reason.to_string(), field: field.into(), message: message.into() }
+        Cause {
+            reason: reason.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -37,6 +44,13 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
+    /// `details` of the Status (boxed to keep results small).
+    pub details: Box<ErrorDetails>,
+}
+
+/// The `details` of a Status: what object the error is about, and its causes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ErrorDetails {
     pub group: String,
     pub kind: String,
     pub name: String,
@@ -44,7 +58,11 @@ pub struct ApiError {
 }
 
 fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 impl ApiError {
@@ -53,39 +71,51 @@ impl ApiError {
             code,
             reason,
             message: message.into(),
-            group: String::new(),
-            kind: String::new(),
-            name: String::new(),
-            causes: Vec::new(),
+            details: Box::default(),
         }
     }
 
     fn about(mut self, group: &str, kind: &str, name: &str) -> ApiError {
-        self.group = group.to_string();
-        self.kind = kind.to_string();
-        self.name = name.to_string();
+        self.details.group = group.to_string();
+        self.details.kind = kind.to_string();
+        self.details.name = name.to_string();
         self
     }
 
     pub fn not_found(group: &str, resource: &str, name: &str) -> ApiError {
-        Self::plain(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)))
-            .about(group, resource, name)
+        Self::plain(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        )
+        .about(group, resource, name)
     }
 
     pub fn not_found_path(path: &str) -> ApiError {
-        Self::plain(404, "NotFound", format!("the server could not find the requested resource ({path})"))
+        Self::plain(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
     }
 
     pub fn already_exists(group: &str, resource: &str, name: &str) -> ApiError {
-        Self::plain(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
-            .about(group, resource, name)
+        Self::plain(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        )
+        .about(group, resource, name)
     }
 
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
         Self::plain(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, resource)),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, resource)
+            ),
         )
         .about(group, resource, name)
     }
@@ -96,19 +126,34 @@ impl ApiError {
         let mut e = Self::plain(
             409,
             "Conflict",
-            format!("Apply failed with {} conflict(s): {}", causes.len(), list.join(", ")),
+            format!(
+                "Apply failed with {} conflict(s): {}",
+                causes.len(),
+                list.join(", ")
+            ),
         )
         .about(group, resource, name);
-        e.causes = causes;
+        e.details.causes = causes;
         e
     }
 
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
-        let list: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
-        let what = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let mut e =
-            Self::plain(422, "Invalid", format!("{what} \"{name}\" is invalid: {}", list.join(", "))).about(group, kind, name);
-        e.causes = causes;
+        let list: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let what = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut e = Self::plain(
+            422,
+            "Invalid",
+            format!("{what} \"{name}\" is invalid: {}", list.join(", ")),
+        )
+        .about(group, kind, name);
+        e.details.causes = causes;
         e
     }
 
@@ -125,7 +170,13 @@ impl ApiError {
     }
 
     pub fn unsupported_media_type(content_type: &str) -> ApiError {
-        Self::plain(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"))
+        Self::plain(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        )
     }
 
     pub fn too_many_requests(message: impl Into<String>) -> ApiError {
@@ -143,16 +194,43 @@ impl ApiError {
     /// An injected failure with an arbitrary code (fault injection).
     pub fn injected(code: u16) -> ApiError {
         match code {
-            409 => Self::plain(409, "Conflict", "injected fault: conflict (the object has been modified; please apply your changes to the latest version and try again)"),
-            429 => Self::plain(429, "TooManyRequests", "injected fault: too many requests, please try again later"),
+            409 => Self::plain(
+                409,
+                "Conflict",
+                "injected fault: conflict (the object has been modified; please apply your changes to the latest version and try again)",
+            ),
+            429 => Self::plain(
+                429,
+                "TooManyRequests",
+                "injected fault: too many requests, please try again later",
+            ),
             410 => Self::gone("injected fault: too old resource version"),
             503 => Self::service_unavailable("injected fault: service unavailable"),
             c => Self::plain(c, "InternalError", format!("injected fault: error {c}")),
         }
     }
 
+    /// A 403 Forbidden answer.
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
+        Self::plain(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified(group, resource)
+            ),
+        )
+        .about(group, resource, name)
+    }
+
+    /// The causes of an Invalid or Conflict answer.
+    pub fn causes(&self) -> &[Cause] {
+        &self.details.causes
+    }
+
     /// The `v1 Status` object of this error.
     pub fn to_status(&self) -> Value {
+        let d = &self.details;
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -162,22 +240,24 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if !self.name.is_empty() || !self.kind.is_empty() || !self.causes.is_empty() {
+        if !d.name.is_empty() || !d.kind.is_empty() || !d.causes.is_empty() {
             let mut details = json!({});
-            if !self.name.is_empty() {
-                details["name"] = json!(self.name);
+            if !d.name.is_empty() {
+                details["name"] = json!(d.name);
             }
-            if !self.group.is_empty() {
-                details["group"] = json!(self.group);
+            if !d.group.is_empty() {
+                details["group"] = json!(d.group);
             }
-            if !self.kind.is_empty() {
-                details["kind"] = json!(self.kind);
+            if !d.kind.is_empty() {
+                details["kind"] = json!(d.kind);
             }
-            if !self.causes.is_empty() {
+            if !d.causes.is_empty() {
                 details["causes"] = Value::Array(
-                    self.causes
+                    d.causes
                         .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .map(
+                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
+                        )
                         .collect(),
                 );
             }

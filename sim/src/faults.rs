@@ -66,12 +66,18 @@ pub struct FaultHandle {
 impl FaultHandle {
     pub fn new(config: FaultConfig) -> FaultHandle {
         let (tx, _) = tokio::sync::watch::channel(0);
-        FaultHandle { config: Arc::new(RwLock::new(config)), drops: Arc::new(tx) }
+        FaultHandle {
+            config: Arc::new(RwLock::new(config)),
+            drops: Arc::new(tx),
+        }
     }
 
     /// The current settings.
     pub fn get(&self) -> FaultConfig {
-        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces the settings.
@@ -104,13 +110,17 @@ impl FaultHandle {
     /// Forces the health-check answer of a Service (replaces an earlier one for it).
     pub fn set_service_fault(&self, fault: ServiceFault) {
         self.update(|c| {
-            c.services.retain(|s| !(s.namespace == fault.namespace && s.name == fault.name));
+            c.services
+                .retain(|s| !(s.namespace == fault.namespace && s.name == fault.name));
             c.services.push(fault);
         });
     }
 
     pub fn clear_service_fault(&self, namespace: &str, name: &str) {
-        self.update(|c| c.services.retain(|s| !(s.namespace == namespace && s.name == name)));
+        self.update(|c| {
+            c.services
+                .retain(|s| !(s.namespace == namespace && s.name == name))
+        });
     }
 
     /// Closes every open watch connection now.
@@ -132,18 +142,29 @@ impl FaultHandle {
             .iter()
             .filter(|r| r.verb.as_deref().is_none_or(|v| v == verb))
             .filter(|r| r.resource.as_deref().is_none_or(|x| x == resource))
-            .filter(|r| r.user_agent.as_deref().is_none_or(|u| user_agent.contains(u)))
+            .filter(|r| {
+                r.user_agent
+                    .as_deref()
+                    .is_none_or(|u| user_agent.contains(u))
+            })
             .find(|r| r.probability >= 1.0 || rng.random_bool(r.probability.clamp(0.0, 1.0)))
             .map(|r| r.code)
     }
 
     pub fn latency(&self) -> Duration {
-        self.config.read().unwrap_or_else(|e| e.into_inner()).latency
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .latency
     }
 
     /// Whether to drop a watch before sending the next event.
     pub fn drop_watch_now(&self) -> bool {
-        let p = self.config.read().unwrap_or_else(|e| e.into_inner()).watch_drop_probability;
+        let p = self
+            .config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .watch_drop_probability;
         p > 0.0 && rand::rng().random_bool(p.clamp(0.0, 1.0))
     }
 

@@ -30,7 +30,10 @@ pub struct RequestLog {
 
 impl RequestLog {
     pub fn new(capacity: usize) -> RequestLog {
-        RequestLog { inner: Arc::new(Mutex::new(std::collections::VecDeque::new())), capacity: capacity.max(1) }
+        RequestLog {
+            inner: Arc::new(Mutex::new(std::collections::VecDeque::new())),
+            capacity: capacity.max(1),
+        }
     }
 
     pub fn push(&self, r: RequestRecord) {
@@ -42,7 +45,12 @@ impl RequestLog {
     }
 
     pub fn all(&self) -> Vec<RequestRecord> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub fn clear(&self) {

@@ -17,12 +17,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 async fn cluster(history: usize) -> EmbeddedCluster {
-    let config = ClusterConfig { controllers: ControllersConfig::all_off(), history_window: history, ..ClusterConfig::default() };
+    let config = ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        history_window: history,
+        ..ClusterConfig::default()
+    };
     EmbeddedCluster::start(config).await.unwrap()
 }
 
 fn cm(name: &str, value: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"watched": "yes"}}, "data": {"v": value}})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"watched": "yes"}}, "data": {"v": value}}),
+    )
+    .unwrap()
 }
 
 /// Polls `cond` every 50 ms for up to 60 s.
@@ -46,7 +53,11 @@ struct View {
 }
 
 fn value(c: &ConfigMap) -> String {
-    c.data.as_ref().and_then(|d| d.get("v")).cloned().unwrap_or_default()
+    c.data
+        .as_ref()
+        .and_then(|d| d.get("v"))
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -55,7 +66,11 @@ async fn watcher_sees_changes_in_order_and_relists_after_gone() {
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     let view = Arc::new(Mutex::new(View::default()));
     let v2 = view.clone();
-    let stream = watcher::watcher(api.clone(), watcher::Config::default().labels("watched=yes")).default_backoff();
+    let stream = watcher::watcher(
+        api.clone(),
+        watcher::Config::default().labels("watched=yes"),
+    )
+    .default_backoff();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -90,11 +105,21 @@ async fn watcher_sees_changes_in_order_and_relists_after_gone() {
     });
     eventually("first list", || view.lock().unwrap().inits == 1).await;
     for i in 0..5 {
-        api.create(&PostParams::default(), &cm(&format!("w-{i}"), "0")).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("w-{i}"), "0"))
+            .await
+            .unwrap();
     }
-    api.create(&PostParams::default(), &cm("seq", "0")).await.unwrap();
+    api.create(&PostParams::default(), &cm("seq", "0"))
+        .await
+        .unwrap();
     for n in 1..=20u64 {
-        api.patch("seq", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": n.to_string()}}))).await.unwrap();
+        api.patch(
+            "seq",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": n.to_string()}})),
+        )
+        .await
+        .unwrap();
     }
     api.delete("w-0", &DeleteParams::default()).await.unwrap();
     eventually("live events", || {
@@ -114,10 +139,18 @@ async fn watcher_sees_changes_in_order_and_relists_after_gone() {
     faults.add_error_rule(ErrorRule::always(Some("watch"), Some("configmaps"), 500));
     faults.drop_watches();
     for n in 21..=120u64 {
-        api.patch("seq", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": n.to_string()}}))).await.unwrap();
+        api.patch(
+            "seq",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": n.to_string()}})),
+        )
+        .await
+        .unwrap();
     }
     api.delete("w-1", &DeleteParams::default()).await.unwrap();
-    api.create(&PostParams::default(), &cm("w-new", "1")).await.unwrap();
+    api.create(&PostParams::default(), &cm("w-new", "1"))
+        .await
+        .unwrap();
     faults.clear();
 
     eventually("relist after 410 Gone", || {
@@ -125,17 +158,37 @@ async fn watcher_sees_changes_in_order_and_relists_after_gone() {
         v.inits >= 2 && v.objects.get("seq").map(String::as_str) == Some("120")
     })
     .await;
-    let fresh: BTreeMap<String, String> = api.list(&Default::default()).await.unwrap().items.iter().map(|o| (o.name_any(), value(o))).collect();
+    let fresh: BTreeMap<String, String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| (o.name_any(), value(o)))
+        .collect();
     assert_eq!(view.lock().unwrap().objects, fresh);
     // the delivered values of "seq" never went backwards
     let seq = view.lock().unwrap().seq.clone();
     assert!(seq.windows(2).all(|w| w[0] < w[1]), "{seq:?}");
-    let lists = c.requests().iter().filter(|r| r.verb == "list" && r.resource == "configmaps").count();
+    let lists = c
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "list" && r.resource == "configmaps")
+        .count();
     assert!(lists >= 2, "the watcher relisted ({lists} lists)");
 
     // and it keeps following live changes afterwards
-    api.patch("seq", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "121"}}))).await.unwrap();
-    eventually("live after relist", || view.lock().unwrap().objects.get("seq").map(String::as_str) == Some("121")).await;
+    api.patch(
+        "seq",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "121"}})),
+    )
+    .await
+    .unwrap();
+    eventually("live after relist", || {
+        view.lock().unwrap().objects.get("seq").map(String::as_str) == Some("121")
+    })
+    .await;
     task.abort();
     c.shutdown().await;
 }
@@ -145,23 +198,49 @@ async fn reflector_store_converges() {
     let c = cluster(50_000).await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher::watcher(api.clone(), watcher::Config::default())).default_backoff().applied_objects();
+    let stream = reflector(
+        writer,
+        watcher::watcher(api.clone(), watcher::Config::default()),
+    )
+    .default_backoff()
+    .applied_objects();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while stream.next().await.is_some() {}
     });
     for i in 0..40 {
-        api.create(&PostParams::default(), &cm(&format!("r-{i}"), "0")).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("r-{i}"), "0"))
+            .await
+            .unwrap();
     }
     for i in (0..40).step_by(3) {
-        api.patch(&format!("r-{i}"), &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "x"}}))).await.unwrap();
+        api.patch(
+            &format!("r-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": "x"}})),
+        )
+        .await
+        .unwrap();
     }
     for i in (0..40).step_by(4) {
-        api.delete(&format!("r-{i}"), &DeleteParams::default()).await.unwrap();
+        api.delete(&format!("r-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
     }
-    let expected: BTreeMap<String, String> = api.list(&Default::default()).await.unwrap().items.iter().map(|o| (o.name_any(), value(o))).collect();
+    let expected: BTreeMap<String, String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| (o.name_any(), value(o)))
+        .collect();
     eventually("reflector matches the list", || {
-        let got: BTreeMap<String, String> = reader.state().iter().map(|o| (o.name_any(), value(o))).collect();
+        let got: BTreeMap<String, String> = reader
+            .state()
+            .iter()
+            .map(|o| (o.name_any(), value(o)))
+            .collect();
         got == expected
     })
     .await;
@@ -179,14 +258,24 @@ struct Ctx {
 struct ReconcileError(#[from] kube::Error);
 
 async fn reconcile(parent: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
-    *ctx.reconciles.lock().unwrap().entry(parent.name_any()).or_default() += 1;
+    *ctx.reconciles
+        .lock()
+        .unwrap()
+        .entry(parent.name_any())
+        .or_default() += 1;
     let ns = parent.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     let owner = parent.controller_owner_ref(&()).unwrap();
     let child = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": format!("{}-child", parent.name_any()), "ownerReferences": [owner]},
         "stringData": {"from": parent.name_any()}});
-    secrets.patch(&format!("{}-child", parent.name_any()), &PatchParams::apply("test-controller").force(), &Patch::Apply(&child)).await?;
+    secrets
+        .patch(
+            &format!("{}-child", parent.name_any()),
+            &PatchParams::apply("test-controller").force(),
+            &Patch::Apply(&child),
+        )
+        .await?;
     Ok(Action::await_change())
 }
 
@@ -200,14 +289,30 @@ async fn controller_is_woken_by_its_owned_child() {
     let client = c.client().await;
     let parents: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
-    let ctx = Arc::new(Ctx { client: client.clone(), reconciles: Mutex::new(BTreeMap::new()) });
-    let controller = Controller::new(parents.clone(), watcher::Config::default().labels("watched=yes"))
-        .owns(secrets.clone(), watcher::Config::default())
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|_| async {});
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        reconciles: Mutex::new(BTreeMap::new()),
+    });
+    let controller = Controller::new(
+        parents.clone(),
+        watcher::Config::default().labels("watched=yes"),
+    )
+    .owns(secrets.clone(), watcher::Config::default())
+    .run(reconcile, error_policy, ctx.clone())
+    .for_each(|_| async {});
     let task = tokio::spawn(controller);
-    parents.create(&PostParams::default(), &cm("parent", "1")).await.unwrap();
-    let count = |ctx: &Ctx| ctx.reconciles.lock().unwrap().get("parent").copied().unwrap_or(0);
+    parents
+        .create(&PostParams::default(), &cm("parent", "1"))
+        .await
+        .unwrap();
+    let count = |ctx: &Ctx| {
+        ctx.reconciles
+            .lock()
+            .unwrap()
+            .get("parent")
+            .copied()
+            .unwrap_or(0)
+    };
     eventually("first reconcile", || count(&ctx) >= 1).await;
     let mut child = None;
     for _ in 0..600 {
@@ -224,7 +329,14 @@ async fn controller_is_woken_by_its_owned_child() {
     // let the reconciles caused by creating the child settle, then change only the child
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = count(&ctx);
-    secrets.patch("parent-child", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}))).await.unwrap();
+    secrets
+        .patch(
+            "parent-child",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
     eventually("woken by the child", || count(&ctx) > before).await;
     // the owner's uid in the child is the parent's
     let parent = parents.get("parent").await.unwrap();

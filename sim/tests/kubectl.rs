@@ -43,11 +43,17 @@ spec:
             x-kubernetes-preserve-unknown-fields: true
 "#;
 
-const WIDGET: &str = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n";
-const BAD: &str = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: 0}\n";
+const WIDGET: &str =
+    "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n";
+const BAD: &str =
+    "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: 0}\n";
 
 fn kubectl_path() -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("kubectl"))
+            .find(|p| p.is_file())
+    })
 }
 
 struct Kubectl {
@@ -65,13 +71,23 @@ struct Out {
 impl Kubectl {
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", &self.kubeconfig).arg("--cache-dir").arg(&self.cache).args(args);
+        c.env("KUBECONFIG", &self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args);
         c
     }
 
     async fn run(&self, args: &[&str]) -> Out {
-        let out = tokio::time::timeout(Duration::from_secs(120), self.cmd(args).output()).await.expect("kubectl finished").expect("kubectl ran");
-        Out { ok: out.status.success(), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into() }
+        let out = tokio::time::timeout(Duration::from_secs(120), self.cmd(args).output())
+            .await
+            .expect("kubectl finished")
+            .expect("kubectl ran");
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into(),
+            stderr: String::from_utf8_lossy(&out.stderr).into(),
+        }
     }
 
     async fn ok(&self, args: &[&str]) -> String {
@@ -93,15 +109,28 @@ async fn kubectl_drives_the_embedded_cluster() {
         println!("skipped: no kubectl on PATH (CI installs one)");
         return;
     };
-    let c = EmbeddedCluster::start(ClusterConfig { controllers: ControllersConfig::all_off(), ..ClusterConfig::default() }).await.unwrap();
+    let c = EmbeddedCluster::start(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let k = Kubectl { bin, kubeconfig: c.kubeconfig_path().to_path_buf(), cache: dir.path().join("cache") };
+    let k = Kubectl {
+        bin,
+        kubeconfig: c.kubeconfig_path().to_path_buf(),
+        cache: dir.path().join("cache"),
+    };
     let crd = write(dir.path(), "crd.yaml", CRD);
     let widget = write(dir.path(), "widget.yaml", WIDGET);
     let bad = write(dir.path(), "bad.yaml", BAD);
 
     assert!(k.ok(&["apply", "-f", &crd]).await.contains("created"));
-    assert!(k.ok(&["apply", "-f", &widget]).await.contains("widget.example.com/w1 created"));
+    assert!(
+        k.ok(&["apply", "-f", &widget])
+            .await
+            .contains("widget.example.com/w1 created")
+    );
 
     // printer columns, defaults applied
     let table = k.ok(&["get", "widgets"]).await;
@@ -110,15 +139,47 @@ async fn kubectl_drives_the_embedded_cluster() {
     assert_eq!(header, ["NAME", "SIZE", "COLOR", "AGE"]);
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&row[..3], ["w1", "3", "blue"]);
-    assert!(k.ok(&["get", "wd", "w1", "-o", "name"]).await.contains("widget.example.com/w1"));
+    assert!(
+        k.ok(&["get", "wd", "w1", "-o", "name"])
+            .await
+            .contains("widget.example.com/w1")
+    );
 
     let described = k.ok(&["describe", "widget", "w1"]).await;
     assert!(described.contains("Name:         w1"), "{described}");
     assert!(described.contains("Size:"), "{described}");
 
-    k.ok(&["patch", "widget", "w1", "--type", "merge", "-p", r#"{"spec":{"size":5}}"#]).await;
-    k.ok(&["patch", "widget", "w1", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/color","value":"red"}]"#]).await;
-    assert_eq!(k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size} {.spec.color}"]).await, "5 red");
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":5}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/color","value":"red"}]"#,
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "widget",
+            "w1",
+            "-o",
+            "jsonpath={.spec.size} {.spec.color}"
+        ])
+        .await,
+        "5 red"
+    );
 
     // a schema violation is refused and names the field
     let refused = k.run(&["apply", "-f", &bad]).await;
@@ -126,24 +187,94 @@ async fn kubectl_drives_the_embedded_cluster() {
     assert!(refused.stderr.contains("spec.size"), "{}", refused.stderr);
 
     // get -w sees an update
-    let mut child = k.cmd(&["get", "widgets", "-w"]).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true).spawn().unwrap();
+    let mut child = k
+        .cmd(&["get", "widgets", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
     let mut reader = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(60), reader.next_line()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), reader.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(first.contains("NAME"), "{first}");
-    let initial = tokio::time::timeout(Duration::from_secs(60), reader.next_line()).await.unwrap().unwrap().unwrap();
-    assert!(initial.split_whitespace().take(2).eq(["w1", "5"]), "{initial}");
-    k.ok(&["patch", "widget", "w1", "--type", "merge", "-p", r#"{"spec":{"size":7}}"#]).await;
-    let update = tokio::time::timeout(Duration::from_secs(60), reader.next_line()).await.unwrap().unwrap().unwrap();
-    assert!(update.split_whitespace().take(2).eq(["w1", "7"]), "{update}");
+    let initial = tokio::time::timeout(Duration::from_secs(60), reader.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        initial.split_whitespace().take(2).eq(["w1", "5"]),
+        "{initial}"
+    );
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":7}}"#,
+    ])
+    .await;
+    let update = tokio::time::timeout(Duration::from_secs(60), reader.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        update.split_whitespace().take(2).eq(["w1", "7"]),
+        "{update}"
+    );
     child.kill().await.unwrap();
 
     // delete waits for a finalizer
-    k.ok(&["patch", "widget", "w1", "--type", "merge", "-p", r#"{"metadata":{"finalizers":["example.com/hold"]}}"#]).await;
-    assert!(k.ok(&["delete", "widget", "w1", "--wait=false"]).await.contains("deleted"));
-    let ts = k.ok(&["get", "widget", "w1", "-o", "jsonpath={.metadata.deletionTimestamp}"]).await;
-    assert!(!ts.is_empty(), "deletionTimestamp set while the finalizer is pending");
-    k.ok(&["patch", "widget", "w1", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]).await;
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ])
+    .await;
+    assert!(
+        k.ok(&["delete", "widget", "w1", "--wait=false"])
+            .await
+            .contains("deleted")
+    );
+    let ts = k
+        .ok(&[
+            "get",
+            "widget",
+            "w1",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .await;
+    assert!(
+        !ts.is_empty(),
+        "deletionTimestamp set while the finalizer is pending"
+    );
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
     let gone = k.run(&["get", "widget", "w1"]).await;
-    assert!(!gone.ok && gone.stderr.contains("NotFound"), "{}", gone.stderr);
+    assert!(
+        !gone.ok && gone.stderr.contains("NotFound"),
+        "{}",
+        gone.stderr
+    );
     c.shutdown().await;
 }

@@ -6,13 +6,21 @@ use cinder_sim::controllers::ControllersConfig;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams,
+    PropagationPolicy,
+};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 use std::time::Duration;
 
 async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(ClusterConfig { controllers: ControllersConfig::all_off(), ..ClusterConfig::default() }).await.unwrap()
+    EmbeddedCluster::start(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap()
 }
 
 async fn eventually<F, Fut>(what: &str, mut cond: F)
@@ -38,9 +46,24 @@ fn owned(name: &str, owner: Option<&ConfigMap>) -> ConfigMap {
 }
 
 async fn chain(api: &Api<ConfigMap>, prefix: &str) -> [ConfigMap; 3] {
-    let a = api.create(&PostParams::default(), &owned(&format!("{prefix}-a"), None)).await.unwrap();
-    let b = api.create(&PostParams::default(), &owned(&format!("{prefix}-b"), Some(&a))).await.unwrap();
-    let c = api.create(&PostParams::default(), &owned(&format!("{prefix}-c"), Some(&b))).await.unwrap();
+    let a = api
+        .create(&PostParams::default(), &owned(&format!("{prefix}-a"), None))
+        .await
+        .unwrap();
+    let b = api
+        .create(
+            &PostParams::default(),
+            &owned(&format!("{prefix}-b"), Some(&a)),
+        )
+        .await
+        .unwrap();
+    let c = api
+        .create(
+            &PostParams::default(),
+            &owned(&format!("{prefix}-c"), Some(&b)),
+        )
+        .await
+        .unwrap();
     [a, b, c]
 }
 
@@ -51,7 +74,9 @@ async fn three_level_owner_chain_is_collected() {
 
     // background: the root goes at once, the rest follows
     chain(&api, "bg").await;
-    api.delete("bg-a", &DeleteParams::background()).await.unwrap();
+    api.delete("bg-a", &DeleteParams::background())
+        .await
+        .unwrap();
     eventually("background chain gone", || async {
         api.get_opt("bg-b").await.unwrap().is_none() && api.get_opt("bg-c").await.unwrap().is_none()
     })
@@ -60,26 +85,56 @@ async fn three_level_owner_chain_is_collected() {
     // foreground: the root stays (deletionTimestamp, foregroundDeletion) until its dependents are gone
     chain(&api, "fg").await;
     // a finalizer on the leaf holds the whole chain
-    api.patch("fg-c", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["test/hold"]}}))).await.unwrap();
-    api.delete("fg-a", &DeleteParams::foreground()).await.unwrap();
+    api.patch(
+        "fg-c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["test/hold"]}})),
+    )
+    .await
+    .unwrap();
+    api.delete("fg-a", &DeleteParams::foreground())
+        .await
+        .unwrap();
     eventually("leaf marked for deletion", || async {
-        api.get_opt("fg-c").await.unwrap().is_some_and(|o| o.metadata.deletion_timestamp.is_some())
+        api.get_opt("fg-c")
+            .await
+            .unwrap()
+            .is_some_and(|o| o.metadata.deletion_timestamp.is_some())
     })
     .await;
     let root = api.get("fg-a").await.unwrap();
     assert!(root.metadata.deletion_timestamp.is_some());
-    assert!(root.metadata.finalizers.unwrap().contains(&"foregroundDeletion".to_string()));
-    api.patch("fg-c", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    assert!(
+        root.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    api.patch(
+        "fg-c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     eventually("foreground chain gone", || async {
-        api.get_opt("fg-a").await.unwrap().is_none() && api.get_opt("fg-b").await.unwrap().is_none() && api.get_opt("fg-c").await.unwrap().is_none()
+        api.get_opt("fg-a").await.unwrap().is_none()
+            && api.get_opt("fg-b").await.unwrap().is_none()
+            && api.get_opt("fg-c").await.unwrap().is_none()
     })
     .await;
 
     // orphan: dependents stay, without the owner reference
     chain(&api, "or").await;
-    let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..DeleteParams::default() };
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
     api.delete("or-a", &dp).await.unwrap();
-    eventually("orphaning done", || async { api.get_opt("or-a").await.unwrap().is_none() }).await;
+    eventually("orphaning done", || async {
+        api.get_opt("or-a").await.unwrap().is_none()
+    })
+    .await;
     let b = api.get("or-b").await.unwrap();
     assert!(b.metadata.owner_references.unwrap_or_default().is_empty());
     assert!(api.get_opt("or-c").await.unwrap().is_some());
@@ -94,21 +149,56 @@ async fn finalizer_holds_an_object_until_removed() {
     cm.metadata.finalizers = Some(vec!["test/one".into(), "test/two".into()]);
     api.create(&PostParams::default(), &cm).await.unwrap();
     let deleted = api.delete("held", &DeleteParams::default()).await.unwrap();
-    let obj = deleted.left().expect("the object is returned while finalizers are pending");
+    let obj = deleted
+        .left()
+        .expect("the object is returned while finalizers are pending");
     assert!(obj.metadata.deletion_timestamp.is_some());
     // still readable, still deleting
-    api.patch("held", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers/0"}])).unwrap())).await.unwrap();
-    assert!(api.get("held").await.unwrap().metadata.deletion_timestamp.is_some());
-    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": []}}))).await.unwrap();
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers/0"}]))
+                .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(
+        api.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": []}})),
+    )
+    .await
+    .unwrap();
     assert!(api.get_opt("held").await.unwrap().is_none());
 
     // deleting a namespace deletes what is in it, then the namespace
     let ns: Api<Namespace> = Api::all(c.client().await);
-    ns.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap()).await.unwrap();
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap(),
+    )
+    .await
+    .unwrap();
     let inner: Api<ConfigMap> = Api::namespaced(c.client().await, "doomed");
-    inner.create(&PostParams::default(), &owned("x", None)).await.unwrap();
+    inner
+        .create(&PostParams::default(), &owned("x", None))
+        .await
+        .unwrap();
     ns.delete("doomed", &DeleteParams::default()).await.unwrap();
-    eventually("namespace gone", || async { ns.get_opt("doomed").await.unwrap().is_none() }).await;
+    eventually("namespace gone", || async {
+        ns.get_opt("doomed").await.unwrap().is_none()
+    })
+    .await;
     assert!(c.store().get("", "configmaps", "doomed", "x").is_none());
     c.shutdown().await;
 }
@@ -141,7 +231,11 @@ async fn custom_resources_are_validated_defaulted_and_removed_with_their_crd() {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let created = crds.create(&PostParams::default(), &crd()).await.unwrap();
     let conds = created.status.unwrap().conditions.unwrap();
-    assert!(conds.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
 
     let gvk = GroupVersionKind::gvk("cinder.openstack.c5c3.io", "v1alpha1", "Cinder");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "cinders");
@@ -151,7 +245,13 @@ async fn custom_resources_are_validated_defaulted_and_removed_with_their_crd() {
     };
 
     // defaults, pruning of unknown fields
-    let ok = api.create(&PostParams::default(), &obj("ok", json!({"openStackRelease": "2025.1", "junk": true}))).await.unwrap();
+    let ok = api
+        .create(
+            &PostParams::default(),
+            &obj("ok", json!({"openStackRelease": "2025.1", "junk": true})),
+        )
+        .await
+        .unwrap();
     assert_eq!(ok.data["spec"]["replicas"], 1);
     assert_eq!(ok.data["spec"]["api"]["port"], 8776);
     assert!(ok.data["spec"].get("junk").is_none());
@@ -160,33 +260,80 @@ async fn custom_resources_are_validated_defaulted_and_removed_with_their_crd() {
     for (spec, field) in [
         (json!({}), "spec.openStackRelease"),
         (json!({"openStackRelease": "zed"}), "spec.openStackRelease"),
-        (json!({"openStackRelease": "2025.1", "replicas": 0}), "spec.replicas"),
-        (json!({"openStackRelease": "2025.1", "replicas": "two"}), "spec.replicas"),
-        (json!({"openStackRelease": "2025.1", "backend": {"ceph": {}, "nfs": {}}}), "spec.backend"),
+        (
+            json!({"openStackRelease": "2025.1", "replicas": 0}),
+            "spec.replicas",
+        ),
+        (
+            json!({"openStackRelease": "2025.1", "replicas": "two"}),
+            "spec.replicas",
+        ),
+        (
+            json!({"openStackRelease": "2025.1", "backend": {"ceph": {}, "nfs": {}}}),
+            "spec.backend",
+        ),
     ] {
-        let err = api.create(&PostParams::default(), &obj("bad", spec.clone())).await.unwrap_err();
-        let kube::Error::Api(s) = err else { panic!("{spec}: not an API error") };
+        let err = api
+            .create(&PostParams::default(), &obj("bad", spec.clone()))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(s) = err else {
+            panic!("{spec}: not an API error")
+        };
         assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{spec}");
         assert!(s.message.contains(field), "{spec}: {}", s.message);
         let causes = s.details.unwrap().causes;
-        assert!(causes.iter().any(|c| c.field == field), "{spec}: {causes:?}");
+        assert!(
+            causes.iter().any(|c| c.field == field),
+            "{spec}: {causes:?}"
+        );
     }
     assert!(api.get_opt("bad").await.unwrap().is_none());
 
     // status is validated on status writes
-    let err = api.patch_status("ok", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Exploded"}}))).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 422 && s.message.contains("status.phase")), "{err:?}");
-    let st = api.patch_status("ok", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Ready"}}))).await.unwrap();
+    let err = api
+        .patch_status(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Exploded"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422 && s.message.contains("status.phase")),
+        "{err:?}"
+    );
+    let st = api
+        .patch_status(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Ready"}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(st.data["status"]["phase"], "Ready");
 
     // the resource is discoverable
-    let discovery = kube::Discovery::new(client.clone()).filter(&["cinder.openstack.c5c3.io"]).run().await.unwrap();
+    let discovery = kube::Discovery::new(client.clone())
+        .filter(&["cinder.openstack.c5c3.io"])
+        .run()
+        .await
+        .unwrap();
     assert!(discovery.resolve_gvk(&gvk).is_some());
 
     // deleting the CRD removes its instances and the resource
-    crds.delete("cinders.cinder.openstack.c5c3.io", &DeleteParams::default()).await.unwrap();
-    assert!(c.store().list("cinder.openstack.c5c3.io", "cinders", None).is_empty());
+    crds.delete("cinders.cinder.openstack.c5c3.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        c.store()
+            .list("cinder.openstack.c5c3.io", "cinders", None)
+            .is_empty()
+    );
     let err = api.list(&Default::default()).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404),
+        "{err:?}"
+    );
     c.shutdown().await;
 }

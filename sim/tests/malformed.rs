@@ -19,52 +19,284 @@ async fn raw(base: &str, method: &str, path: &str, content_type: &str, body: &st
     stream.read_to_end(&mut buf).await.unwrap();
     let text = String::from_utf8_lossy(&buf).into_owned();
     let code: u16 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
     (code, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
 #[tokio::test]
 async fn malformed_requests_get_4xx_status_and_change_nothing() {
-    let c = EmbeddedCluster::start(ClusterConfig { controllers: ControllersConfig::all_off(), ..ClusterConfig::default() }).await.unwrap();
+    let c = EmbeddedCluster::start(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
     let url = c.url();
     let cms = "/api/v1/namespaces/default/configmaps";
-    let (code, _) = raw(&url, "POST", cms, "application/json", r#"{"metadata":{"name":"keep"},"data":{"a":"1"}}"#).await;
+    let (code, _) = raw(
+        &url,
+        "POST",
+        cms,
+        "application/json",
+        r#"{"metadata":{"name":"keep"},"data":{"a":"1"}}"#,
+    )
+    .await;
     assert_eq!(code, 201);
     let rv = c.store().resource_version();
     let before = c.store().list("", "configmaps", None);
 
     let cases: Vec<(&str, String, &str, &str, u16, &str)> = vec![
-        ("POST", cms.to_string(), "application/json", "this is not json", 400, "BadRequest"),
-        ("POST", cms.to_string(), "application/json", "[1, 2]", 400, "BadRequest"),
-        ("POST", cms.to_string(), "application/json", r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"}}"#, 400, "BadRequest"),
-        ("POST", cms.to_string(), "application/json", r#"{"apiVersion":"apps/v1","metadata":{"name":"s"}}"#, 400, "BadRequest"),
-        ("POST", cms.to_string(), "application/json", r#"{"metadata":{"name":"Not_Valid"}}"#, 422, "Invalid"),
-        ("POST", cms.to_string(), "application/json", r#"{"metadata":{"name":"l","labels":{"a":1}}}"#, 422, "Invalid"),
-        ("POST", cms.to_string(), "application/json", r#"{"metadata":{}}"#, 422, "Invalid"),
-        ("POST", cms.to_string(), "text/plain", "hello", 415, "UnsupportedMediaType"),
-        ("POST", format!("{cms}/keep"), "application/json", "{}", 405, "MethodNotAllowed"),
-        ("PUT", format!("{cms}/keep"), "application/json", r#"{"metadata":{"name":"other"}}"#, 400, "BadRequest"),
-        ("PUT", format!("{cms}/keep"), "application/json", r#"{"metadata":{"name":"keep","resourceVersion":"1"}}"#, 409, "Conflict"),
-        ("PUT", format!("{cms}/keep"), "application/json", "{", 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep"), "application/merge-patch+json", "{{{", 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep"), "application/merge-patch+json", "[]", 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep"), "application/json-patch+json", r#"[{"op":"nope"}]"#, 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep"), "application/json-patch+json", r#"[{"op":"test","path":"/data/a","value":"2"}]"#, 422, "Invalid"),
-        ("PATCH", format!("{cms}/keep"), "application/json-patch+json", r#"[{"op":"remove","path":"/data/zzz"}]"#, 422, "Invalid"),
-        ("PATCH", format!("{cms}/keep"), "application/strategic-merge-patch+json", "nope", 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep"), "application/apply-patch+yaml", "apiVersion: v1\nkind: ConfigMap\n", 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep?fieldManager=x"), "application/apply-patch+yaml", ": : :\n- [", 400, "BadRequest"),
-        ("PATCH", format!("{cms}/keep"), "application/xml", "<a/>", 415, "UnsupportedMediaType"),
-        ("PATCH", format!("{cms}/keep"), "application/merge-patch+json", r#"{"metadata":{"labels":{"a":{"b":1}}}}"#, 422, "Invalid"),
-        ("DELETE", format!("{cms}/keep?propagationPolicy=Sideways"), "application/json", "", 400, "BadRequest"),
-        ("DELETE", format!("{cms}/keep"), "application/json", "{not json", 400, "BadRequest"),
-        ("GET", format!("{cms}?labelSelector=a%20in%20b"), "application/json", "", 400, "BadRequest"),
-        ("GET", format!("{cms}?fieldSelector=garbage"), "application/json", "", 400, "BadRequest"),
-        ("GET", format!("{cms}?watch=1&resourceVersion=abc"), "application/json", "", 400, "BadRequest"),
-        ("GET", format!("{cms}?limit=1&continue=zzz"), "application/json", "", 400, "BadRequest"),
-        ("GET", "/api/v1/namespaces/default/frobs".to_string(), "application/json", "", 404, "NotFound"),
-        ("POST", "/apis/nope.example/v1/namespaces/default/things".to_string(), "application/json", "{}", 404, "NotFound"),
-        ("GET", format!("{cms}/keep/status"), "application/json", "", 404, "NotFound"),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            "this is not json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            "[1, 2]",
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"}}"#,
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            r#"{"apiVersion":"apps/v1","metadata":{"name":"s"}}"#,
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            r#"{"metadata":{"name":"Not_Valid"}}"#,
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            r#"{"metadata":{"name":"l","labels":{"a":1}}}"#,
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "application/json",
+            r#"{"metadata":{}}"#,
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            cms.to_string(),
+            "text/plain",
+            "hello",
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            format!("{cms}/keep"),
+            "application/json",
+            "{}",
+            405,
+            "MethodNotAllowed",
+        ),
+        (
+            "PUT",
+            format!("{cms}/keep"),
+            "application/json",
+            r#"{"metadata":{"name":"other"}}"#,
+            400,
+            "BadRequest",
+        ),
+        (
+            "PUT",
+            format!("{cms}/keep"),
+            "application/json",
+            r#"{"metadata":{"name":"keep","resourceVersion":"1"}}"#,
+            409,
+            "Conflict",
+        ),
+        (
+            "PUT",
+            format!("{cms}/keep"),
+            "application/json",
+            "{",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/merge-patch+json",
+            "{{{",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/merge-patch+json",
+            "[]",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/json-patch+json",
+            r#"[{"op":"nope"}]"#,
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/json-patch+json",
+            r#"[{"op":"test","path":"/data/a","value":"2"}]"#,
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/json-patch+json",
+            r#"[{"op":"remove","path":"/data/zzz"}]"#,
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/strategic-merge-patch+json",
+            "nope",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/apply-patch+yaml",
+            "apiVersion: v1\nkind: ConfigMap\n",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep?fieldManager=x"),
+            "application/apply-patch+yaml",
+            ": : :\n- [",
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/xml",
+            "<a/>",
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "PATCH",
+            format!("{cms}/keep"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"a":{"b":1}}}}"#,
+            422,
+            "Invalid",
+        ),
+        (
+            "DELETE",
+            format!("{cms}/keep?propagationPolicy=Sideways"),
+            "application/json",
+            "",
+            400,
+            "BadRequest",
+        ),
+        (
+            "DELETE",
+            format!("{cms}/keep"),
+            "application/json",
+            "{not json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cms}?labelSelector=a%20in%20b"),
+            "application/json",
+            "",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cms}?fieldSelector=garbage"),
+            "application/json",
+            "",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cms}?watch=1&resourceVersion=abc"),
+            "application/json",
+            "",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cms}?limit=1&continue=zzz"),
+            "application/json",
+            "",
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/frobs".to_string(),
+            "application/json",
+            "",
+            404,
+            "NotFound",
+        ),
+        (
+            "POST",
+            "/apis/nope.example/v1/namespaces/default/things".to_string(),
+            "application/json",
+            "{}",
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            format!("{cms}/keep/status"),
+            "application/json",
+            "",
+            404,
+            "NotFound",
+        ),
     ];
     for (method, path, ct, body, want, reason) in cases {
         let (code, status) = raw(&url, method, &path, ct, body).await;

@@ -43,7 +43,9 @@ fn follow(api: Api<ConfigMap>, config: watcher::Config) -> (View, tokio::task::J
                 }
                 Event::InitDone => *v.lock().unwrap() = relist.take().unwrap_or_default(),
                 Event::Apply(o) => {
-                    v.lock().unwrap().insert(o.name_any(), o.resource_version().unwrap_or_default());
+                    v.lock()
+                        .unwrap()
+                        .insert(o.name_any(), o.resource_version().unwrap_or_default());
                 }
                 Event::Delete(o) => {
                     v.lock().unwrap().remove(&o.name_any());
@@ -93,19 +95,33 @@ async fn operate(api: Api<ConfigMap>, seed: u64) -> usize {
 }
 
 async fn converged(view: &View, api: &Api<ConfigMap>, lp: &ListParams) -> bool {
-    let fresh: BTreeMap<String, String> =
-        api.list(lp).await.unwrap().items.iter().map(|o| (o.name_any(), o.resource_version().unwrap_or_default())).collect();
+    let fresh: BTreeMap<String, String> = api
+        .list(lp)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+        .collect();
     *view.lock().unwrap() == fresh
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_random_operations_keep_every_watcher_exact() {
-    let c = EmbeddedCluster::start(ClusterConfig { controllers: ControllersConfig::all_off(), ..ClusterConfig::default() }).await.unwrap();
+    let c = EmbeddedCluster::start(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap();
     let client = c.client().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let all: Api<ConfigMap> = Api::all(client.clone());
     let (plain, t1) = follow(all.clone(), watcher::Config::default());
-    let (even, t2) = follow(api.clone(), watcher::Config::default().labels("parity=even"));
+    let (even, t2) = follow(
+        api.clone(),
+        watcher::Config::default().labels("parity=even"),
+    );
     let (dropped, t3) = follow(api.clone(), watcher::Config::default());
     // wait until the three watchers have listed
     for _ in 0..600 {
@@ -131,22 +147,42 @@ async fn ten_thousand_random_operations_keep_every_watcher_exact() {
         succeeded += w.await.unwrap();
     }
     dropper.await.unwrap();
-    assert!(succeeded > 1_000, "most operations did something ({succeeded})");
+    assert!(
+        succeeded > 1_000,
+        "most operations did something ({succeeded})"
+    );
 
     let lp_all = ListParams::default();
     let lp_even = ListParams::default().labels("parity=even");
     for _ in 0..1200 {
-        if converged(&plain, &all, &lp_all).await && converged(&even, &api, &lp_even).await && converged(&dropped, &api, &lp_all).await {
+        if converged(&plain, &all, &lp_all).await
+            && converged(&even, &api, &lp_even).await
+            && converged(&dropped, &api, &lp_all).await
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for (name, view, lp) in [("plain", &plain, &lp_all), ("selector", &even, &lp_even), ("dropped", &dropped, &lp_all)] {
-        let fresh: BTreeMap<String, String> =
-            api.list(lp).await.unwrap().items.iter().map(|o| (o.name_any(), o.resource_version().unwrap_or_default())).collect();
+    for (name, view, lp) in [
+        ("plain", &plain, &lp_all),
+        ("selector", &even, &lp_even),
+        ("dropped", &dropped, &lp_all),
+    ] {
+        let fresh: BTreeMap<String, String> = api
+            .list(lp)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+            .collect();
         assert_eq!(*view.lock().unwrap(), fresh, "{name} watcher's view");
     }
-    let ops = c.requests().iter().filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete")).count();
+    let ops = c
+        .requests()
+        .iter()
+        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch" | "delete"))
+        .count();
     assert!(ops >= (CLIENTS as usize) * OPS_PER_CLIENT / 2);
     for t in [t1, t2, t3] {
         t.abort();

@@ -6,7 +6,16 @@
 use crate::registry::{Registry, ResourceInfo};
 use serde_json::{Value, json};
 
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 pub fn version() -> Value {
     json!({
@@ -30,22 +39,33 @@ pub fn core_versions(address: &str) -> Value {
 }
 
 fn group_doc(name: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
     json!({"name": name, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(json!({}))})
 }
 
 pub fn groups(registry: &Registry) -> Value {
-    let groups: Vec<Value> = registry.groups().iter().map(|(g, vs)| group_doc(g, vs)).collect();
+    let groups: Vec<Value> = registry
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 pub fn group(registry: &Registry, name: &str) -> Option<Value> {
-    registry.groups().into_iter().find(|(g, _)| g == name).map(|(g, vs)| {
-        let mut doc = group_doc(&g, &vs);
-        doc["kind"] = json!("APIGroup");
-        doc["apiVersion"] = json!("v1");
-        doc
-    })
+    registry
+        .groups()
+        .into_iter()
+        .find(|(g, _)| g == name)
+        .map(|(g, vs)| {
+            let mut doc = group_doc(&g, &vs);
+            doc["kind"] = json!("APIGroup");
+            doc["apiVersion"] = json!("v1");
+            doc
+        })
 }
 
 fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
@@ -80,7 +100,13 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     let list: Vec<Value> = resources.iter().flat_map(|r| resource_entries(r)).collect();
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
+    )
 }

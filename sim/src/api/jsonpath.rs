@@ -8,11 +8,19 @@ enum Step {
     Field(String),
     Index(i64),
     All,
-    Filter { key: Vec<String>, eq: bool, value: String },
+    Filter {
+        key: Vec<String>,
+        eq: bool,
+        value: String,
+    },
 }
 
 fn parse(path: &str) -> Option<Vec<Step>> {
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim();
+    let path = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim();
     let path = path.strip_prefix('$').unwrap_or(path);
     let chars: Vec<char> = path.chars().collect();
     let mut steps = Vec::new();
@@ -58,10 +66,17 @@ fn parse(path: &str) -> Option<Vec<Step>> {
                         let (l, r) = f.split_once("==")?;
                         (l, true, r)
                     };
-                    let key = lhs.trim().strip_prefix("@.")?.split('.').map(str::to_string).collect();
+                    let key = lhs
+                        .trim()
+                        .strip_prefix("@.")?
+                        .split('.')
+                        .map(str::to_string)
+                        .collect();
                     let value = rhs.trim().trim_matches('"').trim_matches('\'').to_string();
                     steps.push(Step::Filter { key, eq, value });
-                } else if let Some(key) = inner.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')) {
+                } else if let Some(key) =
+                    inner.strip_prefix('\'').and_then(|k| k.strip_suffix('\''))
+                {
                     steps.push(Step::Field(key.to_string()));
                 } else {
                     steps.push(Step::Index(inner.parse().ok()?));
@@ -88,7 +103,9 @@ fn scalar(v: &Value) -> String {
 
 /// Every value `path` selects in `obj` (empty when the path is invalid or selects nothing).
 pub fn eval<'a>(obj: &'a Value, path: &str) -> Vec<&'a Value> {
-    let Some(steps) = parse(path) else { return Vec::new() };
+    let Some(steps) = parse(path) else {
+        return Vec::new();
+    };
     let mut cur = vec![obj];
     for step in &steps {
         let mut next = Vec::new();
@@ -139,7 +156,10 @@ mod tests {
         assert_eq!(eval(&o, ".spec.r"), vec![&json!(3)]);
         assert_eq!(eval(&o, ".spec.l[1]"), vec![&json!(2)]);
         assert_eq!(eval(&o, ".spec.l[-1]"), vec![&json!(2)]);
-        assert_eq!(eval(&o, ".status.conditions[?(@.type==\"Ready\")].status"), vec![&json!("True")]);
+        assert_eq!(
+            eval(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            vec![&json!("True")]
+        );
         assert_eq!(eval(&o, "{.spec.l[*]}").len(), 2);
         assert!(eval(&o, ".nothing.here").is_empty());
     }

@@ -36,7 +36,9 @@ pub struct AppState {
 
 fn json_response(code: u16, body: &Value) -> HttpResponse {
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    HttpResponse::build(status).content_type("application/json").body(serde_json::to_vec(body).unwrap_or_default())
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(serde_json::to_vec(body).unwrap_or_default())
 }
 
 fn error_response(e: &ApiError) -> HttpResponse {
@@ -44,7 +46,11 @@ fn error_response(e: &ApiError) -> HttpResponse {
 }
 
 fn header(req: &HttpRequest, name: &str) -> String {
-    req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn flag(q: &HashMap<String, String>, key: &str) -> bool {
@@ -59,11 +65,16 @@ struct Described {
 }
 
 /// Entry point of every request.
-pub async fn dispatch(req: HttpRequest, body: web::Bytes, app: web::Data<AppState>) -> HttpResponse {
+pub async fn dispatch(
+    req: HttpRequest,
+    body: web::Bytes,
+    app: web::Data<AppState>,
+) -> HttpResponse {
     let app = app.get_ref().clone();
-    let query: HashMap<String, String> = web::Query::<HashMap<String, String>>::from_query(req.query_string())
-        .map(|q| q.into_inner())
-        .unwrap_or_default();
+    let query: HashMap<String, String> =
+        web::Query::<HashMap<String, String>>::from_query(req.query_string())
+            .map(|q| q.into_inner())
+            .unwrap_or_default();
     let route = route::parse(req.path(), &app.engine.registry);
     let user_agent = header(&req, "user-agent");
     let mut described = Described::default();
@@ -77,10 +88,14 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, app: web::Data<AppStat
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let response = match app.faults.error_for(&described.verb, &described.path.resource, &user_agent) {
-        Some(code) => error_response(&ApiError::injected(code)),
-        None => serve(&req, &body, &app, route, &query, &user_agent).await,
-    };
+    let response =
+        match app
+            .faults
+            .error_for(&described.verb, &described.path.resource, &user_agent)
+        {
+            Some(code) => error_response(&ApiError::injected(code)),
+            None => serve(&req, &body, &app, route, &query, &user_agent).await,
+        };
     app.log.push(RequestRecord {
         verb: described.verb,
         method: req.method().to_string(),
@@ -114,10 +129,20 @@ fn verb_of(method: &Method, p: &ResourcePath, q: &HashMap<String, String>) -> St
     v.to_string()
 }
 
-async fn serve(req: &HttpRequest, body: &[u8], app: &AppState, route: Route, q: &HashMap<String, String>, ua: &str) -> HttpResponse {
+async fn serve(
+    req: &HttpRequest,
+    body: &[u8],
+    app: &AppState,
+    route: Route,
+    q: &HashMap<String, String>,
+    ua: &str,
+) -> HttpResponse {
     let get_only = |doc: Option<Value>| {
         if req.method() != Method::GET {
-            return error_response(&ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({})", req.path())));
+            return error_response(&ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({})",
+                req.path()
+            )));
         }
         match doc {
             Some(d) => json_response(200, &d),
@@ -130,9 +155,16 @@ async fn serve(req: &HttpRequest, body: &[u8], app: &AppState, route: Route, q: 
         Route::CoreVersions => get_only(Some(discovery::core_versions(&app.address))),
         Route::Groups => get_only(Some(discovery::groups(&app.engine.registry))),
         Route::Group(g) => get_only(discovery::group(&app.engine.registry, &g)),
-        Route::GroupVersion(g, v) => get_only(discovery::resource_list(&app.engine.registry, &g, &v)),
-        Route::OpenApi(p) if p == "v3" => get_only(Some(openapi::index(&app.engine.registry, app.engine.store.resource_version()))),
-        Route::OpenApi(p) if p.starts_with("v3/") => get_only(openapi::group_version(&app.engine.registry, &p[3..])),
+        Route::GroupVersion(g, v) => {
+            get_only(discovery::resource_list(&app.engine.registry, &g, &v))
+        }
+        Route::OpenApi(p) if p == "v3" => get_only(Some(openapi::index(
+            &app.engine.registry,
+            app.engine.store.resource_version(),
+        ))),
+        Route::OpenApi(p) if p.starts_with("v3/") => {
+            get_only(openapi::group_version(&app.engine.registry, &p[3..]))
+        }
         Route::OpenApi(_) | Route::Unknown => error_response(&ApiError::not_found_path(req.path())),
         Route::Resource(p) => match serve_resource(req, body, app, p, q, ua).await {
             Ok(r) => r,
@@ -143,8 +175,16 @@ async fn serve(req: &HttpRequest, body: &[u8], app: &AppState, route: Route, q: 
 
 fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
     Ok(ListOptions {
-        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())?,
-        fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or_default())?,
+        labels: LabelSelector::parse(
+            q.get("labelSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )?,
         limit: q.get("limit").and_then(|l| l.parse().ok()),
         continue_token: q.get("continue").cloned(),
     })
@@ -164,23 +204,29 @@ fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty"));
     }
-    if ct.contains("yaml") { patch::parse_yaml_or_json(body) } else if ct.is_empty() || ct.contains("json") {
+    if ct.contains("yaml") {
+        patch::parse_yaml_or_json(body)
+    } else if ct.is_empty() || ct.contains("json") {
         patch::parse_json(body)
     } else {
         Err(ApiError::unsupported_media_type(&ct))
     }
 }
 
-fn delete_options(req: &HttpRequest, body: &[u8], q: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+fn delete_options(
+    req: &HttpRequest,
+    body: &[u8],
+    q: &HashMap<String, String>,
+) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         propagation: q.get("propagationPolicy").cloned(),
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         ..DeleteOptions::default()
     };
-    if let Some(orphan) = q.get("orphanDependents") {
-        if orphan == "true" {
-            opts.propagation = Some("Orphan".into());
-        }
+    if let Some(orphan) = q.get("orphanDependents")
+        && orphan == "true"
+    {
+        opts.propagation = Some("Orphan".into());
     }
     if !body.is_empty() {
         let b = parse_body(req, body)?;
@@ -190,19 +236,37 @@ fn delete_options(req: &HttpRequest, body: &[u8], q: &HashMap<String, String>) -
         if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
             opts.propagation = Some("Orphan".into());
         }
-        opts.precondition_uid = b.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
-        opts.precondition_rv = b.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string);
-        if b.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|x| x == "All")) {
+        opts.precondition_uid = b
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        opts.precondition_rv = b
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if b.get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|x| x == "All"))
+        {
             opts.dry_run = true;
         }
     }
     match opts.propagation.as_deref() {
         None | Some("Background" | "Foreground" | "Orphan") => Ok(opts),
-        Some(other) => Err(ApiError::bad_request(format!("invalid propagationPolicy {other:?}"))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "invalid propagationPolicy {other:?}"
+        ))),
     }
 }
 
-async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: ResourcePath, q: &HashMap<String, String>, ua: &str) -> Result<HttpResponse, ApiError> {
+async fn serve_resource(
+    req: &HttpRequest,
+    body: &[u8],
+    app: &AppState,
+    p: ResourcePath,
+    q: &HashMap<String, String>,
+    ua: &str,
+) -> Result<HttpResponse, ApiError> {
     let engine = &app.engine;
     let info = engine
         .registry
@@ -212,7 +276,13 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
         return Err(ApiError::not_found_path(req.path()));
     }
     let sub = p.subresource.clone().unwrap_or_default();
-    if !sub.is_empty() && !(sub == "status" && info.has_status) && !(sub == "proxy" && info.has_proxy) {
+    let served_sub = match sub.as_str() {
+        "" => true,
+        "status" => info.has_status,
+        "proxy" => info.has_proxy,
+        _ => false,
+    };
+    if !served_sub {
         return Err(ApiError::not_found_path(req.path()));
     }
     let namespace = p.namespace.clone().unwrap_or_default();
@@ -223,7 +293,13 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
         let segment = p.name.clone().unwrap_or_default();
         return proxy::answer(app, &namespace, &segment, &p.rest).await;
     }
-    let target = Target { info: info.clone(), version: p.version.clone(), namespace, name: p.name.clone().unwrap_or_default(), subresource: sub };
+    let target = Target {
+        info: info.clone(),
+        version: p.version.clone(),
+        namespace,
+        name: p.name.clone().unwrap_or_default(),
+        subresource: sub,
+    };
     let accept = header(req, "accept");
     let as_table = table::wants_table(&accept);
     let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str));
@@ -233,8 +309,20 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
         Method::GET if named => {
             let obj = engine.get(&target)?;
             if as_table && target.subresource.is_empty() {
-                let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
-                return Ok(json_response(200, &table::table(&info, &p.version, &[obj], include, json!({"resourceVersion": rv}))));
+                let rv = obj
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                return Ok(json_response(
+                    200,
+                    &table::table(
+                        &info,
+                        &p.version,
+                        &[obj],
+                        include,
+                        json!({"resourceVersion": rv}),
+                    ),
+                ));
             }
             Ok(json_response(200, &obj))
         }
@@ -242,9 +330,15 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
             let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
             let since = match rv {
                 "" | "0" => None,
-                x => Some(x.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {x:?}")))?),
+                x => Some(x.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {x:?}"))
+                })?),
             };
-            let timeout = q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).filter(|t| *t > 0).unwrap_or(1800);
+            let timeout = q
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse::<u64>().ok())
+                .filter(|t| *t > 0)
+                .unwrap_or(1800);
             let lo = list_options(q)?;
             let params = watch::WatchParams {
                 since,
@@ -255,7 +349,11 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
                 fields: lo.fields,
                 table: if as_table { Some(include) } else { None },
             };
-            let content_type = if as_table { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json" };
+            let content_type = if as_table {
+                "application/json;as=Table;v=v1;g=meta.k8s.io"
+            } else {
+                "application/json"
+            };
             Ok(HttpResponse::Ok()
                 .content_type(content_type)
                 .insert_header(("Transfer-Encoding", "chunked"))
@@ -270,9 +368,15 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
                 meta["remainingItemCount"] = json!(remaining);
             }
             if as_table {
-                return Ok(json_response(200, &table::table(&info, &p.version, &items, include, meta)));
+                return Ok(json_response(
+                    200,
+                    &table::table(&info, &p.version, &items, include, meta),
+                ));
             }
-            Ok(json_response(200, &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": meta, "items": items})))
+            Ok(json_response(
+                200,
+                &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": meta, "items": items}),
+            ))
         }
         Method::POST if !named => {
             let obj = parse_body(req, body)?;
@@ -291,23 +395,39 @@ async fn serve_resource(req: &HttpRequest, body: &[u8], app: &AppState, p: Resou
             }
             let existed = ptype == PatchType::Apply && engine.get(&target).is_ok();
             let patched = engine.patch(&target, ptype, body, &write_options(q, ua))?;
-            let code = if ptype == PatchType::Apply && !existed { 201 } else { 200 };
+            let code = if ptype == PatchType::Apply && !existed {
+                201
+            } else {
+                200
+            };
             Ok(json_response(code, &patched))
         }
         Method::DELETE if named => {
             if !target.subresource.is_empty() {
-                return Err(ApiError::method_not_allowed("a subresource cannot be deleted"));
+                return Err(ApiError::method_not_allowed(
+                    "a subresource cannot be deleted",
+                ));
             }
             let opts = delete_options(req, body, q)?;
             let deleted = engine.delete(&target, &opts)?;
-            Ok(json_response(if deleted.gone { 200 } else { 202 }, &deleted.object))
+            Ok(json_response(
+                if deleted.gone { 200 } else { 202 },
+                &deleted.object,
+            ))
         }
         Method::DELETE => {
             let opts = delete_options(req, body, q)?;
             let lo = list_options(q)?;
             let items = engine.delete_collection(&target, &lo, &opts)?;
-            Ok(json_response(200, &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": {"resourceVersion": engine.store.resource_version().to_string()}, "items": items})))
+            Ok(json_response(
+                200,
+                &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": {"resourceVersion": engine.store.resource_version().to_string()}, "items": items}),
+            ))
         }
-        _ => Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({} {})", req.method(), req.path()))),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({} {})",
+            req.method(),
+            req.path()
+        ))),
     }
 }

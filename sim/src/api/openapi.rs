@@ -8,7 +8,11 @@ use crate::registry::{Registry, ResourceInfo};
 use serde_json::{Map, Value, json};
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// The `/openapi/v3` index.
@@ -19,7 +23,10 @@ pub fn index(registry: &Registry, hash: u64) -> Value {
         for v in &r.versions {
             let p = gv_path(&r.group, v);
             if !seen.contains(&p) {
-                paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}));
+                paths.insert(
+                    p.clone(),
+                    json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}),
+                );
                 seen.push(p);
             }
         }
@@ -30,7 +37,11 @@ pub fn index(registry: &Registry, hash: u64) -> Value {
 fn schema_name(r: &ResourceInfo, version: &str) -> String {
     let mut group: Vec<&str> = r.group.split('.').collect();
     group.reverse();
-    let g = if r.group.is_empty() { "io.k8s.api.core".to_string() } else { group.join(".") };
+    let g = if r.group.is_empty() {
+        "io.k8s.api.core".to_string()
+    } else {
+        group.join(".")
+    };
     format!("{g}.{version}.{}", r.kind)
 }
 
@@ -50,7 +61,11 @@ pub fn group_version(registry: &Registry, path: &str) -> Option<Value> {
     let mut schemas = Map::new();
     for r in &resources {
         let gvk = json!({"group": r.group, "version": version, "kind": r.kind});
-        let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
         let item = if r.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.resource)
         } else {
@@ -75,7 +90,9 @@ pub fn group_version(registry: &Registry, path: &str) -> Option<Value> {
             .crd
             .as_ref()
             .and_then(|c| c.schemas.get(version).cloned())
-            .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+            .unwrap_or_else(
+                || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+            );
         if let Some(m) = schema.as_object_mut() {
             m.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
         }

@@ -20,15 +20,34 @@ pub fn service_name(segment: &str) -> &str {
 }
 
 fn backend_ready(app: &AppState, namespace: &str, service: &Value) -> bool {
-    let selector = service.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
-    app.engine.store.list("apps", "deployments", Some(namespace)).iter().any(|d| {
-        let labels = d.pointer("/spec/template/metadata/labels").cloned().unwrap_or(Value::Null);
-        map_selects(&selector, &labels) && d.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0) >= 1
-    })
+    let selector = service
+        .pointer("/spec/selector")
+        .cloned()
+        .unwrap_or(Value::Null);
+    app.engine
+        .store
+        .list("apps", "deployments", Some(namespace))
+        .iter()
+        .any(|d| {
+            let labels = d
+                .pointer("/spec/template/metadata/labels")
+                .cloned()
+                .unwrap_or(Value::Null);
+            map_selects(&selector, &labels)
+                && d.pointer("/status/readyReplicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    >= 1
+        })
 }
 
 /// Answers a proxied request to a Service.
-pub async fn answer(app: &AppState, namespace: &str, segment: &str, rest: &str) -> Result<HttpResponse, ApiError> {
+pub async fn answer(
+    app: &AppState,
+    namespace: &str,
+    segment: &str,
+    rest: &str,
+) -> Result<HttpResponse, ApiError> {
     let name = service_name(segment);
     let service = app
         .engine
@@ -40,15 +59,22 @@ pub async fn answer(app: &AppState, namespace: &str, segment: &str, rest: &str) 
             tokio::time::sleep(fault.delay).await;
         }
         if let Some(code) = fault.status {
-            let status = actix_web::http::StatusCode::from_u16(code).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
-            return Ok(HttpResponse::build(status).content_type("text/plain").body(format!("injected status {code}")));
+            let status = actix_web::http::StatusCode::from_u16(code)
+                .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
+            return Ok(HttpResponse::build(status)
+                .content_type("text/plain")
+                .body(format!("injected status {code}")));
         }
     }
     let ready = backend_ready(app, namespace, &service);
     let path = rest.trim_matches('/');
     Ok(match (ready, path) {
-        (true, "healthcheck" | "healthz" | "") => HttpResponse::Ok().content_type("text/plain").body("OK"),
-        (true, _) => HttpResponse::Ok().content_type("application/json").body(format!("{{\"path\":{:?}}}", path)),
+        (true, "healthcheck" | "healthz" | "") => {
+            HttpResponse::Ok().content_type("text/plain").body("OK")
+        }
+        (true, _) => HttpResponse::Ok()
+            .content_type("application/json")
+            .body(format!("{{\"path\":{:?}}}", path)),
         (false, _) => HttpResponse::ServiceUnavailable()
             .content_type("text/plain")
             .body(format!("no endpoints available for service \"{name}\"")),

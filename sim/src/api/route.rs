@@ -38,9 +38,18 @@ pub struct ResourcePath {
 fn resource_path(group: &str, version: &str, rest: &[&str], registry: &Registry) -> Route {
     let namespaced = rest.first() == Some(&"namespaces")
         && rest.len() >= 3
-        && (rest.len() >= 4 || registry.find(group, version, rest[2]).is_some_and(|r| r.namespaced));
-    let (namespace, rest) = if namespaced { (Some(rest[1].to_string()), &rest[2..]) } else { (None, rest) };
-    let Some(resource) = rest.first() else { return Route::Unknown };
+        && (rest.len() >= 4
+            || registry
+                .find(group, version, rest[2])
+                .is_some_and(|r| r.namespaced));
+    let (namespace, rest) = if namespaced {
+        (Some(rest[1].to_string()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let Some(resource) = rest.first() else {
+        return Route::Unknown;
+    };
     Route::Resource(ResourcePath {
         group: group.to_string(),
         version: version.to_string(),
@@ -48,7 +57,11 @@ fn resource_path(group: &str, version: &str, rest: &[&str], registry: &Registry)
         resource: resource.to_string(),
         name: rest.get(1).map(|s| s.to_string()),
         subresource: rest.get(2).map(|s| s.to_string()),
-        rest: if rest.len() > 3 { rest[3..].join("/") } else { String::new() },
+        rest: if rest.len() > 3 {
+            rest[3..].join("/")
+        } else {
+            String::new()
+        },
     })
 }
 
@@ -77,15 +90,45 @@ mod tests {
     #[test]
     fn paths() {
         let r = Registry::with_builtins();
-        let Route::Resource(p) = parse("/api/v1/namespaces/default/pods/a/status", &r) else { panic!() };
-        assert_eq!((p.namespace.as_deref(), p.resource.as_str(), p.name.as_deref(), p.subresource.as_deref()), (Some("default"), "pods", Some("a"), Some("status")));
-        let Route::Resource(p) = parse("/api/v1/namespaces/default", &r) else { panic!() };
-        assert_eq!((p.namespace, p.resource.as_str(), p.name.as_deref()), (None, "namespaces", Some("default")));
-        let Route::Resource(p) = parse("/api/v1/namespaces/x/status", &r) else { panic!() };
-        assert_eq!((p.resource.as_str(), p.subresource.as_deref()), ("namespaces", Some("status")));
-        let Route::Resource(p) = parse("/api/v1/namespaces/ns/services/svc:8776/proxy/healthcheck", &r) else { panic!() };
-        assert_eq!((p.subresource.as_deref(), p.rest.as_str()), (Some("proxy"), "healthcheck"));
-        let Route::Resource(p) = parse("/apis/apps/v1/deployments", &r) else { panic!() };
+        let Route::Resource(p) = parse("/api/v1/namespaces/default/pods/a/status", &r) else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                p.namespace.as_deref(),
+                p.resource.as_str(),
+                p.name.as_deref(),
+                p.subresource.as_deref()
+            ),
+            (Some("default"), "pods", Some("a"), Some("status"))
+        );
+        let Route::Resource(p) = parse("/api/v1/namespaces/default", &r) else {
+            panic!()
+        };
+        assert_eq!(
+            (p.namespace, p.resource.as_str(), p.name.as_deref()),
+            (None, "namespaces", Some("default"))
+        );
+        let Route::Resource(p) = parse("/api/v1/namespaces/x/status", &r) else {
+            panic!()
+        };
+        assert_eq!(
+            (p.resource.as_str(), p.subresource.as_deref()),
+            ("namespaces", Some("status"))
+        );
+        let Route::Resource(p) = parse(
+            "/api/v1/namespaces/ns/services/svc:8776/proxy/healthcheck",
+            &r,
+        ) else {
+            panic!()
+        };
+        assert_eq!(
+            (p.subresource.as_deref(), p.rest.as_str()),
+            (Some("proxy"), "healthcheck")
+        );
+        let Route::Resource(p) = parse("/apis/apps/v1/deployments", &r) else {
+            panic!()
+        };
         assert_eq!((p.namespace, p.name), (None, None));
         assert_eq!(parse("/apis/apps", &r), Route::Group("apps".into()));
     }

@@ -26,7 +26,10 @@ impl IncludeObject {
 
 /// Whether the Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
 }
 
 enum Source {
@@ -46,7 +49,14 @@ struct Column {
 }
 
 fn col(name: &str, type_: &str, source: Source) -> Column {
-    Column { name: name.into(), type_: type_.into(), format: String::new(), description: String::new(), priority: 0, source }
+    Column {
+        name: name.into(),
+        type_: type_.into(),
+        format: String::new(),
+        description: String::new(),
+        priority: 0,
+        source,
+    }
 }
 
 fn num(v: &Value, p: &str) -> i64 {
@@ -62,11 +72,18 @@ fn or_none(x: &str) -> Value {
 }
 
 fn pod_ready(o: &Value) -> Value {
-    let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+    let total = o
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     let ready = o
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
-        .map_or(0, |a| a.iter().filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true)).count());
+        .map_or(0, |a| {
+            a.iter()
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count()
+        });
     json!(format!("{ready}/{total}"))
 }
 
@@ -77,7 +94,13 @@ fn pod_status(o: &Value) -> Value {
     let waiting = o
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
-        .and_then(|a| a.iter().find_map(|c| c.pointer("/state/waiting/reason").or(c.pointer("/state/terminated/reason")).and_then(Value::as_str)));
+        .and_then(|a| {
+            a.iter().find_map(|c| {
+                c.pointer("/state/waiting/reason")
+                    .or(c.pointer("/state/terminated/reason"))
+                    .and_then(Value::as_str)
+            })
+        });
     match waiting {
         Some(r) => json!(r),
         None => or_none(s(o, "/status/phase")),
@@ -85,17 +108,36 @@ fn pod_status(o: &Value) -> Value {
 }
 
 fn pod_restarts(o: &Value) -> Value {
-    json!(o.pointer("/status/containerStatuses").and_then(Value::as_array).map_or(0, |a| a.iter().map(|c| num(c, "/restartCount")).sum::<i64>()))
+    json!(
+        o.pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .map_or(0, |a| a
+                .iter()
+                .map(|c| num(c, "/restartCount"))
+                .sum::<i64>())
+    )
 }
 
 fn deploy_ready(o: &Value) -> Value {
-    let want = o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+    let want = o
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
     json!(format!("{}/{want}", num(o, "/status/readyReplicas")))
 }
 
 fn job_status(o: &Value) -> Value {
-    let conds = o.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-    let has = |t: &str| conds.iter().any(|c| c.get("type").and_then(Value::as_str) == Some(t) && c.get("status").and_then(Value::as_str) == Some("True"));
+    let conds = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let has = |t: &str| {
+        conds.iter().any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(t)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    };
     json!(if has("Complete") {
         "Complete"
     } else if has("Failed") {
@@ -108,31 +150,58 @@ fn job_status(o: &Value) -> Value {
 }
 
 fn job_completions(o: &Value) -> Value {
-    let want = o.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
+    let want = o
+        .pointer("/spec/completions")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
     json!(format!("{}/{want}", num(o, "/status/succeeded")))
 }
 
 fn cron_active(o: &Value) -> Value {
-    json!(o.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len))
+    json!(
+        o.pointer("/status/active")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    )
 }
 
 fn svc_ports(o: &Value) -> Value {
     let ports: Vec<String> = o
         .pointer("/spec/ports")
         .and_then(Value::as_array)
-        .map(|a| a.iter().map(|p| format!("{}/{}", num(p, "/port"), p.get("protocol").and_then(Value::as_str).unwrap_or("TCP"))).collect())
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        num(p, "/port"),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
+                .collect()
+        })
         .unwrap_or_default();
     or_none(&ports.join(","))
 }
 
 fn data_count(o: &Value) -> Value {
-    let n = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len()) + o.get("binaryData").and_then(Value::as_object).map_or(0, |m| m.len());
+    let n = o
+        .get("data")
+        .and_then(Value::as_object)
+        .map_or(0, |m| m.len())
+        + o.get("binaryData")
+            .and_then(Value::as_object)
+            .map_or(0, |m| m.len());
     json!(n)
 }
 
 fn event_object(o: &Value) -> Value {
     let kind = s(o, "/involvedObject/kind").to_lowercase();
-    let kind = if kind.is_empty() { s(o, "/regarding/kind").to_lowercase() } else { kind };
+    let kind = if kind.is_empty() {
+        s(o, "/regarding/kind").to_lowercase()
+    } else {
+        kind
+    };
     let name = match s(o, "/involvedObject/name") {
         "" => s(o, "/regarding/name"),
         n => n,
@@ -169,15 +238,30 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
         ],
         ("apps", "deployments") => vec![
             col("Ready", "string", Computed(deploy_ready)),
-            col("Up-to-date", "string", Path(".status.updatedReplicas".into())),
-            col("Available", "string", Path(".status.availableReplicas".into())),
+            col(
+                "Up-to-date",
+                "string",
+                Path(".status.updatedReplicas".into()),
+            ),
+            col(
+                "Available",
+                "string",
+                Path(".status.availableReplicas".into()),
+            ),
         ],
-        ("batch", "jobs") => vec![col("Status", "string", Computed(job_status)), col("Completions", "string", Computed(job_completions))],
+        ("batch", "jobs") => vec![
+            col("Status", "string", Computed(job_status)),
+            col("Completions", "string", Computed(job_completions)),
+        ],
         ("batch", "cronjobs") => vec![
             col("Schedule", "string", Path(".spec.schedule".into())),
             col("Suspend", "boolean", Path(".spec.suspend".into())),
             col("Active", "integer", Computed(cron_active)),
-            col("Last Schedule", "string", Path(".status.lastScheduleTime".into())),
+            col(
+                "Last Schedule",
+                "string",
+                Path(".status.lastScheduleTime".into()),
+            ),
         ],
         ("", "services") => vec![
             col("Type", "string", Path(".spec.type".into())),
@@ -185,16 +269,25 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             col("Port(s)", "string", Computed(svc_ports)),
         ],
         ("", "namespaces") => vec![col("Status", "string", Path(".status.phase".into()))],
-        ("", "secrets") => vec![col("Type", "string", Path(".type".into())), col("Data", "string", Computed(data_count))],
+        ("", "secrets") => vec![
+            col("Type", "string", Path(".type".into())),
+            col("Data", "string", Computed(data_count)),
+        ],
         ("", "configmaps") => vec![col("Data", "string", Computed(data_count))],
-        ("coordination.k8s.io", "leases") => vec![col("Holder", "string", Path(".spec.holderIdentity".into()))],
+        ("coordination.k8s.io", "leases") => {
+            vec![col("Holder", "string", Path(".spec.holderIdentity".into()))]
+        }
         ("", "events") => vec![
             col("Type", "string", Path(".type".into())),
             col("Reason", "string", Path(".reason".into())),
             col("Object", "string", Computed(event_object)),
             col("Message", "string", Path(".message".into())),
         ],
-        ("apiextensions.k8s.io", "customresourcedefinitions") => vec![col("Created At", "date", Path(".metadata.creationTimestamp".into()))],
+        ("apiextensions.k8s.io", "customresourcedefinitions") => vec![col(
+            "Created At",
+            "date",
+            Path(".metadata.creationTimestamp".into()),
+        )],
         _ => Vec::new(),
     };
     cols.extend(more);
@@ -227,7 +320,9 @@ pub fn human_duration(secs: i64) -> String {
 
 fn age_of(ts: &str) -> Value {
     match chrono::DateTime::parse_from_rfc3339(ts) {
-        Ok(t) => json!(human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())),
+        Ok(t) => json!(human_duration(
+            (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds()
+        )),
         Err(_) => json!("<unknown>"),
     }
 }
@@ -243,7 +338,15 @@ fn cell(c: &Column, o: &Value) -> Value {
                 [] => Value::Null,
                 [one] if c.type_ == "date" => one.as_str().map(age_of).unwrap_or(Value::Null),
                 [one] => (*one).clone(),
-                many => json!(many.iter().map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).collect::<Vec<_>>().join(",")),
+                many => json!(
+                    many.iter()
+                        .map(|v| v
+                            .as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             }
         }
     }
@@ -263,7 +366,13 @@ fn row(cols: &[Column], o: &Value, include: IncludeObject) -> Value {
 }
 
 /// A Table of `objects` with list metadata `meta`.
-pub fn table(info: &ResourceInfo, version: &str, objects: &[Value], include: IncludeObject, meta: Value) -> Value {
+pub fn table(
+    info: &ResourceInfo,
+    version: &str,
+    objects: &[Value],
+    include: IncludeObject,
+    meta: Value,
+) -> Value {
     let cols = columns(info, version);
     let defs: Vec<Value> = cols
         .iter()

@@ -59,7 +59,8 @@ pub fn gone_line(message: &str) -> Bytes {
 impl State {
     fn matches(&self, obj: &Value) -> bool {
         let ns_ok = self.target.namespace.is_empty()
-            || obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(self.target.namespace.as_str());
+            || obj.pointer("/metadata/namespace").and_then(Value::as_str)
+                == Some(self.target.namespace.as_str());
         ns_ok && self.params.labels.matches(obj) && self.params.fields.matches(obj)
     }
 
@@ -67,8 +68,17 @@ impl State {
         let shown = present(&self.target.info, &self.target.version, obj.clone());
         match self.params.table {
             Some(include) => {
-                let rv = shown.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
-                table::table(&self.target.info, &self.target.version, &[shown], include, json!({"resourceVersion": rv}))
+                let rv = shown
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                table::table(
+                    &self.target.info,
+                    &self.target.version,
+                    &[shown],
+                    include,
+                    json!({"resourceVersion": rv}),
+                )
             }
             None => shown,
         }
@@ -121,21 +131,26 @@ pub fn stream(
     params: WatchParams,
 ) -> impl futures::Stream<Item = Result<Bytes, actix_web::Error>> + 'static {
     let store = app.engine.store.clone();
-    let since = if params.send_initial_events { None } else { params.since };
+    let since = if params.send_initial_events {
+        None
+    } else {
+        params.since
+    };
     let stop = app.stop.clone();
     let drops = app.faults.drop_signal();
     let mut pending = VecDeque::new();
-    let (receiver, last_rv, done, backlog) = match store.subscribe(&target.info.group, &target.info.resource, since) {
-        Ok(sub) => (sub.receiver, sub.rv, false, sub.backlog),
-        Err(too_old) => {
-            pending.push_back(gone_line(&format!(
-                "too old resource version: {} ({})",
-                params.since.unwrap_or_default(),
-                too_old.oldest
-            )));
-            (store.receiver(), 0, true, Vec::new())
-        }
-    };
+    let (receiver, last_rv, done, backlog) =
+        match store.subscribe(&target.info.group, &target.info.resource, since) {
+            Ok(sub) => (sub.receiver, sub.rv, false, sub.backlog),
+            Err(too_old) => {
+                pending.push_back(gone_line(&format!(
+                    "too old resource version: {} ({})",
+                    params.since.unwrap_or_default(),
+                    too_old.oldest
+                )));
+                (store.receiver(), 0, true, Vec::new())
+            }
+        };
     let deadline = tokio::time::Instant::now() + params.timeout;
     let mut state = State {
         app,

@@ -32,14 +32,25 @@ pub async fn run(engine: Engine, mut stop: tokio::sync::watch::Receiver<bool>) {
 fn owner_uids(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_string).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn target_for(engine: &Engine, key: &ObjKey) -> Option<Target> {
     let info = engine.registry.find_resource(&key.group, &key.resource)?;
     let version = info.preferred_version().to_string();
-    Some(Target { info, version, namespace: key.namespace.clone(), name: key.name.clone(), subresource: String::new() })
+    Some(Target {
+        info,
+        version,
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        subresource: String::new(),
+    })
 }
 
 /// One collection pass; true when it changed something.
@@ -49,12 +60,15 @@ pub fn collect_once(engine: &Engine) -> bool {
 
 fn rewrite(txn: &mut Txn<'_>, key: &ObjKey, obj: Value, engine: &Engine) {
     // an object whose last finalizer goes is removed, like an API write would do
-    if obj.pointer("/metadata/deletionTimestamp").is_some() && meta::finalizers(&obj).is_empty() && !(key.group.is_empty() && key.resource == "namespaces") {
+    if obj.pointer("/metadata/deletionTimestamp").is_some()
+        && meta::finalizers(&obj).is_empty()
+        && !(key.group.is_empty() && key.resource == "namespaces")
+    {
         txn.put(key.clone(), obj);
-        if let Some(gone) = txn.remove(key) {
-            if let Some(t) = target_for(engine, key) {
-                super::kinds::after_delete(engine, txn, &t, &gone);
-            }
+        if let Some(gone) = txn.remove(key)
+            && let Some(t) = target_for(engine, key)
+        {
+            super::kinds::after_delete(engine, txn, &t, &gone);
         }
     } else {
         txn.put(key.clone(), obj);
@@ -65,7 +79,9 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
     let all = txn.all();
     let by_uid: HashMap<String, (ObjKey, Value)> = all
         .iter()
-        .filter_map(|(k, v)| meta::meta_str(v, "uid").map(|u| (u.to_string(), (k.clone(), v.clone()))))
+        .filter_map(|(k, v)| {
+            meta::meta_str(v, "uid").map(|u| (u.to_string(), (k.clone(), v.clone())))
+        })
         .collect();
     let mut dependents: HashSet<String> = HashSet::new();
     for (_, obj) in &all {
@@ -77,41 +93,62 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
     }
     let mut changed = false;
     for (key, _) in &all {
-        let Some(current) = txn.get(key).cloned() else { continue };
+        let Some(current) = txn.get(key).cloned() else {
+            continue;
+        };
         let uids = owner_uids(&current);
         let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
         // dependents of owners
         if !uids.is_empty() {
             let live: Vec<&String> = uids.iter().filter(|u| by_uid.contains_key(*u)).collect();
-            let owner_fins = |u: &String| by_uid.get(u).map(|(_, o)| (o.pointer("/metadata/deletionTimestamp").is_some(), meta::finalizers(o))).unwrap_or((false, Vec::new()));
+            let owner_fins = |u: &String| {
+                by_uid
+                    .get(u)
+                    .map(|(_, o)| {
+                        (
+                            o.pointer("/metadata/deletionTimestamp").is_some(),
+                            meta::finalizers(o),
+                        )
+                    })
+                    .unwrap_or((false, Vec::new()))
+            };
             if live.is_empty() {
-                if !deleting {
-                    if let Some(t) = target_for(engine, key) {
-                        engine.delete_in(txn, &t, &current, Some("Background"));
-                        changed = true;
-                    }
+                if !deleting && let Some(t) = target_for(engine, key) {
+                    engine.delete_in(txn, &t, &current, Some("Background"));
+                    changed = true;
                 }
                 continue;
             }
-            let orphaning: Vec<&String> = live.iter().copied().filter(|u| {
-                let (d, f) = owner_fins(u);
-                d && f.iter().any(|x| x == "orphan")
-            }).collect();
+            let orphaning: Vec<&String> = live
+                .iter()
+                .copied()
+                .filter(|u| {
+                    let (d, f) = owner_fins(u);
+                    d && f.iter().any(|x| x == "orphan")
+                })
+                .collect();
             let foreground = live.iter().any(|u| {
                 let (d, f) = owner_fins(u);
                 d && f.iter().any(|x| x == "foregroundDeletion")
             });
             if !orphaning.is_empty() || live.len() != uids.len() {
                 let mut new = current.clone();
-                if let Some(refs) = new.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+                if let Some(refs) = new
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
                     refs.retain(|r| {
-                        let u = r.get("uid").and_then(Value::as_str).unwrap_or_default().to_string();
+                        let u = r
+                            .get("uid")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string();
                         by_uid.contains_key(&u) && !orphaning.contains(&&u)
                     });
-                    if refs.is_empty() {
-                        if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                            m.remove("ownerReferences");
-                        }
+                    if refs.is_empty()
+                        && let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut)
+                    {
+                        m.remove("ownerReferences");
                     }
                 }
                 rewrite(txn, key, new, engine);
@@ -120,7 +157,13 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
             }
             if foreground && !deleting {
                 if let Some(t) = target_for(engine, key) {
-                    let policy = if dependents.contains(meta::meta_str(&current, "uid").unwrap_or_default()) { "Foreground" } else { "Background" };
+                    let policy = if dependents
+                        .contains(meta::meta_str(&current, "uid").unwrap_or_default())
+                    {
+                        "Foreground"
+                    } else {
+                        "Background"
+                    };
                     engine.delete_in(txn, &t, &current, Some(policy));
                     changed = true;
                 }
@@ -129,7 +172,9 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
         }
         // owners finishing Foreground / Orphan deletions
         if deleting {
-            let uid = meta::meta_str(&current, "uid").unwrap_or_default().to_string();
+            let uid = meta::meta_str(&current, "uid")
+                .unwrap_or_default()
+                .to_string();
             let fins = meta::finalizers(&current);
             let waiting_for_dependents = dependents.contains(&uid);
             let mut new_fins = fins.clone();
@@ -147,16 +192,22 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
         // terminating namespaces
         if key.group.is_empty() && key.resource == "namespaces" && deleting {
             let ns = key.name.clone();
-            let contents: Vec<(ObjKey, Value)> = all.iter().filter(|(k, _)| k.namespace == ns).cloned().collect();
+            let contents: Vec<(ObjKey, Value)> = all
+                .iter()
+                .filter(|(k, _)| k.namespace == ns)
+                .cloned()
+                .collect();
             let mut remaining = 0;
             for (k, _) in contents {
-                let Some(o) = txn.get(&k).cloned() else { continue };
+                let Some(o) = txn.get(&k).cloned() else {
+                    continue;
+                };
                 remaining += 1;
-                if o.pointer("/metadata/deletionTimestamp").is_none() {
-                    if let Some(t) = target_for(engine, &k) {
-                        engine.delete_in(txn, &t, &o, Some("Background"));
-                        changed = true;
-                    }
+                if o.pointer("/metadata/deletionTimestamp").is_none()
+                    && let Some(t) = target_for(engine, &k)
+                {
+                    engine.delete_in(txn, &t, &o, Some("Background"));
+                    changed = true;
                 }
             }
             if remaining == 0 && meta::finalizers(&current).is_empty() {

@@ -15,7 +15,13 @@ const CRD_GROUP: &str = "apiextensions.k8s.io";
 
 /// Adjusts and validates an object about to be written (`old` is None on create). Runs inside
 /// a store transaction: it must not touch `engine.store` (`rv` is the transaction's version).
-pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Value, rv: u64) -> Result<(), ApiError> {
+pub fn on_write(
+    engine: &Engine,
+    t: &Target,
+    old: Option<&Value>,
+    obj: &mut Value,
+    rv: u64,
+) -> Result<(), ApiError> {
     let info = &t.info;
     if let Some(crd) = &info.crd {
         if let Some(s) = crd.schemas.get(&t.version) {
@@ -33,17 +39,24 @@ pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Valu
             // validates names and versions; registration happens after the write
             crate::registry::resource_from_crd(obj)?;
             if let Some(existing) = engine.registry.find_resource(
-                obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default(),
-                obj.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default(),
-            ) {
-                if existing.crd.is_none() {
-                    return Err(ApiError::invalid(
-                        CRD_GROUP,
-                        "CustomResourceDefinition",
-                        meta::meta_str(obj, "name").unwrap_or_default(),
-                        vec![crate::error::Cause::new("FieldValueInvalid", "spec.names.plural", "conflicts with a built-in resource")],
-                    ));
-                }
+                obj.pointer("/spec/group")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                obj.pointer("/spec/names/plural")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ) && existing.crd.is_none()
+            {
+                return Err(ApiError::invalid(
+                    CRD_GROUP,
+                    "CustomResourceDefinition",
+                    meta::meta_str(obj, "name").unwrap_or_default(),
+                    vec![crate::error::Cause::new(
+                        "FieldValueInvalid",
+                        "spec.names.plural",
+                        "conflicts with a built-in resource",
+                    )],
+                ));
             }
             let since = old
                 .and_then(|o| o.pointer("/status/conditions/0/lastTransitionTime"))
@@ -69,8 +82,11 @@ pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Valu
                     obj["data"] = json!({});
                 }
                 for (k, v) in map {
-                    let s = v.as_str().ok_or_else(|| ApiError::bad_request(format!("stringData.{k} must be a string")))?;
-                    obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()));
+                    let s = v.as_str().ok_or_else(|| {
+                        ApiError::bad_request(format!("stringData.{k} must be a string"))
+                    })?;
+                    obj["data"][k] =
+                        json!(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()));
                 }
                 if let Some(m) = obj.as_object_mut() {
                     m.remove("stringData");
@@ -91,15 +107,14 @@ pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Valu
                 Some(ip) => obj["spec"]["clusterIP"] = ip,
                 None if obj.pointer("/spec/clusterIP").is_none() => {
                     let n = rv;
-                    obj["spec"]["clusterIP"] = json!(format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1));
+                    obj["spec"]["clusterIP"] =
+                        json!(format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1));
                 }
                 None => {}
             }
         }
-        ("", "pods") => {
-            if old.is_none() && obj.get("status").is_none() {
-                obj["status"] = json!({"phase": "Pending"});
-            }
+        ("", "pods") if old.is_none() && obj.get("status").is_none() => {
+            obj["status"] = json!({"phase": "Pending"});
         }
         _ => {}
     }
@@ -107,8 +122,15 @@ pub fn on_write(engine: &Engine, t: &Target, old: Option<&Value>, obj: &mut Valu
 }
 
 /// Follow-ups of a stored write (CRD registration).
-pub fn after_write(engine: &Engine, _txn: &mut Txn<'_>, t: &Target, stored: &Value) -> Result<(), ApiError> {
-    if t.info.is(CRD_GROUP, "customresourcedefinitions") && stored.pointer("/metadata/deletionTimestamp").is_none() {
+pub fn after_write(
+    engine: &Engine,
+    _txn: &mut Txn<'_>,
+    t: &Target,
+    stored: &Value,
+) -> Result<(), ApiError> {
+    if t.info.is(CRD_GROUP, "customresourcedefinitions")
+        && stored.pointer("/metadata/deletionTimestamp").is_none()
+    {
         engine.registry.register_crd(stored)?;
     }
     Ok(())
@@ -117,8 +139,16 @@ pub fn after_write(engine: &Engine, _txn: &mut Txn<'_>, t: &Target, stored: &Val
 /// Follow-ups of a removal: a CRD takes its resource and every instance with it.
 pub fn after_delete(engine: &Engine, txn: &mut Txn<'_>, t: &Target, gone: &Value) {
     if t.info.is(CRD_GROUP, "customresourcedefinitions") {
-        let group = gone.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default().to_string();
-        let plural = gone.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default().to_string();
+        let group = gone
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let plural = gone
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         engine.registry.unregister_crd(&group, &plural);
         for (key, _) in txn.list(&group, &plural, None) {
             txn.remove(&key);

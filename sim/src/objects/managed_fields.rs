@@ -11,8 +11,19 @@ use std::collections::BTreeSet;
 /// A set of owned fields: each a path of object keys; a path ends at a non-object or empty object.
 pub type FieldSet = BTreeSet<Vec<String>>;
 
-const SERVER_META: &[&str] =
-    &["name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName"];
+const SERVER_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "generateName",
+];
 
 /// The leaf paths of an object (apiVersion, kind and server-maintained metadata excluded).
 pub fn leaf_paths(obj: &Value) -> FieldSet {
@@ -87,8 +98,10 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
 pub fn from_fields_v1(v: &Value) -> FieldSet {
     let mut out = FieldSet::new();
     fn walk(v: &Value, path: &mut Vec<String>, out: &mut FieldSet) {
-        let children: Vec<(&String, &Value)> =
-            v.as_object().map(|m| m.iter().filter(|(k, _)| k.starts_with("f:")).collect()).unwrap_or_default();
+        let children: Vec<(&String, &Value)> = v
+            .as_object()
+            .map(|m| m.iter().filter(|(k, _)| k.starts_with("f:")).collect())
+            .unwrap_or_default();
         if children.is_empty() {
             if !path.is_empty() {
                 out.insert(path.clone());
@@ -123,11 +136,31 @@ pub fn entries(obj: &Value) -> Vec<Entry> {
         .map(|a| {
             a.iter()
                 .map(|e| Entry {
-                    manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    operation: e.get("operation").and_then(Value::as_str).unwrap_or("Update").to_string(),
-                    api_version: e.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    time: e.get("time").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    subresource: e.get("subresource").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    manager: e
+                        .get("manager")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    operation: e
+                        .get("operation")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Update")
+                        .to_string(),
+                    api_version: e
+                        .get("apiVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    time: e
+                        .get("time")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
                 })
                 .collect()
@@ -155,7 +188,11 @@ pub fn set_entries(obj: &mut Value, list: &[Entry]) {
             v
         })
         .collect();
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if let Some(meta) = meta.as_object_mut() {
         if arr.is_empty() {
             meta.remove("managedFields");
         } else {
@@ -165,7 +202,14 @@ pub fn set_entries(obj: &mut Value, list: &[Entry]) {
 }
 
 /// Records an Update operation by `manager`: it takes ownership of every field it changed.
-pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str, subresource: &str, now: &str) {
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    subresource: &str,
+    now: &str,
+) {
     let mut list = old.map(entries).unwrap_or_default();
     let new_paths = leaf_paths(new);
     let old_paths = old.map(leaf_paths).unwrap_or_default();
@@ -174,7 +218,10 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
         .filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p)))
         .cloned()
         .collect();
-    let removed: Vec<&Vec<String>> = old_paths.iter().filter(|p| !new_paths.contains(*p)).collect();
+    let removed: Vec<&Vec<String>> = old_paths
+        .iter()
+        .filter(|p| !new_paths.contains(*p))
+        .collect();
     for e in list.iter_mut() {
         e.fields.retain(|p| !removed.iter().any(|r| overlaps(p, r)));
         if !(e.manager == manager && e.operation == "Update") {
@@ -184,7 +231,9 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
         e.fields.retain(|p| value_at(new, p).is_some());
     }
     if !changed.is_empty() {
-        match list.iter_mut().find(|e| e.manager == manager && e.operation == "Update" && e.subresource == subresource) {
+        match list.iter_mut().find(|e| {
+            e.manager == manager && e.operation == "Update" && e.subresource == subresource
+        }) {
             Some(e) => {
                 e.fields.extend(changed);
                 e.time = now.to_string();
@@ -204,7 +253,9 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
 }
 
 fn remove_path(obj: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let mut cur = obj;
     for p in parents {
         match cur.get_mut(p) {
@@ -261,11 +312,23 @@ pub fn apply(
         }
         for p in &e.fields {
             for q in &applied_set {
-                if overlaps(p, q) && value_at(cur, q) != value_at(applied, q) && value_at(cur, q).is_some() {
+                if overlaps(p, q)
+                    && value_at(cur, q) != value_at(applied, q)
+                    && value_at(cur, q).is_some()
+                {
                     conflicts.push(Cause::new(
                         "FieldManagerConflict",
                         format!(".{}", q.join(".")),
-                        format!("conflict with \"{}\"{}: .{}", e.manager, if e.operation == "Update" { " using ".to_string() + &e.api_version } else { String::new() }, q.join(".")),
+                        format!(
+                            "conflict with \"{}\"{}: .{}",
+                            e.manager,
+                            if e.operation == "Update" {
+                                " using ".to_string() + &e.api_version
+                            } else {
+                                String::new()
+                            },
+                            q.join(".")
+                        ),
                     ));
                 }
             }
@@ -278,7 +341,11 @@ pub fn apply(
     if force {
         for e in list.iter_mut() {
             if !(e.manager == manager && e.operation == "Apply") {
-                e.fields.retain(|p| !applied_set.iter().any(|q| overlaps(p, q) && value_at(cur, q) != value_at(applied, q)));
+                e.fields.retain(|p| {
+                    !applied_set
+                        .iter()
+                        .any(|q| overlaps(p, q) && value_at(cur, q) != value_at(applied, q))
+                });
             }
         }
     }
@@ -288,7 +355,10 @@ pub fn apply(
         .map(|e| e.fields.clone())
         .unwrap_or_default();
     let mut result = current.cloned().unwrap_or_else(|| json!({}));
-    for p in previous.iter().filter(|p| !applied_set.iter().any(|q| overlaps(p, q))) {
+    for p in previous
+        .iter()
+        .filter(|p| !applied_set.iter().any(|q| overlaps(p, q)))
+    {
         let owned_elsewhere = list
             .iter()
             .filter(|e| !(e.manager == manager && e.operation == "Apply"))
@@ -298,7 +368,10 @@ pub fn apply(
         }
     }
     deep_merge(&mut result, applied);
-    match list.iter_mut().find(|e| e.manager == manager && e.operation == "Apply") {
+    match list
+        .iter_mut()
+        .find(|e| e.manager == manager && e.operation == "Apply")
+    {
         Some(e) => {
             e.fields = applied_set;
             e.time = now.to_string();
@@ -331,15 +404,58 @@ mod tests {
 
     #[test]
     fn apply_conflicts_and_force() {
-        let a = apply(None, &json!({"spec": {"x": 1, "y": 1}}), "alice", false, "v1", "", "t").unwrap();
-        let conflict = apply(Some(&a), &json!({"spec": {"x": 2}}), "bob", false, "v1", "", "t");
+        let a = apply(
+            None,
+            &json!({"spec": {"x": 1, "y": 1}}),
+            "alice",
+            false,
+            "v1",
+            "",
+            "t",
+        )
+        .unwrap();
+        let conflict = apply(
+            Some(&a),
+            &json!({"spec": {"x": 2}}),
+            "bob",
+            false,
+            "v1",
+            "",
+            "t",
+        );
         assert!(conflict.is_err());
-        let same = apply(Some(&a), &json!({"spec": {"x": 1}}), "bob", false, "v1", "", "t");
+        let same = apply(
+            Some(&a),
+            &json!({"spec": {"x": 1}}),
+            "bob",
+            false,
+            "v1",
+            "",
+            "t",
+        );
         assert!(same.is_ok());
-        let forced = apply(Some(&a), &json!({"spec": {"x": 2}}), "bob", true, "v1", "", "t").unwrap();
+        let forced = apply(
+            Some(&a),
+            &json!({"spec": {"x": 2}}),
+            "bob",
+            true,
+            "v1",
+            "",
+            "t",
+        )
+        .unwrap();
         assert_eq!(forced["spec"]["x"], 2);
         // alice stops applying y: removed; x is bob's now
-        let after = apply(Some(&forced), &json!({"spec": {}}), "alice", false, "v1", "", "t").unwrap();
+        let after = apply(
+            Some(&forced),
+            &json!({"spec": {}}),
+            "alice",
+            false,
+            "v1",
+            "",
+            "t",
+        )
+        .unwrap();
         assert_eq!(after["spec"], json!({"x": 2}));
     }
 }

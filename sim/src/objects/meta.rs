@@ -16,7 +16,9 @@ pub fn is_dns_subdomain(name: &str) -> bool {
         && name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()
-                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -31,28 +33,44 @@ pub fn is_dns_label(name: &str) -> bool {
 pub fn random_suffix() -> String {
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+    (0..5)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect()
 }
 
 /// The metadata map of an object, created if missing.
 pub fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
-    let map = obj.as_object_mut().ok_or_else(|| ApiError::bad_request("the object is not a JSON object"))?;
+    let map = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the object is not a JSON object"))?;
     let meta = map.entry("metadata").or_insert_with(|| json!({}));
     if meta.is_null() {
         *meta = json!({});
     }
-    meta.as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+    meta.as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
 }
 
 pub fn meta_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_str)
+    obj.get("metadata")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_str)
 }
 
 /// Basic metadata checks every kind gets (labels and annotations are string maps, name valid).
-pub fn validate_meta(obj: &Value, kind: &str, group: &str, name_is_label: bool) -> Result<(), ApiError> {
+pub fn validate_meta(
+    obj: &Value,
+    kind: &str,
+    group: &str,
+    name_is_label: bool,
+) -> Result<(), ApiError> {
     let name = meta_str(obj, "name").unwrap_or_default();
     let mut causes = Vec::new();
-    let ok = if name_is_label { is_dns_label(name) } else { is_dns_subdomain(name) };
+    let ok = if name_is_label {
+        is_dns_label(name)
+    } else {
+        is_dns_subdomain(name)
+    };
     if !ok {
         causes.push(Cause::new(
             "FieldValueInvalid",
@@ -66,12 +84,20 @@ pub fn validate_meta(obj: &Value, kind: &str, group: &str, name_is_label: bool) 
                 Some(map) => {
                     for (k, v) in map {
                         if !v.is_string() {
-                            causes.push(Cause::new("FieldValueInvalid", format!("metadata.{key}.{k}"), "must be a string"));
+                            causes.push(Cause::new(
+                                "FieldValueInvalid",
+                                format!("metadata.{key}.{k}"),
+                                "must be a string",
+                            ));
                         }
                     }
                 }
                 None if m.is_null() => {}
-                None => causes.push(Cause::new("FieldValueInvalid", format!("metadata.{key}"), "must be a map of strings")),
+                None => causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("metadata.{key}"),
+                    "must be a map of strings",
+                )),
             }
         }
     }
@@ -79,9 +105,17 @@ pub fn validate_meta(obj: &Value, kind: &str, group: &str, name_is_label: bool) 
         && !f.is_null()
         && !f.as_array().is_some_and(|a| a.iter().all(Value::is_string))
     {
-        causes.push(Cause::new("FieldValueInvalid", "metadata.finalizers", "must be a list of strings"));
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata.finalizers",
+            "must be a list of strings",
+        ));
     }
-    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(group, kind, name, causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(group, kind, name, causes))
+    }
 }
 
 /// The object without metadata and status: what `generation` tracks.
@@ -118,7 +152,12 @@ pub fn comparable(obj: &Value) -> Value {
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -5,9 +5,9 @@
 //! Namespace phase, Secret stringData, Service clusterIP).
 
 pub mod gc;
+mod kinds;
 pub mod managed_fields;
 pub mod meta;
-mod kinds;
 
 use crate::error::ApiError;
 use crate::patch::{self, PatchType};
@@ -31,7 +31,12 @@ pub struct Target {
 
 impl Target {
     pub fn key(&self) -> ObjKey {
-        ObjKey::new(&self.info.group, &self.info.resource, &self.namespace, &self.name)
+        ObjKey::new(
+            &self.info.group,
+            &self.info.resource,
+            &self.namespace,
+            &self.name,
+        )
     }
 
     fn api_version(&self) -> String {
@@ -56,7 +61,11 @@ impl WriteOptions {
             return m.clone();
         }
         let ua = self.user_agent.split('/').next().unwrap_or_default().trim();
-        if ua.is_empty() { "unknown".to_string() } else { ua.chars().take(128).collect() }
+        if ua.is_empty() {
+            "unknown".to_string()
+        } else {
+            ua.chars().take(128).collect()
+        }
     }
 }
 
@@ -107,16 +116,18 @@ fn check_type(t: &Target, body: &Value) -> Result<(), ApiError> {
     if !body.is_object() {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
-    if let Some(kind) = body.get("kind") {
-        if kind.as_str() != Some(t.info.kind.as_str()) {
-            return Err(ApiError::bad_request(format!(
-                "the kind of the provided object ({}) does not match the resource {} (expected {})",
-                kind, t.info.resource, t.info.kind
-            )));
-        }
+    if let Some(kind) = body.get("kind")
+        && kind.as_str() != Some(t.info.kind.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the provided object ({}) does not match the resource {} (expected {})",
+            kind, t.info.resource, t.info.kind
+        )));
     }
     if let Some(av) = body.get("apiVersion") {
-        let group = av.as_str().map(|s| s.rsplit_once('/').map(|(g, _)| g).unwrap_or(""));
+        let group = av
+            .as_str()
+            .map(|s| s.rsplit_once('/').map(|(g, _)| g).unwrap_or(""));
         if group != Some(t.info.group.as_str()) {
             return Err(ApiError::bad_request(format!(
                 "the apiVersion of the provided object ({av}) does not belong to group {:?}",
@@ -134,7 +145,11 @@ fn rv_of(obj: &Value) -> Option<&str> {
 impl Engine {
     /// An engine over a fresh store with the built-in kinds and the default namespaces.
     pub fn new(history: usize) -> Engine {
-        let engine = Engine { store: Store::new(history), registry: Registry::with_builtins(), gc_wake: Arc::new(Notify::new()) };
+        let engine = Engine {
+            store: Store::new(history),
+            registry: Registry::with_builtins(),
+            gc_wake: Arc::new(Notify::new()),
+        };
         engine.store.transact(|txn| {
             for ns in ["default", "kube-system", "kube-public"] {
                 let obj = json!({
@@ -165,14 +180,28 @@ impl Engine {
     }
 
     /// LIST objects: `(items, resourceVersion, continue token, remaining)`.
-    pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<(Vec<Value>, u64, Option<String>, usize), ApiError> {
-        let ns = if t.namespace.is_empty() { None } else { Some(t.namespace.as_str()) };
+    pub fn list(
+        &self,
+        t: &Target,
+        opts: &ListOptions,
+    ) -> Result<(Vec<Value>, u64, Option<String>, usize), ApiError> {
+        let ns = if t.namespace.is_empty() {
+            None
+        } else {
+            Some(t.namespace.as_str())
+        };
         let (items, rv) = self.store.list_with_rv(&t.info.group, &t.info.resource, ns);
         let (rv, offset) = match &opts.continue_token {
             Some(tok) if !tok.is_empty() => {
-                let (r, o) = tok.split_once(':').ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
-                let r: u64 = r.parse().map_err(|_| ApiError::bad_request("invalid continue token"))?;
-                let o: usize = o.parse().map_err(|_| ApiError::bad_request("invalid continue token"))?;
+                let (r, o) = tok
+                    .split_once(':')
+                    .ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
+                let r: u64 = r
+                    .parse()
+                    .map_err(|_| ApiError::bad_request("invalid continue token"))?;
+                let o: usize = o
+                    .parse()
+                    .map_err(|_| ApiError::bad_request("invalid continue token"))?;
                 (r, o)
             }
             _ => (rv, 0),
@@ -188,14 +217,19 @@ impl Engine {
             None => matching.into_iter().skip(offset).collect(),
         };
         let next = offset + page.len();
-        if next < total { Ok((page, rv, Some(format!("{rv}:{next}")), total - next)) } else { Ok((page, rv, None, 0)) }
+        if next < total {
+            Ok((page, rv, Some(format!("{rv}:{next}")), total - next))
+        } else {
+            Ok((page, rv, None, 0))
+        }
     }
 
     /// POST a new object.
     pub fn create(&self, t: &Target, body: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
         check_type(t, &body)?;
         let obj = self.prepare_create(t, body)?;
-        self.store.transact(|txn| self.insert(txn, t, obj, opts, true))
+        self.store
+            .transact(|txn| self.insert(txn, t, obj, opts, true))
     }
 
     fn prepare_create(&self, t: &Target, mut body: Value) -> Result<Value, ApiError> {
@@ -215,67 +249,103 @@ impl Engine {
         } else {
             meta.remove("namespace");
         }
-        let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if name.is_empty() {
-            let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or_default().to_string();
+            let generate = meta
+                .get("generateName")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             if generate.is_empty() {
                 return Err(ApiError::invalid(
                     &t.info.group,
                     &t.info.kind,
                     "",
-                    vec![crate::error::Cause::new("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")],
+                    vec![crate::error::Cause::new(
+                        "FieldValueRequired",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    )],
                 ));
             }
-            meta.insert("name".into(), json!(format!("{generate}{}", meta::random_suffix())));
+            meta.insert(
+                "name".into(),
+                json!(format!("{generate}{}", meta::random_suffix())),
+            );
         }
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(meta::now()));
         meta.insert("generation".into(), json!(1));
-        for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"] {
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
             meta.remove(k);
         }
-        if t.info.has_status {
-            if let Some(m) = body.as_object_mut() {
-                m.remove("status");
-            }
+        if t.info.has_status
+            && let Some(m) = body.as_object_mut()
+        {
+            m.remove("status");
         }
         Ok(present(&t.info, &t.version, body))
     }
 
     /// Stores a prepared new object (namespace must exist; name must be free).
-    fn insert(&self, txn: &mut Txn<'_>, t: &Target, mut obj: Value, opts: &WriteOptions, record: bool) -> Result<Value, ApiError> {
+    fn insert(
+        &self,
+        txn: &mut Txn<'_>,
+        t: &Target,
+        mut obj: Value,
+        opts: &WriteOptions,
+        record: bool,
+    ) -> Result<Value, ApiError> {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
         let rv = txn.rv();
         kinds::on_write(self, t, None, &mut obj, rv)?;
-        let is_ns_label = t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
+        let is_ns_label =
+            t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
         meta::validate_meta(&obj, &t.info.kind, &t.info.group, is_ns_label)?;
         if t.info.namespaced {
             let ns_key = ObjKey::new("", "namespaces", "", &t.namespace);
             match txn.get(&ns_key) {
                 None => return Err(ApiError::not_found("", "namespaces", &t.namespace)),
                 Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
-                    return Err(ApiError {
-                        code: 403,
-                        reason: "Forbidden",
-                        message: format!(
-                            "{} \"{name}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
-                            t.info.resource, t.namespace
+                    return Err(ApiError::forbidden(
+                        &t.info.group,
+                        &t.info.resource,
+                        &name,
+                        &format!(
+                            "unable to create new content in namespace {} because it is being terminated",
+                            t.namespace
                         ),
-                        group: t.info.group.clone(),
-                        kind: t.info.resource.clone(),
-                        name: name.clone(),
-                        causes: Vec::new(),
-                    });
+                    ));
                 }
                 Some(_) => {}
             }
         }
         let key = ObjKey::new(&t.info.group, &t.info.resource, &t.namespace, &name);
         if txn.get(&key).is_some() {
-            return Err(ApiError::already_exists(&t.info.group, &t.info.resource, &name));
+            return Err(ApiError::already_exists(
+                &t.info.group,
+                &t.info.resource,
+                &name,
+            ));
         }
         if record {
-            managed_fields::record_update(None, &mut obj, &opts.manager(), &t.api_version(), "", &meta::now());
+            managed_fields::record_update(
+                None,
+                &mut obj,
+                &opts.manager(),
+                &t.api_version(),
+                "",
+                &meta::now(),
+            );
         }
         if opts.dry_run {
             return Ok(obj);
@@ -288,13 +358,16 @@ impl Engine {
     /// PUT: replace an object (or its status).
     pub fn update(&self, t: &Target, body: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
         check_type(t, &body)?;
-        if let Some(name) = meta::meta_str(&body, "name").filter(|n| !n.is_empty() && *n != t.name) {
+        if let Some(name) = meta::meta_str(&body, "name").filter(|n| !n.is_empty() && *n != t.name)
+        {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({name}) does not match the name on the URL ({})",
                 t.name
             )));
         }
-        if let Some(ns) = meta::meta_str(&body, "namespace").filter(|n| !n.is_empty() && t.info.namespaced && *n != t.namespace) {
+        if let Some(ns) = meta::meta_str(&body, "namespace")
+            .filter(|n| !n.is_empty() && t.info.namespaced && *n != t.namespace)
+        {
             return Err(ApiError::bad_request(format!(
                 "the namespace of the object ({ns}) does not match the namespace on the URL ({})",
                 t.namespace
@@ -305,8 +378,8 @@ impl Engine {
                 .get(&t.key())
                 .cloned()
                 .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.resource, &t.name))?;
-            if let Some(rv) = rv_of(&body) {
-                if Some(rv) != rv_of(&old) {
+            if let Some(rv) = rv_of(&body)
+                && Some(rv) != rv_of(&old) {
                     return Err(ApiError::conflict(
                         &t.info.group,
                         &t.info.resource,
@@ -314,14 +387,21 @@ impl Engine {
                         "the object has been modified; please apply your changes to the latest version and try again",
                     ));
                 }
-            }
             self.commit_update(txn, t, &old, body, opts, true)
         })
     }
 
     /// Writes `new` over `old` with the server's rules; removes the object when a deletion
     /// waits for no more finalizers.
-    fn commit_update(&self, txn: &mut Txn<'_>, t: &Target, old: &Value, mut new: Value, opts: &WriteOptions, record: bool) -> Result<Value, ApiError> {
+    fn commit_update(
+        &self,
+        txn: &mut Txn<'_>,
+        t: &Target,
+        old: &Value,
+        mut new: Value,
+        opts: &WriteOptions,
+        record: bool,
+    ) -> Result<Value, ApiError> {
         if !new.is_object() {
             return Err(ApiError::bad_request("the object must be a JSON object"));
         }
@@ -339,16 +419,22 @@ impl Engine {
                 }
             }
             // keep the managedFields an apply computed
-            if !record {
-                if let Some(mf) = new.pointer("/metadata/managedFields") {
-                    merged["metadata"]["managedFields"] = mf.clone();
-                }
+            if !record && let Some(mf) = new.pointer("/metadata/managedFields") {
+                merged["metadata"]["managedFields"] = mf.clone();
             }
             new = merged;
         } else {
             let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
             let meta = meta::meta_mut(&mut new)?;
-            for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"] {
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "namespace",
+                "name",
+            ] {
                 match old_meta.get(k) {
                     Some(v) => {
                         meta.insert(k.into(), v.clone());
@@ -358,37 +444,51 @@ impl Engine {
                     }
                 }
             }
-            if !meta.contains_key("managedFields") {
-                if let Some(mf) = old_meta.get("managedFields") {
-                    meta.insert("managedFields".into(), mf.clone());
-                }
+            if !meta.contains_key("managedFields")
+                && let Some(mf) = old_meta.get("managedFields")
+            {
+                meta.insert("managedFields".into(), mf.clone());
             }
-            if t.info.has_status {
-                if let Some(m) = new.as_object_mut() {
-                    match old.get("status") {
-                        Some(s) => {
-                            m.insert("status".into(), s.clone());
-                        }
-                        None => {
-                            m.remove("status");
-                        }
+            if t.info.has_status
+                && let Some(m) = new.as_object_mut()
+            {
+                match old.get("status") {
+                    Some(s) => {
+                        m.insert("status".into(), s.clone());
+                    }
+                    None => {
+                        m.remove("status");
                     }
                 }
             }
         }
         new = present(&t.info, &t.version, new);
         kinds::on_write(self, t, Some(old), &mut new, txn.rv())?;
-        let is_ns_label = t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
+        let is_ns_label =
+            t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
         meta::validate_meta(&new, &t.info.kind, &t.info.group, is_ns_label)?;
-        let old_gen = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+        let old_gen = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
         if meta::spec_changed(old, &new) {
             new["metadata"]["generation"] = json!(old_gen + 1);
         }
         if record {
-            managed_fields::record_update(Some(old), &mut new, &opts.manager(), &t.api_version(), &t.subresource, &meta::now());
+            managed_fields::record_update(
+                Some(old),
+                &mut new,
+                &opts.manager(),
+                &t.api_version(),
+                &t.subresource,
+                &meta::now(),
+            );
         }
         let key = t.key();
-        if old.pointer("/metadata/deletionTimestamp").is_some() && meta::finalizers(&new).is_empty() && !t.info.is(crate::CORE, "namespaces") {
+        if old.pointer("/metadata/deletionTimestamp").is_some()
+            && meta::finalizers(&new).is_empty()
+            && !t.info.is(crate::CORE, "namespaces")
+        {
             if opts.dry_run {
                 return Ok(new);
             }
@@ -410,7 +510,13 @@ impl Engine {
     }
 
     /// PATCH an object (or its status) with one of the four patch types.
-    pub fn patch(&self, t: &Target, ptype: PatchType, body: &[u8], opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn patch(
+        &self,
+        t: &Target,
+        ptype: PatchType,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         self.store.transact(|txn| {
             let old = txn.get(&t.key()).cloned();
             if ptype == PatchType::Apply {
@@ -418,8 +524,8 @@ impl Engine {
             }
             let old = old.ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.resource, &t.name))?;
             let patched = patch::apply_patch(ptype, &old, body, t.info.crd.is_some())?;
-            if let Some(rv) = rv_of(&patched) {
-                if Some(rv) != rv_of(&old) {
+            if let Some(rv) = rv_of(&patched)
+                && Some(rv) != rv_of(&old) {
                     return Err(ApiError::conflict(
                         &t.info.group,
                         &t.info.resource,
@@ -427,26 +533,37 @@ impl Engine {
                         "the object has been modified; please apply your changes to the latest version and try again",
                     ));
                 }
-            }
-            if let Some(name) = meta::meta_str(&patched, "name") {
-                if name != t.name {
+            if let Some(name) = meta::meta_str(&patched, "name")
+                && name != t.name {
                     return Err(ApiError::bad_request("metadata.name cannot be changed by a patch"));
                 }
-            }
             self.commit_update(txn, t, &old, patched, opts, true)
         })
     }
 
-    fn apply(&self, txn: &mut Txn<'_>, t: &Target, old: Option<Value>, body: &[u8], opts: &WriteOptions) -> Result<Value, ApiError> {
+    fn apply(
+        &self,
+        txn: &mut Txn<'_>,
+        t: &Target,
+        old: Option<Value>,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         let manager = opts
             .field_manager
             .clone()
             .filter(|m| !m.is_empty())
-            .ok_or_else(|| ApiError::bad_request("PATCH, application/apply-patch+yaml requires fieldManager parameter"))?;
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "PATCH, application/apply-patch+yaml requires fieldManager parameter",
+                )
+            })?;
         let mut applied = patch::parse_yaml_or_json(body)?;
         check_type(t, &applied)?;
         if applied.get("apiVersion").is_none() || applied.get("kind").is_none() {
-            return Err(ApiError::bad_request("apiVersion and kind must be set in an apply configuration"));
+            return Err(ApiError::bad_request(
+                "apiVersion and kind must be set in an apply configuration",
+            ));
         }
         if let Some(name) = meta::meta_str(&applied, "name").filter(|n| *n != t.name) {
             return Err(ApiError::bad_request(format!(
@@ -454,15 +571,15 @@ impl Engine {
                 t.name
             )));
         }
-        if let (Some(rv), Some(old)) = (rv_of(&applied), old.as_ref()) {
-            if Some(rv) != rv_of(old) {
-                return Err(ApiError::conflict(
-                    &t.info.group,
-                    &t.info.resource,
-                    &t.name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
-            }
+        if let (Some(rv), Some(old)) = (rv_of(&applied), old.as_ref())
+            && Some(rv) != rv_of(old)
+        {
+            return Err(ApiError::conflict(
+                &t.info.group,
+                &t.info.resource,
+                &t.name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
         }
         if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
@@ -470,28 +587,52 @@ impl Engine {
         }
         if t.subresource == "status" {
             applied = json!({"status": applied.get("status").cloned().unwrap_or(json!({}))});
-        } else if t.info.has_status {
-            if let Some(m) = applied.as_object_mut() {
-                m.remove("status");
-            }
+        } else if t.info.has_status
+            && let Some(m) = applied.as_object_mut()
+        {
+            m.remove("status");
         }
         let now = meta::now();
         let sub = t.subresource.as_str();
         match old {
             None => {
                 if !t.subresource.is_empty() {
-                    return Err(ApiError::not_found(&t.info.group, &t.info.resource, &t.name));
+                    return Err(ApiError::not_found(
+                        &t.info.group,
+                        &t.info.resource,
+                        &t.name,
+                    ));
                 }
-                let merged = managed_fields::apply(None, &applied, &manager, opts.force, &t.api_version(), sub, &now)
-                    .map_err(|c| ApiError::apply_conflict(&t.info.group, &t.info.resource, &t.name, c))?;
+                let merged = managed_fields::apply(
+                    None,
+                    &applied,
+                    &manager,
+                    opts.force,
+                    &t.api_version(),
+                    sub,
+                    &now,
+                )
+                .map_err(|c| {
+                    ApiError::apply_conflict(&t.info.group, &t.info.resource, &t.name, c)
+                })?;
                 let mut obj = merged;
                 obj["metadata"]["name"] = json!(t.name);
                 let obj = self.prepare_create(t, obj)?;
                 self.insert(txn, t, obj, opts, false)
             }
             Some(old) => {
-                let merged = managed_fields::apply(Some(&old), &applied, &manager, opts.force, &t.api_version(), sub, &now)
-                    .map_err(|c| ApiError::apply_conflict(&t.info.group, &t.info.resource, &t.name, c))?;
+                let merged = managed_fields::apply(
+                    Some(&old),
+                    &applied,
+                    &manager,
+                    opts.force,
+                    &t.api_version(),
+                    sub,
+                    &now,
+                )
+                .map_err(|c| {
+                    ApiError::apply_conflict(&t.info.group, &t.info.resource, &t.name, c)
+                })?;
                 self.commit_update(txn, t, &old, merged, opts, false)
             }
         }
@@ -515,8 +656,8 @@ impl Engine {
                     ));
                 }
             }
-            if let Some(rv) = &opts.precondition_rv {
-                if Some(rv.as_str()) != rv_of(&old) {
+            if let Some(rv) = &opts.precondition_rv
+                && Some(rv.as_str()) != rv_of(&old) {
                     return Err(ApiError::conflict(
                         &t.info.group,
                         &t.info.resource,
@@ -524,7 +665,6 @@ impl Engine {
                         "Precondition failed: the object has been modified",
                     ));
                 }
-            }
             if opts.dry_run {
                 return Ok(Deleted { object: present(&t.info, &t.version, old), gone: true });
             }
@@ -536,8 +676,19 @@ impl Engine {
 
     /// Deletes inside a transaction: finalizers (and Foreground / Orphan propagation) leave the
     /// object with a deletionTimestamp; otherwise it goes at once.
-    pub(crate) fn delete_in(&self, txn: &mut Txn<'_>, t: &Target, old: &Value, propagation: Option<&str>) -> Deleted {
-        let key = ObjKey::new(&t.info.group, &t.info.resource, &t.namespace, meta::meta_str(old, "name").unwrap_or_default());
+    pub(crate) fn delete_in(
+        &self,
+        txn: &mut Txn<'_>,
+        t: &Target,
+        old: &Value,
+        propagation: Option<&str>,
+    ) -> Deleted {
+        let key = ObjKey::new(
+            &t.info.group,
+            &t.info.resource,
+            &t.namespace,
+            meta::meta_str(old, "name").unwrap_or_default(),
+        );
         let mut fins = meta::finalizers(old);
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
         let extra = match propagation {
@@ -545,19 +696,25 @@ impl Engine {
             Some("Orphan") => Some("orphan"),
             _ => None,
         };
-        if let Some(f) = extra {
-            if !fins.iter().any(|x| x == f) {
-                fins.push(f.to_string());
-            }
+        if let Some(f) = extra
+            && !fins.iter().any(|x| x == f)
+        {
+            fins.push(f.to_string());
         }
         let is_namespace = t.info.is(crate::CORE, "namespaces");
         if fins.is_empty() && !is_namespace {
             let gone = txn.remove(&key).unwrap_or(Value::Null);
             kinds::after_delete(self, txn, t, &gone);
-            return Deleted { object: present(&t.info, &t.version, gone), gone: true };
+            return Deleted {
+                object: present(&t.info, &t.version, gone),
+                gone: true,
+            };
         }
         if deleting && meta::finalizers(old) == fins {
-            return Deleted { object: present(&t.info, &t.version, old.clone()), gone: false };
+            return Deleted {
+                object: present(&t.info, &t.version, old.clone()),
+                gone: false,
+            };
         }
         let mut new = old.clone();
         meta::set_finalizers(&mut new, &fins);
@@ -569,12 +726,24 @@ impl Engine {
             new["status"] = json!({"phase": "Terminating"});
         }
         let stored = txn.put(key, new);
-        Deleted { object: present(&t.info, &t.version, stored), gone: false }
+        Deleted {
+            object: present(&t.info, &t.version, stored),
+            gone: false,
+        }
     }
 
     /// DELETE a collection: every matching object, as single deletes.
-    pub fn delete_collection(&self, t: &Target, list: &ListOptions, opts: &DeleteOptions) -> Result<Vec<Value>, ApiError> {
-        let ns = if t.namespace.is_empty() { None } else { Some(t.namespace.clone()) };
+    pub fn delete_collection(
+        &self,
+        t: &Target,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Vec<Value>, ApiError> {
+        let ns = if t.namespace.is_empty() {
+            None
+        } else {
+            Some(t.namespace.clone())
+        };
         let out = self.store.transact(|txn| {
             let items = txn.list(&t.info.group, &t.info.resource, ns.as_deref());
             let mut out = Vec::new();
@@ -586,8 +755,15 @@ impl Engine {
                     out.push(present(&t.info, &t.version, obj));
                     continue;
                 }
-                let one = Target { namespace: key.namespace.clone(), name: key.name.clone(), ..t.clone() };
-                out.push(self.delete_in(txn, &one, &obj, opts.propagation.as_deref()).object);
+                let one = Target {
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                    ..t.clone()
+                };
+                out.push(
+                    self.delete_in(txn, &one, &obj, opts.propagation.as_deref())
+                        .object,
+                );
             }
             out
         });

@@ -19,7 +19,12 @@ pub enum PatchType {
 impl PatchType {
     /// The patch type of a Content-Type header value; 415 for unknown ones.
     pub fn from_content_type(ct: &str) -> Result<PatchType, ApiError> {
-        let base = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        let base = ct
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
         match base.as_str() {
             "application/merge-patch+json" => Ok(PatchType::Merge),
             "application/json-patch+json" => Ok(PatchType::Json),
@@ -32,7 +37,8 @@ impl PatchType {
 
 /// Parses a JSON body (400 on malformed JSON).
 pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding the request body as JSON: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding the request body as JSON: {e}")))
 }
 
 /// Parses a YAML (or JSON, a subset) body.
@@ -40,11 +46,17 @@ pub fn parse_yaml_or_json(body: &[u8]) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
     }
-    serde_yaml::from_slice::<Value>(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+    serde_yaml::from_slice::<Value>(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
 /// Applies a merge, JSON or strategic patch to `current` (apply is not handled here).
-pub fn apply_patch(ptype: PatchType, current: &Value, body: &[u8], is_custom: bool) -> Result<Value, ApiError> {
+pub fn apply_patch(
+    ptype: PatchType,
+    current: &Value,
+    body: &[u8],
+    is_custom: bool,
+) -> Result<Value, ApiError> {
     let mut doc = current.clone();
     match ptype {
         PatchType::Merge => {
@@ -57,7 +69,9 @@ pub fn apply_patch(ptype: PatchType, current: &Value, body: &[u8], is_custom: bo
         PatchType::Strategic => {
             let p = parse_json(body)?;
             if !p.is_object() {
-                return Err(ApiError::bad_request("a strategic merge patch must be a JSON object"));
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch must be a JSON object",
+                ));
             }
             if is_custom {
                 // custom resources have no patch strategies: a strategic merge patch is a merge patch
@@ -67,13 +81,25 @@ pub fn apply_patch(ptype: PatchType, current: &Value, body: &[u8], is_custom: bo
             }
         }
         PatchType::Json => {
-            let p: json_patch::Patch = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding the JSON patch: {e}")))?;
+            let p: json_patch::Patch = serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("error decoding the JSON patch: {e}"))
+            })?;
             json_patch::patch(&mut doc, &p).map_err(|e| {
-                ApiError::invalid("", "", "", vec![Cause::new("FieldValueInvalid", e.path.to_string(), format!("the JSON patch could not be applied: {e}"))])
+                ApiError::invalid(
+                    "",
+                    "",
+                    "",
+                    vec![Cause::new(
+                        "FieldValueInvalid",
+                        e.path.to_string(),
+                        format!("the JSON patch could not be applied: {e}"),
+                    )],
+                )
             })?;
         }
-        PatchType::Apply => return Err(ApiError::internal("server-side apply is not a plain patch")),
+        PatchType::Apply => {
+            return Err(ApiError::internal("server-side apply is not a plain patch"));
+        }
     }
     Ok(doc)
 }

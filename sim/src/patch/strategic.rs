@@ -12,7 +12,12 @@ use serde_json::{Map, Value};
 fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
     let has = |k: &str| items.iter().all(|i| i.get(k).is_some());
     let key = match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets" => "name",
         "volumeMounts" | "volumeDevices" => "mountPath",
         "ports" if has("containerPort") => "containerPort",
         "ports" => "port",
@@ -38,13 +43,17 @@ fn merge_value(doc: Option<&Value>, patch: &Value, field: &str) -> Value {
                 out.remove("$patch");
                 return Value::Object(out);
             }
-            let mut out: Map<String, Value> = doc.and_then(Value::as_object).cloned().unwrap_or_default();
+            let mut out: Map<String, Value> =
+                doc.and_then(Value::as_object).cloned().unwrap_or_default();
             for (k, pv) in p {
                 if k.starts_with("$setElementOrder/") || k == "$retainKeys" || k == "$patch" {
                     continue;
                 }
                 if let Some(name) = k.strip_prefix("$deleteFromPrimitiveList/") {
-                    if let (Some(list), Some(del)) = (out.get_mut(name).and_then(Value::as_array_mut), pv.as_array()) {
+                    if let (Some(list), Some(del)) = (
+                        out.get_mut(name).and_then(Value::as_array_mut),
+                        pv.as_array(),
+                    ) {
                         list.retain(|x| !del.contains(x));
                     }
                     continue;
@@ -78,10 +87,25 @@ fn merge_list(doc: Option<&Vec<Value>>, patch: &[Value], field: &str) -> Value {
     }
     let objects = !patch.is_empty() && patch.iter().all(Value::is_object);
     let Some(key) = merge_key(field, patch).filter(|_| objects) else {
-        return Value::Array(patch.iter().filter(|p| p.get("$patch").is_none()).cloned().collect());
+        return Value::Array(
+            patch
+                .iter()
+                .filter(|p| p.get("$patch").is_none())
+                .cloned()
+                .collect(),
+        );
     };
-    if patch.iter().any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace")) {
-        return Value::Array(patch.iter().filter(|p| p.get("$patch").is_none()).cloned().collect());
+    if patch
+        .iter()
+        .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        return Value::Array(
+            patch
+                .iter()
+                .filter(|p| p.get("$patch").is_none())
+                .cloned()
+                .collect(),
+        );
     }
     let mut out: Vec<Value> = doc.cloned().unwrap_or_default();
     for p in patch {
@@ -121,14 +145,25 @@ mod tests {
         assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 3);
         assert_eq!(out["spec"]["containers"][1]["image"], "2");
         assert_eq!(out["spec"]["args"], json!(["y"]));
-        let del = merge(&out, &json!({"spec": {"containers": [{"name": "a", "$patch": "delete"}]}})).unwrap();
+        let del = merge(
+            &out,
+            &json!({"spec": {"containers": [{"name": "a", "$patch": "delete"}]}}),
+        )
+        .unwrap();
         assert_eq!(del["spec"]["containers"].as_array().unwrap().len(), 2);
     }
 
     #[test]
     fn conditions_merge_by_type() {
         let doc = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "X", "status": "True"}]}});
-        let out = merge(&doc, &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})).unwrap();
-        assert_eq!(out["status"]["conditions"], json!([{"type": "Ready", "status": "True"}, {"type": "X", "status": "True"}]));
+        let out = merge(
+            &doc,
+            &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .unwrap();
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}, {"type": "X", "status": "True"}])
+        );
     }
 }

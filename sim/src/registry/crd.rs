@@ -17,18 +17,29 @@ pub struct PrinterColumn {
 }
 
 fn s(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Validates a CRD object and derives the resource it defines.
 pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
-    let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
     let group = s(&spec, "group");
     let names = spec.get("names").cloned().unwrap_or(Value::Null);
@@ -37,13 +48,25 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
     let scope = s(&spec, "scope");
     let mut causes = Vec::new();
     if group.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.group", "Required value"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.group",
+            "Required value",
+        ));
     }
     if plural.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.names.plural", "Required value"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.plural",
+            "Required value",
+        ));
     }
     if kind.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.names.kind", "Required value"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.kind",
+            "Required value",
+        ));
     }
     if scope != "Namespaced" && scope != "Cluster" {
         causes.push(Cause::new(
@@ -59,15 +82,38 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
             format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
         ));
     }
-    let versions = spec.get("versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if versions.is_empty() {
-        causes.push(Cause::new("FieldValueRequired", "spec.versions", "Required value: must have exactly one version marked as storage version"));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.versions",
+            "Required value: must have exactly one version marked as storage version",
+        ));
     }
-    if versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count() != 1 && !versions.is_empty() {
-        causes.push(Cause::new("FieldValueInvalid", "spec.versions", "must have exactly one version marked as storage version"));
+    if versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count()
+        != 1
+        && !versions.is_empty()
+    {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
     }
     if !causes.is_empty() {
-        return Err(ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", name, causes));
+        return Err(ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            causes,
+        ));
     }
     let mut served: Vec<String> = Vec::new();
     let mut facts = CrdFacts::default();

@@ -46,7 +46,11 @@ impl ResourceInfo {
     }
 
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
     }
 
     pub fn serves(&self, version: &str) -> bool {
@@ -73,7 +77,11 @@ impl Default for Registry {
 impl Registry {
     /// A registry holding the built-in kinds.
     pub fn with_builtins() -> Registry {
-        Registry { inner: Arc::new(RwLock::new(builtins::all().into_iter().map(Arc::new).collect())) }
+        Registry {
+            inner: Arc::new(RwLock::new(
+                builtins::all().into_iter().map(Arc::new).collect(),
+            )),
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceInfo>>> {
@@ -86,17 +94,26 @@ impl Registry {
 
     /// The resource `resource` served at `group/version`.
     pub fn find(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
-        self.read().iter().find(|r| r.group == group && r.resource == resource && r.serves(version)).cloned()
+        self.read()
+            .iter()
+            .find(|r| r.group == group && r.resource == resource && r.serves(version))
+            .cloned()
     }
 
     /// The resource of `group` whose plural is `resource`, any version.
     pub fn find_resource(&self, group: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
-        self.read().iter().find(|r| r.group == group && r.resource == resource).cloned()
+        self.read()
+            .iter()
+            .find(|r| r.group == group && r.resource == resource)
+            .cloned()
     }
 
     /// The resource of kind `kind` in `group`.
     pub fn find_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
-        self.read().iter().find(|r| r.group == group && r.kind == kind).cloned()
+        self.read()
+            .iter()
+            .find(|r| r.group == group && r.kind == kind)
+            .cloned()
     }
 
     /// Every served resource.
@@ -124,7 +141,11 @@ impl Registry {
 
     /// The resources served at `group/version`.
     pub fn resources_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
-        self.read().iter().filter(|r| r.group == group && r.serves(version)).cloned().collect()
+        self.read()
+            .iter()
+            .filter(|r| r.group == group && r.serves(version))
+            .cloned()
+            .collect()
     }
 
     /// Registers (or re-registers) the resource a CRD object defines.
@@ -138,6 +159,7 @@ impl Registry {
 
     /// Unregisters the resource of a CRD (group, plural).
     pub fn unregister_crd(&self, group: &str, resource: &str) {
-        self.write().retain(|r| !(r.crd.is_some() && r.group == group && r.resource == resource));
+        self.write()
+            .retain(|r| !(r.crd.is_some() && r.group == group && r.resource == resource));
     }
 }

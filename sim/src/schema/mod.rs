@@ -10,12 +10,17 @@ use serde_json::{Map, Value};
 const ROOT_SKIP: &[&str] = &["apiVersion", "kind", "metadata"];
 
 fn preserves(schema: &Value) -> bool {
-    schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true)
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
 }
 
 /// Applies defaults and prunes unknown fields of a whole object in place.
 pub fn default_and_prune(obj: &mut Value, schema: &Value) {
-    let Some(map) = obj.as_object_mut() else { return };
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
     let props = schema.get("properties").and_then(Value::as_object);
     let keys: Vec<String> = map.keys().cloned().collect();
     for k in keys {
@@ -63,14 +68,21 @@ fn walk(v: &mut Value, schema: &Value) {
 }
 
 fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
-    if schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true) && preserves(schema) {
+    if schema
+        .get("x-kubernetes-embedded-resource")
+        .and_then(Value::as_bool)
+        == Some(true)
+        && preserves(schema)
+    {
         return;
     }
     let props = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties");
     let keys: Vec<String> = map.keys().cloned().collect();
     for k in keys {
-        let sub = props.and_then(|p| p.get(&k)).or(additional.filter(|a| a.is_object()));
+        let sub = props
+            .and_then(|p| p.get(&k))
+            .or(additional.filter(|a| a.is_object()));
         match sub {
             Some(sub) => {
                 if let Some(v) = map.get_mut(&k) {
@@ -78,7 +90,9 @@ fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
                 }
             }
             None => {
-                let keep = preserves(schema) || additional.and_then(Value::as_bool) == Some(true) || schema.get("x-kubernetes-int-or-string").is_some();
+                let keep = preserves(schema)
+                    || additional.and_then(Value::as_bool) == Some(true)
+                    || schema.get("x-kubernetes-int-or-string").is_some();
                 // keep fields only described inside oneOf/anyOf/allOf branches, as a structural schema requires them in properties
                 if !keep {
                     map.remove(&k);
@@ -104,7 +118,11 @@ fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
 pub fn validate_object(obj: &Value, schema: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let Some(map) = obj.as_object() else {
-        causes.push(Cause::new("FieldValueTypeInvalid", "<root>", "must be an object"));
+        causes.push(Cause::new(
+            "FieldValueTypeInvalid",
+            "<root>",
+            "must be an object",
+        ));
         return causes;
     };
     let props = schema.get("properties").and_then(Value::as_object);
@@ -139,7 +157,11 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 fn type_ok(v: &Value, ty: &str, schema: &Value) -> bool {
-    if schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+    if schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         return v.is_string() || type_name(v) == "integer";
     }
     match ty {
@@ -163,39 +185,83 @@ fn quoted(v: &Value) -> String {
 /// Validates `v` at `path` against `schema`, appending causes.
 pub fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) {
     if v.is_null() {
-        if schema.get("nullable").and_then(Value::as_bool) == Some(true) || schema.get("type").is_none() {
+        if schema.get("nullable").and_then(Value::as_bool) == Some(true)
+            || schema.get("type").is_none()
+        {
             return;
         }
-        causes.push(Cause::new("FieldValueTypeInvalid", path, format!("Invalid value: \"null\": {path} in body must be of type {}: \"null\"", schema.get("type").and_then(Value::as_str).unwrap_or("object"))));
+        causes.push(Cause::new(
+            "FieldValueTypeInvalid",
+            path,
+            format!(
+                "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
+                schema
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("object")
+            ),
+        ));
         return;
     }
-    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
-        if !type_ok(v, ty, schema) {
-            causes.push(Cause::new(
-                "FieldValueTypeInvalid",
-                path,
-                format!("Invalid value: \"{}\": {path} in body must be of type {ty}: \"{}\"", type_name(v), type_name(v)),
-            ));
-            return;
-        }
+    if let Some(ty) = schema.get("type").and_then(Value::as_str)
+        && !type_ok(v, ty, schema)
+    {
+        causes.push(Cause::new(
+            "FieldValueTypeInvalid",
+            path,
+            format!(
+                "Invalid value: \"{}\": {path} in body must be of type {ty}: \"{}\"",
+                type_name(v),
+                type_name(v)
+            ),
+        ));
+        return;
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(v) {
-            let list: Vec<String> = allowed.iter().map(quoted).collect();
-            causes.push(Cause::new("FieldValueNotSupported", path, format!("Unsupported value: {}: supported values: {}", quoted(v), list.join(", "))));
-        }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(v)
+    {
+        let list: Vec<String> = allowed.iter().map(quoted).collect();
+        causes.push(Cause::new(
+            "FieldValueNotSupported",
+            path,
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                quoted(v),
+                list.join(", ")
+            ),
+        ));
     }
     if let Some(s) = v.as_str() {
         let len = s.chars().count() as u64;
-        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64).filter(|m| len > *m) {
-            causes.push(Cause::new("FieldValueTooLong", path, format!("Too long: may not be more than {max} bytes")));
+        if let Some(max) = schema
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .filter(|m| len > *m)
+        {
+            causes.push(Cause::new(
+                "FieldValueTooLong",
+                path,
+                format!("Too long: may not be more than {max} bytes"),
+            ));
         }
-        if let Some(min) = schema.get("minLength").and_then(Value::as_u64).filter(|m| len < *m) {
-            causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {s:?}: {path} in body should be at least {min} chars long")));
+        if let Some(min) = schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .filter(|m| len < *m)
+        {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                path,
+                format!("Invalid value: {s:?}: {path} in body should be at least {min} chars long"),
+            ));
         }
         if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
             match regex::Regex::new(p) {
-                Ok(re) if !re.is_match(s) => causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {s:?}: {path} in body should match '{p}'"))),
+                Ok(re) if !re.is_match(s) => causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    path,
+                    format!("Invalid value: {s:?}: {path} in body should match '{p}'"),
+                )),
                 _ => {}
             }
         }
@@ -203,24 +269,50 @@ pub fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) 
     if let Some(n) = v.as_f64().filter(|_| v.is_number()) {
         let excl_min = schema.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
         let excl_max = schema.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-            if n < min || (excl_min && n == min) {
-                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {v}: {path} in body should be greater than or equal to {min}")));
-            }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && (n < min || (excl_min && n == min))
+        {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                path,
+                format!(
+                    "Invalid value: {v}: {path} in body should be greater than or equal to {min}"
+                ),
+            ));
         }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-            if n > max || (excl_max && n == max) {
-                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {v}: {path} in body should be less than or equal to {max}")));
-            }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && (n > max || (excl_max && n == max))
+        {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                path,
+                format!("Invalid value: {v}: {path} in body should be less than or equal to {max}"),
+            ));
         }
     }
     if let Some(items) = v.as_array() {
         let len = items.len() as u64;
-        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64).filter(|m| len > *m) {
-            causes.push(Cause::new("FieldValueTooMany", path, format!("Too many: {len}: must have at most {max} items")));
+        if let Some(max) = schema
+            .get("maxItems")
+            .and_then(Value::as_u64)
+            .filter(|m| len > *m)
+        {
+            causes.push(Cause::new(
+                "FieldValueTooMany",
+                path,
+                format!("Too many: {len}: must have at most {max} items"),
+            ));
         }
-        if let Some(min) = schema.get("minItems").and_then(Value::as_u64).filter(|m| len < *m) {
-            causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {len}: {path} in body should have at least {min} items")));
+        if let Some(min) = schema
+            .get("minItems")
+            .and_then(Value::as_u64)
+            .filter(|m| len < *m)
+        {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                path,
+                format!("Invalid value: {len}: {path} in body should have at least {min} items"),
+            ));
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter().enumerate() {
@@ -230,16 +322,38 @@ pub fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) 
     }
     if let Some(map) = v.as_object() {
         let len = map.len() as u64;
-        if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64).filter(|m| len > *m) {
-            causes.push(Cause::new("FieldValueTooMany", path, format!("Too many: {len}: must have at most {max} properties")));
+        if let Some(max) = schema
+            .get("maxProperties")
+            .and_then(Value::as_u64)
+            .filter(|m| len > *m)
+        {
+            causes.push(Cause::new(
+                "FieldValueTooMany",
+                path,
+                format!("Too many: {len}: must have at most {max} properties"),
+            ));
         }
-        if let Some(min) = schema.get("minProperties").and_then(Value::as_u64).filter(|m| len < *m) {
-            causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {len}: {path} in body should have at least {min} properties")));
+        if let Some(min) = schema
+            .get("minProperties")
+            .and_then(Value::as_u64)
+            .filter(|m| len < *m)
+        {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                path,
+                format!(
+                    "Invalid value: {len}: {path} in body should have at least {min} properties"
+                ),
+            ));
         }
         if let Some(req) = schema.get("required").and_then(Value::as_array) {
             for r in req.iter().filter_map(Value::as_str) {
                 if map.get(r).is_none() {
-                    causes.push(Cause::new("FieldValueRequired", format!("{path}.{r}"), "Required value"));
+                    causes.push(Cause::new(
+                        "FieldValueRequired",
+                        format!("{path}.{r}"),
+                        "Required value",
+                    ));
                 }
             }
         }
@@ -252,7 +366,11 @@ pub fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) 
             } else if let Some(sub) = additional.filter(|a| a.is_object()) {
                 validate(child, sub, &child_path, causes);
             } else if additional.and_then(Value::as_bool) == Some(false) && props.is_some() {
-                causes.push(Cause::new("FieldValueNotSupported", child_path, "field not declared in schema"));
+                causes.push(Cause::new(
+                    "FieldValueNotSupported",
+                    child_path,
+                    "field not declared in schema",
+                ));
             }
         }
     }
@@ -266,10 +384,18 @@ pub fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) 
             validate(v, sub, path, causes);
         }
     }
-    if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
-        if !any.is_empty() && !any.iter().any(branch_ok) {
-            causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {path} in body must match at least one schema in anyOf", quoted(v))));
-        }
+    if let Some(any) = schema.get("anyOf").and_then(Value::as_array)
+        && !any.is_empty()
+        && !any.iter().any(branch_ok)
+    {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            path,
+            format!(
+                "Invalid value: {}: {path} in body must match at least one schema in anyOf",
+                quoted(v)
+            ),
+        ));
     }
     if let Some(one) = schema.get("oneOf").and_then(Value::as_array) {
         let n = one.iter().filter(|s| branch_ok(s)).count();
@@ -277,10 +403,17 @@ pub fn validate(v: &Value, schema: &Value, path: &str, causes: &mut Vec<Cause>) 
             causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {path} in body must match exactly one schema in oneOf ({n} matched)", quoted(v))));
         }
     }
-    if let Some(not) = schema.get("not") {
-        if branch_ok(not) {
-            causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {path} in body must not match the schema in not", quoted(v))));
-        }
+    if let Some(not) = schema.get("not")
+        && branch_ok(not)
+    {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            path,
+            format!(
+                "Invalid value: {}: {path} in body must not match the schema in not",
+                quoted(v)
+            ),
+        ));
     }
 }
 
@@ -319,7 +452,13 @@ mod tests {
         let obj = json!({"spec": {"openStackRelease": "1999", "replicas": 0, "name": "ABCDEFG", "items": [1, "x"], "labels": {"a": 1}}});
         let causes = validate_object(&obj, &schema());
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
-        for f in ["spec.openStackRelease", "spec.replicas", "spec.name", "spec.items[1]", "spec.labels.a"] {
+        for f in [
+            "spec.openStackRelease",
+            "spec.replicas",
+            "spec.name",
+            "spec.items[1]",
+            "spec.labels.a",
+        ] {
             assert!(fields.contains(&f), "{f} missing in {fields:?}");
         }
         let missing = validate_object(&json!({"spec": {}}), &schema());

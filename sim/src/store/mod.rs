@@ -76,7 +76,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("resource_version", &self.resource_version()).finish()
+        f.debug_struct("Store")
+            .field("resource_version", &self.resource_version())
+            .finish()
     }
 }
 
@@ -120,7 +122,10 @@ impl Store {
 
     /// One object (as stored, with `apiVersion` of its storage version).
     pub fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
-        self.lock().objects.get(&ObjKey::new(group, resource, namespace, name)).cloned()
+        self.lock()
+            .objects
+            .get(&ObjKey::new(group, resource, namespace, name))
+            .cloned()
     }
 
     /// Objects of a resource, in one namespace (`Some`) or all (`None`), sorted by namespace/name.
@@ -129,12 +134,21 @@ impl Store {
     }
 
     /// Like `list`, with the resourceVersion the list is consistent with.
-    pub fn list_with_rv(&self, group: &str, resource: &str, namespace: Option<&str>) -> (Vec<Value>, u64) {
+    pub fn list_with_rv(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> (Vec<Value>, u64) {
         let inner = self.lock();
         let items = inner
             .objects
             .iter()
-            .filter(|(k, _)| k.group == group && k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|(k, _)| {
+                k.group == group
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
             .map(|(_, v)| v.clone())
             .collect();
         (items, inner.rv)
@@ -157,13 +171,21 @@ impl Store {
     /// Runs `f` atomically against the store.
     pub fn transact<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
         let mut inner = self.lock();
-        let mut txn = Txn { inner: &mut inner, tx: &self.tx };
+        let mut txn = Txn {
+            inner: &mut inner,
+            tx: &self.tx,
+        };
         f(&mut txn)
     }
 
     /// Starts a watch of `group/resource` from `since`: `None` means "now, starting with
     /// synthetic ADDED events for the current objects"; `Some(rv)` replays every event after rv.
-    pub fn subscribe(&self, group: &str, resource: &str, since: Option<u64>) -> Result<Subscription, TooOld> {
+    pub fn subscribe(
+        &self,
+        group: &str,
+        resource: &str,
+        since: Option<u64>,
+    ) -> Result<Subscription, TooOld> {
         let inner = self.lock();
         let receiver = self.tx.subscribe();
         let backlog = match since {
@@ -181,7 +203,11 @@ impl Store {
                     })
                 })
                 .collect(),
-            Some(rv) if rv < inner.floor => return Err(TooOld { oldest: inner.floor }),
+            Some(rv) if rv < inner.floor => {
+                return Err(TooOld {
+                    oldest: inner.floor,
+                });
+            }
             Some(rv) => inner
                 .history
                 .iter()
@@ -189,7 +215,11 @@ impl Store {
                 .cloned()
                 .collect(),
         };
-        Ok(Subscription { backlog, receiver, rv: inner.rv })
+        Ok(Subscription {
+            backlog,
+            receiver,
+            rv: inner.rv,
+        })
     }
 }
 
@@ -209,22 +239,41 @@ impl Txn<'_> {
     }
 
     /// Keys and objects of one resource, optionally in one namespace.
-    pub fn list(&self, group: &str, resource: &str, namespace: Option<&str>) -> Vec<(ObjKey, Value)> {
+    pub fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> Vec<(ObjKey, Value)> {
         self.inner
             .objects
             .iter()
-            .filter(|(k, _)| k.group == group && k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|(k, _)| {
+                k.group == group
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
 
     /// Every object (for the garbage collector).
     pub fn all(&self) -> Vec<(ObjKey, Value)> {
-        self.inner.objects.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.inner
+            .objects
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn emit(&mut self, key: ObjKey, kind: EventType, object: Value, old: Option<Value>) {
-        let event = Arc::new(StoreEvent { rv: self.inner.rv, key, kind, object, old });
+        let event = Arc::new(StoreEvent {
+            rv: self.inner.rv,
+            key,
+            kind,
+            object,
+            old,
+        });
         self.inner.history.push_back(event.clone());
         while self.inner.history.len() > self.inner.capacity {
             if let Some(old) = self.inner.history.pop_front() {
@@ -243,7 +292,11 @@ impl Txn<'_> {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
         let old = self.inner.objects.insert(key.clone(), object.clone());
-        let kind = if old.is_some() { EventType::Modified } else { EventType::Added };
+        let kind = if old.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
         self.emit(key, kind, object.clone(), old);
         object
     }

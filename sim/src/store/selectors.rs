@@ -39,11 +39,16 @@ fn split_top(s: &str) -> Vec<String> {
         }
     }
     out.push(cur);
-    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    out.into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn valid_key(k: &str) -> bool {
-    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
 fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
@@ -51,8 +56,16 @@ fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, ApiError> {
     let inner = rest
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| ApiError::bad_request(format!("unable to parse requirement: {whole:?}: expected a parenthesised set")))?;
-    Ok(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unable to parse requirement: {whole:?}: expected a parenthesised set"
+            ))
+        })?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 impl LabelSelector {
@@ -69,13 +82,25 @@ impl LabelSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 LabelReq::Eq(k.trim().to_string(), v.trim().to_string())
             } else if let Some(idx) = part.find(" notin ") {
-                LabelReq::NotIn(part[..idx].trim().to_string(), set_values(&part[idx + 7..], &part)?)
+                LabelReq::NotIn(
+                    part[..idx].trim().to_string(),
+                    set_values(&part[idx + 7..], &part)?,
+                )
             } else if let Some(idx) = part.find(" in ") {
-                LabelReq::In(part[..idx].trim().to_string(), set_values(&part[idx + 4..], &part)?)
+                LabelReq::In(
+                    part[..idx].trim().to_string(),
+                    set_values(&part[idx + 4..], &part)?,
+                )
             } else if let Some(idx) = part.find("notin(") {
-                LabelReq::NotIn(part[..idx].trim().to_string(), set_values(&part[idx + 5..], &part)?)
+                LabelReq::NotIn(
+                    part[..idx].trim().to_string(),
+                    set_values(&part[idx + 5..], &part)?,
+                )
             } else if let Some(idx) = part.find("in(") {
-                LabelReq::In(part[..idx].trim().to_string(), set_values(&part[idx + 2..], &part)?)
+                LabelReq::In(
+                    part[..idx].trim().to_string(),
+                    set_values(&part[idx + 2..], &part)?,
+                )
             } else {
                 LabelReq::Exists(part.trim().to_string())
             };
@@ -112,7 +137,9 @@ impl LabelSelector {
 
 /// Whether a `matchLabels`-style map selects `labels` (empty selector matches nothing, like Services).
 pub fn map_selects(selector: &Value, labels: &Value) -> bool {
-    let Some(sel) = selector.as_object() else { return false };
+    let Some(sel) = selector.as_object() else {
+        return false;
+    };
     if sel.is_empty() {
         return false;
     }
@@ -149,11 +176,19 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid field selector: {part:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector: {part:?}"
+                )));
             };
             let k = k.trim();
-            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-') {
-                return Err(ApiError::bad_request(format!("invalid field selector: {part:?}")));
+            if k.is_empty()
+                || !k
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+            {
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector: {part:?}"
+                )));
             }
             reqs.push((k.to_string(), eq, v.trim().to_string()));
         }
@@ -161,7 +196,9 @@ impl FieldSelector {
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(k, eq, v)| (field_value(obj, k) == *v) == *eq)
+        self.0
+            .iter()
+            .all(|(k, eq, v)| (field_value(obj, k) == *v) == *eq)
     }
 }
 
@@ -185,7 +222,11 @@ mod tests {
             ("app=cinder,tier in (api,volume)", true),
             ("app=cinder,tier=volume", false),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("a in b").is_err());
     }
@@ -194,8 +235,16 @@ mod tests {
     fn field_selector_paths() {
         let o = json!({"metadata": {"name": "a", "namespace": "ns"}, "spec": {"cinderRef": {"name": "c"}}, "status": {"phase": "Running"}});
         assert!(FieldSelector::parse("metadata.name=a").unwrap().matches(&o));
-        assert!(FieldSelector::parse("spec.cinderRef.name==c,metadata.namespace=ns").unwrap().matches(&o));
-        assert!(!FieldSelector::parse("status.phase!=Running").unwrap().matches(&o));
+        assert!(
+            FieldSelector::parse("spec.cinderRef.name==c,metadata.namespace=ns")
+                .unwrap()
+                .matches(&o)
+        );
+        assert!(
+            !FieldSelector::parse("status.phase!=Running")
+                .unwrap()
+                .matches(&o)
+        );
         assert!(FieldSelector::parse("garbage").is_err());
     }
 }
