@@ -1,0 +1,98 @@
+//! The outcome of a phase and the release of its locks: `Locked` (context, results, guard,
+//! plan), `LockGuard` (reverse-order release on `unlock().await` or on drop) and `ShutdownGuard`.
+
+use super::{Coordinator, PhaseDone};
+use crate::plan::{LockContext, LockStep, Plan};
+use crate::resource_actor::{Release, ResourceRef};
+use crate::results::QueryResult;
+use actix::Addr;
+
+/// The outcome of a Lock / NestedLock: the lock context, one result per query, the guard that
+/// releases this phase's locks (in reverse order, on `unlock().await` or on drop), and the plan.
+#[derive(Debug)]
+pub struct Locked {
+    /// What the transaction holds after this phase (for a NestedLock).
+    pub context: LockContext,
+    /// One result per query, in query order.
+    pub results: Vec<QueryResult>,
+    /// Releases this phase's locks.
+    pub guard: LockGuard,
+    /// The plan that was carried out.
+    pub plan: Plan,
+}
+
+impl Locked {
+    /// Releases this phase's locks in reverse acquisition order; returns them in release order.
+    pub async fn unlock(self) -> Vec<LockStep> {
+        self.guard.unlock().await
+    }
+}
+
+/// The locks taken by one phase. Dropping it releases them (in reverse order) too.
+pub struct LockGuard {
+    pub(crate) txn: u64,
+    pub(crate) phase: u64,
+    pub(crate) held: Vec<(LockStep, ResourceRef)>,
+    pub(crate) coordinator: Addr<Coordinator>,
+    pub(crate) released: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("txn", &self.txn)
+            .field("phase", &self.phase)
+            .field(
+                "held",
+                &self.held.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// The locks held, in acquisition order.
+    pub fn held(&self) -> Vec<LockStep> {
+        self.held.iter().map(|(s, _)| s.clone()).collect()
+    }
+
+    /// Releases the locks in reverse acquisition order, awaiting each; returns them in that order.
+    pub async fn unlock(mut self) -> Vec<LockStep> {
+        self.released = true;
+        let held = std::mem::take(&mut self.held);
+        let mut order = Vec::with_capacity(held.len());
+        for (step, r) in held.into_iter().rev() {
+            // A gone actor has nothing left to release.
+            let _ = r.send(Release { txn: self.txn }).await;
+            order.push(step);
+        }
+        self.coordinator.do_send(PhaseDone { phase: self.phase });
+        order
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        for (_, r) in self.held.iter().rev() {
+            r.do_send(Release { txn: self.txn });
+        }
+        self.coordinator.do_send(PhaseDone { phase: self.phase });
+    }
+}
+
+/// Holds the root write lock: while it lives, new consistent locks wait; lists and inconsistent
+/// reads proceed. Release it with [`ShutdownGuard::release`] or by dropping it.
+#[derive(Debug)]
+pub struct ShutdownGuard {
+    pub(crate) guard: LockGuard,
+}
+
+impl ShutdownGuard {
+    /// Releases the root write lock.
+    pub async fn release(self) {
+        self.guard.unlock().await;
+    }
+}

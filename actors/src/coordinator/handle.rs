@@ -1,0 +1,162 @@
+//! The cheap cloneable handle callers use: start, load, plan (explain), lock, nested lock,
+//! shutdown, inspect, peek.
+
+use super::guard::{Locked, ShutdownGuard};
+use super::{BeginLock, Coordinator, CoordinatorConfig, Inspect, PhaseKind};
+use crate::error::LockError;
+use crate::index::Store;
+use crate::inspect::CoordinatorSnapshot;
+use crate::lock_queue::Priority;
+use crate::plan::{self, LockContext, Plan};
+use crate::query::Query;
+use crate::schema::{ROOT, ROOT_ID, Schema};
+use actix::prelude::*;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The cheap cloneable handle callers use.
+#[derive(Clone)]
+pub struct CoordinatorHandle {
+    addr: Addr<Coordinator>,
+    store: Arc<Store>,
+}
+
+impl std::fmt::Debug for CoordinatorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorHandle").finish_non_exhaustive()
+    }
+}
+
+impl CoordinatorHandle {
+    /// Starts a coordinator for `schema` on the current actix arbiter.
+    pub fn start(schema: Arc<Schema>, config: CoordinatorConfig) -> CoordinatorHandle {
+        let store = Arc::new(Store::new(schema));
+        // The root resource always exists, so its actor is never retired and re-created.
+        if let Some(root) = store.kind(ROOT) {
+            let _ = root.set(
+                ROOT_ID,
+                Some(Arc::new(Value::Object(serde_json::Map::new()))),
+            );
+        }
+        let actor = Coordinator::new(store.clone(), config);
+        CoordinatorHandle {
+            addr: actor.start(),
+            store,
+        }
+    }
+
+    /// Starts a coordinator for the standard schema with the default configuration.
+    pub fn start_standard() -> CoordinatorHandle {
+        CoordinatorHandle::start(Schema::standard(), CoordinatorConfig::default())
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Arc<Schema> {
+        self.store.schema()
+    }
+
+    /// Seeds the cache with a value without taking any lock (for bootstrapping, e.g. loading
+    /// persisted state at start); it bypasses the locks of transactions holding the resource.
+    pub fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
+        let index = self
+            .store
+            .kind(kind)
+            .ok_or_else(|| LockError::UnknownKind {
+                kind: kind.to_string(),
+            })?;
+        index
+            .set(id, Some(Arc::new(value)))
+            .map_err(|c| LockError::KeyExists {
+                kind: kind.to_string(),
+                key: c.key,
+                owner: c.owner,
+                id: id.to_string(),
+            })
+    }
+
+    /// Plans `queries` against the live cache without taking anything (explain).
+    pub fn plan(
+        &self,
+        queries: &[Query],
+        context: Option<&LockContext>,
+    ) -> Result<Plan, LockError> {
+        plan::plan(self.store.schema(), &*self.store, queries, context)
+    }
+
+    async fn begin(
+        &self,
+        queries: Vec<Query>,
+        context: Option<LockContext>,
+        priority: Priority,
+        what: PhaseKind,
+    ) -> Result<Locked, LockError> {
+        self.addr
+            .send(BeginLock {
+                queries,
+                context,
+                priority,
+                what,
+            })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?
+    }
+
+    /// Lock with the default priority.
+    pub async fn lock(&self, queries: Vec<Query>) -> Result<Locked, LockError> {
+        self.lock_with(queries, Priority::Default).await
+    }
+
+    /// Lock with a priority.
+    pub async fn lock_with(
+        &self,
+        queries: Vec<Query>,
+        priority: Priority,
+    ) -> Result<Locked, LockError> {
+        self.begin(queries, None, priority, PhaseKind::Lock).await
+    }
+
+    /// NestedLock with the default priority: extends `context` (the context of a live phase).
+    pub async fn nested_lock(
+        &self,
+        context: &LockContext,
+        queries: Vec<Query>,
+    ) -> Result<Locked, LockError> {
+        self.nested_lock_with(context, queries, Priority::Default)
+            .await
+    }
+
+    /// NestedLock with a priority.
+    pub async fn nested_lock_with(
+        &self,
+        context: &LockContext,
+        queries: Vec<Query>,
+        priority: Priority,
+    ) -> Result<Locked, LockError> {
+        self.begin(queries, Some(context.clone()), priority, PhaseKind::Nested)
+            .await
+    }
+
+    /// Takes the root write lock (High priority): waits for in-flight consistent locks and blocks
+    /// new ones until the guard is released.
+    pub async fn shutdown(&self) -> Result<ShutdownGuard, LockError> {
+        let locked = self
+            .begin(Vec::new(), None, Priority::High, PhaseKind::Shutdown)
+            .await?;
+        Ok(ShutdownGuard {
+            guard: locked.guard,
+        })
+    }
+
+    /// Every in-flight phase and every live resource actor.
+    pub async fn inspect(&self) -> Result<CoordinatorSnapshot, LockError> {
+        self.addr
+            .send(Inspect)
+            .await
+            .map_err(|_| LockError::ShuttingDown)
+    }
+
+    /// An inconsistent copy of one value (no lock, no message).
+    pub fn peek(&self, kind: &str, id: &str) -> Option<Arc<Value>> {
+        self.store.kind(kind).and_then(|k| k.get(id))
+    }
+}
