@@ -418,7 +418,7 @@ async fn jobs_end_with_configured_exit_codes_and_retry_with_new_pods() {
 async fn finished_jobs_expire_after_their_ttl_and_deleted_runs_are_closed() {
     let mut config = fast_config();
     config.jobs.rules = vec![
-        JobRule::new(Regex::new("^stuck$").unwrap(), PodOutcome::success())
+        JobRule::new(Regex::new("^stuck").unwrap(), PodOutcome::success())
             .with_delay(Duration::from_secs(3600)),
     ];
     let cluster = start(config).await;
@@ -455,6 +455,27 @@ async fn finished_jobs_expire_after_their_ttl_and_deleted_runs_are_closed() {
         run_of(stuck.metadata.uid.clone()).filter(|r| r.attempts.len() == 1)
     })
     .await;
+    // Two runs going at once show up as an overlapping pair.
+    let second = jobs
+        .create(&PostParams::default(), &job("stuck-b", 0))
+        .await
+        .unwrap();
+    eventually("second stuck job running", || async {
+        run_of(second.metadata.uid.clone()).filter(|r| r.attempts.len() == 1)
+    })
+    .await;
+    let overlaps =
+        handle(&cluster).overlapping_job_runs("default", |name| name.starts_with("stuck"));
+    assert_eq!(overlaps.len(), 1);
+    assert_eq!(
+        (overlaps[0].0.name.as_str(), overlaps[0].1.name.as_str()),
+        ("stuck", "stuck-b")
+    );
+    assert!(
+        handle(&cluster)
+            .overlapping_job_runs("other", |_| true)
+            .is_empty()
+    );
     jobs.delete("stuck", &DeleteParams::background())
         .await
         .unwrap();
@@ -464,6 +485,21 @@ async fn finished_jobs_expire_after_their_ttl_and_deleted_runs_are_closed() {
     .await;
     assert_eq!(closed.result, Some(JobResult::Deleted));
     assert_eq!(closed.attempts[0].exit_code, None);
+
+    // A Job that outlives spec.activeDeadlineSeconds fails with DeadlineExceeded.
+    let mut wedged = job("stuck", 0);
+    wedged.metadata.name = Some("stuck".into());
+    wedged.spec.as_mut().unwrap().active_deadline_seconds = Some(1);
+    jobs.create(&PostParams::default(), &wedged).await.unwrap();
+    let failed = eventually("deadline exceeded", || async {
+        let status = json_of(&jobs.get_opt("stuck").await.unwrap()?.status);
+        condition_is(&status, "Failed", "True").then_some(status)
+    })
+    .await;
+    assert_eq!(
+        condition(&failed, "Failed").unwrap()["reason"],
+        "DeadlineExceeded"
+    );
     cluster.shutdown().await;
 }
 

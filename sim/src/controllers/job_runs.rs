@@ -63,6 +63,19 @@ impl JobRun {
     }
 }
 
+/// Every pair of runs among `runs` that ran at the same time (each pair once, in start order).
+pub fn overlapping_pairs(runs: &[JobRun]) -> Vec<(JobRun, JobRun)> {
+    let mut pairs = Vec::new();
+    for (i, first) in runs.iter().enumerate() {
+        for second in &runs[i + 1..] {
+            if first.overlaps(second) {
+                pairs.push((first.clone(), second.clone()));
+            }
+        }
+    }
+    pairs
+}
+
 /// The shared, append-only record of Job runs.
 #[derive(Clone, Debug, Default)]
 pub struct JobRuns {
@@ -206,6 +219,24 @@ mod tests {
             result: None,
             attempts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn overlapping_pairs_lists_each_pair_once() {
+        let runs = [
+            run(0, Some(10)),
+            run(5, Some(20)),
+            run(20, Some(30)),
+            run(25, None),
+        ];
+        let pairs: Vec<(String, String)> = overlapping_pairs(&runs)
+            .into_iter()
+            .map(|(a, b)| (a.uid, b.uid))
+            .collect();
+        assert_eq!(
+            pairs,
+            [("0".into(), "5".into()), ("20".into(), "25".into())]
+        );
     }
 
     #[test]

@@ -168,11 +168,16 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
         .collect();
     pods.sort_by_key(|pod| attempt_of(pod, usize::MAX));
 
-    let deadline_passed = facts.deadline.is_some_and(|seconds| {
-        parse_time(facts.previous.as_ref().and_then(|s| s.get("startTime")))
-            .is_some_and(|start| Utc::now() >= start + chrono::Duration::seconds(seconds))
-    });
-    let mut wake: Option<Duration> = None;
+    let started = parse_time(facts.previous.as_ref().and_then(|s| s.get("startTime")))
+        .or_else(|| ctx.runs.started(&facts.uid));
+    let deadline = facts
+        .deadline
+        .zip(started)
+        .map(|(seconds, start)| start + chrono::Duration::seconds(seconds));
+    let until_deadline = deadline.map(|at| (at - Utc::now()).to_std().unwrap_or(Duration::ZERO));
+    let deadline_passed = until_deadline.is_some_and(|left| left.is_zero());
+    // Wake up for the deadline too, not only for the next pod to finish.
+    let mut wake: Option<Duration> = until_deadline.filter(|left| !left.is_zero());
     for (index, pod) in pods.iter_mut().enumerate() {
         if is_terminal_phase(pod_phase(pod)) {
             continue;

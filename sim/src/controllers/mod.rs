@@ -30,7 +30,7 @@ pub use config::{
     JobsConfig, MariaDbConfig, NameSet, PodOutcome, SecretStoresConfig, Switch,
 };
 pub use cronjobs::{Firing, FiringOutcome};
-pub use job_runs::{JobResult, JobRun, PodAttempt};
+pub use job_runs::{JobResult, JobRun, PodAttempt, overlapping_pairs};
 
 use cronjobs::CronJobTriggers;
 use job_runs::JobRuns;
@@ -73,6 +73,22 @@ impl ControllersHandle {
     /// Every Job run the Job controller saw, in start order.
     pub fn job_runs(&self) -> Vec<JobRun> {
         self.runs.snapshot()
+    }
+
+    /// Pairs of runs, among the Jobs in `namespace` whose name `selects`, that ran at the same
+    /// time (e.g. two migration Jobs of one database).
+    pub fn overlapping_job_runs(
+        &self,
+        namespace: &str,
+        selects: impl Fn(&str) -> bool,
+    ) -> Vec<(JobRun, JobRun)> {
+        let runs: Vec<JobRun> = self
+            .runs
+            .snapshot()
+            .into_iter()
+            .filter(|run| run.namespace == namespace && selects(&run.name))
+            .collect();
+        overlapping_pairs(&runs)
     }
 
     /// Makes the CronJob `namespace/name` fire once, as if its schedule came due.
