@@ -93,3 +93,20 @@ async fn root_write_blocks_consistent_locks_only() {
     l.unlock().await;
     assert_nothing_held(&c).await;
 }
+
+#[actix::test]
+async fn a_stopped_coordinator_answers_shutting_down() {
+    let c = CoordinatorHandle::start_standard();
+    c.load("node", "n1", json!({})).unwrap();
+    let g = c.shutdown().await.unwrap();
+    g.release().await;
+    c.stop().await;
+    eventually("the coordinator stopped", || {
+        let c = c.clone();
+        async move { c.inspect().await.is_err() }
+    })
+    .await;
+    let err = c.lock(vec![query([read_node("n1")])]).await.unwrap_err();
+    assert_eq!(err.code(), "shutting_down");
+    assert_eq!(c.shutdown().await.unwrap_err().code(), "shutting_down");
+}

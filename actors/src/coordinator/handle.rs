@@ -2,7 +2,7 @@
 //! shutdown, inspect, peek.
 
 use super::guard::{Locked, ShutdownGuard};
-use super::{BeginLock, Coordinator, CoordinatorConfig, Inspect, PhaseKind};
+use super::{BeginLock, Coordinator, CoordinatorConfig, Inspect, PhaseKind, Stop};
 use crate::error::LockError;
 use crate::index::Store;
 use crate::inspect::CoordinatorSnapshot;
@@ -145,6 +145,13 @@ impl CoordinatorHandle {
         Ok(ShutdownGuard {
             guard: locked.guard,
         })
+    }
+
+    /// Stops the coordinator: every later call on any handle fails with `shutting_down`. Call
+    /// [`CoordinatorHandle::shutdown`] first to let in-flight transactions finish.
+    pub async fn stop(&self) {
+        // Already stopped is stopped.
+        let _ = self.addr.send(Stop).await;
     }
 
     /// Every in-flight phase and every live resource actor.

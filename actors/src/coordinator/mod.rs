@@ -285,6 +285,18 @@ impl Handler<BeginLock> for Coordinator {
     }
 }
 
+/// Stop the coordinator actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Stop;
+
+impl Handler<Stop> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
 #[derive(Message)]
 #[rtype(result = "CoordinatorSnapshot")]
 pub(crate) struct Inspect;
