@@ -28,7 +28,9 @@ impl std::fmt::Debug for CoordinatorHandle {
 }
 
 impl CoordinatorHandle {
-    /// Starts a coordinator for `schema` on the current actix arbiter.
+    /// Starts a coordinator for `schema` on the current actix arbiter (call it inside an actix
+    /// System: `#[actix::main]`, `#[actix::test]`, an actix-web server). The resource actors run on
+    /// the same arbiter; the handle itself can be used from any thread or runtime.
     pub fn start(schema: Arc<Schema>, config: CoordinatorConfig) -> CoordinatorHandle {
         let store = Arc::new(Store::new(schema));
         // The root resource always exists, so its actor is never retired and re-created.
