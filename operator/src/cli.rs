@@ -1,17 +1,83 @@
-//! The command line of `cinder-operator`: the subcommands of design section 7.
+//! The command line of `cinder-operator`: the subcommands of design section 7. A command line
+//! that does not parse exits with status 2 and one line on stderr (`--help` and `--version`
+//! print in full).
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// The parsed command line.
+#[derive(Debug)]
+pub struct Cli {
+    pub command: Command,
+}
+
+/// The clap definition behind [`Cli`] (kept apart so that [`Cli::parse`] can shorten errors).
 #[derive(Debug, Parser)]
 #[command(
     name = "cinder-operator",
     version,
     about = "Runs OpenStack Cinder on Kubernetes from three custom resources"
 )]
-pub struct Cli {
+struct Definition {
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
+}
+
+impl CommandFactory for Cli {
+    fn command() -> clap::Command {
+        Definition::command()
+    }
+
+    fn command_for_update() -> clap::Command {
+        Definition::command_for_update()
+    }
+}
+
+impl FromArgMatches for Cli {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        Definition::from_arg_matches(matches).map(|d| Cli { command: d.command })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.command.update_from_arg_matches(matches)
+    }
+}
+
+impl Parser for Cli {
+    /// Parses `std::env::args_os()`; on a usage error prints its first line and exits 2.
+    fn parse() -> Self {
+        match Self::try_parse() {
+            Ok(cli) => cli,
+            Err(e) => exit_on(e),
+        }
+    }
+}
+
+/// Exits for a parse error: help and version print in full (status 0), a usage error as one
+/// line on stderr (status 2).
+fn exit_on(e: clap::Error) -> ! {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    eprintln!("{}", one_line_error(&e));
+    std::process::exit(2)
+}
+
+/// The first line of clap's message (`error: …`), pointing at `--help`.
+pub fn one_line_error(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("error: invalid command line");
+    format!("cinder-operator: {first} (see --help)")
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,6 +106,28 @@ pub struct RunArgs {
     /// Take part in leader election on a Lease before reconciling.
     #[arg(long)]
     pub leader_elect: bool,
+    /// Address of the Prometheus endpoint (`/metrics`).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_bind: String,
+    /// Address of the probes (`/healthz`, `/readyz`).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub probe_bind: String,
+    /// Address of the admin endpoint (`/actors`, `/transactions`, `/devices`, `/pipelines`, `/`).
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub admin_bind: String,
+    /// With --embedded: the embedded cluster's port on 127.0.0.1 (0 chooses a free one).
+    #[arg(long, default_value_t = 0)]
+    pub sim_port: u16,
+    /// With --embedded: where to write the embedded cluster's kubeconfig
+    /// (default: cinder-operator-embedded.kubeconfig in the system temporary directory).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// With --embedded: the folder of sample manifests applied after the CRDs.
+    #[arg(long, default_value = "deploy/samples")]
+    pub samples: PathBuf,
+    /// Duration of the Leases (device locks and leader election), in seconds.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_duration: u64,
 }
 
 #[derive(Debug, clap::Args)]

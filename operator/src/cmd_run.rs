@@ -1,7 +1,339 @@
-//! The `cinder-operator run` subcommand.
+//! The `cinder-operator run` subcommand: connects to a cluster (kubeconfig / in-cluster, or an
+//! embedded cluster it starts, bootstraps with the CRDs and `deploy/samples/`, and follows), builds
+//! the operator context, serves the metrics / probe / admin endpoints, runs the controllers, and
+//! on SIGTERM or Ctrl-C stops new passes, drains in-flight transactions through the coordinator's
+//! root write lock, stops the embedded cluster and exits 0. Failures exit 1 with one line on
+//! stderr.
 
+use crate::cli::{Cli, Command, RunArgs};
+use crate::context::{OperatorContext, OperatorOptions};
+use crate::embedded;
+use crate::http::{AdminSources, Binds, Endpoints, MetricsEndpoint, PipelinesSource, Readiness};
+use crate::metrics::Metrics;
+use anyhow::Context as _;
+use cinder_lease::DeviceLockMetrics;
+use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
-pub fn run(_args: &crate::cli::Cli) -> ExitCode {
-    crate::not_built("run")
+/// How long the reachability check of a non-embedded API server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the controllers get to finish their in-flight passes on shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often `--embedded` looks at the samples.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// `--embedded` reports where it is stuck after this long without a change.
+const STUCK_AFTER: Duration = Duration::from_secs(20);
+
+/// Runs the subcommand.
+pub fn run(cli: &Cli) -> ExitCode {
+    let Command::Run(args) = &cli.command else {
+        eprintln!("cinder-operator run: called for another subcommand");
+        return ExitCode::from(1);
+    };
+    if args.leader_elect {
+        return crate::not_built("run --leader-elect");
+    }
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cinder-operator run: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cinder-operator run: {}", error_line(&e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Logs go to stderr (stdout carries the bootstrap's output); `RUST_LOG` overrides the filter.
+fn init_tracing() {
+    // kube-client logs every failed request at ERROR; the operator reports what failed itself.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// The error and its causes on one line, skipping a cause whose text an outer message already
+/// carries (kube and io errors often repeat their source).
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// The default `--kubeconfig-out`: in the system temporary directory, the same path every run.
+pub fn default_kubeconfig_out() -> PathBuf {
+    std::env::temp_dir().join("cinder-operator-embedded.kubeconfig")
+}
+
+/// The namespace of the operator's Leases: `--namespace`, else `POD_NAMESPACE`, else `default`.
+fn lease_namespace(args: &RunArgs) -> String {
+    args.namespace
+        .clone()
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| "default".to_string())
+}
+
+/// A client from the kubeconfig or the in-cluster config, checked by asking for the version.
+async fn connect() -> anyhow::Result<kube::Client> {
+    let client = kube::Client::try_default().await.context(
+        "cannot load a Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)",
+    )?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(_)) => Ok(client),
+        Ok(Err(e)) => Err(anyhow::anyhow!(
+            "cannot reach the Kubernetes API server: {e}"
+        )),
+        Err(_) => Err(anyhow::anyhow!(
+            "cannot reach the Kubernetes API server: no answer within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// `http://host:port` for printing (an unspecified address is shown as 127.0.0.1).
+fn url(addr: SocketAddr) -> String {
+    let mut shown = addr;
+    if shown.ip().is_unspecified() {
+        shown.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    format!("http://{shown}")
+}
+
+async fn serve(args: &RunArgs) -> anyhow::Result<()> {
+    // Listen for SIGTERM / Ctrl-C from the start, so a signal during the bootstrap still ends in
+    // the orderly shutdown below.
+    let (signalled_tx, signalled) = tokio::sync::watch::channel(false);
+    let signal_task = tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = signalled_tx.send(true);
+    });
+    let result = serve_until(args, signalled).await;
+    signal_task.abort();
+    result
+}
+
+async fn serve_until(
+    args: &RunArgs,
+    signalled: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    // Read the samples first: a broken manifest fails before anything starts.
+    let samples = if args.embedded {
+        Some(embedded::read_samples(&args.samples)?)
+    } else {
+        None
+    };
+    let cluster = if args.embedded {
+        let kubeconfig = args
+            .kubeconfig_out
+            .clone()
+            .unwrap_or_else(default_kubeconfig_out);
+        let config = ClusterConfig {
+            port: args.sim_port,
+            kubeconfig_path: Some(kubeconfig),
+            ..ClusterConfig::default()
+        };
+        Some(
+            EmbeddedCluster::start(config)
+                .await
+                .context("cannot start the embedded cluster")?,
+        )
+    } else {
+        None
+    };
+    let result = serve_on(args, cluster.as_ref(), samples.as_deref(), signalled).await;
+    if let Some(cluster) = cluster {
+        cluster.shutdown().await;
+    }
+    result
+}
+
+async fn serve_on(
+    args: &RunArgs,
+    cluster: Option<&EmbeddedCluster>,
+    samples: Option<&[embedded::Manifest]>,
+    mut signalled: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let client = match cluster {
+        Some(c) => c.client().await,
+        None => connect().await?,
+    };
+    if let (Some(cluster), Some(samples)) = (cluster, samples) {
+        embedded::install_crds(&client).await?;
+        embedded::apply(&client, samples).await?;
+        println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
+        println!("embedded cluster (simulator): {}", cluster.url());
+        println!(
+            "installed the CRDs and {} sample objects from {}",
+            samples.len(),
+            args.samples.display()
+        );
+    }
+
+    let (mut registry, metrics) = Metrics::new_registry();
+    let device_lock_metrics = DeviceLockMetrics::default();
+    device_lock_metrics.register(&mut registry);
+    let options = OperatorOptions {
+        namespace: args.namespace.clone(),
+        lease_namespace: lease_namespace(args),
+        device_lock_metrics,
+        ..OperatorOptions::default()
+    };
+    let ctx = OperatorContext::new(client.clone(), options, Arc::new(metrics))
+        .await
+        .context("cannot start the operator")?;
+
+    let binds = Binds {
+        metrics: args.metrics_bind.clone(),
+        probes: args.probe_bind.clone(),
+        admin: args.admin_bind.clone(),
+    };
+    let endpoints = Endpoints::start(
+        &binds,
+        MetricsEndpoint::new(registry, ctx.metrics.clone(), Some(ctx.coordinator.clone())),
+        readiness(&ctx),
+        admin_sources(&ctx),
+    )?;
+    println!("metrics: {}/metrics", url(endpoints.metrics_addr));
+    println!(
+        "probes:  {0}/healthz {0}/readyz",
+        url(endpoints.probes_addr)
+    );
+    println!(
+        "admin:   {0}/ (HTML) {0}/actors {0}/transactions {0}/devices {0}/pipelines",
+        url(endpoints.admin_addr)
+    );
+
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut operator = tokio::spawn(crate::controller::run_operator(ctx.clone(), shutdown_rx));
+    let progress = samples.map(|samples| {
+        println!("kubectl get cinders,cinderbackends,cinderbackupbackends -A   # to look yourself");
+        println!("following the samples (Ctrl-C to stop):");
+        tokio::spawn(embedded::follow(
+            client.clone(),
+            embedded::tracked(samples),
+            PROGRESS_INTERVAL,
+            STUCK_AFTER,
+            |line| println!("{line}"),
+        ))
+    });
+
+    let outcome = tokio::select! {
+        _ = signalled.wait_for(|s| *s) => Ok(()),
+        finished = &mut operator => match finished {
+            Ok(Ok(())) => Err(anyhow::anyhow!("the controllers stopped unexpectedly")),
+            Ok(Err(e)) => Err(e.context("the controllers failed")),
+            Err(e) => Err(anyhow::anyhow!("the controllers failed: {e}")),
+        },
+    };
+
+    // Stop new passes, let in-flight ones finish, then drain the coordinator.
+    if let Some(p) = progress {
+        p.abort();
+    }
+    let _ = shutdown_tx.send(true);
+    if !operator.is_finished() {
+        match tokio::time::timeout(DRAIN_TIMEOUT, &mut operator).await {
+            Ok(_) => {}
+            Err(_) => {
+                tracing::warn!(
+                    "the controllers did not stop within {} s",
+                    DRAIN_TIMEOUT.as_secs()
+                );
+                operator.abort();
+            }
+        }
+    }
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, ctx.coordinator.shutdown()).await;
+    match &drained {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("draining the lock coordinator: {e}"),
+        Err(_) => tracing::warn!(
+            "in-flight transactions did not drain within {} s",
+            DRAIN_TIMEOUT.as_secs()
+        ),
+    }
+    endpoints.stop().await;
+    if outcome.is_ok() {
+        println!("stopped");
+    }
+    // The root write lock is held until here: no transaction starts after the drain.
+    drop(drained);
+    outcome
+}
+
+/// `/readyz`: the controllers' stores have synced.
+fn readiness(ctx: &Arc<OperatorContext>) -> Readiness {
+    let ctx = Arc::clone(ctx);
+    Readiness::new(move || {
+        (!ctx.is_ready()).then(|| "the controllers have not synced yet".to_string())
+    })
+}
+
+fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
+    let for_pipelines = Arc::clone(ctx);
+    let pipelines: PipelinesSource = Arc::new(move || {
+        let ctx = Arc::clone(&for_pipelines);
+        Box::pin(async move { ctx.pipelines_snapshot().await })
+    });
+    AdminSources {
+        coordinator: ctx.coordinator.clone(),
+        devices: ctx.device_locks.clone(),
+        pipelines,
+    }
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
 }

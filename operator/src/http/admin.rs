@@ -1,0 +1,187 @@
+//! The admin endpoint's JSON views: `/actors`, `/actors/{kind}/{id}`, `/transactions`,
+//! `/devices`, `/pipelines`, and `/` (the same as plain HTML tables). Every view goes through
+//! [`redact`](super::redact) before it leaves the process.
+
+use super::admin_html;
+use super::redact::redacted;
+use actix_web::{HttpResponse, web};
+use cinder_actors::{CoordinatorHandle, CoordinatorSnapshot, ResourceSnapshot};
+use cinder_lease::DeviceLocks;
+use futures::future::LocalBoxFuture;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Produces the `/pipelines` view (each Cinder's current step and last outcome).
+pub type PipelinesSource = Arc<dyn Fn() -> LocalBoxFuture<'static, Value> + Send + Sync>;
+
+/// What the admin views read. Cheap to clone.
+#[derive(Clone)]
+pub struct AdminSources {
+    /// The lock coordinator (actors and transactions).
+    pub coordinator: CoordinatorHandle,
+    /// The device locks (`/devices`).
+    pub devices: DeviceLocks,
+    /// The pipelines view.
+    pub pipelines: PipelinesSource,
+}
+
+/// Why a view could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("the lock coordinator is not answering (shutting down?): {0}")]
+    Coordinator(#[from] cinder_actors::LockError),
+}
+
+/// One resource actor as shown: its lock state and (redacted) value.
+fn actor_view(coordinator: &CoordinatorHandle, r: &ResourceSnapshot) -> Value {
+    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        let value = coordinator
+            .peek(&r.kind, &r.id)
+            .map(|val| (*val).clone())
+            .unwrap_or(Value::Null);
+        map.insert("value".to_string(), value);
+    }
+    redacted(v)
+}
+
+impl AdminSources {
+    async fn snapshot(&self) -> Result<CoordinatorSnapshot, AdminError> {
+        Ok(self.coordinator.inspect().await?)
+    }
+
+    /// `/actors`: every live resource actor, sorted by kind and id.
+    pub async fn actors(&self) -> Result<Value, AdminError> {
+        let snapshot = self.snapshot().await?;
+        let actors: Vec<Value> = snapshot
+            .resources
+            .iter()
+            .map(|r| actor_view(&self.coordinator, r))
+            .collect();
+        Ok(json!({ "count": actors.len(), "actors": actors }))
+    }
+
+    /// `/actors/{kind}/{id}`: one actor, `None` when there is no such actor.
+    pub async fn actor(&self, kind: &str, id: &str) -> Result<Option<Value>, AdminError> {
+        let snapshot = self.snapshot().await?;
+        Ok(snapshot
+            .resources
+            .iter()
+            .find(|r| r.kind == kind && r.id == id)
+            .map(|r| actor_view(&self.coordinator, r)))
+    }
+
+    /// `/transactions`: in-flight lock phases (held locks, what each waits on, age).
+    pub async fn transactions(&self) -> Result<Value, AdminError> {
+        let snapshot = self.snapshot().await?;
+        let transactions = serde_json::to_value(&snapshot.transactions).unwrap_or(Value::Null);
+        Ok(redacted(
+            json!({ "count": snapshot.transactions.len(), "transactions": transactions }),
+        ))
+    }
+
+    /// `/devices`: holders, Leases and waiters by priority.
+    pub async fn devices(&self) -> Value {
+        redacted(serde_json::to_value(self.devices.inspect().await).unwrap_or(Value::Null))
+    }
+
+    /// `/pipelines`.
+    pub async fn pipelines(&self) -> Value {
+        redacted((self.pipelines)().await)
+    }
+}
+
+fn json_response(value: &Value) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_string()))
+}
+
+fn error_response(status: actix_web::http::StatusCode, message: &str) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(json!({ "error": message }).to_string())
+}
+
+fn unavailable(e: &AdminError) -> HttpResponse {
+    error_response(
+        actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+        &e.to_string(),
+    )
+}
+
+async fn actors(sources: web::Data<AdminSources>) -> HttpResponse {
+    match sources.actors().await {
+        Ok(v) => json_response(&v),
+        Err(e) => unavailable(&e),
+    }
+}
+
+async fn actor(
+    sources: web::Data<AdminSources>,
+    path: web::Path<(String, String)>,
+) -> HttpResponse {
+    let (kind, id) = path.into_inner();
+    match sources.actor(&kind, &id).await {
+        Ok(Some(v)) => json_response(&v),
+        Ok(None) => error_response(
+            actix_web::http::StatusCode::NOT_FOUND,
+            &format!("no actor of kind {kind:?} with id {id:?}"),
+        ),
+        Err(e) => unavailable(&e),
+    }
+}
+
+async fn transactions(sources: web::Data<AdminSources>) -> HttpResponse {
+    match sources.transactions().await {
+        Ok(v) => json_response(&v),
+        Err(e) => unavailable(&e),
+    }
+}
+
+async fn devices(sources: web::Data<AdminSources>) -> HttpResponse {
+    json_response(&sources.devices().await)
+}
+
+async fn pipelines(sources: web::Data<AdminSources>) -> HttpResponse {
+    json_response(&sources.pipelines().await)
+}
+
+async fn index(sources: web::Data<AdminSources>) -> HttpResponse {
+    let section =
+        |r: Result<Value, AdminError>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
+    let actors = section(sources.actors().await);
+    let transactions = section(sources.transactions().await);
+    let devices = sources.devices().await;
+    let pipelines = sources.pipelines().await;
+    let page = admin_html::page(&[
+        ("Pipelines", "/pipelines", &pipelines),
+        ("Actors", "/actors", &actors),
+        ("Transactions", "/transactions", &transactions),
+        ("Devices", "/devices", &devices),
+    ]);
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(page)
+}
+
+async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
+    error_response(
+        actix_web::http::StatusCode::NOT_FOUND,
+        &format!(
+            "no admin view at {:?}; try /, /actors, /actors/{{kind}}/{{id}}, /transactions, /devices, /pipelines",
+            req.path()
+        ),
+    )
+}
+
+/// The admin routes; the app must hold `web::Data<AdminSources>`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/", web::get().to(index))
+        .route("/actors", web::get().to(actors))
+        .route("/actors/{kind}/{id}", web::get().to(actor))
+        .route("/transactions", web::get().to(transactions))
+        .route("/devices", web::get().to(devices))
+        .route("/pipelines", web::get().to(pipelines))
+        .default_service(web::to(not_found));
+}
