@@ -969,5 +969,42 @@ async fn disabled_fixtures_leave_their_crds_absent() {
             .unwrap()
             .is_some()
     );
+
+    // Removing a fixture at runtime takes its CRD away; installing it again brings it back.
+    let client = cluster.client().await;
+    let vpa_only = FixtureSet {
+        vpa: true,
+        ..FixtureSet::NONE
+    };
+    cinder_sim::controllers::install_fixture_set(client.clone(), vpa_only)
+        .await
+        .unwrap();
+    assert!(
+        crds.get_opt(&kinds::VERTICAL_POD_AUTOSCALER.crd_name())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let mariadb_only = FixtureSet {
+        mariadb: true,
+        ..FixtureSet::NONE
+    };
+    cinder_sim::controllers::uninstall_fixture_set(client.clone(), mariadb_only)
+        .await
+        .unwrap();
+    eventually("mariadb CRDs removed", || async {
+        crds.get_opt(&kinds::GRANT.crd_name())
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        crds.get_opt(&kinds::MARIADB.crd_name())
+            .await
+            .unwrap()
+            .is_none()
+    );
     cluster.shutdown().await;
 }
