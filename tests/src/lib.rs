@@ -4,6 +4,8 @@
 //! (store, credential Secrets, a Cinder, satellites), polling waits with generous timeouts, and a
 //! capture of every tracing line the process emits (to prove no secret value is logged).
 
+pub mod database_helpers;
+
 use anyhow::Context as _;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::controller::run_operator;

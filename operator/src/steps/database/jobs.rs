@@ -11,9 +11,9 @@
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
 use crate::names::{self, Component};
+use crate::planning::digest::sha256_hex;
 use crate::planning::job::JobState;
 use crate::steps::children::child_meta;
-use crate::steps::digest::sha256_hex;
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
@@ -133,7 +133,7 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
             value_from: Some(EnvVarSource {
                 secret_key_ref: Some(SecretKeySelector {
                     name: names::db_connection_secret(&cinder_name),
-                    key: crate::steps::db_connection_secret::CONNECTION_KEY.to_string(),
+                    key: crate::planning::connection_urls::DB_CONNECTION_KEY.to_string(),
                     optional: Some(false),
                 }),
                 ..Default::default()
@@ -174,7 +174,7 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
         ..Default::default()
     };
     let hash = serde_json::to_string(&spec)
-        .map(sha256_hex)
+        .map(|s| sha256_hex(s.as_bytes()))
         .unwrap_or_default();
     let mut metadata = child_meta(
         cinder,

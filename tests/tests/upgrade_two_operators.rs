@@ -1,0 +1,79 @@
+//! Two operator processes (two OperatorContexts with their own identities and actor threads, in
+//! one process) reconcile the same Cinder through an install and a release upgrade against one
+//! embedded cluster: the simulator's Job run record never shows two Jobs of that database
+//! running at once, and the upgrade completes.
+
+use cinder_e2e::database_helpers::*;
+use cinder_e2e::*;
+use cinder_operator::context::{OperatorContext, OperatorOptions};
+use cinder_operator::controller::run_operator;
+use cinder_operator::metrics::Metrics;
+use cinder_sim::controllers::PodOutcome;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
+    let h = Harness::start().await.unwrap();
+    for suffix in ["-db-sync", "-db-expand", "-db-migrate", "-db-contract"] {
+        job_rule(&h.cluster, suffix, PodOutcome::success(), Duration::from_millis(700)).unwrap();
+    }
+    let (_registry, metrics) = Metrics::new_registry();
+    let second = OperatorContext::new(
+        h.client.clone(),
+        OperatorOptions {
+            identity: "second-operator".to_string(),
+            lease_namespace: NS.to_string(),
+            ..Default::default()
+        },
+        Arc::new(metrics),
+    )
+    .await
+    .unwrap();
+    assert_ne!(second.options.identity, h.ctx.options.identity);
+    let (stop_second, rx) = tokio::sync::watch::channel(false);
+    let second_task = tokio::spawn(run_operator(second.clone(), rx));
+
+    database_environment(&h.client, "twoops").await.unwrap();
+    create_cinder(
+        &h.client,
+        "pair",
+        serde_json::json!({"openStackRelease": "2025.2", "image": {"repository": "registry.example/cinder", "tag": "2025.2"}}),
+    )
+    .await
+    .unwrap();
+    wait_status(&h.client, "pair", "installedRelease 2025.2", |s| {
+        s.installed_release.as_deref() == Some("2025.2")
+    })
+    .await
+    .unwrap();
+
+    set_release(&h.client, "pair", "2026.1").await.unwrap();
+    wait_status(&h.client, "pair", "phase RollingUpdate (or later)", |s| {
+        matches!(
+            s.upgrade_phase,
+            Some(cinder_operator::crd::UpgradePhase::RollingUpdate | cinder_operator::crd::UpgradePhase::Contracting)
+        ) || s.installed_release.as_deref() == Some("2026.1")
+    })
+    .await
+    .unwrap();
+    flip_rolling_update_to_contracting(&h.client, "pair").await.unwrap();
+    wait_status(&h.client, "pair", "installedRelease 2026.1, no phase", |s| {
+        s.installed_release.as_deref() == Some("2026.1") && s.upgrade_phase.is_none() && s.target_release.is_none()
+    })
+    .await
+    .unwrap();
+    wait_cinder_condition(&h.client, "pair", "DatabaseReady", "True", "DatabaseSynced")
+        .await
+        .unwrap();
+
+    let runs = database_job_runs(&h.cluster, "pair");
+    for name in ["pair-db-sync", "pair-db-expand", "pair-db-migrate", "pair-db-contract"] {
+        assert!(runs.iter().any(|r| r.name == name), "{name} in {runs:?}");
+    }
+    assert!(overlapping(&runs).is_empty(), "overlapping runs: {:?}", overlapping(&runs));
+
+    let _ = stop_second.send(true);
+    tokio::time::timeout(EVENTUALLY, second_task).await.unwrap().unwrap().unwrap();
+    h.stop().await.unwrap();
+}
