@@ -84,9 +84,7 @@ async fn a_rotated_rbd_key_re_renders_the_backend_secret_and_sweeps_the_old() {
     .await
     .unwrap();
     assert!(first.starts_with("ceph-backend-pool1-"), "{first}");
-    let keyring = secret_value(&h.client, &first, "ceph.client.cinder.keyring")
-        .await
-        .unwrap();
+    let keyring = secret_value(&h.client, &first, "keyring").await.unwrap();
     assert!(keyring.contains("AQBfirstkey=="));
 
     // The satellites report their credentials and the projection.
@@ -131,9 +129,7 @@ async fn a_rotated_rbd_key_re_renders_the_backend_secret_and_sweeps_the_old() {
     .await
     .unwrap();
     assert!(second.starts_with("ceph-backend-pool1-"));
-    let keyring = secret_value(&h.client, &second, "ceph.client.cinder.keyring")
-        .await
-        .unwrap();
+    let keyring = secret_value(&h.client, &second, "keyring").await.unwrap();
     assert!(keyring.contains("AQBsecondkey=="));
 
     // A backend that loses its key waits (and never short-circuits the lane).

@@ -214,9 +214,9 @@ impl IndexSnapshot {
 /// One change the actor applies.
 #[derive(Debug)]
 pub enum IndexEvent {
-    Cinder(watcher::Event<Cinder>),
-    Backend(watcher::Event<CinderBackend>),
-    BackupBackend(watcher::Event<CinderBackupBackend>),
+    Cinder(Box<watcher::Event<Cinder>>),
+    Backend(Box<watcher::Event<CinderBackend>>),
+    BackupBackend(Box<watcher::Event<CinderBackupBackend>>),
     /// A source's stream failed (it retries with backoff); nothing changes.
     SourceError(String),
 }
@@ -300,9 +300,9 @@ impl IndexState {
     /// Applies one event and returns the snapshot to publish.
     pub fn apply(&mut self, event: IndexEvent) -> Option<IndexSnapshot> {
         match event {
-            IndexEvent::Cinder(e) => self.cinders.apply(e, CinderRefs::of),
-            IndexEvent::Backend(e) => self.backends.apply(e, backend_refs),
-            IndexEvent::BackupBackend(e) => self.backup_backends.apply(e, backup_backend_refs),
+            IndexEvent::Cinder(e) => self.cinders.apply(*e, CinderRefs::of),
+            IndexEvent::Backend(e) => self.backends.apply(*e, backend_refs),
+            IndexEvent::BackupBackend(e) => self.backup_backends.apply(*e, backup_backend_refs),
             IndexEvent::SourceError(_) => return None,
         }
         let mut snap = IndexSnapshot {
@@ -354,7 +354,7 @@ impl IndexHandle {
         }
         fn feed<K>(
             api: Api<K>,
-            wrap: fn(watcher::Event<K>) -> IndexEvent,
+            wrap: fn(Box<watcher::Event<K>>) -> IndexEvent,
         ) -> impl Stream<Item = IndexEvent>
         where
             K: kube::Resource
@@ -368,7 +368,7 @@ impl IndexHandle {
             watcher(api, watcher::Config::default())
                 .default_backoff()
                 .map(move |r| match r {
-                    Ok(e) => wrap(e),
+                    Ok(e) => wrap(Box::new(e)),
                     Err(e) => IndexEvent::SourceError(e.to_string()),
                 })
         }
@@ -450,12 +450,12 @@ mod tests {
     #[test]
     fn a_secret_several_legs_match_yields_one_request() {
         let mut s = IndexState::default();
-        s.apply(IndexEvent::Cinder(watcher::Event::Apply(cinder(
+        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::Apply(cinder(
             "ns", "c1", "shared", "shared", "m",
-        ))));
+        )))));
         let snap = s
-            .apply(IndexEvent::Backend(watcher::Event::Apply(rbd_backend(
-                "ns", "b1", "c1", "shared",
+            .apply(IndexEvent::Backend(Box::new(watcher::Event::Apply(
+                rbd_backend("ns", "b1", "c1", "shared"),
             ))))
             .unwrap();
         let reqs = snap.cinders_for_secret("ns", "shared");
@@ -488,35 +488,37 @@ mod tests {
     #[test]
     fn updates_and_deletes_replace_old_references_and_relists_swap() {
         let mut s = IndexState::default();
-        s.apply(IndexEvent::Cinder(watcher::Event::Apply(cinder(
+        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::Apply(cinder(
             "ns", "c1", "db1", "su", "m",
-        ))));
+        )))));
         let snap = s
-            .apply(IndexEvent::Cinder(watcher::Event::Apply(cinder(
+            .apply(IndexEvent::Cinder(Box::new(watcher::Event::Apply(cinder(
                 "ns", "c1", "db2", "su", "m",
-            ))))
+            )))))
             .unwrap();
         assert!(snap.cinders_for_secret("ns", "db1").is_empty());
         assert_eq!(snap.cinders_for_secret("ns", "db2").len(), 1);
         let snap = s
-            .apply(IndexEvent::Cinder(watcher::Event::Delete(cinder(
-                "ns", "c1", "db2", "su", "m",
+            .apply(IndexEvent::Cinder(Box::new(watcher::Event::Delete(
+                cinder("ns", "c1", "db2", "su", "m"),
             ))))
             .unwrap();
         assert!(snap.cinders_for_secret("ns", "db2").is_empty());
         assert!(!snap.synced);
-        s.apply(IndexEvent::Cinder(watcher::Event::Init));
-        s.apply(IndexEvent::Cinder(watcher::Event::InitApply(cinder(
-            "ns", "c2", "x", "y", "z",
+        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::Init)));
+        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::InitApply(
+            cinder("ns", "c2", "x", "y", "z"),
         ))));
         let snap = s
-            .apply(IndexEvent::Cinder(watcher::Event::InitDone))
+            .apply(IndexEvent::Cinder(Box::new(watcher::Event::InitDone)))
             .unwrap();
         assert_eq!(snap.cinders.len(), 1);
         assert!(!snap.synced, "the satellites have not listed yet");
-        s.apply(IndexEvent::Backend(watcher::Event::InitDone));
+        s.apply(IndexEvent::Backend(Box::new(watcher::Event::InitDone)));
         let snap = s
-            .apply(IndexEvent::BackupBackend(watcher::Event::InitDone))
+            .apply(IndexEvent::BackupBackend(Box::new(
+                watcher::Event::InitDone,
+            )))
             .unwrap();
         assert!(snap.synced);
     }

@@ -1,25 +1,26 @@
-//! The Backends step: renders every attached, credential-ready CinderBackend into its own
-//! content-hashed Secret (`{name}-backend-{backend}-{hash}`) and sweeps the projection Secrets
-//! nothing projects anymore (a backend that left, an older hash after a key rotation). Waiting
-//! states never short-circuit: a Cinder without backends still converges.
+//! The Backends step: renders every attached, credential-ready CinderBackend (through
+//! [`crate::planning::backend_projection::project_backend`]) into its own content-hashed Secret
+//! (`{name}-backend-{backend}-{hash}`) and sweeps the projection Secrets nothing projects
+//! anymore: a backend that left, and an older hash after a rotation unless a live Deployment of
+//! the Cinder still mounts it. Waiting states never short-circuit: a Cinder without backends
+//! still converges.
 //!
 //! BackendsReady reasons: AllBackendsProjected, NoBackends; WaitingForBackends.
 
 use super::StepEnv;
-use super::children::{ensure_secret, secret, selector, sweep_secrets};
-use super::digest::content_hash;
-use super::projection::{
-    PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for, volume_backend_files,
-};
+use super::children::{ensure_secret, mounts, secret, selector, sweep_secrets};
+use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackend;
 use crate::crd::validation::validate_backend;
 use crate::names;
-use crate::pipeline::{ProjectedBackend, Step, StepContext, StepReport};
+use crate::pipeline::{Step, StepContext, StepReport};
+use crate::planning::backend_projection::project_backend;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
+use std::collections::BTreeMap;
 
 /// The Backends step.
 pub struct BackendsStep {
@@ -38,6 +39,11 @@ fn api_error(e: &kube::Error) -> Cond {
         reason::RECONCILE_ERROR,
         format!("kubernetes API error: {e}"),
     )
+}
+
+/// String data as Secret bytes.
+pub fn bytes(data: BTreeMap<String, String>) -> BTreeMap<String, Vec<u8>> {
+    data.into_iter().map(|(k, v)| (k, v.into_bytes())).collect()
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
@@ -73,45 +79,45 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             }
             Ok(Ok(k)) => k,
         };
-        let files = volume_backend_files(
+        let projection = match project_backend(
+            &cinder_name,
             &bname,
-            b.spec.backend_type,
-            b.spec.nfs.as_ref(),
-            b.spec.rbd.as_ref(),
-            key.as_ref(),
-            &b.spec.extra_options,
-        );
-        let hash = content_hash(&files);
-        let secret_name = names::backend_secret(&cinder_name, &bname, &hash);
+            &b.spec,
+            key.as_ref().map(|k| k.expose()),
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                waiting.push(format!("{bname} ({e})"));
+                continue;
+            }
+        };
         let labels = [
             (names::LABEL_BACKEND, bname.as_str()),
             (PROJECTION_LABEL, PROJECTION_VOLUME),
         ];
-        if let Err(e) = ensure_secret(
-            &env.client,
-            secret(&cinder, &secret_name, &labels, files, true),
-        )
-        .await
-        {
-            return ctx.fail(api_error(&e), format!("writing Secret {secret_name}: {e}"));
+        let desired = secret(
+            &cinder,
+            &projection.secret_name,
+            &labels,
+            bytes(projection.data),
+            true,
+        );
+        if let Err(e) = ensure_secret(&env.client, desired).await {
+            return ctx.fail(
+                api_error(&e),
+                format!("writing Secret {}: {e}", projection.secret_name),
+            );
         }
-        projected.push(ProjectedBackend {
-            name: bname,
-            backend_type: Some(b.spec.backend_type),
-            secret_name,
-            content_hash: hash,
-            nfs_server: b.spec.nfs.as_ref().map(|n| n.server.clone()),
-            rbd_networks: b
-                .spec
-                .rbd
-                .as_ref()
-                .map(|r| r.networks.clone())
-                .unwrap_or_default(),
-            deleting: b.metadata.deletion_timestamp.is_some(),
-        });
+        let mut summary = projection.summary;
+        summary.deleting = b.metadata.deletion_timestamp.is_some();
+        projected.push(summary);
     }
 
-    let keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
+    let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
+    match mounts(&env.client, &ns, &cinder_name).await {
+        Ok(m) => keep.extend(m.secrets),
+        Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
+    }
     let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_VOLUME)]);
     if let Err(e) = sweep_secrets(&env.client, &ns, &sel, &keep).await {
         return ctx.fail(api_error(&e), format!("sweeping backend Secrets: {e}"));

@@ -1,25 +1,25 @@
 //! The BackupBackend step: renders the single attached, credential-ready CinderBackupBackend
-//! into a content-hashed Secret (`{name}-backup-backend-{hash}`) and sweeps the rest, under the
-//! same never-short-circuit contract as Backends.
+//! (through [`crate::planning::backend_projection::project_backup_backend`]) into a
+//! content-hashed Secret (`{name}-backup-backend-{hash}`) and sweeps the rest (keeping what a
+//! live Deployment mounts), under the same never-short-circuit contract as Backends.
 //!
 //! BackupBackendReady reasons: BackupBackendProjected, NoBackupBackend; WaitingForBackupBackend,
 //! MultipleBackupBackends.
 
 use super::StepEnv;
-use super::children::{ensure_secret, secret, selector, sweep_secrets};
-use super::digest::content_hash;
-use super::projection::{
-    PROJECTION_BACKUP, PROJECTION_LABEL, backup_backend_files, credentials_for,
-};
+use super::backends::bytes;
+use super::children::{ensure_secret, mounts, secret, selector, sweep_secrets};
+use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackupBackend;
 use crate::crd::validation::validate_backup_backend;
 use crate::names;
 use crate::pipeline::{ProjectedBackend, Step, StepContext, StepReport};
+use crate::planning::backend_projection::project_backup_backend;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
 /// The BackupBackend step.
 pub struct BackupBackendStep {
@@ -40,8 +40,48 @@ fn api_error(e: &kube::Error) -> Cond {
     )
 }
 
+/// Projects the one attached target: `Ok(Ok(summary))`, `Ok(Err(why it waits))`, or an API error.
+async fn project_one(
+    client: &Client,
+    ctx: &StepContext,
+    b: &CinderBackupBackend,
+) -> Result<Result<ProjectedBackend, String>, kube::Error> {
+    let ns = ctx.namespace();
+    let bname = b.name_any();
+    if let Err(e) = validate_backup_backend(&b.spec) {
+        return Ok(Err(e.to_string()));
+    }
+    let key = match credentials_for(client, ns, b.spec.backend_type, b.spec.rbd.as_ref()).await? {
+        Ok(k) => k,
+        Err(why) => return Ok(Err(why)),
+    };
+    let projection = match project_backup_backend(
+        ctx.name(),
+        &bname,
+        &b.spec,
+        key.as_ref().map(|k| k.expose()),
+    ) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let labels = [
+        (names::LABEL_BACKEND, bname.as_str()),
+        (PROJECTION_LABEL, PROJECTION_BACKUP),
+    ];
+    let desired = secret(
+        &ctx.cinder,
+        &projection.secret_name,
+        &labels,
+        bytes(projection.data),
+        true,
+    );
+    ensure_secret(client, desired).await?;
+    let mut summary = projection.summary;
+    summary.deleting = b.metadata.deletion_timestamp.is_some();
+    Ok(Ok(summary))
+}
+
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
-    let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
     let api: Api<CinderBackupBackend> = Api::namespaced(env.client.clone(), &ns);
@@ -64,78 +104,28 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             ),
             None,
         ),
-        [b] => {
-            let bname = b.name_any();
-            let key = if let Err(e) = validate_backup_backend(&b.spec) {
-                Err(e.to_string())
-            } else {
-                match credentials_for(&env.client, &ns, b.spec.backend_type, b.spec.rbd.as_ref())
-                    .await
-                {
-                    Err(e) => {
-                        return ctx.fail(api_error(&e), format!("reading the key of {bname}: {e}"));
-                    }
-                    Ok(k) => k,
-                }
-            };
-            match key {
-                Err(why) => (
-                    Cond::false_(
-                        kind::BACKUP_BACKEND_READY,
-                        reason::WAITING_FOR_BACKUP_BACKEND,
-                        format!("waiting for {bname}: {why}"),
-                    ),
-                    None,
+        [b] => match project_one(&env.client, &ctx, b).await {
+            Err(e) => return ctx.fail(api_error(&e), format!("projecting {}: {e}", b.name_any())),
+            Ok(Err(why)) => (
+                Cond::false_(
+                    kind::BACKUP_BACKEND_READY,
+                    reason::WAITING_FOR_BACKUP_BACKEND,
+                    format!("waiting for {}: {why}", b.name_any()),
                 ),
-                Ok(key) => {
-                    let files = backup_backend_files(
-                        b.spec.backend_type,
-                        b.spec.nfs.as_ref(),
-                        b.spec.rbd.as_ref(),
-                        key.as_ref(),
-                        b.spec.file_size,
-                        b.spec.compression,
-                        &b.spec.extra_options,
-                    );
-                    let hash = content_hash(&files);
-                    let secret_name = names::backup_backend_secret(&cinder_name, &hash);
-                    let labels = [
-                        (names::LABEL_BACKEND, bname.as_str()),
-                        (PROJECTION_LABEL, PROJECTION_BACKUP),
-                    ];
-                    if let Err(e) = ensure_secret(
-                        &env.client,
-                        secret(&cinder, &secret_name, &labels, files, true),
-                    )
-                    .await
-                    {
-                        return ctx
-                            .fail(api_error(&e), format!("writing Secret {secret_name}: {e}"));
-                    }
-                    (
-                        Cond::true_(
-                            kind::BACKUP_BACKEND_READY,
-                            reason::BACKUP_BACKEND_PROJECTED,
-                            format!("{bname} projected into Secret {secret_name}"),
-                        ),
-                        Some(ProjectedBackend {
-                            name: bname,
-                            backend_type: Some(b.spec.backend_type),
-                            secret_name,
-                            content_hash: hash,
-                            nfs_server: b.spec.nfs.as_ref().map(|n| n.server.clone()),
-                            rbd_networks: b
-                                .spec
-                                .rbd
-                                .as_ref()
-                                .map(|r| r.networks.clone())
-                                .unwrap_or_default(),
-                            deleting: b.metadata.deletion_timestamp.is_some(),
-                        }),
-                    )
-                }
-            }
-        }
+                None,
+            ),
+            Ok(Ok(summary)) => (
+                Cond::true_(
+                    kind::BACKUP_BACKEND_READY,
+                    reason::BACKUP_BACKEND_PROJECTED,
+                    format!(
+                        "{} projected into Secret {}",
+                        summary.name, summary.secret_name
+                    ),
+                ),
+                Some(summary),
+            ),
+        },
         many => (
             Cond::false_(
                 kind::BACKUP_BACKEND_READY,
@@ -152,7 +142,11 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         ),
     };
 
-    let keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
+    let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
+    match mounts(&env.client, &ns, &cinder_name).await {
+        Ok(m) => keep.extend(m.secrets),
+        Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
+    }
     let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_BACKUP)]);
     if let Err(e) = sweep_secrets(&env.client, &ns, &sel, &keep).await {
         return ctx.fail(api_error(&e), format!("sweeping backup Secrets: {e}"));

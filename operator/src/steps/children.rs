@@ -164,3 +164,59 @@ pub async fn sweep_config_maps(
     }
     Ok(deleted)
 }
+
+/// What the Cinder's live Deployments mount.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mounts {
+    /// The config ConfigMap the API Deployment (`{name}-api`) mounts, if any.
+    pub api_config_map: Option<String>,
+    /// Every ConfigMap any of the Cinder's Deployments mounts.
+    pub config_maps: Vec<String>,
+    /// Every Secret any of the Cinder's Deployments mounts.
+    pub secrets: Vec<String>,
+}
+
+/// The volumes of the Deployments labelled as `cinder`'s children (what a sweep must keep:
+/// pods of a rollout still in progress mount the previous content-addressed children).
+pub async fn mounts(client: &Client, namespace: &str, cinder: &str) -> Result<Mounts, kube::Error> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default().labels(&selector(cinder, &[])))
+        .await?;
+    let api_name = names::api_deployment(cinder);
+    let mut out = Mounts::default();
+    for d in list.items {
+        let volumes = d
+            .spec
+            .template
+            .spec
+            .and_then(|p| p.volumes)
+            .unwrap_or_default();
+        let mut config_maps = Vec::new();
+        for v in volumes {
+            if let Some(c) = v.config_map {
+                config_maps.push(c.name);
+            }
+            if let Some(name) = v.secret.and_then(|s| s.secret_name) {
+                out.secrets.push(name);
+            }
+            for source in v.projected.and_then(|p| p.sources).unwrap_or_default() {
+                if let Some(s) = source.secret {
+                    out.secrets.push(s.name);
+                }
+                if let Some(c) = source.config_map {
+                    config_maps.push(c.name);
+                }
+            }
+        }
+        if d.metadata.name.as_deref() == Some(api_name.as_str()) {
+            out.api_config_map = config_maps
+                .iter()
+                .find(|n| n.starts_with(&format!("{cinder}-config-")))
+                .cloned();
+        }
+        out.config_maps.extend(config_maps);
+    }
+    Ok(out)
+}

@@ -1,41 +1,27 @@
-//! The DBConnectionSecret step: materializes the pymysql DSN into the derived
+//! The DBConnectionSecret step: materializes the pymysql DSN (rendered by
+//! [`crate::planning::connection_urls`]) into the derived
 //! `{name}-db-connection` Secret (key `connection`) and digests it into the
 //! `cinder.c5c3.io/db-connection-hash` artefact. Reports through SecretsReady.
 
 use super::StepEnv;
 use super::children::{ensure_secret, secret};
 use super::credentials;
-use super::digest::sha256_hex;
 use super::secrets::{DB_KEYS, api_error};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::names;
 use crate::pipeline::{Step, StepContext, StepReport};
+use crate::planning::connection_urls::{
+    DB_CONNECTION_KEY, DEFAULT_DB_PORT, DbEndpoint, pymysql_dsn,
+};
 use crate::requeue::REQUEUE_SECRET_POLLING;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 
-/// The key of the DSN in `{name}-db-connection`.
-pub const CONNECTION_KEY: &str = "connection";
-/// The MariaDB port when none is given.
-pub const DEFAULT_DB_PORT: i32 = 3306;
-
-/// Percent-encodes everything outside RFC 3986 unreserved characters (user info, vhost).
-pub fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The database host and port of `cinder`: the managed cluster's Service or the brownfield host.
-pub fn database_endpoint(cinder: &Cinder) -> (String, i32) {
+/// The database host and port of `cinder`: the managed cluster's Service
+/// (`{cluster}.{namespace}.svc`, 3306) or the brownfield `host` / `port`.
+pub fn database_endpoint(cinder: &Cinder) -> DbEndpoint {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let db = &cinder.spec.database;
     let host = match (&db.cluster_ref, &db.host) {
@@ -43,16 +29,16 @@ pub fn database_endpoint(cinder: &Cinder) -> (String, i32) {
         (None, Some(h)) => h.clone(),
         (None, None) => String::new(),
     };
-    (host, db.port.unwrap_or(DEFAULT_DB_PORT))
-}
-
-/// `mysql+pymysql://user:password@host:port/database?charset=utf8`.
-pub fn pymysql_dsn(user: &str, password: &str, host: &str, port: i32, database: &str) -> String {
-    format!(
-        "mysql+pymysql://{}:{}@{host}:{port}/{database}?charset=utf8",
-        url_encode(user),
-        url_encode(password)
-    )
+    let port = db
+        .port
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p > 0)
+        .unwrap_or(DEFAULT_DB_PORT);
+    DbEndpoint {
+        host,
+        port,
+        database: db.database.clone(),
+    }
 }
 
 /// The DBConnectionSecret step.
@@ -83,17 +69,31 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         }
         Ok(Ok(v)) => v,
     };
-    let (host, port) = database_endpoint(&cinder);
-    let dsn = pymysql_dsn(
+    let dsn = match pymysql_dsn(
+        &database_endpoint(&cinder),
         values.get("username").unwrap_or_default(),
         values.get("password").unwrap_or_default(),
-        &host,
-        port,
-        &db.database,
-    );
-    let digest = sha256_hex(&dsn);
+    ) {
+        Ok(dsn) => dsn,
+        Err(e) => {
+            let c = Cond::false_(
+                kind::SECRETS_READY,
+                reason::WAITING_FOR_DB_CREDENTIALS,
+                format!(
+                    "waiting for usable database credentials in Secret {:?}: {e}",
+                    db.secret_ref.name
+                ),
+            );
+            return ctx.requeue(c, REQUEUE_SECRET_POLLING);
+        }
+    };
+    let digest = dsn.digest();
     let name = names::db_connection_secret(ctx.name());
-    let data: BTreeMap<String, Vec<u8>> = [(CONNECTION_KEY.to_string(), dsn.into_bytes())].into();
+    let data: BTreeMap<String, Vec<u8>> = [(
+        DB_CONNECTION_KEY.to_string(),
+        dsn.expose().as_bytes().to_vec(),
+    )]
+    .into();
     if let Err(e) = ensure_secret(&env.client, secret(&cinder, &name, &[], data, false)).await {
         return ctx.fail(api_error(&e), format!("writing Secret {name}: {e}"));
     }
@@ -115,18 +115,5 @@ impl Step for DbConnectionSecretStep {
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
         run(self.env.clone(), ctx).boxed()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dsn_encodes_user_info() {
-        assert_eq!(
-            pymysql_dsn("cinder", "p@ss/w:rd", "db.ns.svc", 3306, "cinder"),
-            "mysql+pymysql://cinder:p%40ss%2Fw%3Ard@db.ns.svc:3306/cinder?charset=utf8"
-        );
     }
 }

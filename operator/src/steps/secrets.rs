@@ -9,11 +9,11 @@
 
 use super::StepEnv;
 use super::credentials::{self, Missing};
-use super::digest::sha256_hex;
 use crate::conditions::{Cond, kind, reason};
 use crate::controller::{cluster_secret_store_resource, secret_store_resource};
 use crate::crd::{Cinder, SecretStoreKind};
 use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::planning::connection_urls::authtoken_hash;
 use crate::requeue::REQUEUE_SECRET_POLLING;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -165,7 +165,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             );
             return requeue(ctx, c);
         }
-        Ok(Ok(values)) => values.get(su_key).map(sha256_hex),
+        Ok(Ok(values)) => values.get(su_key).map(authtoken_hash),
     };
 
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
