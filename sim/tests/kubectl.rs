@@ -186,6 +186,19 @@ async fn kubectl_drives_the_embedded_cluster() {
     assert!(!refused.ok);
     assert!(refused.stderr.contains("spec.size"), "{}", refused.stderr);
 
+    // kubectl asks for strict field validation: unknown fields are refused, not pruned
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: typo}\nspec: {size: 2, colour: red}\n",
+    );
+    let refused = k.run(&["apply", "-f", &typo]).await;
+    assert!(
+        !refused.ok && refused.stderr.contains("spec.colour"),
+        "{}",
+        refused.stderr
+    );
+
     // get -w sees an update
     let mut child = k
         .cmd(&["get", "widgets", "-w"])

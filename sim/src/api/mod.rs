@@ -196,6 +196,7 @@ fn write_options(q: &HashMap<String, String>, ua: &str) -> WriteOptions {
         force: flag(q, "force"),
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         user_agent: ua.to_string(),
+        field_validation: q.get("fieldValidation").cloned(),
     }
 }
 

@@ -15,17 +15,30 @@ const CRD_GROUP: &str = "apiextensions.k8s.io";
 
 /// Adjusts and validates an object about to be written (`old` is None on create). Runs inside
 /// a store transaction: it must not touch `engine.store` (`rv` is the transaction's version).
+/// `strict` (fieldValidation=Strict) refuses unknown fields of custom resources instead of
+/// pruning them silently.
 pub fn on_write(
     engine: &Engine,
     t: &Target,
     old: Option<&Value>,
     obj: &mut Value,
     rv: u64,
+    strict: bool,
 ) -> Result<(), ApiError> {
     let info = &t.info;
     if let Some(crd) = &info.crd {
         if let Some(s) = crd.schemas.get(&t.version) {
-            schema::default_and_prune(obj, s);
+            let pruned = schema::default_and_prune(obj, s);
+            if strict && !pruned.is_empty() {
+                let fields: Vec<String> = pruned
+                    .iter()
+                    .map(|p| format!("unknown field \"{p}\""))
+                    .collect();
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {}",
+                    fields.join(", ")
+                )));
+            }
             let causes = schema::validate_object(obj, s);
             if !causes.is_empty() {
                 let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();

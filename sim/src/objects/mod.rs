@@ -51,9 +51,16 @@ pub struct WriteOptions {
     pub force: bool,
     pub dry_run: bool,
     pub user_agent: String,
+    /// `fieldValidation`: Strict refuses unknown fields of custom resources; Ignore / Warn (and
+    /// none) prune them.
+    pub field_validation: Option<String>,
 }
 
 impl WriteOptions {
+    fn strict(&self) -> bool {
+        self.field_validation.as_deref() == Some("Strict")
+    }
+
     /// The manager name recorded for an Update operation (fieldManager, else the user agent's
     /// program name, as the real server does).
     fn manager(&self) -> String {
@@ -307,7 +314,7 @@ impl Engine {
     ) -> Result<Value, ApiError> {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
         let rv = txn.rv();
-        kinds::on_write(self, t, None, &mut obj, rv)?;
+        kinds::on_write(self, t, None, &mut obj, rv, opts.strict())?;
         let is_ns_label =
             t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
         meta::validate_meta(&obj, &t.info.kind, &t.info.group, is_ns_label)?;
@@ -463,7 +470,7 @@ impl Engine {
             }
         }
         new = present(&t.info, &t.version, new);
-        kinds::on_write(self, t, Some(old), &mut new, txn.rv())?;
+        kinds::on_write(self, t, Some(old), &mut new, txn.rv(), opts.strict())?;
         let is_ns_label =
             t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
         meta::validate_meta(&new, &t.info.kind, &t.info.group, is_ns_label)?;

@@ -16,10 +16,12 @@ fn preserves(schema: &Value) -> bool {
         == Some(true)
 }
 
-/// Applies defaults and prunes unknown fields of a whole object in place.
-pub fn default_and_prune(obj: &mut Value, schema: &Value) {
+/// Applies defaults and prunes unknown fields of a whole object in place; returns the paths of
+/// the pruned fields (`fieldValidation=Strict` refuses them, `Warn` reports them).
+pub fn default_and_prune(obj: &mut Value, schema: &Value) -> Vec<String> {
+    let mut pruned = Vec::new();
     let Some(map) = obj.as_object_mut() else {
-        return;
+        return pruned;
     };
     let props = schema.get("properties").and_then(Value::as_object);
     let keys: Vec<String> = map.keys().cloned().collect();
@@ -30,12 +32,13 @@ pub fn default_and_prune(obj: &mut Value, schema: &Value) {
         match props.and_then(|p| p.get(&k)) {
             Some(sub) => {
                 if let Some(v) = map.get_mut(&k) {
-                    walk(v, sub);
+                    walk(v, sub, &k, &mut pruned);
                 }
             }
             None if preserves(schema) => {}
             None => {
                 map.remove(&k);
+                pruned.push(k.clone());
             }
         }
     }
@@ -46,20 +49,21 @@ pub fn default_and_prune(obj: &mut Value, schema: &Value) {
             }
             if let Some(d) = sub.get("default") {
                 let mut v = d.clone();
-                walk(&mut v, sub);
+                walk(&mut v, sub, k, &mut Vec::new());
                 map.insert(k.clone(), v);
             }
         }
     }
+    pruned
 }
 
-fn walk(v: &mut Value, schema: &Value) {
+fn walk(v: &mut Value, schema: &Value, path: &str, pruned: &mut Vec<String>) {
     match v {
-        Value::Object(map) => walk_object(map, schema),
+        Value::Object(map) => walk_object(map, schema, path, pruned),
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for item in items.iter_mut() {
-                    walk(item, item_schema);
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(item, item_schema, &format!("{path}[{i}]"), pruned);
                 }
             }
         }
@@ -67,7 +71,7 @@ fn walk(v: &mut Value, schema: &Value) {
     }
 }
 
-fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
+fn walk_object(map: &mut Map<String, Value>, schema: &Value, path: &str, pruned: &mut Vec<String>) {
     if schema
         .get("x-kubernetes-embedded-resource")
         .and_then(Value::as_bool)
@@ -86,7 +90,7 @@ fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
         match sub {
             Some(sub) => {
                 if let Some(v) = map.get_mut(&k) {
-                    walk(v, sub);
+                    walk(v, sub, &format!("{path}.{k}"), pruned);
                 }
             }
             None => {
@@ -96,6 +100,7 @@ fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
                 // keep fields only described inside oneOf/anyOf/allOf branches, as a structural schema requires them in properties
                 if !keep {
                     map.remove(&k);
+                    pruned.push(format!("{path}.{k}"));
                 }
             }
         }
@@ -107,7 +112,7 @@ fn walk_object(map: &mut Map<String, Value>, schema: &Value) {
             }
             if let Some(d) = sub.get("default") {
                 let mut v = d.clone();
-                walk(&mut v, sub);
+                walk(&mut v, sub, &format!("{path}.{k}"), &mut Vec::new());
                 map.insert(k.clone(), v);
             }
         }
@@ -440,7 +445,8 @@ mod tests {
     fn defaults_prunes_and_validates() {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
             "spec": {"openStackRelease": "2025.1", "junk": 1, "free": {"any": {"thing": 1}}, "labels": {"a": "b"}}});
-        default_and_prune(&mut obj, &schema());
+        let pruned = default_and_prune(&mut obj, &schema());
+        assert_eq!(pruned, ["spec.junk"]);
         assert_eq!(obj["spec"]["replicas"], 3);
         assert!(obj["spec"].get("junk").is_none());
         assert_eq!(obj["spec"]["free"]["any"]["thing"], 1);
