@@ -9,7 +9,8 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-/// Runs the collector until `stop` fires: after every delete notification and every 500 ms.
+/// Runs the collector until `stop` fires: after every delete notification and every 500 ms
+/// (a pass over a store without owner references or pending deletions is a cheap scan).
 pub async fn run(engine: Engine, mut stop: tokio::sync::watch::Receiver<bool>) {
     let wake = engine.gc_notify();
     loop {
@@ -75,43 +76,51 @@ fn rewrite(txn: &mut Txn<'_>, key: &ObjKey, obj: Value, engine: &Engine) {
     }
 }
 
+/// What the collector needs to know of a (possible) owner.
+struct OwnerState {
+    deleting: bool,
+    foreground: bool,
+    orphan: bool,
+}
+
 fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
-    let all = txn.all();
-    let by_uid: HashMap<String, (ObjKey, Value)> = all
-        .iter()
-        .filter_map(|(k, v)| {
-            meta::meta_str(v, "uid").map(|u| (u.to_string(), (k.clone(), v.clone())))
-        })
-        .collect();
-    let mut dependents: HashSet<String> = HashSet::new();
-    for (_, obj) in &all {
-        for u in owner_uids(obj) {
-            if by_uid.contains_key(&u) {
-                dependents.insert(u);
-            }
+    // phase 1, by reference: owners by uid, referenced uids, and the few objects to look at
+    let mut owners: HashMap<String, OwnerState> = HashMap::new();
+    let mut referenced: HashSet<String> = HashSet::new();
+    let mut candidates: Vec<ObjKey> = Vec::new();
+    for (key, obj) in txn.iter() {
+        let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+        if let Some(uid) = meta::meta_str(obj, "uid") {
+            let fins = meta::finalizers(obj);
+            owners.insert(
+                uid.to_string(),
+                OwnerState {
+                    deleting,
+                    foreground: fins.iter().any(|f| f == "foregroundDeletion"),
+                    orphan: fins.iter().any(|f| f == "orphan"),
+                },
+            );
         }
+        let refs = owner_uids(obj);
+        if !refs.is_empty() || deleting {
+            candidates.push(key.clone());
+        }
+        referenced.extend(refs);
     }
+    if candidates.is_empty() {
+        return false;
+    }
+    let has_dependents = |uid: &str| referenced.contains(uid);
     let mut changed = false;
-    for (key, _) in &all {
+    // phase 2: act on the candidates
+    for key in &candidates {
         let Some(current) = txn.get(key).cloned() else {
             continue;
         };
         let uids = owner_uids(&current);
         let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
-        // dependents of owners
         if !uids.is_empty() {
-            let live: Vec<&String> = uids.iter().filter(|u| by_uid.contains_key(*u)).collect();
-            let owner_fins = |u: &String| {
-                by_uid
-                    .get(u)
-                    .map(|(_, o)| {
-                        (
-                            o.pointer("/metadata/deletionTimestamp").is_some(),
-                            meta::finalizers(o),
-                        )
-                    })
-                    .unwrap_or((false, Vec::new()))
-            };
+            let live: Vec<&String> = uids.iter().filter(|u| owners.contains_key(*u)).collect();
             if live.is_empty() {
                 if !deleting && let Some(t) = target_for(engine, key) {
                     engine.delete_in(txn, &t, &current, Some("Background"));
@@ -122,15 +131,11 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
             let orphaning: Vec<&String> = live
                 .iter()
                 .copied()
-                .filter(|u| {
-                    let (d, f) = owner_fins(u);
-                    d && f.iter().any(|x| x == "orphan")
-                })
+                .filter(|u| owners.get(*u).is_some_and(|o| o.deleting && o.orphan))
                 .collect();
-            let foreground = live.iter().any(|u| {
-                let (d, f) = owner_fins(u);
-                d && f.iter().any(|x| x == "foregroundDeletion")
-            });
+            let foreground = live
+                .iter()
+                .any(|u| owners.get(*u).is_some_and(|o| o.deleting && o.foreground));
             if !orphaning.is_empty() || live.len() != uids.len() {
                 let mut new = current.clone();
                 if let Some(refs) = new
@@ -143,7 +148,7 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
                             .and_then(Value::as_str)
                             .unwrap_or_default()
                             .to_string();
-                        by_uid.contains_key(&u) && !orphaning.contains(&&u)
+                        owners.contains_key(&u) && !orphaning.contains(&&u)
                     });
                     if refs.is_empty()
                         && let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut)
@@ -157,9 +162,8 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
             }
             if foreground && !deleting {
                 if let Some(t) = target_for(engine, key) {
-                    let policy = if dependents
-                        .contains(meta::meta_str(&current, "uid").unwrap_or_default())
-                    {
+                    let uid = meta::meta_str(&current, "uid").unwrap_or_default();
+                    let policy = if has_dependents(uid) {
                         "Foreground"
                     } else {
                         "Background"
@@ -170,46 +174,44 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
                 continue;
             }
         }
-        // owners finishing Foreground / Orphan deletions
-        if deleting {
-            let uid = meta::meta_str(&current, "uid")
-                .unwrap_or_default()
-                .to_string();
-            let fins = meta::finalizers(&current);
-            let waiting_for_dependents = dependents.contains(&uid);
-            let mut new_fins = fins.clone();
-            if !waiting_for_dependents {
-                new_fins.retain(|f| f != "foregroundDeletion" && f != "orphan");
-            }
-            if new_fins != fins {
-                let mut new = current.clone();
-                meta::set_finalizers(&mut new, &new_fins);
-                rewrite(txn, key, new, engine);
-                changed = true;
-                continue;
-            }
+        if !deleting {
+            continue;
         }
-        // terminating namespaces
-        if key.group.is_empty() && key.resource == "namespaces" && deleting {
-            let ns = key.name.clone();
-            let contents: Vec<(ObjKey, Value)> = all
+        // owners finishing Foreground / Orphan deletions
+        let uid = meta::meta_str(&current, "uid")
+            .unwrap_or_default()
+            .to_string();
+        let fins = meta::finalizers(&current);
+        let mut new_fins = fins.clone();
+        if !has_dependents(&uid) {
+            new_fins.retain(|f| f != "foregroundDeletion" && f != "orphan");
+        }
+        if new_fins != fins {
+            let mut new = current.clone();
+            meta::set_finalizers(&mut new, &new_fins);
+            rewrite(txn, key, new, engine);
+            changed = true;
+            continue;
+        }
+        // terminating namespaces: delete their content, then go
+        if key.group.is_empty() && key.resource == "namespaces" {
+            let contents: Vec<ObjKey> = txn
                 .iter()
-                .filter(|(k, _)| k.namespace == ns)
-                .cloned()
+                .filter(|(k, _)| k.namespace == key.name)
+                .map(|(k, _)| k.clone())
                 .collect();
-            let mut remaining = 0;
-            for (k, _) in contents {
-                let Some(o) = txn.get(&k).cloned() else {
+            for k in &contents {
+                let Some(o) = txn.get(k).cloned() else {
                     continue;
                 };
-                remaining += 1;
                 if o.pointer("/metadata/deletionTimestamp").is_none()
-                    && let Some(t) = target_for(engine, &k)
+                    && let Some(t) = target_for(engine, k)
                 {
                     engine.delete_in(txn, &t, &o, Some("Background"));
                     changed = true;
                 }
             }
+            let remaining = txn.iter().filter(|(k, _)| k.namespace == key.name).count();
             if remaining == 0 && meta::finalizers(&current).is_empty() {
                 txn.remove(key);
                 changed = true;

@@ -257,13 +257,9 @@ impl Txn<'_> {
             .collect()
     }
 
-    /// Every object (for the garbage collector).
-    pub fn all(&self) -> Vec<(ObjKey, Value)> {
-        self.inner
-            .objects
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+    /// Every object, by reference (for the garbage collector).
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
+        self.inner.objects.iter()
     }
 
     fn emit(&mut self, key: ObjKey, kind: EventType, object: Value, old: Option<Value>) {
