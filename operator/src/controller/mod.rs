@@ -114,6 +114,7 @@ pub async fn start_engine(ctx: &Arc<OperatorContext>) -> anyhow::Result<actix::A
     let env = crate::steps::StepEnv {
         client: ctx.client.clone(),
         watch_namespace: ctx.options.namespace.clone(),
+        probe_cache: Default::default(),
     };
     let metrics = (*ctx.metrics).clone();
     let addr = ctx

@@ -8,15 +8,22 @@
 
 pub mod backends;
 pub mod backup_backend;
+pub mod capability;
 pub mod children;
 pub mod config;
 pub mod credentials;
 pub mod database;
 pub mod db_connection_secret;
 pub mod digest;
+pub mod health_check;
+pub mod hpa;
+pub mod http_route;
+pub mod network_policy;
+pub mod probe_cache;
 pub mod projection;
 pub mod secrets;
 pub mod transport_url_secret;
+pub mod vpa;
 
 use crate::pipeline::{PipelineTable, Step, TableError};
 use std::sync::Arc;
@@ -27,6 +34,8 @@ pub struct StepEnv {
     pub client: kube::Client,
     /// `--namespace`, when the operator watches one namespace only.
     pub watch_namespace: Option<String>,
+    /// The /healthcheck probe cache shared by every Cinder (evict a deleted Cinder's entries).
+    pub probe_cache: probe_cache::ProbeCache,
 }
 
 /// The product steps that exist.
@@ -43,6 +52,14 @@ pub fn steps(env: StepEnv) -> Vec<Arc<dyn Step>> {
         Arc::new(backup_backend::BackupBackendStep::new(env.clone())),
         Arc::new(config::ConfigStep::new(env.clone())),
         Arc::new(database::DatabaseStep::new(env.clone())),
+        Arc::new(http_route::HttpRouteStep::new(env.clone())),
+        Arc::new(health_check::HealthCheckStep::new(
+            env.clone(),
+            env.probe_cache.clone(),
+        )),
+        Arc::new(hpa::HpaStep::new(env.clone())),
+        Arc::new(vpa::VpaStep::new(env.clone())),
+        Arc::new(network_policy::NetworkPolicyStep::new(env.clone())),
     ]
 }
 

@@ -1,0 +1,218 @@
+//! The HTTPRoute member of the parallel group (HTTPRouteReady): with `spec.gateway` set, a
+//! Gateway API HTTPRoute `{name}-api` (parentRef, hostname, path prefix → the API Service on
+//! 8776, controller ownerReference to the Cinder) is applied server-side and its acceptance read
+//! from `status.parents[].conditions` (Accepted). Without `spec.gateway` the route is deleted
+//! (HTTPRouteNotRequired, True). The Gateway API CRD is probed on every pass through
+//! [`super::capability`]: absent → GatewayAPINotInstalled (False), probe failure →
+//! CapabilityProbeFailed (False); neither stops the rest of the pipeline.
+
+use super::StepEnv;
+use super::capability::{self, HTTP_ROUTE};
+use super::children::child_meta;
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::Cinder;
+use crate::crd::cinder::GatewaySpec;
+use crate::names;
+use crate::pipeline::{Step, StepContext, StepReport};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+/// The field manager of the operator's server-side applies of group children.
+pub const FIELD_MANAGER: &str = "cinder-operator";
+
+/// The desired HTTPRoute of `cinder` for `gateway`.
+pub fn desired_route(cinder: &Cinder, gateway: &GatewaySpec) -> DynamicObject {
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let ar = HTTP_ROUTE.api_resource();
+    let mut parent = json!({ "name": gateway.parent_ref.name });
+    if let Some(ns) = &gateway.parent_ref.namespace {
+        parent["namespace"] = json!(ns);
+    }
+    if let Some(section) = &gateway.parent_ref.section_name {
+        parent["sectionName"] = json!(section);
+    }
+    let mut route = DynamicObject::new(&names::http_route(&name), &ar).data(json!({
+        "spec": {
+            "parentRefs": [parent],
+            "hostnames": [gateway.hostname],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": gateway.path}}],
+                "backendRefs": [{"name": names::api_service(&name), "port": names::API_PORT}],
+            }],
+        }
+    }));
+    route.metadata = child_meta(cinder, &names::http_route(&name), &[]);
+    route
+}
+
+/// Whether any parent of the route's status says Accepted=True.
+pub fn accepted(route: &DynamicObject) -> bool {
+    route
+        .data
+        .pointer("/status/parents")
+        .and_then(Value::as_array)
+        .is_some_and(|parents| {
+            parents.iter().any(|p| {
+                p.get("conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.get("type").and_then(Value::as_str) == Some("Accepted")
+                                && c.get("status").and_then(Value::as_str) == Some("True")
+                        })
+                    })
+            })
+        })
+}
+
+fn api_error(e: &kube::Error) -> Cond {
+    Cond::false_(
+        kind::HTTP_ROUTE_READY,
+        reason::RECONCILE_ERROR,
+        format!("kubernetes API error: {e}"),
+    )
+}
+
+fn not_installed() -> Cond {
+    Cond::false_(
+        kind::HTTP_ROUTE_READY,
+        reason::GATEWAY_API_NOT_INSTALLED,
+        format!(
+            "spec.gateway is set but {} is not served (Gateway API CRDs absent)",
+            HTTP_ROUTE.api_version()
+        ),
+    )
+}
+
+async fn run(client: Client, ctx: StepContext) -> StepReport {
+    let ns = ctx.namespace().to_string();
+    let name = ctx.name().to_string();
+    let route_name = names::http_route(&name);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &HTTP_ROUTE.api_resource());
+    let Some(gateway) = ctx.cinder.spec.gateway.clone() else {
+        // Not wanted: delete it; a 404 (no route, or no Gateway API at all) is the goal state.
+        return match api.delete(&route_name, &DeleteParams::default()).await {
+            Ok(_) => ctx.proceed(Cond::true_(
+                kind::HTTP_ROUTE_READY,
+                reason::HTTP_ROUTE_NOT_REQUIRED,
+                format!("spec.gateway is unset; HTTPRoute {route_name} deleted"),
+            )),
+            Err(e) if capability::is_not_found(&e) => ctx.proceed(Cond::true_(
+                kind::HTTP_ROUTE_READY,
+                reason::HTTP_ROUTE_NOT_REQUIRED,
+                "spec.gateway is unset",
+            )),
+            Err(e) => {
+                let msg = format!("deleting HTTPRoute {route_name}: {e}");
+                ctx.fail(api_error(&e), msg)
+            }
+        };
+    };
+    match capability::is_served(&client, HTTP_ROUTE).await {
+        Ok(true) => {}
+        Ok(false) => return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING),
+        Err(e) => {
+            return ctx.requeue(
+                Cond::false_(
+                    kind::HTTP_ROUTE_READY,
+                    reason::CAPABILITY_PROBE_FAILED,
+                    e.to_string(),
+                ),
+                REQUEUE_DEPLOYMENT_POLLING,
+            );
+        }
+    }
+    let desired = desired_route(&ctx.cinder, &gateway);
+    let applied = api
+        .patch(
+            &route_name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&desired),
+        )
+        .await;
+    let live = match applied {
+        Ok(live) => live,
+        // The CRD went away between the probe and the apply.
+        Err(e) if capability::is_not_found(&e) => {
+            return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
+        }
+        Err(e) => {
+            let msg = format!("applying HTTPRoute {route_name}: {e}");
+            return ctx.fail(api_error(&e), msg);
+        }
+    };
+    if accepted(&live) {
+        ctx.proceed(Cond::true_(
+            kind::HTTP_ROUTE_READY,
+            reason::HTTP_ROUTE_ACCEPTED,
+            format!(
+                "HTTPRoute {route_name} accepted by Gateway {}",
+                gateway.parent_ref.name
+            ),
+        ))
+    } else {
+        ctx.requeue(
+            Cond::false_(
+                kind::HTTP_ROUTE_READY,
+                reason::HTTP_ROUTE_NOT_ACCEPTED,
+                format!(
+                    "HTTPRoute {route_name} is not accepted by Gateway {} yet",
+                    gateway.parent_ref.name
+                ),
+            ),
+            REQUEUE_DEPLOYMENT_POLLING,
+        )
+    }
+}
+
+/// The HTTPRoute member.
+pub struct HttpRouteStep {
+    env: StepEnv,
+}
+
+impl HttpRouteStep {
+    pub fn new(env: StepEnv) -> Self {
+        HttpRouteStep { env }
+    }
+}
+
+impl Step for HttpRouteStep {
+    fn name(&self) -> &'static str {
+        "HTTPRoute"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::HTTP_ROUTE_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.client.clone(), ctx).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route_with(conditions: Value) -> DynamicObject {
+        DynamicObject::new("r", &HTTP_ROUTE.api_resource())
+            .data(json!({"status": {"parents": [{"conditions": conditions}]}}))
+    }
+
+    #[test]
+    fn acceptance_is_read_from_parent_conditions() {
+        assert!(accepted(&route_with(
+            json!([{"type": "Accepted", "status": "True"}])
+        )));
+        assert!(!accepted(&route_with(
+            json!([{"type": "Accepted", "status": "False"}])
+        )));
+        assert!(!accepted(&DynamicObject::new(
+            "r",
+            &HTTP_ROUTE.api_resource()
+        )));
+    }
+}

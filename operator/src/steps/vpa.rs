@@ -1,0 +1,254 @@
+//! The VPA member of the parallel group (VPAReady): VerticalPodAutoscalers
+//! (autoscaling.k8s.io/v1) for the API, the scheduler, every volume Deployment and the backup
+//! Deployment, when the Cinder asks for them and the VPA CRD is served.
+//!
+//! The switch is the annotation [`VPA_ANNOTATION`] `cinder.openstack.c5c3.io/vpa: "true"` on the
+//! Cinder (the CRD has no field for it). Not asked → every VPA of the Cinder is deleted
+//! (VPANotRequired, True). Asked and the CRD absent → VPANotInstalled (False); the probe itself
+//! failing → CapabilityProbeFailed (False); an API error → VPAError (False, the error
+//! propagates). The wanted targets are the Deployments the lane's artefacts name that exist
+//! now; a VPA of the Cinder whose target is not wanted or no longer exists (a detached backend,
+//! a removed backup target) is deleted with it.
+
+use super::StepEnv;
+use super::capability::{self, VERTICAL_POD_AUTOSCALER};
+use super::children::{child_meta, selector};
+use super::http_route::FIELD_MANAGER;
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::Cinder;
+use crate::names;
+use crate::pipeline::{Artefacts, Step, StepContext, StepReport};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+/// The annotation that asks for VPAs.
+pub const VPA_ANNOTATION: &str = "cinder.openstack.c5c3.io/vpa";
+/// The label on every VPA the step writes (what the sweep selects).
+pub const VPA_LABEL: &str = "cinder.openstack.c5c3.io/vpa";
+
+/// Whether `cinder` asks for VPAs.
+pub fn wanted(cinder: &Cinder) -> bool {
+    cinder
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VPA_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
+
+/// The Deployments that should carry a VPA, from the lane's artefacts.
+pub fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    out.insert(names::api_deployment(cinder));
+    out.insert(names::scheduler_deployment(cinder));
+    for b in artefacts.backends.iter().filter(|b| !b.deleting) {
+        out.insert(names::volume_deployment(cinder, &b.name));
+    }
+    if artefacts
+        .backup_backend
+        .as_ref()
+        .is_some_and(|b| !b.deleting)
+    {
+        out.insert(names::backup_deployment(cinder));
+    }
+    out
+}
+
+/// The VPA of `deployment`.
+pub fn desired_vpa(cinder: &Cinder, deployment: &str) -> DynamicObject {
+    let ar = VERTICAL_POD_AUTOSCALER.api_resource();
+    let name = names::vpa_for(deployment);
+    let mut vpa = DynamicObject::new(&name, &ar).data(json!({
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "updatePolicy": {"updateMode": "Auto"},
+        }
+    }));
+    vpa.metadata = child_meta(cinder, &name, &[(VPA_LABEL, "true")]);
+    vpa
+}
+
+fn vpa_error(message: String) -> Cond {
+    Cond::false_(kind::VPA_READY, reason::VPA_ERROR, message)
+}
+
+fn not_installed() -> Cond {
+    Cond::false_(
+        kind::VPA_READY,
+        reason::VPA_NOT_INSTALLED,
+        format!(
+            "the Cinder asks for VPAs ({VPA_ANNOTATION}) but {} is not served",
+            VERTICAL_POD_AUTOSCALER.api_version()
+        ),
+    )
+}
+
+/// Deletes the Cinder's VPAs whose names are not in `keep`; 404s count as gone.
+async fn sweep(
+    api: &Api<DynamicObject>,
+    cinder: &str,
+    keep: &BTreeSet<String>,
+) -> Result<Vec<String>, kube::Error> {
+    let sel = selector(cinder, &[(VPA_LABEL, "true")]);
+    let list = api
+        .list_metadata(&ListParams::default().labels(&sel))
+        .await?;
+    let mut deleted = Vec::new();
+    for item in list.items {
+        let Some(name) = item.metadata.name else {
+            continue;
+        };
+        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => deleted.push(name),
+            Err(e) if capability::is_not_found(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}
+
+async fn run(client: Client, ctx: StepContext) -> StepReport {
+    let ns = ctx.namespace().to_string();
+    let name = ctx.name().to_string();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &VERTICAL_POD_AUTOSCALER.api_resource());
+    let asked = wanted(&ctx.cinder);
+    let served = match capability::is_served(&client, VERTICAL_POD_AUTOSCALER).await {
+        Ok(served) => served,
+        Err(e) if asked => {
+            return ctx.requeue(
+                Cond::false_(
+                    kind::VPA_READY,
+                    reason::CAPABILITY_PROBE_FAILED,
+                    e.to_string(),
+                ),
+                REQUEUE_DEPLOYMENT_POLLING,
+            );
+        }
+        // Not asked: try the sweep anyway (a 404 there means nothing to delete).
+        Err(_) => true,
+    };
+    if !asked {
+        if served && let Err(e) = sweep(&api, &name, &BTreeSet::new()).await {
+            if !capability::is_not_found(&e) {
+                let msg = format!("deleting VPAs: {e}");
+                return ctx.fail(vpa_error(msg.clone()), msg);
+            }
+        }
+        return ctx.proceed(Cond::true_(
+            kind::VPA_READY,
+            reason::VPA_NOT_REQUIRED,
+            format!("no VPA asked for (annotation {VPA_ANNOTATION} is not \"true\")"),
+        ));
+    }
+    if !served {
+        return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let existing: BTreeSet<String> = match deployments
+        .list_metadata(&ListParams::default().labels(&selector(&name, &[])))
+        .await
+    {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|d| d.metadata.deletion_timestamp.is_none())
+            .filter_map(|d| d.metadata.name)
+            .collect(),
+        Err(e) => {
+            let msg = format!("listing Deployments: {e}");
+            return ctx.fail(vpa_error(msg.clone()), msg);
+        }
+    };
+    let targets: BTreeSet<String> = target_deployments(&name, &ctx.artefacts)
+        .intersection(&existing)
+        .cloned()
+        .collect();
+    let keep: BTreeSet<String> = targets.iter().map(|d| names::vpa_for(d)).collect();
+    for deployment in &targets {
+        let vpa = desired_vpa(&ctx.cinder, deployment);
+        let vpa_name = names::vpa_for(deployment);
+        if let Err(e) = api
+            .patch(
+                &vpa_name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&vpa),
+            )
+            .await
+        {
+            if capability::is_not_found(&e) {
+                return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
+            }
+            let msg = format!("applying VPA {vpa_name}: {e}");
+            return ctx.fail(vpa_error(msg.clone()), msg);
+        }
+    }
+    if let Err(e) = sweep(&api, &name, &keep).await {
+        let msg = format!("sweeping VPAs: {e}");
+        return ctx.fail(vpa_error(msg.clone()), msg);
+    }
+    let list: Vec<&str> = targets.iter().map(String::as_str).collect();
+    ctx.proceed(Cond::true_(
+        kind::VPA_READY,
+        reason::VPA_READY,
+        format!("VPAs for {} Deployment(s): {}", list.len(), list.join(", ")),
+    ))
+}
+
+/// The VPA member.
+pub struct VpaStep {
+    env: StepEnv,
+}
+
+impl VpaStep {
+    pub fn new(env: StepEnv) -> Self {
+        VpaStep { env }
+    }
+}
+
+impl Step for VpaStep {
+    fn name(&self) -> &'static str {
+        "VPA"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::VPA_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.client.clone(), ctx).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::ProjectedBackend;
+
+    #[test]
+    fn targets_follow_the_artefacts() {
+        let mut a = Artefacts::default();
+        a.backends.push(ProjectedBackend {
+            name: "nfs1".into(),
+            ..Default::default()
+        });
+        a.backends.push(ProjectedBackend {
+            name: "gone".into(),
+            deleting: true,
+            ..Default::default()
+        });
+        let t = target_deployments("c", &a);
+        assert!(t.contains("c-api") && t.contains("c-scheduler") && t.contains("c-volume-nfs1"));
+        assert!(!t.contains("c-volume-gone"));
+        assert!(!t.contains("c-backup"));
+        a.backup_backend = Some(ProjectedBackend::default());
+        assert!(target_deployments("c", &a).contains("c-backup"));
+    }
+}
