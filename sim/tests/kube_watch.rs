@@ -251,6 +251,8 @@ async fn reflector_store_converges() {
 struct Ctx {
     client: kube::Client,
     reconciles: Mutex<BTreeMap<String, usize>>,
+    /// Set by a reconcile that found the child carrying the label the test adds to it.
+    saw_touched_child: Mutex<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -269,13 +271,16 @@ async fn reconcile(parent: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, Reco
     let child = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": format!("{}-child", parent.name_any()), "ownerReferences": [owner]},
         "stringData": {"from": parent.name_any()}});
-    secrets
+    let child = secrets
         .patch(
             &format!("{}-child", parent.name_any()),
             &PatchParams::apply("test-controller").force(),
             &Patch::Apply(&child),
         )
         .await?;
+    if child.labels().get("touched").map(String::as_str) == Some("yes") {
+        *ctx.saw_touched_child.lock().unwrap() = true;
+    }
     Ok(Action::await_change())
 }
 
@@ -292,6 +297,7 @@ async fn controller_is_woken_by_its_owned_child() {
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         reconciles: Mutex::new(BTreeMap::new()),
+        saw_touched_child: Mutex::new(false),
     });
     let controller = Controller::new(
         parents.clone(),
@@ -326,8 +332,7 @@ async fn controller_is_woken_by_its_owned_child() {
     let refs = child.owner_references().to_vec();
     assert_eq!(refs[0].name, "parent");
     assert_eq!(child.data.unwrap()["from"].0, b"parent");
-    // let the reconciles caused by creating the child settle, then change only the child
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // change only the child: the parent is reconciled again (and sees the changed child)
     let before = count(&ctx);
     secrets
         .patch(
@@ -337,7 +342,10 @@ async fn controller_is_woken_by_its_owned_child() {
         )
         .await
         .unwrap();
-    eventually("woken by the child", || count(&ctx) > before).await;
+    eventually("woken by the child", || {
+        count(&ctx) > before && *ctx.saw_touched_child.lock().unwrap()
+    })
+    .await;
     // the owner's uid in the child is the parent's
     let parent = parents.get("parent").await.unwrap();
     assert_eq!(Some(refs[0].uid.clone()), parent.meta().uid.clone());
