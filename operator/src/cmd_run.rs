@@ -297,14 +297,15 @@ async fn serve_on(
 }
 
 /// `/readyz`: the controllers' stores have synced.
-fn readiness(ctx: &Arc<OperatorContext>) -> Readiness {
+pub fn readiness(ctx: &Arc<OperatorContext>) -> Readiness {
     let ctx = Arc::clone(ctx);
     Readiness::new(move || {
         (!ctx.is_ready()).then(|| "the controllers have not synced yet".to_string())
     })
 }
 
-fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
+/// The admin views' sources: the context's coordinator, device locks and pipelines directory.
+pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
     let for_pipelines = Arc::clone(ctx);
     let pipelines: PipelinesSource = Arc::new(move || {
         let ctx = Arc::clone(&for_pipelines);
