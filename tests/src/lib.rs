@@ -243,6 +243,23 @@ pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Con
     conditions.iter().find(|c| c.type_ == type_)
 }
 
+/// Checks the aggregate: Ready is True exactly when all fourteen sub-conditions are True
+/// (whichever steps exist yet), and ExtraConfigHealthy never decides it. Returns Ready.
+pub fn assert_ready_consistent(conditions: &[Condition]) -> Condition {
+    let ready = condition(conditions, "Ready").cloned().expect("a Ready condition");
+    let all_true = cinder_operator::conditions::SUB_CONDITIONS
+        .iter()
+        .all(|t| condition(conditions, t).is_some_and(|c| c.status == "True"));
+    assert_eq!(ready.status == "True", all_true, "{ready:?}");
+    if all_true {
+        assert_eq!(ready.reason, "AllReady");
+    } else {
+        assert_eq!(ready.reason, "NotAllReady");
+        assert!(!ready.message.contains("ExtraConfigHealthy"), "{}", ready.message);
+    }
+    ready
+}
+
 /// The current conditions of Cinder `name`.
 pub async fn cinder_conditions(client: &Client, name: &str) -> Vec<Condition> {
     let api: Api<Cinder> = Api::namespaced(client.clone(), NS);
