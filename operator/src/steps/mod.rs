@@ -8,12 +8,15 @@
 
 pub mod backends;
 pub mod backup_backend;
+pub mod backup_service;
 pub mod capability;
 pub mod children;
 pub mod config;
 pub mod credentials;
 pub mod database;
 pub mod db_connection_secret;
+pub mod db_purge;
+pub mod deployment;
 pub mod digest;
 pub mod health_check;
 pub mod hpa;
@@ -21,8 +24,11 @@ pub mod http_route;
 pub mod network_policy;
 pub mod probe_cache;
 pub mod projection;
+pub mod scheduler;
 pub mod secrets;
 pub mod transport_url_secret;
+pub mod volume_services;
+pub mod workloads;
 pub mod vpa;
 
 use crate::pipeline::{PipelineTable, Step, TableError};
@@ -52,6 +58,11 @@ pub fn steps(env: StepEnv) -> Vec<Arc<dyn Step>> {
         Arc::new(backup_backend::BackupBackendStep::new(env.clone())),
         Arc::new(config::ConfigStep::new(env.clone())),
         Arc::new(database::DatabaseStep::new(env.clone())),
+        Arc::new(scheduler::SchedulerStep::new(env.clone())),
+        Arc::new(volume_services::VolumeServicesStep::new(env.clone())),
+        Arc::new(backup_service::BackupServiceStep::new(env.clone())),
+        Arc::new(deployment::DeploymentStep::new(env.clone())),
+        Arc::new(db_purge::DbPurgeStep::new(env.clone())),
         Arc::new(http_route::HttpRouteStep::new(env.clone())),
         Arc::new(health_check::HealthCheckStep::new(
             env.clone(),

@@ -1,0 +1,146 @@
+//! The BackupService step: ensures the `{name}-backup` Deployment when a backup target is
+//! projected, or deletes it when none is (BackupServiceReady=True / BackupNotConfigured). The
+//! backup service reads source volumes itself, so it mounts every NFS volume backend's export
+//! and projects every RBD volume backend's keyring besides the backup target's Secret. It
+//! requeues every 10 s until its rollout converged (WaitingForBackupService).
+
+use super::StepEnv;
+use super::workloads::{
+    ExtraVolume, WorkloadSpec, attached_backends, delete_deployment, desired_deployment,
+    ensure_converged, pod_annotations,
+};
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::BackendType;
+use crate::names::{self, Component};
+use crate::pipeline::{Step, StepContext, StepReport};
+use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::BTreeMap;
+
+/// The BackupService step.
+pub struct BackupServiceStep {
+    env: StepEnv,
+}
+
+impl BackupServiceStep {
+    pub fn new(env: StepEnv) -> Self {
+        BackupServiceStep { env }
+    }
+}
+
+fn waiting(message: impl Into<String>) -> Cond {
+    Cond::false_(
+        kind::BACKUP_SERVICE_READY,
+        reason::WAITING_FOR_BACKUP_SERVICE,
+        message,
+    )
+}
+
+async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let name = ctx.name().to_string();
+    let ns = ctx.namespace().to_string();
+    let deployment_name = names::backup_deployment(&name);
+    let Some(target) = ctx.artefacts.backup_backend.clone() else {
+        if let Err(e) = delete_deployment(&env.client, &ns, &deployment_name).await {
+            return ctx.fail(
+                waiting(format!("kubernetes API error: {e}")),
+                format!("deleting Deployment {deployment_name}: {e}"),
+            );
+        }
+        return ctx.proceed(Cond::true_(
+            kind::BACKUP_SERVICE_READY,
+            reason::BACKUP_NOT_CONFIGURED,
+            "no backup target is projected",
+        ));
+    };
+    let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
+        return ctx.requeue(
+            waiting("waiting for the rendered config"),
+            REQUEUE_DEPLOYMENT_POLLING,
+        );
+    };
+    let specs = match attached_backends(&env.client, &ns, &name).await {
+        Ok(s) => s,
+        Err(e) => {
+            return ctx.fail(
+                waiting(format!("kubernetes API error: {e}")),
+                format!("listing CinderBackends: {e}"),
+            );
+        }
+    };
+    let mut extra_volumes = vec![ExtraVolume::secret(
+        "backup-target",
+        &target.secret_name,
+        BACKUP_MOUNT_DIR.to_string(),
+    )];
+    for b in ctx.artefacts.backends.iter().filter(|b| !b.deleting) {
+        match b.backend_type {
+            Some(BackendType::Rbd) => extra_volumes.push(ExtraVolume::secret(
+                &format!("backend-{}", b.name),
+                &b.secret_name,
+                backend_mount_dir(&b.name),
+            )),
+            Some(BackendType::Nfs) => {
+                if let Some(nfs) = specs.get(&b.name).and_then(|s| s.spec.nfs.as_ref()) {
+                    extra_volumes.push(ExtraVolume::nfs(&format!("nfs-{}", b.name), &b.name, nfs));
+                }
+            }
+            None => {}
+        }
+    }
+    let spec = WorkloadSpec {
+        component: Component::Backup,
+        name: deployment_name.clone(),
+        replicas: 1,
+        recreate: false,
+        command: vec![
+            "cinder-backup".to_string(),
+            "--config-dir".to_string(),
+            BACKUP_MOUNT_DIR.to_string(),
+        ],
+        extra_env: Vec::new(),
+        extra_volumes,
+        extra_labels: Vec::new(),
+        object_annotations: BTreeMap::new(),
+        pod_annotations: pod_annotations(
+            Component::Backup,
+            &ctx.artefacts,
+            ctx.status.installed_release.as_deref(),
+        ),
+        config_map,
+        container_port: None,
+    };
+    let desired = desired_deployment(&ctx.cinder, &spec);
+    match ensure_converged(&env.client, &desired).await {
+        Err(e) => ctx.fail(
+            waiting(format!("kubernetes API error: {e}")),
+            format!("writing Deployment {deployment_name}: {e}"),
+        ),
+        Ok(false) => ctx.requeue(
+            waiting(format!("Deployment {deployment_name} is rolling out")),
+            REQUEUE_DEPLOYMENT_POLLING,
+        ),
+        Ok(true) => ctx.proceed(Cond::true_(
+            kind::BACKUP_SERVICE_READY,
+            reason::BACKUP_SERVICE_READY,
+            format!(
+                "Deployment {deployment_name} is ready (backup target {})",
+                target.name
+            ),
+        )),
+    }
+}
+
+impl Step for BackupServiceStep {
+    fn name(&self) -> &'static str {
+        "BackupService"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::BACKUP_SERVICE_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.clone(), ctx).boxed()
+    }
+}

@@ -1,0 +1,325 @@
+//! The DBPurge step: projects the `{name}-db-purge` CronJob (`cinder-manage db purge
+//! <retentionDays>`, ConcurrencyPolicy Forbid, activeDeadlineSeconds 3600 on the Job template,
+//! schedule and suspend from `spec.dbPurge`) on every pass, and reports DBPurgeReady from the
+//! newest terminal Job the CronJob spawned (the Jobs carrying the Cinder's common labels and the
+//! db-purge component): DBPurgeScheduled, DBPurgeJobFailed with a Warning event, or
+//! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
+
+use super::StepEnv;
+use super::children::{child_meta, selector};
+use super::database::jobs::{CONNECTION_ENV, observe};
+use super::workloads::{JobReporting, SPEC_HASH_ANNOTATION, hash_of, spec_hash};
+use crate::conditions::{Cond, event_reason, kind, reason};
+use crate::crd::Cinder;
+use crate::metrics::{JobKind, JobResult};
+use crate::names::{self, Component};
+use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::planning::config::CONFIG_DIR;
+use crate::planning::connection_urls::DB_CONNECTION_KEY;
+use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
+use crate::planning::job::{JobState, JobSummary};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec,
+    SecretKeySelector, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Client, Resource};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The DBPurge step.
+pub struct DbPurgeStep {
+    env: StepEnv,
+    reporting: JobReporting,
+}
+
+impl DbPurgeStep {
+    pub fn new(env: StepEnv) -> Self {
+        let reporting = JobReporting::new(env.client.clone(), JobKind::DbPurge);
+        DbPurgeStep { env, reporting }
+    }
+}
+
+/// The desired CronJob of `cinder` mounting `config_map`, with its spec-hash annotation.
+pub fn desired_cron_job(
+    cinder: &Cinder,
+    effective: &EffectiveDbPurge,
+    config_map: &str,
+) -> CronJob {
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let labels = names::component_labels(&name, Component::DbPurge);
+    let container = Container {
+        name: "db-purge".to_string(),
+        image: Some(cinder.spec.image.reference()),
+        command: Some(effective.command.clone()),
+        env: Some(vec![EnvVar {
+            name: CONNECTION_ENV.to_string(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: names::db_connection_secret(&name),
+                    key: DB_CONNECTION_KEY.to_string(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "config".to_string(),
+            mount_path: CONFIG_DIR.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let spec = CronJobSpec {
+        schedule: effective.schedule.clone(),
+        suspend: Some(effective.suspend),
+        concurrency_policy: Some(effective.concurrency_policy.to_string()),
+        job_template: JobTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels.clone()),
+                ..Default::default()
+            }),
+            spec: Some(JobSpec {
+                active_deadline_seconds: Some(effective.active_deadline_seconds),
+                backoff_limit: Some(0),
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(labels),
+                        ..Default::default()
+                    }),
+                    spec: Some(PodSpec {
+                        restart_policy: Some("Never".to_string()),
+                        containers: vec![container],
+                        volumes: Some(vec![Volume {
+                            name: "config".to_string(),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: config_map.to_string(),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            }),
+        },
+        ..Default::default()
+    };
+    let mut metadata = child_meta(
+        cinder,
+        &names::db_purge_cronjob(&name),
+        &[(names::LABEL_COMPONENT, Component::DbPurge.as_str())],
+    );
+    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash_of(&spec))].into());
+    CronJob {
+        metadata,
+        spec,
+        ..Default::default()
+    }
+}
+
+async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube::Error> {
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
+    match api.get_opt(&name).await? {
+        None => match api.create(&PostParams::default(), desired).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        },
+        Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
+        Some(existing) => {
+            let mut replacement = desired.clone();
+            replacement.metadata.resource_version = existing.metadata.resource_version;
+            // Keep what the CronJob controller recorded.
+            replacement.status = existing.status;
+            match api
+                .replace(&name, &PostParams::default(), &replacement)
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// The purge Jobs of Cinder `cinder` (common labels and the db-purge component).
+async fn purge_jobs(client: &Client, ns: &str, cinder: &str) -> Result<Vec<Job>, kube::Error> {
+    let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    let sel = selector(
+        cinder,
+        &[(names::LABEL_COMPONENT, Component::DbPurge.as_str())],
+    );
+    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+}
+
+fn summary(job: &Job) -> (JobSummary, Duration) {
+    let observed = observe(job);
+    let status = job.status.as_ref();
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(0);
+    let finished = status
+        .and_then(|s| s.completion_time.as_ref())
+        .map(|t| t.0.as_second())
+        .or_else(|| {
+            status.and_then(|s| s.conditions.as_ref()).and_then(|cs| {
+                cs.iter()
+                    .filter(|c| {
+                        c.status == "True" && (c.type_ == "Failed" || c.type_ == "Complete")
+                    })
+                    .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0.as_second()))
+                    .max()
+            })
+        })
+        .filter(|_| observed.state.is_terminal());
+    (
+        JobSummary {
+            name: observed.name,
+            uid: observed.uid,
+            state: observed.state,
+            created,
+            finished,
+        },
+        observed.duration.unwrap_or_default(),
+    )
+}
+
+async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+    let name = ctx.name().to_string();
+    let ns = ctx.namespace().to_string();
+    let effective = effective_db_purge(&ctx.cinder.spec.db_purge);
+    let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
+        // The Database step before this one already waits for the config; nothing to report.
+        return ctx.report(
+            Vec::new(),
+            Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING),
+        );
+    };
+    let api_error = |e: &kube::Error| {
+        Cond::false_(
+            kind::DB_PURGE_READY,
+            reason::DB_PURGE_JOB_FAILED,
+            format!("kubernetes API error: {e}"),
+        )
+    };
+    let desired = desired_cron_job(&ctx.cinder, &effective, &config_map);
+    if let Err(e) = ensure_cron_job(&env.client, &desired).await {
+        let c = api_error(&e);
+        return ctx.fail(
+            c,
+            format!("writing CronJob {}: {e}", names::db_purge_cronjob(&name)),
+        );
+    }
+    let jobs = match purge_jobs(&env.client, &ns, &name).await {
+        Ok(j) => j,
+        Err(e) => {
+            let c = api_error(&e);
+            return ctx.fail(c, format!("listing purge Jobs: {e}"));
+        }
+    };
+    let mut durations = HashMap::new();
+    let summaries: Vec<JobSummary> = jobs
+        .iter()
+        .map(|j| {
+            let (s, d) = summary(j);
+            durations.insert(s.uid.clone(), d);
+            s
+        })
+        .collect();
+    for s in summaries
+        .iter()
+        .filter(|s| s.state.is_terminal() && !s.uid.is_empty())
+    {
+        let result = if s.state == JobState::Succeeded {
+            JobResult::Succeeded
+        } else {
+            JobResult::Failed
+        };
+        let duration = durations.get(&s.uid).copied().unwrap_or_default();
+        reporting.observe_once(&s.uid, &ns, &name, result, duration);
+    }
+    let condition = db_purge_condition(&effective, &summaries);
+    if !condition.status
+        && let Some(newest) = crate::planning::db_purge::newest_terminal(&summaries)
+        && reporting.first_time(&format!("event/{}", newest.uid))
+    {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: event_reason::DB_PURGE_JOB_FAILED.to_string(),
+            note: Some(format!("purge Job {} failed", newest.name)),
+            action: "Purge".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = reporting
+            .recorder
+            .publish(&event, &ctx.cinder.object_ref(&()))
+            .await
+        {
+            tracing::warn!(cinder = %name, error = %e, "publishing DBPurgeJobFailed failed");
+        }
+    }
+    ctx.proceed(condition)
+}
+
+impl Step for DbPurgeStep {
+    fn name(&self) -> &'static str {
+        "DBPurge"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::DB_PURGE_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::cinder::DbPurgeSpec;
+
+    #[test]
+    fn cron_job_runs_the_purge_with_forbid_and_the_deadline() {
+        let c: Cinder = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "Cinder",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
+                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
+                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
+                "keystoneEndpoint": "https://k:5000/v3"}
+        }))
+        .unwrap();
+        let e = effective_db_purge(&DbPurgeSpec::default());
+        let cj = desired_cron_job(&c, &e, "c-config-1");
+        assert_eq!(cj.metadata.name.as_deref(), Some("c-db-purge"));
+        let spec = cj.spec;
+        assert_eq!(spec.schedule, "1 0 * * *");
+        assert_eq!(spec.concurrency_policy.as_deref(), Some("Forbid"));
+        let job = spec.job_template.spec.unwrap();
+        assert_eq!(job.active_deadline_seconds, Some(3600));
+        let labels = spec.job_template.metadata.unwrap().labels.unwrap();
+        assert_eq!(labels[names::LABEL_COMPONENT], "db-purge");
+        let container = &job.template.spec.unwrap().containers[0];
+        assert_eq!(
+            container.command.as_ref().unwrap().join(" "),
+            "cinder-manage db purge 30"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! The Deployment step: ensures the API Deployment (`{name}-api`), its Service (port 8776) and
+//! its PodDisruptionBudget (minAvailable 1), and stamps `status.endpoint`
+//! (`http://{svc}.{ns}.svc:8776`); DeploymentReady / WaitingForDeployment, requeueing every 10 s
+//! until the rollout converged. Mid-upgrade it flips RollingUpdate → Contracting once the API has
+//! converged too (the scheduler, volume and backup steps before it only continue once theirs
+//! have), with a 1 s requeue (RequeueNextPass).
+
+use super::StepEnv;
+use super::children::child_meta;
+use super::workloads::{
+    SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of,
+    pod_annotations, spec_hash,
+};
+use crate::conditions::{Cond, kind, reason};
+use crate::names::{self, Component};
+use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::planning::upgrade::rollout_converged;
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+/// The Deployment step.
+pub struct DeploymentStep {
+    env: StepEnv,
+}
+
+impl DeploymentStep {
+    pub fn new(env: StepEnv) -> Self {
+        DeploymentStep { env }
+    }
+}
+
+fn waiting(message: impl Into<String>) -> Cond {
+    Cond::false_(
+        kind::DEPLOYMENT_READY,
+        reason::WAITING_FOR_DEPLOYMENT,
+        message,
+    )
+}
+
+/// The API Service: port 8776 to the API pods.
+pub fn desired_service(cinder: &crate::crd::Cinder) -> Service {
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let spec = ServiceSpec {
+        selector: Some(names::component_labels(&name, Component::Api)),
+        ports: Some(vec![ServicePort {
+            name: Some("api".to_string()),
+            port: names::API_PORT,
+            target_port: Some(IntOrString::Int(names::API_PORT)),
+            protocol: Some("TCP".to_string()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let mut metadata = child_meta(
+        cinder,
+        &names::api_service(&name),
+        &[(names::LABEL_COMPONENT, Component::Api.as_str())],
+    );
+    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash_of(&spec))].into());
+    Service {
+        metadata,
+        spec: Some(spec),
+        ..Default::default()
+    }
+}
+
+/// The API PodDisruptionBudget: minAvailable 1.
+pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let spec = PodDisruptionBudgetSpec {
+        min_available: Some(IntOrString::Int(1)),
+        selector: Some(LabelSelector {
+            match_labels: Some(names::component_labels(&name, Component::Api)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut metadata = child_meta(
+        cinder,
+        &names::api_pdb(&name),
+        &[(names::LABEL_COMPONENT, Component::Api.as_str())],
+    );
+    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash_of(&spec))].into());
+    PodDisruptionBudget {
+        metadata,
+        spec: Some(spec),
+        ..Default::default()
+    }
+}
+
+/// Creates `desired` or merge-patches its spec and annotations when the spec hash differs
+/// (a patch keeps the fields the API server allocated, such as a Service's clusterIP).
+pub async fn ensure_patched<K>(client: &Client, desired: &K) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let meta = desired.meta();
+    let ns = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    match api.get_opt(&name).await? {
+        None => match api.create(&PostParams::default(), desired).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        },
+        Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
+        Some(_) => {
+            let body = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
+            let patch = serde_json::json!({
+                "metadata": {"annotations": body.pointer("/metadata/annotations"),
+                             "labels": body.pointer("/metadata/labels")},
+                "spec": body.get("spec"),
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let name = ctx.name().to_string();
+    let ns = ctx.namespace().to_string();
+    let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
+        return ctx.requeue(
+            waiting("waiting for the rendered config"),
+            REQUEUE_DEPLOYMENT_POLLING,
+        );
+    };
+    let cinder = ctx.cinder.clone();
+    let deployment_name = names::api_deployment(&name);
+    let spec = WorkloadSpec {
+        component: Component::Api,
+        name: deployment_name.clone(),
+        replicas: cinder.spec.api.replicas,
+        recreate: false,
+        command: vec!["cinder-api".to_string()],
+        extra_env: Vec::new(),
+        extra_volumes: Vec::new(),
+        extra_labels: Vec::new(),
+        object_annotations: BTreeMap::new(),
+        pod_annotations: pod_annotations(Component::Api, &ctx.artefacts, None),
+        config_map,
+        container_port: Some(names::API_PORT),
+    };
+    let desired = desired_deployment(&cinder, &spec);
+    let converged = match ensure_converged(&env.client, &desired).await {
+        Ok(c) => c,
+        Err(e) => {
+            return ctx.fail(
+                waiting(format!("kubernetes API error: {e}")),
+                format!("writing Deployment {deployment_name}: {e}"),
+            );
+        }
+    };
+    if let Err(e) = ensure_patched(&env.client, &desired_service(&cinder)).await {
+        return ctx.fail(
+            waiting(format!("kubernetes API error: {e}")),
+            format!("writing Service {}: {e}", names::api_service(&name)),
+        );
+    }
+    if let Err(e) = ensure_patched(&env.client, &desired_pdb(&cinder)).await {
+        return ctx.fail(
+            waiting(format!("kubernetes API error: {e}")),
+            format!("writing PodDisruptionBudget {}: {e}", names::api_pdb(&name)),
+        );
+    }
+    let mut ctx = ctx;
+    ctx.status.endpoint = Some(names::api_endpoint(&name, &ns));
+    if !converged {
+        return ctx.requeue(
+            waiting(format!("Deployment {deployment_name} is rolling out")),
+            REQUEUE_DEPLOYMENT_POLLING,
+        );
+    }
+    let ready = Cond::true_(
+        kind::DEPLOYMENT_READY,
+        reason::DEPLOYMENT_READY,
+        format!("Deployment {deployment_name} is ready"),
+    );
+    // The workload steps before this one only continue once their rollouts converged.
+    if let Some((phase, after)) = rollout_converged(ctx.status.upgrade_phase, true) {
+        ctx.status.upgrade_phase = Some(phase);
+        return ctx.report(vec![ready], Outcome::RequeueAfter(after));
+    }
+    ctx.proceed(ready)
+}
+
+impl Step for DeploymentStep {
+    fn name(&self) -> &'static str {
+        "Deployment"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::DEPLOYMENT_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.clone(), ctx).boxed()
+    }
+}

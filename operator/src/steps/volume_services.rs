@@ -1,0 +1,320 @@
+//! The VolumeServices step: one `{name}-volume-{backend}` Deployment per projected backend
+//! (replicas 1, strategy Recreate, host `<cinder>@<backend>`, the backend's projection Secret
+//! mounted — the RBD keyring with it — and, for NFS, the export as an nfs volume), reported in
+//! `status.volumeServices`. Creating, replacing or deleting one backend's Deployment happens
+//! under that backend's device lock (Default priority; DeviceBusy requeues after its
+//! retry_after); Deployments of departed backends are deleted; deleted backends are detached
+//! one per pass ([`detach`]). AllVolumeServicesReady / NoBackends / WaitingForVolumeServices /
+//! ServiceRemoveJobFailed; requeues every 10 s until every rollout converged.
+
+pub mod detach;
+
+use super::StepEnv;
+use super::children::selector;
+use super::workloads::{
+    DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
+    backend_volumes, converged, delete_deployment, desired_deployment, ensure_deployment,
+    needs_write, pod_annotations,
+};
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::{CinderBackend, VolumeServiceStatus};
+use crate::metrics::JobKind;
+use crate::names::{self, Component};
+use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use cinder_lease::Priority;
+use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::EnvVar;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The VolumeServices step.
+pub struct VolumeServicesStep {
+    env: StepEnv,
+    reporting: JobReporting,
+}
+
+impl VolumeServicesStep {
+    pub fn new(env: StepEnv) -> Self {
+        let reporting = JobReporting::new(env.client.clone(), JobKind::ServiceRemove);
+        VolumeServicesStep { env, reporting }
+    }
+}
+
+fn waiting(message: impl Into<String>) -> Cond {
+    Cond::false_(
+        kind::VOLUME_SERVICES_READY,
+        reason::WAITING_FOR_VOLUME_SERVICES,
+        message,
+    )
+}
+
+/// What applying one backend's change came to.
+enum Applied {
+    Done,
+    Busy(Duration),
+}
+
+/// Runs `write` (a create/replace/delete of one backend's Deployment) under the backend's
+/// device lock together with its volume service.
+async fn under_backend_lock<F, Fut>(
+    client: &Client,
+    ns: &str,
+    device: &str,
+    service: &str,
+    write: F,
+) -> Result<Applied, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    let locks =
+        super::database::services::thread_device_locks(client, ns).map_err(|e| e.to_string())?;
+    match lock_backend(&locks, device, service, Priority::Default).await? {
+        Locked::Busy(after) => Ok(Applied::Busy(after)),
+        Locked::Guard(guard) => {
+            let result = write().await;
+            (*guard).release().await;
+            result.map(|()| Applied::Done).map_err(|e| e.to_string())
+        }
+    }
+}
+
+async fn volume_deployments(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+) -> Result<Vec<Deployment>, kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let sel = selector(
+        cinder,
+        &[(names::LABEL_COMPONENT, Component::Volume.as_str())],
+    );
+    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+}
+
+fn backend_label(d: &Deployment) -> Option<&str> {
+    d.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::LABEL_BACKEND))
+        .map(String::as_str)
+}
+
+async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+    let name = ctx.name().to_string();
+    let ns = ctx.namespace().to_string();
+    let cinder = ctx.cinder.clone();
+    let client = env.client.clone();
+    let fail = |ctx: StepContext, what: String| {
+        let c = waiting(format!("error: {what}"));
+        ctx.fail(c, what)
+    };
+    let specs: BTreeMap<String, CinderBackend> = match attached_backends(&client, &ns, &name).await
+    {
+        Ok(s) => s,
+        Err(e) => return fail(ctx, format!("listing CinderBackends: {e}")),
+    };
+    let existing = match volume_deployments(&client, &ns, &name).await {
+        Ok(d) => d,
+        Err(e) => return fail(ctx, format!("listing volume Deployments: {e}")),
+    };
+    let config_map = ctx.artefacts.config_map_name.clone();
+    let active: Vec<_> = ctx
+        .artefacts
+        .backends
+        .iter()
+        .filter(|b| !b.deleting)
+        .cloned()
+        .collect();
+
+    // Desired volume services of the backends that stay.
+    let mut services = Vec::new();
+    let mut pending = Vec::new();
+    if let Some(config_map) = config_map.as_deref() {
+        for b in &active {
+            let spec_obj = specs.get(&b.name);
+            let host = names::volume_service_host(&name, &b.name);
+            let device = spec_obj.map(backend_device).unwrap_or_default();
+            let deployment_name = names::volume_deployment(&name, &b.name);
+            let spec = WorkloadSpec {
+                component: Component::Volume,
+                name: deployment_name.clone(),
+                replicas: 1,
+                recreate: true,
+                command: vec![
+                    "cinder-volume".to_string(),
+                    "--config-dir".to_string(),
+                    crate::planning::backend_projection::backend_mount_dir(&b.name),
+                ],
+                extra_env: vec![EnvVar {
+                    name: ENV_HOST.to_string(),
+                    value: Some(name.clone()),
+                    ..Default::default()
+                }],
+                extra_volumes: backend_volumes(b, spec_obj),
+                extra_labels: vec![(names::LABEL_BACKEND.to_string(), b.name.clone())],
+                object_annotations: [
+                    (DEVICE_ANNOTATION.to_string(), device.clone()),
+                    (HOST_ANNOTATION.to_string(), host.clone()),
+                ]
+                .into(),
+                pod_annotations: pod_annotations(
+                    Component::Volume,
+                    &ctx.artefacts,
+                    ctx.status.installed_release.as_deref(),
+                ),
+                config_map: config_map.to_string(),
+                container_port: None,
+            };
+            let desired = desired_deployment(&cinder, &spec);
+            let current = existing
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(deployment_name.as_str()));
+            if needs_write(current, &desired) {
+                let c = client.clone();
+                let applied = under_backend_lock(
+                    &client,
+                    &ns,
+                    &device,
+                    &service_id(&ns, &name, &b.name),
+                    || async move { ensure_deployment(&c, &desired).await.map(|_| ()) },
+                )
+                .await;
+                match applied {
+                    Ok(Applied::Done) => pending.push(deployment_name.clone()),
+                    Ok(Applied::Busy(after)) => {
+                        return ctx.requeue(
+                            waiting(format!("the device of backend {} is busy", b.name)),
+                            after,
+                        );
+                    }
+                    Err(e) => {
+                        return fail(ctx, format!("writing Deployment {deployment_name}: {e}"));
+                    }
+                }
+            } else if !current.is_some_and(converged) {
+                pending.push(deployment_name.clone());
+            }
+            services.push(VolumeServiceStatus {
+                backend: b.name.clone(),
+                host,
+            });
+        }
+    }
+
+    // Deployments of backends that left (a backend being detached is the detach's business).
+    for d in &existing {
+        let Some(backend) = backend_label(d) else {
+            continue;
+        };
+        let stays = active.iter().any(|b| b.name == backend);
+        let detaching = specs
+            .get(backend)
+            .is_some_and(|b| b.metadata.deletion_timestamp.is_some());
+        if stays || detaching || d.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let dname = d.metadata.name.clone().unwrap_or_default();
+        let device = d
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEVICE_ANNOTATION))
+            .cloned()
+            .unwrap_or_else(|| format!("backend:{backend}"));
+        let (c, n, nm) = (client.clone(), ns.clone(), dname.clone());
+        let applied = under_backend_lock(
+            &client,
+            &ns,
+            &device,
+            &service_id(&ns, &name, backend),
+            || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
+        )
+        .await;
+        match applied {
+            Ok(Applied::Done) => {}
+            Ok(Applied::Busy(after)) => {
+                return ctx.requeue(
+                    waiting(format!("the device of departed backend {backend} is busy")),
+                    after,
+                );
+            }
+            Err(e) => return fail(ctx, format!("deleting Deployment {dname}: {e}")),
+        }
+    }
+
+    let mut ctx = ctx;
+    ctx.status.volume_services = services;
+
+    // The detach of deleted backends, one per pass.
+    let backends: Vec<CinderBackend> = specs.into_values().collect();
+    match detach_pass(
+        &client,
+        &reporting,
+        &cinder,
+        &backends,
+        config_map.as_deref(),
+    )
+    .await
+    {
+        Err(e) => return fail(ctx, format!("detach: {e}")),
+        Ok(DetachOutcome::Busy { backend, after }) => {
+            return ctx.requeue(
+                waiting(format!("detaching backend {backend}: a device is busy")),
+                after,
+            );
+        }
+        Ok(DetachOutcome::Worked { plan }) => {
+            let condition = plan
+                .condition
+                .clone()
+                .unwrap_or_else(|| waiting(format!("detaching backend {}", plan.backend)));
+            return ctx.report(vec![condition], Outcome::RequeueAfter(plan.requeue));
+        }
+        Ok(DetachOutcome::Idle) => {}
+    }
+
+    if config_map.is_none() && !active.is_empty() {
+        return ctx.requeue(
+            waiting("waiting for the rendered config"),
+            REQUEUE_DEPLOYMENT_POLLING,
+        );
+    }
+    if active.is_empty() {
+        return ctx.proceed(Cond::true_(
+            kind::VOLUME_SERVICES_READY,
+            reason::NO_BACKENDS,
+            "no backend is projected",
+        ));
+    }
+    if !pending.is_empty() {
+        return ctx.requeue(
+            waiting(format!("rolling out: {}", pending.join(", "))),
+            REQUEUE_DEPLOYMENT_POLLING,
+        );
+    }
+    let count = active.len();
+    ctx.proceed(Cond::true_(
+        kind::VOLUME_SERVICES_READY,
+        reason::ALL_VOLUME_SERVICES_READY,
+        format!("{count} volume service(s) ready"),
+    ))
+}
+
+impl Step for VolumeServicesStep {
+    fn name(&self) -> &'static str {
+        "VolumeServices"
+    }
+    fn condition_type(&self) -> &'static str {
+        kind::VOLUME_SERVICES_READY
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
+    }
+}

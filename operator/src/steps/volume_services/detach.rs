@@ -1,0 +1,469 @@
+//! The detach sequence of the VolumeServices step (seed 001, "Volume services and the detach
+//! sequence"): observes the first deleted CinderBackend (name order) that still holds
+//! `cinder.openstack.c5c3.io/service-remove`, plans the pass with
+//! [`crate::planning::detach::plan_detach`] and applies it as ONE transaction of the lock
+//! coordinator — the backend's device lock together with the backend's volume-service entry
+//! (`UpsertBackend` of `<ns>/<cinder>@<backend>`): 1. delete the volume Deployment and return;
+//! 2. once it is gone, launch `{name}-{backend}-service-remove` under the database's device lock
+//! (Default priority) after checking no database Job of the Cinder is active; 3. sweep the
+//! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
+//! feed the service_remove metrics once per (backend, Job UID).
+
+use super::super::children::{child_meta, selector};
+use super::super::database::jobs::{
+    CONFIG_DIR, active_database_jobs, database_device, failed_exit_code, read_job,
+};
+use super::super::database::services::thread_device_locks;
+use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
+use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
+use crate::conditions::event_reason;
+use crate::controller::finalizer;
+use crate::crd::{Cinder, CinderBackend};
+use crate::metrics::JobResult;
+use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
+use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_detach};
+use crate::planning::job::JobState;
+use cinder_actors::query::{query, upsert_backend};
+use cinder_lease::devices::DatabaseJob;
+use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, EnvVar, PodSpec, PodTemplateSpec, Secret, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Client, Resource, ResourceExt};
+use std::time::Duration;
+
+/// The wrapper of `cinder-manage service remove`: exit code 2 (nothing left to remove) counts as
+/// removed.
+pub fn service_remove_command(host: &str) -> Vec<String> {
+    vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        format!(
+            "cinder-manage service remove cinder-volume '{host}'; rc=$?; if [ \"$rc\" -eq 2 ]; then exit 0; fi; exit \"$rc\""
+        ),
+    ]
+}
+
+/// The service-remove Job of `backend`, with the volume service's environment and config.
+pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> Job {
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let host = names::volume_service_host(&name, backend);
+    let mut env = workload_env(cinder, Component::Volume);
+    env.push(EnvVar {
+        name: ENV_HOST.to_string(),
+        value: Some(name.clone()),
+        ..Default::default()
+    });
+    let mut labels = names::component_labels(&name, Component::ServiceRemove);
+    labels.insert(names::LABEL_BACKEND.to_string(), backend.to_string());
+    let container = Container {
+        name: "service-remove".to_string(),
+        image: Some(cinder.spec.image.reference()),
+        command: Some(service_remove_command(&host)),
+        env: Some(env),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "config".to_string(),
+            mount_path: CONFIG_DIR.to_string(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    Job {
+        metadata: child_meta(
+            cinder,
+            &names::service_remove_job(&name, backend),
+            &[
+                (names::LABEL_COMPONENT, Component::ServiceRemove.as_str()),
+                (names::LABEL_BACKEND, backend),
+            ],
+        ),
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".to_string()),
+                    containers: vec![container],
+                    volumes: Some(vec![Volume {
+                        name: "config".to_string(),
+                        config_map: Some(ConfigMapVolumeSource {
+                            name: config_map.to_string(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The storage device (lock id) of a backend.
+pub fn backend_device(b: &CinderBackend) -> String {
+    if let Some(rbd) = &b.spec.rbd {
+        return cinder_lease::devices::rbd_cluster(&rbd.monitors);
+    }
+    if let Some(nfs) = &b.spec.nfs {
+        return cinder_lease::devices::nfs_server(&nfs.server);
+    }
+    format!("backend:{}", b.name_any())
+}
+
+/// The coordinator id of the volume service of `backend` (`<ns>/<cinder>@<backend>`).
+pub fn service_id(namespace: &str, cinder: &str, backend: &str) -> String {
+    format!(
+        "{namespace}/{}",
+        names::volume_service_host(cinder, backend)
+    )
+}
+
+/// What taking a backend's lock came to.
+pub enum Locked {
+    Guard(Box<cinder_lease::DeviceGuard>),
+    /// Another replica holds the device: retry after this.
+    Busy(Duration),
+}
+
+/// Takes `device` together with the volume service `service` (one coordinator transaction).
+pub async fn lock_backend(
+    locks: &DeviceLocks,
+    device: &str,
+    service: &str,
+    priority: Priority,
+) -> Result<Locked, String> {
+    match locks
+        .lock_with_queries(
+            device,
+            priority,
+            vec![query([upsert_backend(service, "", "")])],
+        )
+        .await
+    {
+        Ok(g) => Ok(Locked::Guard(Box::new(g))),
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => Ok(Locked::Busy(retry_after)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// What one detach pass came to.
+pub enum DetachOutcome {
+    /// No deleted backend holds the finalizer.
+    Idle,
+    /// A pass ran: report `condition` (when stuck) and requeue after `requeue`.
+    Worked { plan: DetachPlan },
+    /// A lock was busy: retry after this.
+    Busy { backend: String, after: Duration },
+}
+
+/// Why a detach pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DetachError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("device lock: {0}")]
+    Lock(String),
+}
+
+async fn backend_secrets(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+    backend: &str,
+) -> Result<Vec<String>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let sel = selector(
+        cinder,
+        &[
+            (names::LABEL_BACKEND, backend),
+            (PROJECTION_LABEL, PROJECTION_VOLUME),
+        ],
+    );
+    Ok(api
+        .list_metadata(&ListParams::default().labels(&sel))
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .filter_map(|s| s.metadata.name)
+        .collect())
+}
+
+async fn observe_backend(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+    backend: &str,
+) -> Result<(DetachingBackend, Option<Duration>), kube::Error> {
+    let deployment_exists = super::super::workloads::read_deployment(
+        client,
+        ns,
+        &names::volume_deployment(cinder, backend),
+    )
+    .await?
+    .is_some();
+    let job_name = names::service_remove_job(cinder, backend);
+    let (job, job_uid, duration) = match read_job(client, ns, &job_name).await? {
+        None => (JobState::Absent, None, None),
+        Some(o) => {
+            let state = match o.state {
+                JobState::Failed { .. } => JobState::Failed {
+                    exit_code: failed_exit_code(client, ns, &o.uid).await,
+                },
+                s => s,
+            };
+            (state, Some(o.uid), o.duration)
+        }
+    };
+    let secrets = backend_secrets(client, ns, cinder, backend).await?;
+    Ok((
+        DetachingBackend {
+            name: backend.to_string(),
+            has_finalizer: true,
+            deployment_exists,
+            job,
+            job_uid,
+            secrets,
+        },
+        duration,
+    ))
+}
+
+/// Runs one detach pass for the first (name order) deleted backend of `cinder` still holding
+/// the finalizer. `config_map` is the config the service-remove Job mounts.
+pub async fn detach_pass(
+    client: &Client,
+    reporting: &JobReporting,
+    cinder: &Cinder,
+    backends: &[CinderBackend],
+    config_map: Option<&str>,
+) -> Result<DetachOutcome, DetachError> {
+    let ns = cinder.metadata.namespace.clone().unwrap_or_default();
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let Some(backend) = backends
+        .iter()
+        .filter(|b| {
+            b.metadata.deletion_timestamp.is_some() && finalizer::has(*b, SERVICE_REMOVE_FINALIZER)
+        })
+        .min_by_key(|b| b.name_any())
+    else {
+        return Ok(DetachOutcome::Idle);
+    };
+    let bname = backend.name_any();
+    let locks = thread_device_locks(client, &ns).map_err(|e| DetachError::Lock(e.to_string()))?;
+    let guard = match lock_backend(
+        &locks,
+        &backend_device(backend),
+        &service_id(&ns, &name, &bname),
+        Priority::Default,
+    )
+    .await
+    .map_err(DetachError::Lock)?
+    {
+        Locked::Guard(g) => *g,
+        Locked::Busy(after) => {
+            return Ok(DetachOutcome::Busy {
+                backend: bname,
+                after,
+            });
+        }
+    };
+    let result = apply(client, reporting, &locks, cinder, backend, config_map).await;
+    guard.release().await;
+    result
+}
+
+async fn apply(
+    client: &Client,
+    reporting: &JobReporting,
+    locks: &DeviceLocks,
+    cinder: &Cinder,
+    backend: &CinderBackend,
+    config_map: Option<&str>,
+) -> Result<DetachOutcome, DetachError> {
+    let ns = cinder.metadata.namespace.clone().unwrap_or_default();
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let bname = backend.name_any();
+    let (observed, duration) = observe_backend(client, &ns, &name, &bname).await?;
+    let Some(plan) = plan_detach(&name, std::slice::from_ref(&observed)) else {
+        return Ok(DetachOutcome::Idle);
+    };
+    for action in &plan.actions {
+        match action {
+            DetachAction::DeleteDeployment { name: d } => {
+                super::super::workloads::delete_deployment(client, &ns, d).await?;
+            }
+            DetachAction::CreateServiceRemoveJob { .. } => {
+                let Some(config_map) = config_map else {
+                    continue;
+                };
+                let job = service_remove_job(cinder, &bname, config_map);
+                if let Some(after) = launch_under_database_lock(client, locks, cinder, &job).await?
+                {
+                    return Ok(DetachOutcome::Busy {
+                        backend: bname,
+                        after,
+                    });
+                }
+            }
+            DetachAction::DeleteSecrets { names: secrets } => {
+                let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+                for s in secrets {
+                    match api.delete(s, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(e)) if e.code == 404 => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            DetachAction::ReleaseFinalizer { .. } => {
+                let api: Api<CinderBackend> = Api::namespaced(client.clone(), &ns);
+                finalizer::remove(&api, backend, SERVICE_REMOVE_FINALIZER).await?;
+            }
+            DetachAction::EmitServiceRemoved { backend: b } => {
+                let event = Event {
+                    type_: EventType::Normal,
+                    reason: event_reason::SERVICE_REMOVED.to_string(),
+                    note: Some(format!(
+                        "volume service {} removed from the service registry; backend {b} detached",
+                        names::volume_service_host(&name, b)
+                    )),
+                    action: "Detach".to_string(),
+                    secondary: None,
+                };
+                if let Err(e) = reporting
+                    .recorder
+                    .publish(&event, &cinder.object_ref(&()))
+                    .await
+                {
+                    tracing::warn!(cinder = %name, backend = %b, error = %e, "publishing ServiceRemoved failed");
+                }
+            }
+            DetachAction::RecordServiceRemove {
+                backend: b,
+                job_uid,
+                succeeded,
+            } => {
+                let result = if *succeeded {
+                    JobResult::Succeeded
+                } else {
+                    JobResult::Failed
+                };
+                reporting.observe_once(
+                    &format!("{b}/{job_uid}"),
+                    &ns,
+                    &name,
+                    result,
+                    duration.unwrap_or_default(),
+                );
+            }
+        }
+    }
+    Ok(DetachOutcome::Worked { plan })
+}
+
+/// Creates `job` under the database's device lock (Default priority) unless another database
+/// Job of the Cinder is active; returns a retry delay when the lock or the database is busy.
+async fn launch_under_database_lock(
+    client: &Client,
+    locks: &DeviceLocks,
+    cinder: &Cinder,
+    job: &Job,
+) -> Result<Option<Duration>, DetachError> {
+    let ns = cinder.metadata.namespace.clone().unwrap_or_default();
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let device = database_device(cinder);
+    let guard = match locks
+        .lock(&device, DatabaseJob::ServiceRemove.priority())
+        .await
+    {
+        Ok(g) => g,
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Some(retry_after)),
+        Err(e) => return Err(DetachError::Lock(e.to_string())),
+    };
+    let result = async {
+        let active = active_database_jobs(client, &ns, &name).await?;
+        if !active.is_empty() {
+            return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
+        }
+        let api: Api<Job> = Api::namespaced(client.clone(), &ns);
+        match api.create(&PostParams::default(), job).await {
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(e) => Err(DetachError::from(e)),
+        }
+    }
+    .await;
+    guard.release().await;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wrapper_tolerates_exit_2_only() {
+        for (code, expect) in [(0, 0), (2, 0), (1, 1), (3, 3)] {
+            let dir = std::env::temp_dir().join(format!("cinder-sr-{}-{code}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let bin = dir.join("cinder-manage");
+            std::fs::write(&bin, format!("#!/bin/sh\nexit {code}\n")).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let cmd = service_remove_command("c@a");
+            let path = format!(
+                "{}:{}",
+                dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let status = std::process::Command::new(&cmd[0])
+                .args(&cmd[1..])
+                .env("PATH", path)
+                .status()
+                .unwrap();
+            assert_eq!(status.code(), Some(expect), "exit {code}");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_job_is_a_service_remove_of_the_backend_host() {
+        let c: Cinder = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "Cinder",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
+                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
+                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
+                "keystoneEndpoint": "https://k:5000/v3"}
+        }))
+        .unwrap();
+        let job = service_remove_job(&c, "a", "c-config-1");
+        assert_eq!(job.metadata.name.as_deref(), Some("c-a-service-remove"));
+        let labels = job.metadata.labels.clone().unwrap();
+        assert_eq!(labels[names::LABEL_COMPONENT], "service-remove");
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let script = pod.containers[0].command.as_ref().unwrap().join(" ");
+        assert!(script.contains("cinder-manage service remove cinder-volume 'c@a'"));
+        let env: Vec<_> = pod.containers[0]
+            .env
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| e.name.clone())
+            .collect();
+        assert!(env.contains(&"OS_DATABASE__CONNECTION".to_string()));
+        assert!(env.contains(&ENV_HOST.to_string()));
+    }
+}

@@ -1,0 +1,610 @@
+//! Shared Deployment building for the workload steps (Scheduler, VolumeServices, BackupService,
+//! Deployment): the pod template with the rotation annotations (`cinder.c5c3.io/authtoken-hash`
+//! on the API only; `db-connection-hash` and `transport-url-hash` on every workload;
+//! `installed-release` on scheduler, volume and backup), the config ConfigMap as the config
+//! directory, the environment from the derived Secrets, the spec-hash comparison that decides a
+//! replace, the rollout-convergence test, and deletion. A changed digest therefore rolls exactly
+//! the workloads that carry it.
+
+use super::children::child_meta;
+use crate::crd::{Cinder, CinderBackend, NfsSpec};
+use crate::names::{self, Component};
+use crate::pipeline::Artefacts;
+use crate::planning::config::{
+    CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL,
+};
+use crate::planning::connection_urls::{DB_CONNECTION_KEY, TRANSPORT_URL_KEY};
+use crate::planning::digest::sha256_hex;
+use crate::steps::secrets::SERVICE_USER_PASSWORD_KEY;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, NFSVolumeSource, PodSpec,
+    PodTemplateSpec, ProjectedVolumeSource, SecretKeySelector, SecretProjection, Volume,
+    VolumeMount, VolumeProjection,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::{Api, Client, ResourceExt};
+use std::collections::BTreeMap;
+
+/// Annotation on a workload object: sha256 of its desired spec (a different hash means replace).
+pub const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/spec-hash";
+/// Annotation on a volume Deployment: the storage device (lock id) its backend lives on, so a
+/// Deployment whose CinderBackend is already gone is still deleted under the right lock.
+pub const DEVICE_ANNOTATION: &str = "cinder.openstack.c5c3.io/device";
+/// Annotation on a volume Deployment: the service host `<cinder>@<backend>`.
+pub const HOST_ANNOTATION: &str = "cinder.openstack.c5c3.io/volume-host";
+/// The oslo.config environment variable carrying `[DEFAULT] host`.
+pub const ENV_HOST: &str = "OS_DEFAULT__HOST";
+/// Where a workload's NFS exports are mounted: `/var/lib/cinder/mnt/{backend}`.
+pub fn nfs_mount_dir(backend: &str) -> String {
+    format!("/var/lib/cinder/mnt/{backend}")
+}
+
+/// The rotation annotations a workload carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Carries {
+    pub authtoken: bool,
+    pub installed_release: bool,
+}
+
+impl Carries {
+    /// What `component` carries: the API authenticates tokens (authtoken) and rolls during the
+    /// upgrade by image; the RPC services carry the installed release (their RPC version pin).
+    pub fn of(component: Component) -> Carries {
+        match component {
+            Component::Api => Carries {
+                authtoken: true,
+                installed_release: false,
+            },
+            _ => Carries {
+                authtoken: false,
+                installed_release: true,
+            },
+        }
+    }
+}
+
+/// The pod-template annotations of `component` from the pass's artefacts.
+pub fn pod_annotations(
+    component: Component,
+    artefacts: &Artefacts,
+    installed_release: Option<&str>,
+) -> BTreeMap<String, String> {
+    let carries = Carries::of(component);
+    let mut out = BTreeMap::new();
+    let mut put = |k: &str, v: Option<&str>| {
+        if let Some(v) = v {
+            out.insert(k.to_string(), v.to_string());
+        }
+    };
+    if carries.authtoken {
+        put(
+            names::AUTHTOKEN_HASH_ANNOTATION,
+            artefacts.authtoken_hash.as_deref(),
+        );
+    }
+    put(
+        names::DB_CONNECTION_HASH_ANNOTATION,
+        artefacts.db_connection_hash.as_deref(),
+    );
+    put(
+        names::TRANSPORT_URL_HASH_ANNOTATION,
+        artefacts.transport_url_hash.as_deref(),
+    );
+    if carries.installed_release {
+        put(names::INSTALLED_RELEASE_ANNOTATION, installed_release);
+    }
+    out
+}
+
+fn secret_env(name: &str, secret: String, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret,
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The environment of `component`: the DSN and transport URL from the derived Secrets, and for
+/// the API the service-user password from its credential Secret.
+pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let mut env = vec![
+        secret_env(
+            ENV_DB_CONNECTION,
+            names::db_connection_secret(&name),
+            DB_CONNECTION_KEY,
+        ),
+        secret_env(
+            ENV_TRANSPORT_URL,
+            names::transport_url_secret(&name),
+            TRANSPORT_URL_KEY,
+        ),
+    ];
+    if Carries::of(component).authtoken {
+        let su = &cinder.spec.service_user.secret_ref;
+        env.push(secret_env(
+            ENV_AUTHTOKEN_PASSWORD,
+            su.name.clone(),
+            su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY),
+        ));
+    }
+    env
+}
+
+/// One extra volume of a workload and where it is mounted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtraVolume {
+    pub volume: Volume,
+    pub mount_path: String,
+}
+
+impl ExtraVolume {
+    /// A projection Secret mounted read-only at `mount_path`.
+    pub fn secret(volume_name: &str, secret: &str, mount_path: String) -> ExtraVolume {
+        ExtraVolume {
+            volume: Volume {
+                name: volume_name.to_string(),
+                projected: Some(ProjectedVolumeSource {
+                    sources: Some(vec![VolumeProjection {
+                        secret: Some(SecretProjection {
+                            name: secret.to_string(),
+                            optional: Some(false),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            mount_path,
+        }
+    }
+
+    /// An NFS export mounted at [`nfs_mount_dir`] of `backend`.
+    pub fn nfs(volume_name: &str, backend: &str, nfs: &NfsSpec) -> ExtraVolume {
+        ExtraVolume {
+            volume: Volume {
+                name: volume_name.to_string(),
+                nfs: Some(NFSVolumeSource {
+                    server: nfs.server.clone(),
+                    path: nfs.path.clone(),
+                    read_only: Some(false),
+                }),
+                ..Default::default()
+            },
+            mount_path: nfs_mount_dir(backend),
+        }
+    }
+}
+
+/// What differs between the workloads.
+#[derive(Clone, Debug)]
+pub struct WorkloadSpec {
+    pub component: Component,
+    pub name: String,
+    pub replicas: i32,
+    /// `Recreate` (single-writer volume services) instead of the default rolling update.
+    pub recreate: bool,
+    pub command: Vec<String>,
+    pub extra_env: Vec<EnvVar>,
+    pub extra_volumes: Vec<ExtraVolume>,
+    /// Extra labels on the Deployment and its pods (the backend of a volume service).
+    pub extra_labels: Vec<(String, String)>,
+    /// Extra annotations on the Deployment object (not the pods).
+    pub object_annotations: BTreeMap<String, String>,
+    pub pod_annotations: BTreeMap<String, String>,
+    pub config_map: String,
+    pub container_port: Option<i32>,
+}
+
+/// The desired Deployment of `spec` owned by `cinder`, with its spec-hash annotation.
+pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
+    let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
+    let mut labels = names::component_labels(&cinder_name, spec.component);
+    for (k, v) in &spec.extra_labels {
+        labels.insert(k.clone(), v.clone());
+    }
+    let mut volumes = vec![Volume {
+        name: "config".to_string(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: spec.config_map.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: "config".to_string(),
+        mount_path: CONFIG_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    }];
+    for extra in &spec.extra_volumes {
+        volumes.push(extra.volume.clone());
+        mounts.push(VolumeMount {
+            name: extra.volume.name.clone(),
+            mount_path: extra.mount_path.clone(),
+            read_only: Some(extra.volume.nfs.is_none()),
+            ..Default::default()
+        });
+    }
+    let mut env = workload_env(cinder, spec.component);
+    env.extend(spec.extra_env.iter().cloned());
+    let container = Container {
+        name: spec.component.as_str().to_string(),
+        image: Some(cinder.spec.image.reference()),
+        command: Some(spec.command.clone()),
+        env: Some(env),
+        volume_mounts: Some(mounts),
+        ports: spec.container_port.map(|p| {
+            vec![k8s_openapi::api::core::v1::ContainerPort {
+                container_port: p,
+                name: Some("api".to_string()),
+                ..Default::default()
+            }]
+        }),
+        ..Default::default()
+    };
+    let deployment_spec = DeploymentSpec {
+        replicas: Some(spec.replicas),
+        selector: LabelSelector {
+            match_labels: Some(labels.clone()),
+            ..Default::default()
+        },
+        strategy: spec.recreate.then(|| DeploymentStrategy {
+            type_: Some("Recreate".to_string()),
+            ..Default::default()
+        }),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels),
+                annotations: Some(spec.pod_annotations.clone()),
+                ..Default::default()
+            }),
+            spec: Some(PodSpec {
+                containers: vec![container],
+                volumes: Some(volumes),
+                ..Default::default()
+            }),
+        },
+        ..Default::default()
+    };
+    let extra: Vec<(&str, &str)> =
+        std::iter::once((names::LABEL_COMPONENT, spec.component.as_str()))
+            .chain(
+                spec.extra_labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+            .collect();
+    let mut metadata = child_meta(cinder, &spec.name, &extra);
+    let mut annotations = spec.object_annotations.clone();
+    annotations.insert(SPEC_HASH_ANNOTATION.to_string(), hash_of(&deployment_spec));
+    metadata.annotations = Some(annotations);
+    Deployment {
+        metadata,
+        spec: deployment_spec,
+        ..Default::default()
+    }
+}
+
+/// sha256 of the JSON form of `value` (empty when it cannot be serialised).
+pub fn hash_of<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value)
+        .map(|s| sha256_hex(s.as_bytes()))
+        .unwrap_or_default()
+}
+
+/// The spec hash an object carries.
+pub fn spec_hash(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+        .map(String::as_str)
+}
+
+/// Whether `existing` must be replaced by `desired` (absent, or another spec hash).
+pub fn needs_write(existing: Option<&Deployment>, desired: &Deployment) -> bool {
+    existing.is_none_or(|e| spec_hash(&e.metadata) != spec_hash(&desired.metadata))
+}
+
+/// Reads Deployment `name` (None: absent or being deleted).
+pub async fn read_deployment(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Deployment>, kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    api.get_opt(name).await
+}
+
+/// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
+/// whether anything was written.
+pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<bool, kube::Error> {
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let existing = api.get_opt(&name).await?;
+    if !needs_write(existing.as_ref(), desired) {
+        return Ok(false);
+    }
+    match existing {
+        None => match api.create(&PostParams::default(), desired).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        },
+        Some(e) => {
+            let mut replacement = desired.clone();
+            replacement.metadata.resource_version = e.metadata.resource_version;
+            match api
+                .replace(&name, &PostParams::default(), &replacement)
+                .await
+            {
+                Ok(_) => Ok(true),
+                // Changed concurrently: the next pass compares again.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Deletes Deployment `name` (foreground is not needed: its pods follow); returns whether it
+/// existed.
+pub async fn delete_deployment(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the rollout of `d`'s current generation fully converged: observed, every replica
+/// updated, ready and available, and nothing left over.
+pub fn converged(d: &Deployment) -> bool {
+    let want = d.spec.replicas.unwrap_or(1);
+    let Some(status) = d.status.as_ref() else {
+        return false;
+    };
+    let generation = d.metadata.generation.unwrap_or(0);
+    status.observed_generation.unwrap_or(0) >= generation
+        && status.updated_replicas.unwrap_or(0) == want
+        && status.ready_replicas.unwrap_or(0) == want
+        && status.available_replicas.unwrap_or(0) == want
+        && status.replicas.unwrap_or(0) == want
+}
+
+/// Ensures `desired` and reports whether it is converged (a Deployment just written is not).
+pub async fn ensure_converged(client: &Client, desired: &Deployment) -> Result<bool, kube::Error> {
+    if ensure_deployment(client, desired).await? {
+        return Ok(false);
+    }
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    Ok(read_deployment(client, &ns, &name)
+        .await?
+        .is_some_and(|d| converged(&d)))
+}
+
+/// The CinderBackends of Cinder `cinder` in `namespace`, by name (including those being deleted).
+pub async fn attached_backends(
+    client: &Client,
+    namespace: &str,
+    cinder: &str,
+) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
+    let api: Api<CinderBackend> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|b| b.spec.cinder_ref.name == cinder)
+        .map(|b| (b.name_any(), b))
+        .collect())
+}
+
+/// The volumes every volume backend contributes to a workload (its NFS export, or its RBD
+/// projection Secret with the keyring), named after the backend.
+pub fn backend_volumes(
+    backend: &crate::pipeline::ProjectedBackend,
+    spec: Option<&CinderBackend>,
+) -> Vec<ExtraVolume> {
+    let mut out = vec![ExtraVolume::secret(
+        &format!("backend-{}", backend.name),
+        &backend.secret_name,
+        crate::planning::backend_projection::backend_mount_dir(&backend.name),
+    )];
+    if let Some(nfs) = spec.and_then(|b| b.spec.nfs.as_ref())
+        && backend.backend_type == Some(crate::crd::BackendType::Nfs)
+    {
+        out.push(ExtraVolume::nfs(
+            &format!("nfs-{}", backend.name),
+            &backend.name,
+            nfs,
+        ));
+    }
+    out
+}
+
+/// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) share beyond
+/// the client: an event recorder, their metrics pair and the memory of which Job UIDs were
+/// already counted (metrics and events happen once per Job UID). Like the Database step's
+/// services, the pair is the step's own until the context's metrics travel in [`super::StepEnv`].
+#[derive(Clone)]
+pub struct JobReporting {
+    pub recorder: kube::runtime::events::Recorder,
+    pub metrics: crate::metrics::JobMetrics,
+    counted: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+impl JobReporting {
+    /// A recorder reporting as `cinder-operator` and the `kind` pair of a registry of its own.
+    pub fn new(client: Client, kind: crate::metrics::JobKind) -> Self {
+        let (_registry, metrics) = crate::metrics::Metrics::new_registry();
+        JobReporting {
+            recorder: kube::runtime::events::Recorder::new(
+                client,
+                kube::runtime::events::Reporter {
+                    controller: "cinder-operator".to_string(),
+                    instance: None,
+                },
+            ),
+            metrics: metrics.job(kind).clone(),
+            counted: std::sync::Arc::default(),
+        }
+    }
+
+    /// True the first time it is asked for `key` (a Job UID, or a backend/UID tuple).
+    pub fn first_time(&self, key: &str) -> bool {
+        self.counted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.to_string())
+    }
+
+    /// Feeds the pair once per `key`; returns whether it counted.
+    pub fn observe_once(
+        &self,
+        key: &str,
+        namespace: &str,
+        cinder: &str,
+        result: crate::metrics::JobResult,
+        duration: std::time::Duration,
+    ) -> bool {
+        let first = self.first_time(key);
+        if first {
+            self.metrics.observe(namespace, cinder, result, duration);
+        }
+        first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cinder() -> Cinder {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "Cinder",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
+                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
+                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
+                "keystoneEndpoint": "https://k:5000/v3"}
+        }))
+        .unwrap()
+    }
+
+    fn artefacts() -> Artefacts {
+        Artefacts {
+            authtoken_hash: Some("a1".into()),
+            db_connection_hash: Some("d1".into()),
+            transport_url_hash: Some("t1".into()),
+            ..Default::default()
+        }
+    }
+
+    fn spec(component: Component, artefacts: &Artefacts) -> WorkloadSpec {
+        WorkloadSpec {
+            component,
+            name: format!("c-{}", component.as_str()),
+            replicas: 1,
+            recreate: false,
+            command: vec!["x".into()],
+            extra_env: vec![],
+            extra_volumes: vec![],
+            extra_labels: vec![],
+            object_annotations: BTreeMap::new(),
+            pod_annotations: pod_annotations(component, artefacts, Some("2026.1")),
+            config_map: "c-config-1".into(),
+            container_port: None,
+        }
+    }
+
+    #[test]
+    fn authtoken_only_on_the_api_installed_release_only_on_rpc_services() {
+        let a = artefacts();
+        let api = pod_annotations(Component::Api, &a, Some("2026.1"));
+        assert_eq!(
+            api.get(names::AUTHTOKEN_HASH_ANNOTATION)
+                .map(String::as_str),
+            Some("a1")
+        );
+        assert!(!api.contains_key(names::INSTALLED_RELEASE_ANNOTATION));
+        for c in [Component::Scheduler, Component::Volume, Component::Backup] {
+            let p = pod_annotations(c, &a, Some("2026.1"));
+            assert!(!p.contains_key(names::AUTHTOKEN_HASH_ANNOTATION));
+            assert_eq!(p[names::INSTALLED_RELEASE_ANNOTATION], "2026.1");
+            assert_eq!(p[names::DB_CONNECTION_HASH_ANNOTATION], "d1");
+            assert_eq!(p[names::TRANSPORT_URL_HASH_ANNOTATION], "t1");
+        }
+    }
+
+    #[test]
+    fn a_rotated_password_changes_only_the_api_spec_hash() {
+        let c = cinder();
+        let before = artefacts();
+        let mut after = before.clone();
+        after.authtoken_hash = Some("a2".into());
+        for (component, changes) in [
+            (Component::Api, true),
+            (Component::Scheduler, false),
+            (Component::Volume, false),
+            (Component::Backup, false),
+        ] {
+            let old = desired_deployment(&c, &spec(component, &before));
+            let new = desired_deployment(&c, &spec(component, &after));
+            assert_eq!(needs_write(Some(&old), &new), changes, "{component:?}");
+        }
+    }
+
+    #[test]
+    fn api_env_carries_the_password_others_do_not() {
+        let c = cinder();
+        let names_of = |comp| {
+            workload_env(&c, comp)
+                .into_iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+        };
+        assert!(names_of(Component::Api).contains(&ENV_AUTHTOKEN_PASSWORD.to_string()));
+        assert!(!names_of(Component::Scheduler).contains(&ENV_AUTHTOKEN_PASSWORD.to_string()));
+        assert!(names_of(Component::Volume).contains(&ENV_DB_CONNECTION.to_string()));
+    }
+
+    #[test]
+    fn convergence_needs_every_replica_of_the_current_generation() {
+        let c = cinder();
+        let mut d = desired_deployment(&c, &spec(Component::Scheduler, &artefacts()));
+        assert!(!converged(&d));
+        d.metadata.generation = Some(2);
+        d.status = Some(
+            serde_json::from_value(serde_json::json!({"observedGeneration": 2, "replicas": 1,
+                "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}))
+            .unwrap(),
+        );
+        assert!(converged(&d));
+        d.metadata.generation = Some(3);
+        assert!(!converged(&d));
+    }
+}
