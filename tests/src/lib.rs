@@ -5,6 +5,7 @@
 //! capture of every tracing line the process emits (to prove no secret value is logged).
 
 pub mod database_helpers;
+pub mod group_helpers;
 pub mod deploy_helpers;
 
 use anyhow::Context as _;
