@@ -199,6 +199,14 @@ async fn finalizer_holds_an_object_until_removed() {
         ns.get_opt("doomed").await.unwrap().is_none()
     })
     .await;
+    let err = ns
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err:?}"
+    );
     assert!(c.store().get("", "configmaps", "doomed", "x").is_none());
     c.shutdown().await;
 }

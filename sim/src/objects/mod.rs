@@ -102,6 +102,9 @@ pub struct Deleted {
     pub gone: bool,
 }
 
+/// Namespaces that exist from the start and cannot be deleted (as on a real server).
+pub const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
 /// The API semantics engine (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Engine {
@@ -158,7 +161,7 @@ impl Engine {
             gc_wake: Arc::new(Notify::new()),
         };
         engine.store.transact(|txn| {
-            for ns in ["default", "kube-system", "kube-public"] {
+            for ns in PROTECTED_NAMESPACES {
                 let obj = json!({
                     "apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
@@ -647,6 +650,14 @@ impl Engine {
 
     /// DELETE one object.
     pub fn delete(&self, t: &Target, opts: &DeleteOptions) -> Result<Deleted, ApiError> {
+        if t.info.is(crate::CORE, "namespaces") && PROTECTED_NAMESPACES.contains(&t.name.as_str()) {
+            return Err(ApiError::forbidden(
+                "",
+                "namespaces",
+                &t.name,
+                "this namespace may not be deleted",
+            ));
+        }
         let out = self.store.transact(|txn| {
             let old = txn
                 .get(&t.key())
