@@ -1,0 +1,92 @@
+//! Helpers of the workload, detach and purge tests (included by those test files through
+//! `#[path]`): the Deployments, Services, PDBs and CronJobs the workload steps create, Job
+//! outcome rules for the purge runs, the service-remove finalizer of a backend, and the
+//! pod-template annotations that roll a workload.
+
+#![allow(dead_code)]
+
+use cinder_e2e::database_helpers::*;
+use cinder_e2e::*;
+use cinder_operator::crd::CinderBackend;
+use cinder_sim::EmbeddedCluster;
+use cinder_sim::controllers::config::{JobRule, PodOutcome};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use std::collections::BTreeMap;
+
+/// The service-remove finalizer of CinderBackends.
+pub const SERVICE_REMOVE_FINALIZER: &str = "cinder.openstack.c5c3.io/service-remove";
+
+/// A ready environment (store, credentials, MariaDB) and Cinder `name` with one NFS backend
+/// `backend`; waits until DatabaseReady is True.
+pub async fn cinder_with_nfs(
+    client: &Client,
+    name: &str,
+    backend: &str,
+    extra: serde_json::Value,
+) -> anyhow::Result<Credentials> {
+    let creds = database_environment(client, name).await?;
+    create_cinder(client, name, extra).await?;
+    create_nfs_backend(client, backend, name).await?;
+    wait_cinder_condition(client, name, "DatabaseReady", "True", "DatabaseSynced").await?;
+    Ok(creds)
+}
+
+/// Deployment `name` in [`NS`], if present.
+pub async fn deployment(client: &Client, name: &str) -> Option<Deployment> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    api.get_opt(name).await.ok().flatten()
+}
+
+/// The names of the Deployments in [`NS`], sorted.
+pub async fn deployment_names(client: &Client) -> Vec<String> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let mut names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The pod-template annotations of Deployment `name`.
+pub async fn template_annotations(client: &Client, name: &str) -> BTreeMap<String, String> {
+    deployment(client, name)
+        .await
+        .and_then(|d| d.spec.template.metadata)
+        .and_then(|m| m.annotations)
+        .unwrap_or_default()
+}
+
+/// Puts a Job rule first: purge Jobs (`<cinder>-db-purge-<n>`) end with `outcome`.
+pub fn purge_rule(cluster: &EmbeddedCluster, outcome: PodOutcome) -> anyhow::Result<()> {
+    let pattern = regex::Regex::new(r"-db-purge-[0-9]+$")?;
+    let controllers = cluster
+        .controllers()
+        .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?;
+    controllers.update_config(|c| c.jobs.rules.insert(0, JobRule::new(pattern, outcome)));
+    Ok(())
+}
+
+/// Whether CinderBackend `name` still exists and carries the service-remove finalizer.
+pub async fn backend_finalized(client: &Client, name: &str) -> Option<bool> {
+    let api: Api<CinderBackend> = Api::namespaced(client.clone(), NS);
+    let b = api.get_opt(name).await.ok().flatten()?;
+    Some(
+        b.metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == SERVICE_REMOVE_FINALIZER),
+    )
+}
+
+/// Rotates the service-user password of the fixture Secret `cinder-keystone`.
+pub async fn rotate_service_user_password(client: &Client, password: &str) -> anyhow::Result<()> {
+    put_secret(client, "cinder-keystone", &[("password", password)]).await
+}
