@@ -26,7 +26,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often `--embedded` looks at the samples.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 /// `--embedded` reports where it is stuck after this long without a change.
-const STUCK_AFTER: Duration = Duration::from_secs(20);
+const STUCK_AFTER: Duration = Duration::from_secs(60);
 
 /// Runs the subcommand.
 pub fn run(cli: &Cli) -> ExitCode {
@@ -248,6 +248,7 @@ async fn serve_on(
             embedded::tracked(samples),
             PROGRESS_INTERVAL,
             STUCK_AFTER,
+            unbuilt_steps(&client, args.namespace.clone()),
             |line| println!("{line}"),
         ))
     });
@@ -294,6 +295,18 @@ async fn serve_on(
     // The root write lock is held until here: no transaction starts after the drain.
     drop(drained);
     outcome
+}
+
+/// The seed-001 pipeline steps the product table of this build lacks (constructing the steps
+/// starts nothing).
+fn unbuilt_steps(client: &kube::Client, namespace: Option<String>) -> Vec<String> {
+    let env = crate::steps::StepEnv {
+        client: client.clone(),
+        watch_namespace: namespace,
+        probe_cache: Default::default(),
+    };
+    let names: Vec<&str> = crate::steps::steps(env).iter().map(|s| s.name()).collect();
+    embedded::unbuilt_steps(&names)
 }
 
 /// `/readyz`: the controllers' stores have synced.

@@ -1,5 +1,6 @@
 //! The `cinder-operator run` binary: `--embedded` with free ports starts, prints
-//! `export KUBECONFIG=`, the endpoint URLs and progress, serves them, and exits 0 on SIGTERM;
+//! `export KUBECONFIG=`, the endpoint URLs and progress until every sample is Ready, serves the
+//! endpoints, and exits 0 on SIGTERM;
 //! bad flags, bad or unreachable kubeconfigs and a busy port exit non-zero with one line on
 //! stderr.
 
@@ -83,7 +84,12 @@ struct Running {
 impl Running {
     /// Waits (up to 120 s) for a stdout line satisfying `f`.
     fn wait_line(&mut self, what: &str, f: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(120);
+        self.wait_line_for(Duration::from_secs(120), what, f)
+    }
+
+    /// Waits up to `limit` for a stdout line satisfying `f`.
+    fn wait_line_for(&mut self, limit: Duration, what: &str, f: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             match self.lines.recv_timeout(Duration::from_millis(200)) {
                 Ok(line) => {
@@ -194,6 +200,23 @@ async fn embedded_run_prints_kubeconfig_serves_and_exits_0_on_sigterm() {
     let page = get(admin, "/").await;
     assert_eq!(page.status, 200);
     assert_no_secret("the admin HTML view", &page.body, &sample_secret_values());
+
+    // The simulated cluster runs the database Jobs and rolls out the Deployments: every sample
+    // ends Ready (a generous bound: this waits on simulated controllers on a loaded machine).
+    run.wait_line_for(Duration::from_secs(300), "every sample Ready", |l| {
+        l.starts_with("every sample is Ready")
+    });
+    let cinder_line = run
+        .seen
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("Cinder openstack/cinder "))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        cinder_line.contains("Ready=True(AllReady)"),
+        "{cinder_line}"
+    );
 
     let pid = run.child.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
