@@ -1,7 +1,8 @@
 //! The operator run in-process against the embedded cluster bootstrapped like `run --embedded`
 //! (CRDs + deploy/samples): the samples progress, /metrics carries the pipeline families with
-//! their labels (an injected API failure produces a labelled error series), the admin views
-//! show the sample backends, and no value of any sample Secret appears in any admin view.
+//! their labels (an injected API failure produces a labelled error series), /readyz turns 200
+//! once the controllers synced, the admin views show the sample backends, and no value of any
+//! sample Secret appears in any admin view.
 
 mod endpoints_support;
 
@@ -136,6 +137,12 @@ impl Running {
 async fn operator_on_the_embedded_cluster_serves_metrics_and_views_without_secrets() {
     let r = start().await;
     let (cluster, client, endpoints) = (&r.cluster, &r.client, &r.endpoints);
+    let probes = endpoints.probes_addr;
+    eventually(
+        "/readyz answers 200 once the controllers synced",
+        || async { get(probes, "/readyz").await.status == 200 },
+    )
+    .await;
     let metrics_addr = endpoints.metrics_addr;
     eventually("step durations with sub_reconciler labels", || async {
         let text = get(metrics_addr, "/metrics").await.body;
@@ -203,7 +210,6 @@ async fn operator_on_the_embedded_cluster_serves_metrics_and_views_without_secre
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the satellites lock the backend actor without storing a value, so the actor retires after each status write (satellites/status.rs write_through_actor, controllers helper); enable once they commit the backend's value"]
 async fn admin_actors_list_the_sample_backends() {
     let r = start().await;
     let admin = r.endpoints.admin_addr;
