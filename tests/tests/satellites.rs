@@ -88,6 +88,23 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
     )
     .await
     .unwrap();
+    // The satellite's backend actor holds its summary (what /actors shows), never a secret.
+    let value = eventually("the backend actor holds the child", || async {
+        h.ctx
+            .coordinator
+            .peek("backend", &format!("CinderBackend/{NS}/child"))
+            .filter(|v| v["conditions"]["Ready"]["status"] == "True")
+    })
+    .await
+    .unwrap();
+    assert_eq!(value["cinder"], "parent");
+    assert_eq!(value["type"], "NFS");
+    assert!(
+        h.ctx
+            .coordinator
+            .peek("backend", &format!("CinderBackend/{NS}/orphan"))
+            .is_none()
+    );
 
     // The parent leaving: the backend waits for it again, then deleting it releases the finalizer.
     let cinders: Api<Cinder> = h.api();

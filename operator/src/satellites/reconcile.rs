@@ -6,8 +6,12 @@
 //! Secrets show this satellite) and Ready, written only when changed through the backend actor.
 
 use super::kind::SatelliteKind;
-use super::status::{Credentials, actor_id, conditions_for, next_status, write_through_actor};
+use super::status::{
+    Credentials, actor_id, actor_value, conditions_for, forget_actor, next_status,
+    write_through_actor,
+};
 use crate::conditions::event_reason;
+use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
 use crate::controller::{finalizer, status::FIELD_MANAGER, target_cluster};
 use crate::crd::Cinder;
@@ -80,6 +84,9 @@ async fn credentials<S: SatelliteKind>(
     )
 }
 
+/// Ready reason of a deleted CinderBackend while its parent detaches it.
+const DETACHING: &str = "Detaching";
+
 /// One reconcile of one satellite.
 pub async fn reconcile<S: SatelliteKind>(
     obj: Arc<S>,
@@ -109,10 +116,27 @@ pub async fn reconcile<S: SatelliteKind>(
                 if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
                     tracing::warn!(backend = %name, error = %e, "publishing ServiceRemoveSkipped failed");
                 }
+                forget_actor(&ctx.op.coordinator, &actor_id(S::KIND, &ns, &name))
+                    .await
+                    .map_err(|e| SatelliteError::Actor(e.to_string()))?;
                 finalizer::remove(&api, obj.as_ref(), f).await?;
                 return Ok(Action::await_change());
             }
-            // The detach (volume Deployment, service-remove Job) is a later issue.
+            // The parent's VolumeServices step runs the detach; this controller reports it.
+            let detaching = [Cond::false_(
+                kind::READY,
+                DETACHING,
+                format!(
+                    "Cinder {:?} is detaching this backend (volume service, service-remove Job)",
+                    obj.parent()
+                ),
+            )];
+            let status = next_status(obj.status(), &detaching, obj.meta().generation);
+            if obj.status() != Some(&status) {
+                let patch = serde_json::json!({ "status": status });
+                api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch))
+                    .await?;
+            }
             return Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()));
         }
         return Ok(Action::await_change());
@@ -143,16 +167,30 @@ pub async fn reconcile<S: SatelliteKind>(
     let conds = conditions_for(&creds, projected);
     let ready = conds.iter().all(|c| c.status);
     let status = next_status(obj.status(), &conds, obj.meta().generation);
-    if obj.status() != Some(&status) {
-        let id = actor_id(S::KIND, &ns, &name);
+    let id = actor_id(S::KIND, &ns, &name);
+    let in_actor = ctx.op.coordinator.peek("backend", &id).is_some();
+    let changed = obj.status() != Some(&status);
+    if changed || !in_actor {
         let patch = serde_json::json!({ "status": status });
-        write_through_actor(&ctx.op.coordinator, &id, async {
+        let value = actor_value(
+            S::KIND,
+            &ns,
+            &name,
+            obj.parent(),
+            obj.backend_type().as_str(),
+            &status,
+        );
+        write_through_actor(&ctx.op.coordinator, &id, value, async {
+            if !changed {
+                return Ok(());
+            }
             api.patch_status(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER),
                 &Patch::Merge(&patch),
             )
             .await
+            .map(|_| ())
         })
         .await
         .map_err(|e| SatelliteError::Actor(e.to_string()))?;

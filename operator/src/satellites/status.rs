@@ -6,7 +6,7 @@
 use crate::conditions::{self, Cond, kind, reason};
 use crate::crd::SatelliteStatus;
 use cinder_actors::CoordinatorHandle;
-use cinder_actors::query::{query, upsert_backend};
+use cinder_actors::query::{delete_backend, query, upsert_backend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// CredentialsReady=False while the parent Cinder does not exist (added by this issue).
@@ -108,10 +108,13 @@ pub fn actor_id(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind}/{namespace}/{name}")
 }
 
-/// Runs `write` while holding the UpsertBackend lock on the satellite's backend actor.
+/// Runs `write` while holding the UpsertBackend lock on the satellite's backend actor, then
+/// (when the write succeeded) commits `value` — the satellite's summary, never a secret — as the
+/// actor's value, so the actor stays and the admin `/actors` view shows it.
 pub async fn write_through_actor<F, T>(
     coordinator: &CoordinatorHandle,
     id: &str,
+    value: serde_json::Value,
     write: F,
 ) -> anyhow::Result<T>
 where
@@ -122,8 +125,67 @@ where
         .await
         .map_err(|e| anyhow::anyhow!("locking backend actor {id}: {e}"))?;
     let result = write.await;
+    let committed = match (
+        &result,
+        locked.results.first().and_then(|r| r.get("backend")),
+    ) {
+        (Ok(_), Some(backend)) => backend
+            .upsert(value)
+            .await
+            .map_err(|e| anyhow::anyhow!("committing backend actor {id}: {e}")),
+        _ => Ok(()),
+    };
     locked.unlock().await;
-    Ok(result?)
+    let out = result?;
+    committed?;
+    Ok(out)
+}
+
+/// Deletes the satellite's backend actor (the satellite is leaving).
+pub async fn forget_actor(coordinator: &CoordinatorHandle, id: &str) -> anyhow::Result<()> {
+    let locked = coordinator
+        .lock(vec![query([delete_backend(id)])])
+        .await
+        .map_err(|e| anyhow::anyhow!("locking backend actor {id}: {e}"))?;
+    let deleted = match locked.results.first().and_then(|r| r.get("backend")) {
+        Some(backend) if backend.read.is_some() => backend
+            .delete()
+            .await
+            .map_err(|e| anyhow::anyhow!("deleting backend actor {id}: {e}")),
+        _ => Ok(()),
+    };
+    locked.unlock().await;
+    deleted
+}
+
+/// The value a satellite's backend actor holds: what the satellite is and how it reports.
+pub fn actor_value(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    parent: &str,
+    backend_type: &str,
+    status: &SatelliteStatus,
+) -> serde_json::Value {
+    let conditions: serde_json::Map<String, serde_json::Value> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            (
+                c.type_.clone(),
+                serde_json::json!({"status": c.status, "reason": c.reason}),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "kind": kind,
+        "namespace": namespace,
+        "name": name,
+        "cinder": parent,
+        "type": backend_type,
+        "observedGeneration": status.observed_generation,
+        "conditions": conditions,
+    })
 }
 
 #[cfg(test)]
