@@ -218,6 +218,49 @@ async fn tables_for_built_ins() {
         ns["rows"][0]["cells"],
         json!(["default", "Active", ns["rows"][0]["cells"][2]])
     );
+    let ev = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.1"}, "type": "Normal", "reason": "Started",
+        "message": "hello", "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}});
+    assert_eq!(
+        raw(
+            &url,
+            "POST",
+            "/api/v1/namespaces/default/events",
+            &[("Content-Type", "application/json")],
+            &ev.to_string()
+        )
+        .await
+        .code,
+        201
+    );
+    let events = raw(
+        &url,
+        "GET",
+        "/api/v1/namespaces/default/events",
+        &[("Accept", accept)],
+        "",
+    )
+    .await
+    .json();
+    let cols: Vec<&str> = events["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        cols,
+        ["Last Seen", "Type", "Reason", "Object", "Message", "Name"]
+    );
+    assert_eq!(
+        events["rows"][0]["cells"].as_array().unwrap()[1..],
+        [
+            json!("Normal"),
+            json!("Started"),
+            json!("pod/p"),
+            json!("hello"),
+            json!("p.1")
+        ]
+    );
     c.shutdown().await;
 }
 

@@ -209,6 +209,30 @@ fn event_object(o: &Value) -> Value {
     json!(format!("{kind}/{name}"))
 }
 
+fn event_last_seen(o: &Value) -> Value {
+    let ts = [
+        "/lastTimestamp",
+        "/eventTime",
+        "/series/lastObservedTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .find_map(|p| {
+        o.pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    })
+    .unwrap_or_default();
+    age_of(ts)
+}
+
+fn event_message(o: &Value) -> Value {
+    match s(o, "/message") {
+        "" => json!(s(o, "/note")),
+        m => json!(m),
+    }
+}
+
 fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
     use Source::*;
     let mut cols = vec![col("Name", "string", Name)];
@@ -229,6 +253,19 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             cols.push(col("Age", "date", Age));
         }
         return cols;
+    }
+    if info.resource == "events" && (info.group.is_empty() || info.group == "events.k8s.io") {
+        // like kubectl: Last Seen first, the name only in wide output
+        let mut name = cols.remove(0);
+        name.priority = 1;
+        return vec![
+            col("Last Seen", "string", Computed(event_last_seen)),
+            col("Type", "string", Path(".type".into())),
+            col("Reason", "string", Path(".reason".into())),
+            col("Object", "string", Computed(event_object)),
+            col("Message", "string", Computed(event_message)),
+            name,
+        ];
     }
     let more: Vec<Column> = match (info.group.as_str(), info.resource.as_str()) {
         ("", "pods") => vec![
@@ -277,12 +314,6 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
         ("coordination.k8s.io", "leases") => {
             vec![col("Holder", "string", Path(".spec.holderIdentity".into()))]
         }
-        ("", "events") => vec![
-            col("Type", "string", Path(".type".into())),
-            col("Reason", "string", Path(".reason".into())),
-            col("Object", "string", Computed(event_object)),
-            col("Message", "string", Path(".message".into())),
-        ],
         ("apiextensions.k8s.io", "customresourcedefinitions") => vec![col(
             "Created At",
             "date",
