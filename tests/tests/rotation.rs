@@ -221,5 +221,38 @@ async fn backup_backends_project_one_and_refuse_two() {
         "{}",
         c.message
     );
+    // The second leaves: the first is projected again and the leaver's backend actor goes.
+    let backups: Api<CinderBackupBackend> = h.api();
+    let id = |n: &str| format!("CinderBackupBackend/{NS}/{n}");
+    eventually("both backup targets have actors", || async {
+        (h.ctx.coordinator.peek("backend", &id("target1")).is_some()
+            && h.ctx.coordinator.peek("backend", &id("target2")).is_some())
+        .then_some(())
+    })
+    .await
+    .unwrap();
+    backups
+        .delete("target2", &Default::default())
+        .await
+        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "bk",
+        "BackupBackendReady",
+        "True",
+        "BackupBackendProjected",
+    )
+    .await
+    .unwrap();
+    eventually("the leaver's actor is forgotten", || async {
+        h.ctx
+            .coordinator
+            .peek("backend", &id("target2"))
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(h.ctx.coordinator.peek("backend", &id("target1")).is_some());
     h.stop().await.unwrap();
 }

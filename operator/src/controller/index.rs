@@ -329,6 +329,11 @@ impl IndexHandle {
         self.rx.borrow().clone()
     }
 
+    /// A receiver that sees every published snapshot (for followers of the index).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<IndexSnapshot>> {
+        self.rx.clone()
+    }
+
     /// Waits until all three sources delivered their first complete list (or the actor stopped).
     pub async fn wait_synced(&self) -> bool {
         let mut rx = self.rx.clone();

@@ -265,10 +265,16 @@ pub async fn run_operator(
         }
     };
     let readiness = tokio::spawn(readiness);
+    let departed = tokio::spawn(crate::satellites::forget_departed(
+        index.clone(),
+        ctx.coordinator.clone(),
+        shutdown.clone(),
+    ));
 
     futures::join!(cinder_run, satellites.run());
     ctx.set_ready(false);
     readiness.abort();
+    let _ = departed.await;
     let _ = index_task.await;
     Ok(())
 }

@@ -156,3 +156,45 @@ impl SatelliteControllers {
 pub fn stop_signal(f: impl std::future::Future<Output = ()> + Send + 'static) -> StopSignal {
     f.boxed().shared()
 }
+
+/// The backend-actor ids of every satellite in `snapshot`.
+fn satellite_actor_ids(snapshot: &IndexSnapshot) -> std::collections::BTreeSet<String> {
+    let backends = snapshot
+        .backends
+        .keys()
+        .map(|(ns, n)| status::actor_id(<CinderBackend as SatelliteKind>::KIND, ns, n));
+    let backups = snapshot
+        .backup_backends
+        .keys()
+        .map(|(ns, n)| status::actor_id(<CinderBackupBackend as SatelliteKind>::KIND, ns, n));
+    backends.chain(backups).collect()
+}
+
+/// Follows the index and deletes the backend actor of every satellite that left the cluster
+/// (a CinderBackupBackend has no finalizer, so its reconcile never sees its own deletion).
+/// Returns when `shutdown` turns true.
+pub async fn forget_departed(
+    index: IndexHandle,
+    coordinator: cinder_actors::CoordinatorHandle,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut rx = index.subscribe();
+    let mut known = satellite_actor_ids(&rx.borrow_and_update());
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+        let now = satellite_actor_ids(&rx.borrow_and_update());
+        for gone in known.difference(&now) {
+            if let Err(e) = status::forget_actor(&coordinator, gone).await {
+                tracing::warn!(actor = %gone, error = %e, "forgetting a departed satellite's actor failed");
+            }
+        }
+        known = now;
+    }
+}
