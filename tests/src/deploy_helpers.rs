@@ -117,13 +117,11 @@ pub struct RbacRules {
 }
 
 fn binds_subject(subjects: Option<&serde_json::Value>, sa: &str, sa_ns: &str) -> bool {
-    subjects
-        .and_then(|s| s.as_array())
-        .is_some_and(|subjects| {
-            subjects.iter().any(|s| {
-                s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == sa_ns
-            })
-        })
+    subjects.and_then(|s| s.as_array()).is_some_and(|subjects| {
+        subjects
+            .iter()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == sa_ns)
+    })
 }
 
 impl RbacRules {
@@ -273,9 +271,11 @@ pub async fn client_with_user_agent(
     user_agent: &str,
 ) -> anyhow::Result<Client> {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&cluster.kubeconfig_yaml())?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await?;
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
     config.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_str(user_agent)?,
@@ -373,6 +373,49 @@ impl DeployedOperator {
         self.cluster.shutdown().await;
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+/// The operator's `/metrics` text with one sample in every family (a family without series
+/// shows nothing), so that every exported name appears: the operator's registry plus the
+/// device-lock families, as `cinder-operator run` registers them.
+pub fn every_metric_family_text() -> anyhow::Result<String> {
+    use cinder_lease::metrics::{LeaseVerb, PriorityLabel, PriorityLabels};
+    use cinder_operator::metrics::{JobKind, JobResult, KindLabels, LockLabels};
+    let (mut registry, metrics) = Metrics::new_registry();
+    let device = DeviceLockMetrics::default();
+    device.register(&mut registry);
+    metrics.observe_step("Config", Duration::from_millis(3));
+    metrics.count_step_error("Config", "ConfigReady");
+    for kind in [JobKind::DbSync, JobKind::DbPurge, JobKind::ServiceRemove] {
+        metrics
+            .job(kind)
+            .observe("ns", "c", JobResult::Failed, Duration::from_secs(1));
+    }
+    metrics
+        .mailbox_depth
+        .get_or_create(&KindLabels {
+            kind: "backend".into(),
+        })
+        .set(1);
+    metrics
+        .lock_wait_seconds
+        .get_or_create(&LockLabels {
+            kind: "backend".into(),
+            mode: "write".into(),
+        })
+        .observe(0.1);
+    device
+        .wait_seconds
+        .get_or_create(&PriorityLabels {
+            priority: PriorityLabel::High,
+        })
+        .observe(0.1);
+    device.count_call(LeaseVerb::Get);
+    device.holds.inc();
+    Ok(cinder_operator::metrics::encode_openmetrics(&registry)?)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,7 +612,10 @@ impl PrometheusProcess {
         let log = std::fs::File::create(dir.join("prometheus.log"))?;
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address={addr}"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

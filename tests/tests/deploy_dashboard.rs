@@ -2,39 +2,12 @@
 //! panel queries is one the operator exports (the names come from the operator's own registry,
 //! with a sample in every family so that histogram and counter series show their full names).
 
-use cinder_e2e::deploy_helpers::deploy_dir;
-use cinder_lease::DeviceLockMetrics;
-use cinder_lease::metrics::{LeaseVerb, PriorityLabel, PriorityLabels};
-use cinder_operator::metrics::{JobKind, JobResult, KindLabels, LockLabels, Metrics, encode_openmetrics};
+use cinder_e2e::deploy_helpers::{deploy_dir, every_metric_family_text};
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 /// Every sample name the operator's `/metrics` can show.
 fn exported_sample_names() -> BTreeSet<String> {
-    let (mut registry, metrics) = Metrics::new_registry();
-    let device = DeviceLockMetrics::default();
-    device.register(&mut registry);
-    metrics.observe_step("Config", Duration::from_millis(3));
-    metrics.count_step_error("Config", "ConfigReady");
-    for kind in [JobKind::DbSync, JobKind::DbPurge, JobKind::ServiceRemove] {
-        metrics
-            .job(kind)
-            .observe("ns", "c", JobResult::Failed, Duration::from_secs(1));
-    }
-    metrics
-        .mailbox_depth
-        .get_or_create(&KindLabels { kind: "backend".into() })
-        .set(1);
-    metrics
-        .lock_wait_seconds
-        .get_or_create(&LockLabels { kind: "backend".into(), mode: "write".into() })
-        .observe(0.1);
-    device
-        .wait_seconds
-        .get_or_create(&PriorityLabels { priority: PriorityLabel::High })
-        .observe(0.1);
-    device.count_call(LeaseVerb::Get);
-    let text = encode_openmetrics(&registry).unwrap();
+    let text = every_metric_family_text().unwrap();
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next())
@@ -82,7 +55,10 @@ fn the_dashboard_queries_only_exported_metrics() {
     }
     for expr in &all {
         let names: Vec<&str> = metric.find_iter(expr).map(|m| m.as_str()).collect();
-        assert!(!names.is_empty(), "a panel query names no operator metric: {expr}");
+        assert!(
+            !names.is_empty(),
+            "a panel query names no operator metric: {expr}"
+        );
         for name in names {
             assert!(
                 exported.contains(name),
@@ -93,7 +69,10 @@ fn the_dashboard_queries_only_exported_metrics() {
     }
     for query in &variable_queries {
         for name in metric.find_iter(query).map(|m| m.as_str()) {
-            assert!(exported.contains(name), "a variable queries {name}: {query}");
+            assert!(
+                exported.contains(name),
+                "a variable queries {name}: {query}"
+            );
         }
     }
     // Every panel with targets queries something.
@@ -121,9 +100,10 @@ fn the_dashboard_queries_only_exported_metrics() {
     }
     for q in ["0.5", "0.95", "0.99"] {
         assert!(
-            all.iter().any(|e| e.contains(&format!("histogram_quantile({q}"))
-                && e.contains("cinder_operator_reconcile_duration_seconds_bucket")
-                && e.contains("sub_reconciler")),
+            all.iter()
+                .any(|e| e.contains(&format!("histogram_quantile({q}"))
+                    && e.contains("cinder_operator_reconcile_duration_seconds_bucket")
+                    && e.contains("sub_reconciler")),
             "no p{q} of the reconcile duration per sub_reconciler"
         );
     }

@@ -36,7 +36,9 @@ fn service_monitor_crd() -> CustomResourceDefinition {
 async fn every_manifest_is_accepted_by_the_embedded_cluster() {
     let manifests = deploy_manifests().unwrap();
     assert!(!manifests.is_empty());
-    let cluster = EmbeddedCluster::start(ClusterConfig::default()).await.unwrap();
+    let cluster = EmbeddedCluster::start(ClusterConfig::default())
+        .await
+        .unwrap();
     let client = cluster.client().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &service_monitor_crd())
@@ -68,7 +70,10 @@ async fn every_manifest_is_accepted_by_the_embedded_cluster() {
         let api: Api<DynamicObject> = match caps.scope {
             Scope::Namespaced => {
                 let ns = m.object.metadata.namespace.as_deref();
-                assert!(ns.is_some(), "{what}: a namespaced object names its namespace");
+                assert!(
+                    ns.is_some(),
+                    "{what}: a namespaced object names its namespace"
+                );
                 Api::namespaced_with(client.clone(), ns.unwrap_or_default(), &resource)
             }
             Scope::Cluster => Api::all_with(client.clone(), &resource),
@@ -105,7 +110,10 @@ fn deploy_holds_every_kind_the_issue_lists() {
         "ServiceMonitor",
         "NetworkPolicy",
     ] {
-        assert!(!of_kind(&manifests, kind).is_empty(), "no {kind} in deploy/");
+        assert!(
+            !of_kind(&manifests, kind).is_empty(),
+            "no {kind} in deploy/"
+        );
     }
     let crds: Vec<String> = of_kind(&manifests, "CustomResourceDefinition")
         .iter()

@@ -45,9 +45,14 @@ fn the_rules_keep_the_issue_limits() {
         })
         .flat_map(|r| r.verbs.iter())
         .collect();
-    assert!(!leases.is_empty(), "no Lease rule in the operator's namespace");
     assert!(
-        rules.cluster_verbs("coordination.k8s.io", "leases").is_empty(),
+        !leases.is_empty(),
+        "no Lease rule in the operator's namespace"
+    );
+    assert!(
+        rules
+            .cluster_verbs("coordination.k8s.io", "leases")
+            .is_empty(),
         "Leases are granted cluster-wide"
     );
 }
@@ -60,7 +65,9 @@ async fn the_rules_cover_every_request_of_the_happy_path_and_a_detach() {
     create_cinder(&op.client, "rbac", serde_json::json!({}))
         .await
         .unwrap();
-    create_nfs_backend(&op.client, "nfs1", "rbac").await.unwrap();
+    create_nfs_backend(&op.client, "nfs1", "rbac")
+        .await
+        .unwrap();
     let happy = wait_cinder_condition(&op.client, "rbac", "Ready", "True", "AllReady").await;
 
     let backends: kube::Api<CinderBackend> = kube::Api::namespaced(op.client.clone(), NS);
@@ -77,7 +84,10 @@ async fn the_rules_cover_every_request_of_the_happy_path_and_a_detach() {
 
     let requests = op.operator_requests();
     op.stop().await.unwrap();
-    assert!(!requests.is_empty(), "no request carried the operator's user agent");
+    assert!(
+        !requests.is_empty(),
+        "no request carried the operator's user agent"
+    );
     let uncovered: BTreeSet<String> = requests
         .iter()
         .filter(|r| !rules.allows(r))

@@ -55,6 +55,14 @@ async fn prometheus_scrapes_the_reconcile_durations() {
         "promtool check metrics: {report}\n--- checked text:\n{text}"
     );
 
+    // Every family, with a sample in each (the live endpoint shows only families with series).
+    let all = openmetrics_to_text_format(&every_metric_family_text().unwrap());
+    let (ok, report) = promtool_check_metrics(&all).unwrap();
+    assert!(
+        ok && report.trim().is_empty(),
+        "promtool check metrics: {report}\n--- checked text:\n{all}"
+    );
+
     let prometheus = PrometheusProcess::start(&metrics_addr, "cinder-operator").unwrap();
     let deadline = Instant::now() + Duration::from_secs(90);
     let query = "sum(cinder_operator_reconcile_duration_seconds_count{job=\"cinder-operator\"})";
