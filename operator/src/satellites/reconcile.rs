@@ -134,8 +134,12 @@ pub async fn reconcile<S: SatelliteKind>(
             let status = next_status(obj.status(), &detaching, obj.meta().generation);
             if obj.status() != Some(&status) {
                 let patch = serde_json::json!({ "status": status });
-                api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch))
-                    .await?;
+                api.patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
             }
             return Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()));
         }
