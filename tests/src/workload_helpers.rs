@@ -90,3 +90,39 @@ pub async fn backend_finalized(client: &Client, name: &str) -> Option<bool> {
 pub async fn rotate_service_user_password(client: &Client, password: &str) -> anyhow::Result<()> {
     put_secret(client, "cinder-keystone", &[("password", password)]).await
 }
+
+/// Puts a Job rule first: the service-remove Jobs end with `outcome` after `delay`.
+pub fn service_remove_rule(
+    cluster: &EmbeddedCluster,
+    outcome: PodOutcome,
+    delay: std::time::Duration,
+) -> anyhow::Result<()> {
+    job_rule(cluster, "-service-remove", outcome, delay)
+}
+
+/// Makes CronJob `name` fire once.
+pub fn trigger(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<()> {
+    cluster
+        .controllers()
+        .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?
+        .trigger_cronjob(NS, name);
+    Ok(())
+}
+
+/// Deletes CinderBackend `name`.
+pub async fn delete_backend(client: &Client, name: &str) -> anyhow::Result<()> {
+    let api: Api<CinderBackend> = Api::namespaced(client.clone(), NS);
+    api.delete(name, &Default::default()).await?;
+    Ok(())
+}
+
+/// Waits until CinderBackend `name` is gone.
+pub async fn wait_backend_gone(client: &Client, name: &str) -> anyhow::Result<()> {
+    eventually(&format!("CinderBackend {name} gone"), || async {
+        backend_finalized(client, name)
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await
+}
