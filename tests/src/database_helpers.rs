@@ -7,8 +7,8 @@
 use crate::{Credentials, EVENTUALLY, NS, create_cluster_store, create_credentials, eventually};
 use cinder_operator::crd::{Cinder, CinderStatus, UpgradePhase};
 use cinder_sim::EmbeddedCluster;
-use cinder_sim::controllers::config::{JobRule, PodOutcome};
 use cinder_sim::controllers::JobRun;
+use cinder_sim::controllers::config::{JobRule, PodOutcome};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -23,7 +23,10 @@ pub fn mariadb_kind(kind: &str) -> ApiResource {
         "User" => "users",
         _ => "grants",
     };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("k8s.mariadb.com", "v1alpha1", kind), plural)
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("k8s.mariadb.com", "v1alpha1", kind),
+        plural,
+    )
 }
 
 /// Creates the MariaDB cluster `name` in [`NS`] (the simulator makes it Ready).
@@ -56,33 +59,53 @@ pub async fn mariadb_object(client: &Client, kind: &str, name: &str) -> Option<D
 
 /// Waits until the User `name` carries `maxUserConnections == cap`.
 pub async fn wait_user_cap(client: &Client, name: &str, cap: i64) -> anyhow::Result<()> {
-    let seen = eventually(&format!("User {name} with maxUserConnections {cap}"), || async {
-        let u = mariadb_object(client, "User", name).await?;
-        (u.data.pointer("/spec/maxUserConnections")?.as_i64()? == cap).then_some(())
-    })
+    let seen = eventually(
+        &format!("User {name} with maxUserConnections {cap}"),
+        || async {
+            let u = mariadb_object(client, "User", name).await?;
+            (u.data.pointer("/spec/maxUserConnections")?.as_i64()? == cap).then_some(())
+        },
+    )
     .await;
     if seen.is_err() {
         let u = mariadb_object(client, "User", name).await;
-        anyhow::bail!("User {name} never had maxUserConnections {cap}; it is {:?}", u.map(|u| u.data));
+        anyhow::bail!(
+            "User {name} never had maxUserConnections {cap}; it is {:?}",
+            u.map(|u| u.data)
+        );
     }
     Ok(())
 }
 
 /// Adds a Job rule to the simulated Job controller: Jobs whose name ends with `suffix` end with
 /// `outcome` after `delay`.
-pub fn job_rule(cluster: &EmbeddedCluster, suffix: &str, outcome: PodOutcome, delay: Duration) -> anyhow::Result<()> {
+pub fn job_rule(
+    cluster: &EmbeddedCluster,
+    suffix: &str,
+    outcome: PodOutcome,
+    delay: Duration,
+) -> anyhow::Result<()> {
     let pattern = regex::Regex::new(&format!("{}$", regex::escape(suffix)))?;
     let controllers = cluster
         .controllers()
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?;
-    controllers.update_config(|c| c.jobs.rules.insert(0, JobRule::new(pattern, outcome).with_delay(delay)));
+    controllers.update_config(|c| {
+        c.jobs
+            .rules
+            .insert(0, JobRule::new(pattern, outcome).with_delay(delay))
+    });
     Ok(())
 }
 
 /// The status of Cinder `name` (default when absent).
 pub async fn cinder_status(client: &Client, name: &str) -> CinderStatus {
     let api: Api<Cinder> = Api::namespaced(client.clone(), NS);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.status).unwrap_or_default()
+    api.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.status)
+        .unwrap_or_default()
 }
 
 /// Waits until the status of Cinder `name` satisfies `pred`; returns it.
@@ -104,7 +127,10 @@ pub async fn wait_status(
             s.installed_release,
             s.target_release,
             s.upgrade_phase,
-            s.conditions.iter().map(|c| format!("{}={}/{}: {}", c.type_, c.status, c.reason, c.message)).collect::<Vec<_>>()
+            s.conditions
+                .iter()
+                .map(|c| format!("{}={}/{}: {}", c.type_, c.status, c.reason, c.message))
+                .collect::<Vec<_>>()
         );
     }
     result
@@ -113,15 +139,20 @@ pub async fn wait_status(
 /// Sets spec.openStackRelease and the image tag of Cinder `name` in one patch.
 pub async fn set_release(client: &Client, name: &str, release: &str) -> anyhow::Result<()> {
     let api: Api<Cinder> = Api::namespaced(client.clone(), NS);
-    let patch = serde_json::json!({"spec": {"openStackRelease": release, "image": {"tag": release}}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let patch =
+        serde_json::json!({"spec": {"openStackRelease": release, "image": {"tag": release}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }
 
 /// Does what the Deployment step does once every workload converged mid-upgrade: flips
 /// status.upgradePhase RollingUpdate → Contracting (only from RollingUpdate, guarded by the
 /// resourceVersion; a no-op when the phase moved on already).
-pub async fn flip_rolling_update_to_contracting(client: &Client, name: &str) -> anyhow::Result<bool> {
+pub async fn flip_rolling_update_to_contracting(
+    client: &Client,
+    name: &str,
+) -> anyhow::Result<bool> {
     let api: Api<Cinder> = Api::namespaced(client.clone(), NS);
     let deadline = Instant::now() + EVENTUALLY;
     loop {
@@ -159,14 +190,19 @@ pub async fn cinder_events(client: &Client, name: &str, reason: &str) -> Vec<Eve
 /// The runs of the database Jobs of Cinder `cinder` (db-sync, expand, migrate, contract,
 /// service-remove) in the simulator's run record.
 pub fn database_job_runs(cluster: &EmbeddedCluster, cinder: &str) -> Vec<JobRun> {
-    let names = ["db-sync", "db-expand", "db-migrate", "db-contract"].map(|s| format!("{cinder}-{s}"));
+    let names =
+        ["db-sync", "db-expand", "db-migrate", "db-contract"].map(|s| format!("{cinder}-{s}"));
     cluster
         .controllers()
         .map(|c| c.job_runs())
         .unwrap_or_default()
         .into_iter()
         .filter(|r| r.namespace == NS)
-        .filter(|r| names.contains(&r.name) || (r.name.starts_with(&format!("{cinder}-")) && r.name.ends_with("-service-remove")))
+        .filter(|r| {
+            names.contains(&r.name)
+                || (r.name.starts_with(&format!("{cinder}-"))
+                    && r.name.ends_with("-service-remove"))
+        })
         .collect()
 }
 
@@ -176,7 +212,10 @@ pub fn overlapping(runs: &[JobRun]) -> Vec<(String, String)> {
     for (i, a) in runs.iter().enumerate() {
         for b in &runs[i + 1..] {
             if a.overlaps(b) {
-                out.push((format!("{} ({})", a.name, a.uid), format!("{} ({})", b.name, b.uid)));
+                out.push((
+                    format!("{} ({})", a.name, a.uid),
+                    format!("{} ({})", b.name, b.uid),
+                ));
             }
         }
     }

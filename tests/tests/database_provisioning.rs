@@ -13,12 +13,22 @@ use k8s_openapi::api::batch::v1::Job;
 async fn happy_path_provisions_syncs_and_promotes() {
     let h = Harness::start().await.unwrap();
     database_environment(&h.client, "dbhappy").await.unwrap();
-    create_cinder(&h.client, "happy", serde_json::json!({})).await.unwrap();
-    create_nfs_backend(&h.client, "nfs1", "happy").await.unwrap();
-
-    wait_cinder_condition(&h.client, "happy", "DatabaseReady", "True", "DatabaseSynced")
+    create_cinder(&h.client, "happy", serde_json::json!({}))
         .await
         .unwrap();
+    create_nfs_backend(&h.client, "nfs1", "happy")
+        .await
+        .unwrap();
+
+    wait_cinder_condition(
+        &h.client,
+        "happy",
+        "DatabaseReady",
+        "True",
+        "DatabaseSynced",
+    )
+    .await
+    .unwrap();
     let status = wait_status(&h.client, "happy", "installedRelease 2026.1", |s| {
         s.installed_release.as_deref() == Some("2026.1")
     })
@@ -34,12 +44,17 @@ async fn happy_path_provisions_syncs_and_promotes() {
     assert_eq!(cap, (3 + 1) * 2 * 2 + 2 * (1 + 1 + 1) + 2);
     wait_user_cap(&h.client, "happy", cap).await.unwrap();
     let user = mariadb_object(&h.client, "User", "happy").await.unwrap();
-    assert_eq!(user.data["spec"]["passwordSecretKeyRef"]["name"], "cinder-db");
+    assert_eq!(
+        user.data["spec"]["passwordSecretKeyRef"]["name"],
+        "cinder-db"
+    );
     assert_eq!(user.data["spec"]["passwordSecretKeyRef"]["key"], "password");
     assert_eq!(user.data["spec"]["name"], "cinder");
     let grant = mariadb_object(&h.client, "Grant", "happy").await.unwrap();
     assert_eq!(grant.data["spec"]["database"], "cinder");
-    let database = mariadb_object(&h.client, "Database", "happy").await.unwrap();
+    let database = mariadb_object(&h.client, "Database", "happy")
+        .await
+        .unwrap();
     assert_eq!(database.data["spec"]["name"], "cinder");
     assert_eq!(
         database.metadata.owner_references.unwrap()[0].kind,
@@ -51,7 +66,10 @@ async fn happy_path_provisions_syncs_and_promotes() {
     let job = h.api::<Job>().get("happy-db-sync").await.unwrap();
     let pod = job.spec.unwrap().template.spec.unwrap();
     let c = &pod.containers[0];
-    assert_eq!(c.command.clone().unwrap().join(" "), "cinder-manage db sync");
+    assert_eq!(
+        c.command.clone().unwrap().join(" "),
+        "cinder-manage db sync"
+    );
     assert_eq!(c.image.as_deref(), Some("registry.example/cinder:2026.1"));
     let cm = pod.volumes.unwrap()[0].config_map.clone().unwrap().name;
     assert!(cm.starts_with("happy-config-"), "{cm}");
@@ -87,9 +105,22 @@ async fn an_image_naming_another_release_is_refused() {
     )
     .await
     .unwrap();
-    assert!(c.message.contains("2025.2") && c.message.contains("2026.1"), "{}", c.message);
-    assert!(h.api::<Job>().get_opt("mismatch-db-sync").await.unwrap().is_none());
-    assert_eq!(cinder_status(&h.client, "mismatch").await.installed_release, None);
+    assert!(
+        c.message.contains("2025.2") && c.message.contains("2026.1"),
+        "{}",
+        c.message
+    );
+    assert!(
+        h.api::<Job>()
+            .get_opt("mismatch-db-sync")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        cinder_status(&h.client, "mismatch").await.installed_release,
+        None
+    );
     h.stop().await.unwrap();
 }
 
@@ -101,17 +132,31 @@ async fn gates_cluster_config_and_brownfield() {
     create_credentials(&h.client, &creds).await.unwrap();
 
     // No MariaDB yet: ClusterNotReady, nothing provisioned.
-    create_cinder(&h.client, "gated", serde_json::json!({})).await.unwrap();
-    wait_cinder_condition(&h.client, "gated", "DatabaseReady", "False", "ClusterNotReady")
+    create_cinder(&h.client, "gated", serde_json::json!({}))
         .await
         .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "gated",
+        "DatabaseReady",
+        "False",
+        "ClusterNotReady",
+    )
+    .await
+    .unwrap();
     assert!(mariadb_object(&h.client, "User", "gated").await.is_none());
 
     // The MariaDB appears (the watch on it wakes the Cinder): provisioned and synced.
     create_mariadb(&h.client, "mariadb").await.unwrap();
-    wait_cinder_condition(&h.client, "gated", "DatabaseReady", "True", "DatabaseSynced")
-        .await
-        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "gated",
+        "DatabaseReady",
+        "True",
+        "DatabaseSynced",
+    )
+    .await
+    .unwrap();
 
     // A config that cannot be rendered and no live Deployment to fall back on: WaitingForConfig.
     create_cinder(
@@ -121,10 +166,22 @@ async fn gates_cluster_config_and_brownfield() {
     )
     .await
     .unwrap();
-    wait_cinder_condition(&h.client, "noconfig", "DatabaseReady", "False", "WaitingForConfig")
-        .await
-        .unwrap();
-    assert!(h.api::<Job>().get_opt("noconfig-db-sync").await.unwrap().is_none());
+    wait_cinder_condition(
+        &h.client,
+        "noconfig",
+        "DatabaseReady",
+        "False",
+        "WaitingForConfig",
+    )
+    .await
+    .unwrap();
+    assert!(
+        h.api::<Job>()
+            .get_opt("noconfig-db-sync")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Brownfield: host and port given; nothing is provisioned, the schema is still synced.
     create_cinder(
@@ -134,11 +191,20 @@ async fn gates_cluster_config_and_brownfield() {
     )
     .await
     .unwrap();
-    wait_cinder_condition(&h.client, "brown", "DatabaseReady", "True", "DatabaseSynced")
-        .await
-        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "brown",
+        "DatabaseReady",
+        "True",
+        "DatabaseSynced",
+    )
+    .await
+    .unwrap();
     for kind in ["Database", "User", "Grant"] {
-        assert!(mariadb_object(&h.client, kind, "brown").await.is_none(), "{kind}");
+        assert!(
+            mariadb_object(&h.client, kind, "brown").await.is_none(),
+            "{kind}"
+        );
     }
     h.stop().await.unwrap();
 }
@@ -149,7 +215,9 @@ async fn connection_cap_follows_backends_and_the_hpa_ceiling() {
     database_environment(&h.client, "dbcap").await.unwrap();
 
     // Two backends: 26.
-    create_cinder(&h.client, "two", serde_json::json!({})).await.unwrap();
+    create_cinder(&h.client, "two", serde_json::json!({}))
+        .await
+        .unwrap();
     create_nfs_backend(&h.client, "nfs-a", "two").await.unwrap();
     create_nfs_backend(&h.client, "nfs-b", "two").await.unwrap();
     wait_user_cap(&h.client, "two", 26).await.unwrap();
@@ -162,8 +230,7 @@ async fn connection_cap_follows_backends_and_the_hpa_ceiling() {
     )
     .await
     .unwrap();
-    wait_user_cap(&h.client, "scaled", (10 + 1) * 2 * 2 + 2 * (1 + 0 + 1) + 2)
-        .await
-        .unwrap();
+    // (10 + 1) x 2 processes x 1 thread x 2 + 2 x (1 scheduler + 0 volumes + 1 backup) + 2
+    wait_user_cap(&h.client, "scaled", 50).await.unwrap();
     h.stop().await.unwrap();
 }

@@ -19,7 +19,10 @@ use std::time::Duration;
 fn record_phases(
     client: kube::Client,
     name: &'static str,
-) -> (Arc<Mutex<Vec<Option<UpgradePhase>>>>, tokio::task::JoinHandle<()>) {
+) -> (
+    Arc<Mutex<Vec<Option<UpgradePhase>>>>,
+    tokio::task::JoinHandle<()>,
+) {
     let seen: Arc<Mutex<Vec<Option<UpgradePhase>>>> = Arc::default();
     let out = seen.clone();
     let task = tokio::spawn(async move {
@@ -41,9 +44,12 @@ async fn installed(h: &Harness, name: &str, release: &str) {
     wait_cinder_condition(&h.client, name, "DatabaseReady", "True", "DatabaseSynced")
         .await
         .unwrap();
-    wait_status(&h.client, name, &format!("installedRelease {release}"), |s| {
-        s.installed_release.as_deref() == Some(release) && s.upgrade_phase.is_none()
-    })
+    wait_status(
+        &h.client,
+        name,
+        &format!("installedRelease {release}"),
+        |s| s.installed_release.as_deref() == Some(release) && s.upgrade_phase.is_none(),
+    )
     .await
     .unwrap();
 }
@@ -54,9 +60,21 @@ async fn upgrade_walks_the_phases_and_reports_the_check() {
     // Each phase Job runs long enough for every phase to be seen; the upgrade check exits 2,
     // which the wrapper turns into exit 0 with "2" in the termination message.
     for suffix in ["-db-expand", "-db-contract"] {
-        job_rule(&h.cluster, suffix, PodOutcome::success(), Duration::from_secs(2)).unwrap();
+        job_rule(
+            &h.cluster,
+            suffix,
+            PodOutcome::success(),
+            Duration::from_secs(2),
+        )
+        .unwrap();
     }
-    job_rule(&h.cluster, "-db-migrate", PodOutcome::exit(0, "2"), Duration::from_secs(2)).unwrap();
+    job_rule(
+        &h.cluster,
+        "-db-migrate",
+        PodOutcome::exit(0, "2"),
+        Duration::from_secs(2),
+    )
+    .unwrap();
     database_environment(&h.client, "upgrade").await.unwrap();
     create_cinder(
         &h.client,
@@ -77,8 +95,15 @@ async fn upgrade_walks_the_phases_and_reports_the_check() {
     })
     .await
     .unwrap();
-    assert_eq!(s.target_release.as_deref().or(s.installed_release.as_deref()), Some("2026.1"));
-    flip_rolling_update_to_contracting(&h.client, "up").await.unwrap();
+    assert_eq!(
+        s.target_release
+            .as_deref()
+            .or(s.installed_release.as_deref()),
+        Some("2026.1")
+    );
+    flip_rolling_update_to_contracting(&h.client, "up")
+        .await
+        .unwrap();
     installed(&h, "up", "2026.1").await;
     let s = cinder_status(&h.client, "up").await;
     assert_eq!((s.target_release, s.upgrade_phase), (None, None));
@@ -107,7 +132,11 @@ async fn upgrade_walks_the_phases_and_reports_the_check() {
     assert_eq!(events.len(), 1, "{events:?}");
     let note = events[0].note.clone().unwrap_or_default();
     assert!(note.contains("exit code 2"), "{note}");
-    assert!(cinder_events(&h.client, "up", "UpgradeCheckCompleted").await.is_empty());
+    assert!(
+        cinder_events(&h.client, "up", "UpgradeCheckCompleted")
+            .await
+            .is_empty()
+    );
 
     // Each phase ran its own Job, one database Job at a time.
     let runs = database_job_runs(&h.cluster, "up");
@@ -122,35 +151,64 @@ async fn upgrade_walks_the_phases_and_reports_the_check() {
 async fn downgrade_and_jump_are_refused_and_going_back_aborts() {
     let h = Harness::start().await.unwrap();
     database_environment(&h.client, "refuse").await.unwrap();
-    create_cinder(&h.client, "rf", serde_json::json!({})).await.unwrap();
+    create_cinder(&h.client, "rf", serde_json::json!({}))
+        .await
+        .unwrap();
     installed(&h, "rf", "2026.1").await;
 
     set_release(&h.client, "rf", "2025.2").await.unwrap();
-    wait_cinder_condition(&h.client, "rf", "DatabaseReady", "False", "DowngradeNotSupported")
-        .await
-        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "rf",
+        "DatabaseReady",
+        "False",
+        "DowngradeNotSupported",
+    )
+    .await
+    .unwrap();
     set_release(&h.client, "rf", "2027.1").await.unwrap();
-    let c = wait_cinder_condition(&h.client, "rf", "DatabaseReady", "False", "UpgradePathInvalid")
-        .await
-        .unwrap();
+    let c = wait_cinder_condition(
+        &h.client,
+        "rf",
+        "DatabaseReady",
+        "False",
+        "UpgradePathInvalid",
+    )
+    .await
+    .unwrap();
     assert!(c.message.contains("2026.2"), "{}", c.message);
     let s = cinder_status(&h.client, "rf").await;
     assert_eq!(
-        (s.installed_release.as_deref(), s.target_release, s.upgrade_phase),
+        (
+            s.installed_release.as_deref(),
+            s.target_release,
+            s.upgrade_phase
+        ),
         (Some("2026.1"), None, None)
     );
 
     // Mid-upgrade return to the installed release: the expand Job is still running.
-    job_rule(&h.cluster, "-db-expand", PodOutcome::success(), Duration::from_secs(600)).unwrap();
+    job_rule(
+        &h.cluster,
+        "-db-expand",
+        PodOutcome::success(),
+        Duration::from_secs(600),
+    )
+    .unwrap();
     set_release(&h.client, "rf", "2026.2").await.unwrap();
     wait_status(&h.client, "rf", "phase Expanding", |s| {
-        s.upgrade_phase == Some(UpgradePhase::Expanding) && s.target_release.as_deref() == Some("2026.2")
+        s.upgrade_phase == Some(UpgradePhase::Expanding)
+            && s.target_release.as_deref() == Some("2026.2")
     })
     .await
     .unwrap();
     let jobs: kube::Api<Job> = h.api();
     eventually("the expand Job", || async {
-        jobs.get_opt("rf-db-expand").await.ok().flatten().map(|_| ())
+        jobs.get_opt("rf-db-expand")
+            .await
+            .ok()
+            .flatten()
+            .map(|_| ())
     })
     .await
     .unwrap();
@@ -159,7 +217,10 @@ async fn downgrade_and_jump_are_refused_and_going_back_aborts() {
     let s = cinder_status(&h.client, "rf").await;
     assert_eq!((s.target_release, s.upgrade_phase), (None, None));
     eventually("the expand Job is deleted", || async {
-        jobs.get_opt("rf-db-expand").await.ok().and_then(|j| j.is_none().then_some(()))
+        jobs.get_opt("rf-db-expand")
+            .await
+            .ok()
+            .and_then(|j| j.is_none().then_some(()))
     })
     .await
     .unwrap();

@@ -16,7 +16,13 @@ use std::time::Duration;
 async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
     let h = Harness::start().await.unwrap();
     for suffix in ["-db-sync", "-db-expand", "-db-migrate", "-db-contract"] {
-        job_rule(&h.cluster, suffix, PodOutcome::success(), Duration::from_millis(700)).unwrap();
+        job_rule(
+            &h.cluster,
+            suffix,
+            PodOutcome::success(),
+            Duration::from_millis(700),
+        )
+        .unwrap();
     }
     let (_registry, metrics) = Metrics::new_registry();
     let second = OperatorContext::new(
@@ -52,15 +58,27 @@ async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
     wait_status(&h.client, "pair", "phase RollingUpdate (or later)", |s| {
         matches!(
             s.upgrade_phase,
-            Some(cinder_operator::crd::UpgradePhase::RollingUpdate | cinder_operator::crd::UpgradePhase::Contracting)
+            Some(
+                cinder_operator::crd::UpgradePhase::RollingUpdate
+                    | cinder_operator::crd::UpgradePhase::Contracting
+            )
         ) || s.installed_release.as_deref() == Some("2026.1")
     })
     .await
     .unwrap();
-    flip_rolling_update_to_contracting(&h.client, "pair").await.unwrap();
-    wait_status(&h.client, "pair", "installedRelease 2026.1, no phase", |s| {
-        s.installed_release.as_deref() == Some("2026.1") && s.upgrade_phase.is_none() && s.target_release.is_none()
-    })
+    flip_rolling_update_to_contracting(&h.client, "pair")
+        .await
+        .unwrap();
+    wait_status(
+        &h.client,
+        "pair",
+        "installedRelease 2026.1, no phase",
+        |s| {
+            s.installed_release.as_deref() == Some("2026.1")
+                && s.upgrade_phase.is_none()
+                && s.target_release.is_none()
+        },
+    )
     .await
     .unwrap();
     wait_cinder_condition(&h.client, "pair", "DatabaseReady", "True", "DatabaseSynced")
@@ -68,12 +86,25 @@ async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
         .unwrap();
 
     let runs = database_job_runs(&h.cluster, "pair");
-    for name in ["pair-db-sync", "pair-db-expand", "pair-db-migrate", "pair-db-contract"] {
+    for name in [
+        "pair-db-sync",
+        "pair-db-expand",
+        "pair-db-migrate",
+        "pair-db-contract",
+    ] {
         assert!(runs.iter().any(|r| r.name == name), "{name} in {runs:?}");
     }
-    assert!(overlapping(&runs).is_empty(), "overlapping runs: {:?}", overlapping(&runs));
+    assert!(
+        overlapping(&runs).is_empty(),
+        "overlapping runs: {:?}",
+        overlapping(&runs)
+    );
 
     let _ = stop_second.send(true);
-    tokio::time::timeout(EVENTUALLY, second_task).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(EVENTUALLY, second_task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     h.stop().await.unwrap();
 }
