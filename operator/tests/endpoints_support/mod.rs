@@ -121,12 +121,13 @@ pub fn assert_no_secret(what: &str, text: &str, secrets: &[String]) {
     }
 }
 
+/// One sample: metric name, labels, value.
+pub type Sample = (String, BTreeMap<String, String>, f64);
+
 /// Checks OpenMetrics text: ends with `# EOF`, every family has one TYPE before its samples,
 /// sample names belong to a declared family, label sets are well formed, values parse.
 /// Returns the samples as (name, labels, value).
-pub fn parse_openmetrics(
-    text: &str,
-) -> Result<Vec<(String, BTreeMap<String, String>, f64)>, String> {
+pub fn parse_openmetrics(text: &str) -> Result<Vec<Sample>, String> {
     if !text.ends_with("# EOF\n") && !text.ends_with("# EOF") {
         return Err("does not end with # EOF".into());
     }
