@@ -134,12 +134,26 @@ pub async fn reconcile<S: SatelliteKind>(
             let status = next_status(obj.status(), &detaching, obj.meta().generation);
             if obj.status() != Some(&status) {
                 let patch = serde_json::json!({ "status": status });
-                api.patch_status(
+                let id = actor_id(S::KIND, &ns, &name);
+                let value = actor_value(
+                    S::KIND,
+                    &ns,
                     &name,
-                    &PatchParams::apply(FIELD_MANAGER),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
+                    obj.parent(),
+                    obj.backend_type().as_str(),
+                    &status,
+                );
+                write_through_actor(&ctx.op.coordinator, &id, value, async {
+                    api.patch_status(
+                        &name,
+                        &PatchParams::apply(FIELD_MANAGER),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                    .map(|_| ())
+                })
+                .await
+                .map_err(|e| SatelliteError::Actor(e.to_string()))?;
             }
             return Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()));
         }
