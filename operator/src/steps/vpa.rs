@@ -138,11 +138,12 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
         Err(_) => true,
     };
     if !asked {
-        if served && let Err(e) = sweep(&api, &name, &BTreeSet::new()).await {
-            if !capability::is_not_found(&e) {
-                let msg = format!("deleting VPAs: {e}");
-                return ctx.fail(vpa_error(msg.clone()), msg);
-            }
+        if served
+            && let Err(e) = sweep(&api, &name, &BTreeSet::new()).await
+            && !capability::is_not_found(&e)
+        {
+            let msg = format!("deleting VPAs: {e}");
+            return ctx.fail(vpa_error(msg.clone()), msg);
         }
         return ctx.proceed(Cond::true_(
             kind::VPA_READY,
