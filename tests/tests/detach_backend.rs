@@ -126,6 +126,11 @@ async fn detach_deletes_the_deployment_then_removes_the_service_and_releases() {
             .unwrap_or_default()
             .contains("nfs1")
     );
+    wait_status(&h.client, "dt", "no volume services", |s| {
+        s.volume_services.is_empty()
+    })
+    .await
+    .unwrap();
     wait_cinder_condition(&h.client, "dt", "VolumeServicesReady", "True", "NoBackends")
         .await
         .unwrap();

@@ -307,6 +307,36 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     ))
 }
 
+/// Runs the step, then removes `status.volumeServices` from the stored status when the step
+/// emptied it (the status writer's merge patch omits an empty list, which would keep the old one).
+async fn run_and_clear(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+    let cinder = ctx.cinder.clone();
+    let had_services = cinder
+        .status
+        .as_ref()
+        .is_some_and(|s| !s.volume_services.is_empty());
+    let mut report = run(env.clone(), reporting, ctx).await;
+    if !had_services || !report.status.volume_services.is_empty() {
+        return report;
+    }
+    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<crate::crd::Cinder> = Api::namespaced(env.client.clone(), ns);
+    let patch = serde_json::json!({ "status": { "volumeServices": null } });
+    if let Err(e) = api
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        report.conditions = vec![waiting(format!("kubernetes API error: {e}"))];
+        report.outcome = Outcome::Error(format!("clearing status.volumeServices: {e}"));
+    }
+    report
+}
+
 impl Step for VolumeServicesStep {
     fn name(&self) -> &'static str {
         "VolumeServices"
@@ -315,6 +345,6 @@ impl Step for VolumeServicesStep {
         kind::VOLUME_SERVICES_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
+        run_and_clear(self.env.clone(), self.reporting.clone(), ctx).boxed()
     }
 }
