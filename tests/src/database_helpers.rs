@@ -1,11 +1,11 @@
 //! Helpers of the Database step and release-upgrade tests: the MariaDB cluster fixture, a
 //! ready-to-reconcile environment (store, credentials, MariaDB), the mariadb-operator objects
 //! the step creates, Job outcome rules of the simulated Job controller, the Cinder status
-//! fields the upgrade walks, the events on a Cinder, the RollingUpdate → Contracting flip the
-//! Deployment step makes, and the overlap check over the simulator's Job run record.
+//! fields the upgrade walks, the events on a Cinder, and the overlap check over the simulator's
+//! Job run record.
 
-use crate::{Credentials, EVENTUALLY, NS, create_cluster_store, create_credentials, eventually};
-use cinder_operator::crd::{Cinder, CinderStatus, UpgradePhase};
+use crate::{Credentials, NS, create_cluster_store, create_credentials, eventually};
+use cinder_operator::crd::{Cinder, CinderStatus};
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::JobRun;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};
@@ -13,7 +13,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A mariadb-operator kind (`MariaDB`, `Database`, `User`, `Grant`).
 pub fn mariadb_kind(kind: &str) -> ApiResource {
@@ -144,34 +144,6 @@ pub async fn set_release(client: &Client, name: &str, release: &str) -> anyhow::
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(())
-}
-
-/// Does what the Deployment step does once every workload converged mid-upgrade: flips
-/// status.upgradePhase RollingUpdate → Contracting (only from RollingUpdate, guarded by the
-/// resourceVersion; a no-op when the phase moved on already).
-pub async fn flip_rolling_update_to_contracting(
-    client: &Client,
-    name: &str,
-) -> anyhow::Result<bool> {
-    let api: Api<Cinder> = Api::namespaced(client.clone(), NS);
-    let deadline = Instant::now() + EVENTUALLY;
-    loop {
-        let mut c = api.get(name).await?;
-        let Some(status) = c.status.as_mut() else {
-            return Ok(false);
-        };
-        if status.upgrade_phase != Some(UpgradePhase::RollingUpdate) {
-            return Ok(false);
-        }
-        status.upgrade_phase = Some(UpgradePhase::Contracting);
-        match api.replace_status(name, &PostParams::default(), &c).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
 }
 
 /// The events.k8s.io/v1 Events in [`NS`] with `reason` regarding the Cinder `name`.

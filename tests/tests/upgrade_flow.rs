@@ -3,9 +3,8 @@
 //! UpgradeCheckWarnings event; a downgrade and a two-release jump are refused with their reasons;
 //! returning to the installed release mid-upgrade aborts (phase Jobs deleted, state cleared).
 //!
-//! The RollingUpdate → Contracting flip belongs to the workload helper's Deployment step; the
-//! test makes that flip itself (only from RollingUpdate, resourceVersion-guarded), so it passes
-//! whether or not that step is in the table.
+//! The RollingUpdate → Contracting flip is the Deployment step's (once every workload rolled onto
+//! the new image); the test waits for it like for every other phase.
 
 use cinder_e2e::database_helpers::*;
 use cinder_e2e::*;
@@ -15,15 +14,15 @@ use k8s_openapi::api::batch::v1::Job;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The phases seen so far, each change once.
+type PhaseLog = Arc<Mutex<Vec<Option<UpgradePhase>>>>;
+
 /// Records every distinct consecutive upgradePhase value of Cinder `name` until stopped.
 fn record_phases(
     client: kube::Client,
     name: &'static str,
-) -> (
-    Arc<Mutex<Vec<Option<UpgradePhase>>>>,
-    tokio::task::JoinHandle<()>,
-) {
-    let seen: Arc<Mutex<Vec<Option<UpgradePhase>>>> = Arc::default();
+) -> (PhaseLog, tokio::task::JoinHandle<()>) {
+    let seen: PhaseLog = Arc::default();
     let out = seen.clone();
     let task = tokio::spawn(async move {
         loop {
@@ -101,9 +100,6 @@ async fn upgrade_walks_the_phases_and_reports_the_check() {
             .or(s.installed_release.as_deref()),
         Some("2026.1")
     );
-    flip_rolling_update_to_contracting(&h.client, "up")
-        .await
-        .unwrap();
     installed(&h, "up", "2026.1").await;
     let s = cinder_status(&h.client, "up").await;
     assert_eq!((s.target_release, s.upgrade_phase), (None, None));

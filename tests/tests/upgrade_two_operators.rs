@@ -66,9 +66,6 @@ async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
     })
     .await
     .unwrap();
-    flip_rolling_update_to_contracting(&h.client, "pair")
-        .await
-        .unwrap();
     wait_status(
         &h.client,
         "pair",
