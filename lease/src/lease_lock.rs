@@ -133,6 +133,8 @@ pub struct LeaseLock {
     duration_seconds: i32,
     duration: Duration,
     renew_period: Duration,
+    /// Whether the Lease belongs to a device (annotated with the device id on create).
+    for_device: bool,
     metrics: Option<DeviceLockMetrics>,
     /// The Lease as last seen by this process (any read or write), for inspection.
     observed: Mutex<Option<ObservedLease>>,
@@ -173,10 +175,32 @@ impl LeaseLock {
             duration_seconds,
             duration: Duration::from_secs(duration_seconds.unsigned_abs().into()),
             renew_period,
+            for_device: true,
             metrics: None,
             observed: Mutex::new(None),
             last_written: Mutex::new(None),
         }
+    }
+
+    /// A lock on the Lease called exactly `name` in `namespace` (no `cinder-device-` prefix, no
+    /// device annotation), e.g. the leader-election Lease. `device_id()` then returns the name.
+    /// Rejects a name that is not a valid Lease name (DNS subdomain) and invalid settings.
+    pub fn with_name(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+        identity: HolderIdentity,
+        settings: &LeaseSettings,
+    ) -> Result<Self, LeaseError> {
+        if !is_dns_subdomain(name) {
+            return Err(LeaseError::InvalidSettings(format!(
+                "{name:?} is not a valid Lease name (lowercase DNS subdomain, at most 253 characters)"
+            )));
+        }
+        let mut lock = Self::new(client, namespace, name, identity, settings)?;
+        lock.name = name.to_owned();
+        lock.for_device = false;
+        Ok(lock)
     }
 
     /// Counts API calls, takeovers into `metrics`.
@@ -190,7 +214,7 @@ impl LeaseLock {
         self.metrics.as_ref()
     }
 
-    /// The Lease name (derived from the device id).
+    /// The Lease name (derived from the device id, or given to [`LeaseLock::with_name`]).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -346,13 +370,13 @@ impl LeaseLock {
                     )]
                     .into(),
                 ),
-                annotations: Some(
+                annotations: self.for_device.then(|| {
                     [(
                         "cinder.openstack.c5c3.io/device".to_owned(),
                         self.device_id.clone(),
                     )]
-                    .into(),
-                ),
+                    .into()
+                }),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -488,6 +512,21 @@ pub fn is_expired(spec: &LeaseSpec, now: Timestamp, default_secs: i32) -> bool {
     now.duration_since(last.0) > SignedDuration::from_secs(i64::from(secs))
 }
 
+/// A lowercase RFC 1123 DNS subdomain: dot-separated labels of `[a-z0-9-]`, each starting and
+/// ending with an alphanumeric, at most 253 characters in all.
+fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == code)
 }
@@ -515,6 +554,15 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn lease_names_are_dns_subdomains() {
+        assert!(is_dns_subdomain("cinder-operator-leader"));
+        assert!(is_dns_subdomain("a.b-c.d0"));
+        for bad in ["", "Leader", "-x", "x-", "a..b", "a_b", &"x".repeat(254)] {
+            assert!(!is_dns_subdomain(bad), "{bad:?}");
+        }
     }
 
     #[test]
