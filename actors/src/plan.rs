@@ -209,7 +209,21 @@ pub fn plan(
 
     let holds_root = context.is_some_and(|c| c.holds_root);
     let any_consistent = merged.iter().any(|e| e.op.is_consistent());
-    merged.sort_by(|a, b| compare_entries(schema, (a.op, &a.kind, &a.id), (b.op, &b.kind, &b.id)));
+    // The kind's part of the order key is looked up once per entry, not on every comparison;
+    // the stable sort keeps the same order as `compare_entries`.
+    let mut keyed: Vec<((u8, u32, usize), PlanEntry)> = merged
+        .into_iter()
+        .map(|e| {
+            let (class, rank, pos, _, _) = order_key(schema, (e.op, &e.kind, ""));
+            ((class, rank, pos), e)
+        })
+        .collect();
+    keyed.sort_by(|(ka, a), (kb, b)| {
+        ka.cmp(kb)
+            .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| a.op.cmp(&b.op))
+    });
+    let mut merged: Vec<PlanEntry> = keyed.into_iter().map(|(_, e)| e).collect();
     if any_consistent && !holds_root {
         merged.insert(
             0,
@@ -228,7 +242,8 @@ pub fn plan(
     let ctx = context.unwrap_or(&empty);
     let mut actions = Vec::with_capacity(merged.len());
     let mut acquire: Vec<LockStep> = Vec::new();
-    let mut taken: HashMap<(String, String), LockMode> = HashMap::new();
+    // Locks taken by this plan: (kind, id) -> index into `acquire` (plans are small).
+    let mut taken: HashMap<(&str, &str), usize> = HashMap::new();
     let mut after = ctx.clone();
     for e in &merged {
         let Some(mode) = LockMode::for_op(e.op) else {
@@ -239,8 +254,12 @@ pub fn plan(
             });
             continue;
         };
-        let key = (e.kind.clone(), e.id.clone());
-        if let Some(&held) = ctx.held.get(&key) {
+        let held = if ctx.held.is_empty() {
+            None
+        } else {
+            ctx.held.get(&(e.kind.clone(), e.id.clone())).copied()
+        };
+        if let Some(held) = held {
             if held == LockMode::Read && mode == LockMode::Write {
                 return Err(LockError::LockUpgrade {
                     op: e.op,
@@ -274,7 +293,7 @@ pub fn plan(
             actions.push(EntryAction::Held);
             continue;
         }
-        if taken.contains_key(&key) {
+        if taken.contains_key(&(e.kind.as_str(), e.id.as_str())) {
             actions.push(EntryAction::Covered);
             continue;
         }
@@ -294,7 +313,7 @@ pub fn plan(
                 last_id: last.id.clone(),
             });
         }
-        taken.insert(key.clone(), mode);
+        taken.insert((e.kind.as_str(), e.id.as_str()), acquire.len());
         actions.push(EntryAction::Acquire(acquire.len()));
         acquire.push(LockStep {
             mode,
@@ -304,7 +323,7 @@ pub fn plan(
         if e.kind == ROOT {
             after.holds_root = true;
         } else {
-            after.held.insert(key, mode);
+            after.held.insert((e.kind.clone(), e.id.clone()), mode);
         }
         after.last_lock_held = Some(LockedEntry {
             op: e.op,

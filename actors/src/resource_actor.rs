@@ -48,6 +48,22 @@ pub struct Acquire {
     pub priority: Priority,
 }
 
+/// The reply to [`AcquireNow`]: the grant itself when the lock was free, else a receiver that
+/// resolves when it is granted.
+pub(crate) enum AcquireReply {
+    Granted(Grant),
+    Queued(oneshot::Receiver<Grant>),
+}
+
+/// Like [`Acquire`], but a lock granted at once comes back in the reply (one hop, not two).
+#[derive(Message, Debug)]
+#[rtype(result = "AcquireReply")]
+pub(crate) struct AcquireNow {
+    pub(crate) txn: u64,
+    pub(crate) mode: LockMode,
+    pub(crate) priority: Priority,
+}
+
 /// Release the lock held by `txn`.
 #[derive(Message, Debug)]
 #[rtype(result = "bool")]
@@ -265,6 +281,21 @@ impl Handler<Acquire> for ResourceActor {
             .enqueue(msg.txn, msg.mode, msg.priority, Instant::now(), tx);
         self.pump();
         MessageResult(rx)
+    }
+}
+
+impl Handler<AcquireNow> for ResourceActor {
+    type Result = MessageResult<AcquireNow>;
+    fn handle(&mut self, msg: AcquireNow, _ctx: &mut Context<Self>) -> Self::Result {
+        self.handled();
+        let (tx, mut rx) = oneshot::channel();
+        self.queue
+            .enqueue(msg.txn, msg.mode, msg.priority, Instant::now(), tx);
+        self.pump();
+        MessageResult(match rx.try_recv() {
+            Ok(grant) => AcquireReply::Granted(grant),
+            Err(_) => AcquireReply::Queued(rx),
+        })
     }
 }
 

@@ -56,14 +56,17 @@ impl LockGuard {
         self.held.iter().map(|(s, _)| s.clone()).collect()
     }
 
-    /// Releases the locks in reverse acquisition order, awaiting each; returns them in that order.
+    /// Releases the locks in reverse acquisition order; returns them in that order. The releases
+    /// are sent without awaiting each reply: every resource actor's mailbox is FIFO, so any
+    /// message sent to it after `unlock` returns (a new Acquire, an inspection) is handled after
+    /// the release.
     pub async fn unlock(mut self) -> Vec<LockStep> {
         self.released = true;
         let held = std::mem::take(&mut self.held);
         let mut order = Vec::with_capacity(held.len());
         for (step, r) in held.into_iter().rev() {
             // A gone actor has nothing left to release.
-            let _ = r.send(Release { txn: self.txn }).await;
+            r.do_send(Release { txn: self.txn });
             order.push(step);
         }
         self.coordinator.do_send(PhaseDone { phase: self.phase });

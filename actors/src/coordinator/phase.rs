@@ -8,7 +8,7 @@ use crate::error::LockError;
 use crate::index::Store;
 use crate::lock_queue::Priority;
 use crate::plan::{EntryAction, LockStep, Plan};
-use crate::resource_actor::{Acquire, ResourceRef};
+use crate::resource_actor::{AcquireNow, AcquireReply, ResourceRef};
 use crate::results::{CommitTarget, Listed, QueryResult, ResourceResult};
 use actix::Addr;
 use serde_json::Value;
@@ -37,16 +37,21 @@ async fn acquire_one(
     priority: Priority,
 ) -> Result<(Option<Arc<Value>>, ResourceRef), LockError> {
     for attempt in 0u32..10_000 {
-        if let Ok(rx) = r
-            .send(Acquire {
+        match r
+            .send(AcquireNow {
                 txn,
                 mode: step.mode,
                 priority,
             })
             .await
-            && let Ok(grant) = rx.await
         {
-            return Ok((grant, r));
+            Ok(AcquireReply::Granted(grant)) => return Ok((grant, r)),
+            Ok(AcquireReply::Queued(rx)) => {
+                if let Ok(grant) = rx.await {
+                    return Ok((grant, r));
+                }
+            }
+            Err(_) => {}
         }
         // The actor retired (or is retiring) before granting: resolve it again.
         tracing::trace!(kind = %step.kind, id = %step.id, attempt, "re-resolving a retired resource actor");
@@ -86,19 +91,24 @@ impl Phase {
             coordinator: coordinator.clone(),
             released: false,
         };
-        let mut grants: HashMap<(String, String), GrantedLock> = HashMap::new();
+        // Grants by step position: the key locks, then `plan.acquire` in order.
+        let mut grants: Vec<GrantedLock> = Vec::with_capacity(steps.len());
+        guard.held.reserve(steps.len());
         for (step, r) in steps.into_iter().zip(refs) {
             with_status(&status, |s| {
                 s.waiting = Some((step.clone(), Instant::now()))
             });
             let (grant, r) = acquire_one(&coordinator, r, &step, txn, priority).await?;
-            guard.held.push((step.clone(), r.clone()));
             with_status(&status, |s| {
                 s.waiting = None;
                 s.held.push(step.clone());
             });
-            grants.insert((step.kind, step.id), (grant, r));
+            guard.held.push((step, r.clone()));
+            grants.push((grant, r));
         }
+        let key_locks = plan.key_locks.len();
+        // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
+        let mut covered: Option<HashMap<(&str, &str), usize>> = None;
 
         let mut results: Vec<QueryResult> =
             (0..plan.queries).map(|_| QueryResult::default()).collect();
@@ -136,8 +146,22 @@ impl Phase {
                     );
                     continue;
                 }
-                EntryAction::Acquire(_) | EntryAction::Covered => {
-                    match grants.get(&(e.kind.clone(), e.id.clone())) {
+                EntryAction::Acquire(i) => match grants.get(key_locks + i) {
+                    Some((g, r)) => (g.clone(), Some(r.clone())),
+                    None => (None, None),
+                },
+                EntryAction::Covered => {
+                    let at = covered
+                        .get_or_insert_with(|| {
+                            let mut m = HashMap::with_capacity(plan.acquire.len());
+                            for (i, s) in plan.acquire.iter().enumerate() {
+                                m.entry((s.kind.as_str(), s.id.as_str())).or_insert(i);
+                            }
+                            m
+                        })
+                        .get(&(e.kind.as_str(), e.id.as_str()))
+                        .copied();
+                    match at.and_then(|i| grants.get(key_locks + i)) {
                         Some((g, r)) => (g.clone(), Some(r.clone())),
                         None => (None, None),
                     }
