@@ -4,6 +4,14 @@
 //! on SIGTERM or Ctrl-C stops new passes, drains in-flight transactions through the coordinator's
 //! root write lock, stops the embedded cluster and exits 0. Failures exit 1 with one line on
 //! stderr.
+//!
+//! With `--leader-elect` the endpoints start at once (`/readyz` answers 503 "not the leader"), a
+//! [`LeaderElector`] campaigns for the Lease `cinder-operator-leader` in the lease namespace, and
+//! the controllers start only once this replica leads ([`run_when_leader`]). A leader that loses
+//! its Lease stops its controllers and the process exits 1 with one line on stderr (the Deployment
+//! restarts the pod, which campaigns again), as controller-runtime does. On SIGTERM the leader
+//! drains, then releases the Lease so a successor takes over at once. `--lease-duration` sets the
+//! duration of the leader Lease and of the device Leases.
 
 use crate::cli::{Cli, Command, RunArgs};
 use crate::context::{OperatorContext, OperatorOptions};
@@ -11,7 +19,10 @@ use crate::embedded;
 use crate::http::{AdminSources, Binds, Endpoints, MetricsEndpoint, PipelinesSource, Readiness};
 use crate::metrics::Metrics;
 use anyhow::Context as _;
-use cinder_lease::DeviceLockMetrics;
+use cinder_lease::{
+    DeviceLockMetrics, HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle,
+    LeaseSettings,
+};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,9 +45,6 @@ pub fn run(cli: &Cli) -> ExitCode {
         eprintln!("cinder-operator run: called for another subcommand");
         return ExitCode::from(1);
     };
-    if args.leader_elect {
-        return crate::not_built("run --leader-elect");
-    }
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -207,15 +215,30 @@ async fn serve_on(
     let (mut registry, metrics) = Metrics::new_registry();
     let device_lock_metrics = DeviceLockMetrics::default();
     device_lock_metrics.register(&mut registry);
+    let lease_duration = Duration::from_secs(args.lease_duration);
     let options = OperatorOptions {
         namespace: args.namespace.clone(),
         lease_namespace: lease_namespace(args),
         device_lock_metrics,
+        lease_duration,
         ..OperatorOptions::default()
+    };
+    let leader = if args.leader_elect {
+        let elector = LeaderElector::new(
+            client.clone(),
+            &options.lease_namespace,
+            HolderIdentity::process(),
+            &LeaseSettings::with_duration(lease_duration),
+        )
+        .context("cannot start leader election")?;
+        Some(elector)
+    } else {
+        None
     };
     let ctx = OperatorContext::new(client.clone(), options, Arc::new(metrics))
         .await
         .context("cannot start the operator")?;
+    let leader = leader.map(LeaderElector::start);
 
     let binds = Binds {
         metrics: args.metrics_bind.clone(),
@@ -225,7 +248,7 @@ async fn serve_on(
     let endpoints = Endpoints::start(
         &binds,
         MetricsEndpoint::new(registry, ctx.metrics.clone(), Some(ctx.coordinator.clone())),
-        readiness(&ctx),
+        leader_readiness(&ctx, leader.as_ref().map(LeaderHandle::subscribe)),
         admin_sources(&ctx),
     )?;
     println!("metrics: {}/metrics", url(endpoints.metrics_addr));
@@ -239,7 +262,21 @@ async fn serve_on(
     );
 
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let mut operator = tokio::spawn(crate::controller::run_operator(ctx.clone(), shutdown_rx));
+    if let Some(leader) = &leader {
+        println!(
+            "leader election: waiting for the Lease {}/{LEADER_LEASE_NAME} (identity {})",
+            ctx.options.lease_namespace,
+            leader.lock().identity()
+        );
+    }
+    let mut operator = match &leader {
+        Some(leader) => tokio::spawn(run_when_leader(
+            ctx.clone(),
+            leader.subscribe(),
+            shutdown_rx,
+        )),
+        None => tokio::spawn(crate::controller::run_operator(ctx.clone(), shutdown_rx)),
+    };
     let progress = samples.map(|samples| {
         println!("kubectl get cinders,cinderbackends,cinderbackupbackends -A   # to look yourself");
         println!("following the samples (Ctrl-C to stop):");
@@ -257,6 +294,7 @@ async fn serve_on(
         _ = signalled.wait_for(|s| *s) => Ok(()),
         finished = &mut operator => match finished {
             Ok(Ok(())) => Err(anyhow::anyhow!("the controllers stopped unexpectedly")),
+            Ok(Err(e)) if e.is::<LeadershipLost>() => Err(e),
             Ok(Err(e)) => Err(e.context("the controllers failed")),
             Err(e) => Err(anyhow::anyhow!("the controllers failed: {e}")),
         },
@@ -288,6 +326,14 @@ async fn serve_on(
             DRAIN_TIMEOUT.as_secs()
         ),
     }
+    // Only after the drain: a successor must not reconcile while this replica still does.
+    if let Some(leader) = leader {
+        match tokio::time::timeout(CONNECT_TIMEOUT, leader.release()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("releasing the leader Lease: {e}; it will expire"),
+            Err(_) => tracing::warn!("releasing the leader Lease timed out; it will expire"),
+        }
+    }
     endpoints.stop().await;
     if outcome.is_ok() {
         println!("stopped");
@@ -315,6 +361,78 @@ pub fn readiness(ctx: &Arc<OperatorContext>) -> Readiness {
     Readiness::new(move || {
         (!ctx.is_ready()).then(|| "the controllers have not synced yet".to_string())
     })
+}
+
+/// `/readyz` with leader election: 503 "not the leader" while `leading` is false (`None`: no
+/// leader election), else as [`readiness`].
+pub fn leader_readiness(
+    ctx: &Arc<OperatorContext>,
+    leading: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Readiness {
+    let ctx = Arc::clone(ctx);
+    Readiness::new(move || {
+        if leading.as_ref().is_some_and(|l| !*l.borrow()) {
+            return Some("not the leader".to_string());
+        }
+        (!ctx.is_ready()).then(|| "the controllers have not synced yet".to_string())
+    })
+}
+
+/// The error [`run_when_leader`] ends with when this replica lost its leader Lease.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "lost the leader Lease: stopped reconciling; exiting so that the pod restarts as a candidate"
+)]
+pub struct LeadershipLost;
+
+/// Waits until `leading` turns true (or `shutdown`: then `Ok` without having reconciled), then
+/// runs the controllers ([`crate::controller::run_operator`]) until `shutdown` (`Ok` once they
+/// stopped) or until leadership is lost: then the controllers are stopped first and the result is
+/// `Err(LeadershipLost)`. A replica that never leads reconciles nothing.
+pub async fn run_when_leader(
+    ctx: Arc<OperatorContext>,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        _ = shutdown.wait_for(|s| *s) => return Ok(()),
+        became = leading.wait_for(|l| *l) => {
+            if became.is_err() {
+                anyhow::bail!("the leader elector stopped before this replica led");
+            }
+        }
+    }
+    tracing::info!("leading: starting the controllers");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut operator = tokio::spawn(crate::controller::run_operator(ctx.clone(), stop_rx));
+    let lost = tokio::select! {
+        _ = shutdown.wait_for(|s| *s) => false,
+        _ = leading.wait_for(|l| !*l) => true,
+        finished = &mut operator => return match finished {
+            Ok(result) => result,
+            Err(e) => Err(anyhow::anyhow!("the controllers failed: {e}")),
+        },
+    };
+    if lost {
+        ctx.set_ready(false);
+    }
+    let _ = stop_tx.send(true);
+    let stopped = match tokio::time::timeout(DRAIN_TIMEOUT, &mut operator).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(anyhow::anyhow!("the controllers failed: {e}")),
+        Err(_) => {
+            operator.abort();
+            Err(anyhow::anyhow!(
+                "the controllers did not stop within {} s",
+                DRAIN_TIMEOUT.as_secs()
+            ))
+        }
+    };
+    if lost {
+        tracing::error!("lost the leader Lease: the controllers are stopped");
+        return Err(LeadershipLost.into());
+    }
+    stopped
 }
 
 /// The admin views' sources: the context's coordinator, device locks and pipelines directory.

@@ -8,7 +8,9 @@
 use crate::controller::directory::PipelineDirectory;
 use crate::metrics::Metrics;
 use cinder_actors::CoordinatorHandle;
-use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity};
+use cinder_lease::{
+    DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity, LeaseSettings,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,6 +35,9 @@ pub struct OperatorOptions {
     pub device_lock_metrics: DeviceLockMetrics,
     /// How many Cinder passes may run at once (different Cinders; one Cinder is always serial).
     pub concurrency: u16,
+    /// `leaseDurationSeconds` of the device Leases (`--lease-duration`; whole seconds, >= 1; the
+    /// renew period is a third of it).
+    pub lease_duration: std::time::Duration,
 }
 
 impl Default for OperatorOptions {
@@ -43,6 +48,7 @@ impl Default for OperatorOptions {
             lease_namespace: "default".to_string(),
             device_lock_metrics: DeviceLockMetrics::default(),
             concurrency: 8,
+            lease_duration: cinder_lease::lease_lock::DEFAULT_LEASE_DURATION,
         }
     }
 }
@@ -126,6 +132,7 @@ impl OperatorContext {
         };
         let mut config = DeviceLocksConfig::new(options.lease_namespace.clone());
         config.identity = identity;
+        config.lease = LeaseSettings::with_duration(options.lease_duration);
         let device_locks = DeviceLocks::new(
             coordinator.clone(),
             client.clone(),
