@@ -3,24 +3,142 @@
 //! Cinder's pipeline actor. The status is written on every exit path, only when it changed, and
 //! every requeue goes through the project's jitter.
 
+use super::deletion;
 use super::finalizer;
 use super::status::{gate_status, write_if_changed};
 use super::target_cluster;
-use crate::conditions::{Cond, kind, reason};
+use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::names::CINDER_FINALIZER;
 use crate::pipeline::{CinderKey, Forget, PassEnd, Pipelines, Reconcile};
 use crate::requeue::{Requeue, jittered};
+use crate::steps::probe_cache::ProbeCache;
 use actix::Addr;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Resource, ResourceExt};
 use std::sync::Arc;
 
 /// What the Cinder reconcile needs.
 pub struct CinderReconciler {
     pub op: Arc<OperatorContext>,
     pub engine: Addr<Pipelines>,
+    /// Publishes the Cinder's deletion events.
+    pub recorder: Recorder,
+    /// The /healthcheck probe cache the HealthCheck member shares (a deleted Cinder is evicted).
+    pub probe_cache: ProbeCache,
+}
+
+async fn publish(
+    ctx: &CinderReconciler,
+    cinder: &Cinder,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Finalize".to_string(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &cinder.object_ref(&())).await {
+        tracing::warn!(cinder = %cinder.name_any(), reason, error = %e, "publishing an event failed");
+    }
+}
+
+/// The deletion under the Cinder finalizer: children on a resolvable target cluster are deleted
+/// by the ownership label; a target deregistered meanwhile releases against no cleanup with a
+/// RemoteChildrenAbandoned Warning; otherwise Delete goes to the MariaDB Database/User/Grant and
+/// the finalizer stays (FinalizingDatabase, requeue 30 s) while any is live. On release the
+/// pipeline and the Cinder's metric series are dropped and the probe cache is evicted.
+async fn finalize(
+    cinder: &Arc<Cinder>,
+    ctx: &CinderReconciler,
+    api: &Api<Cinder>,
+) -> Result<Action, ReconcileError> {
+    let namespace = cinder.namespace().unwrap_or_default();
+    let name = cinder.name_any();
+    let directory = &ctx.op.pipelines;
+    directory.pass_started(&namespace, &name, "Finalize");
+    let mut abandoned = false;
+    if let Some(target) = &cinder.spec.target_cluster_ref {
+        let owner = deletion::owner_value(cinder);
+        match target_cluster::resolve(
+            &ctx.op.client,
+            &[namespace.as_str(), ctx.op.options.lease_namespace.as_str()],
+            &target.name,
+        )
+        .await?
+        {
+            Ok(remote) => {
+                let deleted = target_cluster::delete_children(&remote, &namespace, &owner).await?;
+                if !deleted.is_empty() {
+                    tracing::info!(cinder = %name, namespace = %namespace, target = %target.name, children = deleted.len(), "deleting the children on the target cluster");
+                }
+            }
+            Err(why) => {
+                abandoned = true;
+                publish(
+                    ctx,
+                    cinder,
+                    EventType::Warning,
+                    event_reason::REMOTE_CHILDREN_ABANDONED,
+                    format!(
+                        "{why}; the children labelled {}={owner} stay behind on it (and the MariaDB Database/User/Grant {name} are not cleaned up)",
+                        target_cluster::OWNER_LABEL
+                    ),
+                )
+                .await;
+            }
+        }
+    }
+    if !abandoned {
+        let live = deletion::delete_database_objects(&ctx.op.client, cinder).await?;
+        if !live.is_empty() {
+            publish(
+                ctx,
+                cinder,
+                EventType::Normal,
+                event_reason::FINALIZING_DATABASE,
+                format!("waiting for the deletion of {}", live.join(", ")),
+            )
+            .await;
+            let requeue = Requeue::RequeueDatabaseWait;
+            directory.pass_finished(
+                &namespace,
+                &name,
+                format!("finalizing: {} still live", live.join(", ")),
+                Some(requeue.interval()),
+            );
+            return Ok(Action::requeue(requeue.jittered()));
+        }
+    }
+    ctx.engine
+        .send(Forget(CinderKey {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        }))
+        .await
+        .map_err(|e| ReconcileError::Pipeline(e.to_string()))?;
+    ctx.op.metrics.forget_cinder(&namespace, &name);
+    ctx.probe_cache.evict(&namespace, &name);
+    directory.forget(&namespace, &name);
+    finalizer::remove(api, cinder.as_ref(), CINDER_FINALIZER).await?;
+    if !abandoned {
+        publish(
+            ctx,
+            cinder,
+            EventType::Normal,
+            event_reason::DATABASE_FINALIZED,
+            "the MariaDB Database, User and Grant are gone; finalizer released".to_string(),
+        )
+        .await;
+    }
+    tracing::info!(cinder = %name, namespace = %namespace, abandoned, "finalizer released");
+    Ok(Action::await_change())
 }
 
 /// A pass that could not finish (the controller retries it through `error_policy`).
@@ -53,19 +171,7 @@ pub async fn reconcile(
 
     if cinder.metadata.deletion_timestamp.is_some() {
         if finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
-            // MariaDB cleanup is a later issue; everything else is garbage-collected through
-            // the controller owner references.
-            ctx.engine
-                .send(Forget(CinderKey {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                }))
-                .await
-                .map_err(|e| ReconcileError::Pipeline(e.to_string()))?;
-            ctx.op.metrics.forget_cinder(&namespace, &name);
-            directory.forget(&namespace, &name);
-            finalizer::remove(&api, cinder.as_ref(), CINDER_FINALIZER).await?;
-            tracing::info!(cinder = %name, namespace = %namespace, "finalizer released");
+            return finalize(&cinder, &ctx, &api).await;
         }
         return Ok(Action::await_change());
     }

@@ -11,6 +11,7 @@
 //! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate).
 
 pub mod cinder;
+pub mod deletion;
 pub mod directory;
 pub mod finalizer;
 pub mod index;
@@ -109,12 +110,16 @@ where
     }
 }
 
-/// Starts the pipeline engine (registry actor with the product table) on the actor thread.
-pub async fn start_engine(ctx: &Arc<OperatorContext>) -> anyhow::Result<actix::Addr<Pipelines>> {
+/// Starts the pipeline engine (registry actor with the product table) on the actor thread;
+/// the HealthCheck member shares `probe_cache`.
+pub async fn start_engine(
+    ctx: &Arc<OperatorContext>,
+    probe_cache: crate::steps::probe_cache::ProbeCache,
+) -> anyhow::Result<actix::Addr<Pipelines>> {
     let env = crate::steps::StepEnv {
         client: ctx.client.clone(),
         watch_namespace: ctx.options.namespace.clone(),
-        probe_cache: Default::default(),
+        probe_cache,
     };
     let metrics = (*ctx.metrics).clone();
     let addr = ctx
@@ -138,7 +143,8 @@ pub async fn run_operator(
     let ns = ctx.options.namespace.clone();
     let ns = ns.as_deref();
     let (index, index_task) = IndexHandle::spawn(client.clone(), ns, shutdown.clone());
-    let engine = start_engine(&ctx).await?;
+    let probe_cache = crate::steps::probe_cache::ProbeCache::default();
+    let engine = start_engine(&ctx, probe_cache.clone()).await?;
     ctx.pipelines.attach_engine(engine.clone());
 
     let stop = {
@@ -235,6 +241,14 @@ pub async fn run_operator(
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
         engine,
+        recorder: kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "cinder-operator".to_string(),
+                instance: Some(ctx.options.identity.clone()),
+            },
+        ),
+        probe_cache,
     });
     let cinder_run = cinders
         .run(cinder::reconcile, cinder::error_policy, reconciler)
