@@ -5,8 +5,11 @@
 //! is absent and nobody holds or waits for it. Key locks (renames) are resource actors without a
 //! kind index.
 //!
-//! Messages: [`Acquire`] (reply: a receiver that yields the value when granted), [`Release`],
-//! [`Commit`], [`Mutate`], [`InspectResource`].
+//! Messages: [`Acquire`] (reply: a receiver that yields the value when granted), `AcquireNow`
+//! (reply: the grant itself when the lock was free), [`Release`], [`Commit`], [`Mutate`],
+//! [`InspectResource`]. The lock state sits behind a short mutex shared with the actor's
+//! references, so a reference takes or releases a lock without a message when the actor's mailbox
+//! is empty (the same effect, in the same order, as the message handled at once).
 
 use crate::coordinator::Coordinator;
 use crate::error::LockError;
@@ -16,8 +19,8 @@ use crate::lock_queue::{LockQueue, Priority};
 use crate::plan::LockMode;
 use actix::prelude::*;
 use serde_json::Value;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -108,12 +111,93 @@ pub struct Mutate {
 #[rtype(result = "ResourceSnapshot")]
 pub struct InspectResource;
 
+/// What a resource actor shares with its references: its id, its kind index, and its lock state
+/// behind a short mutex, so that a reference can take or release a lock directly when the actor's
+/// mailbox is empty (exactly what the actor would do if it handled the message right then).
+struct Shared {
+    id: String,
+    index: Option<Arc<KindIndex>>,
+    state: Mutex<LockState>,
+}
+
+struct LockState {
+    queue: LockQueue<oneshot::Sender<Grant>>,
+    /// Set (under the lock) when the actor decides to retire; no direct access after it.
+    retired: bool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, LockState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current value (absent for key locks and resources that do not exist).
+    fn value(&self) -> Option<Arc<Value>> {
+        self.index.as_ref().and_then(|i| i.get(&self.id))
+    }
+
+    /// Grants what the queue allows; grants whose requester went away are released at once.
+    fn pump(&self, st: &mut LockState) {
+        loop {
+            let granted = st.queue.pump(Instant::now());
+            if granted.is_empty() {
+                return;
+            }
+            let mut abandoned = false;
+            for w in granted {
+                if w.payload.send(self.value()).is_err() {
+                    st.queue.release(w.txn);
+                    abandoned = true;
+                }
+            }
+            if !abandoned {
+                return;
+            }
+        }
+    }
+
+    /// Queues the request and grants what the queue allows; a request granted at once comes
+    /// back as `Granted`.
+    fn acquire(
+        &self,
+        st: &mut LockState,
+        txn: u64,
+        mode: LockMode,
+        priority: Priority,
+    ) -> AcquireReply {
+        let (tx, mut rx) = oneshot::channel();
+        st.queue.enqueue(txn, mode, priority, Instant::now(), tx);
+        self.pump(st);
+        match rx.try_recv() {
+            Ok(grant) => AcquireReply::Granted(grant),
+            Err(_) => AcquireReply::Queued(rx),
+        }
+    }
+
+    /// Releases `txn`, drops abandoned waiters and grants what the queue allows; returns whether
+    /// `txn` held the lock.
+    fn release(&self, st: &mut LockState, txn: u64) -> bool {
+        let held = st.queue.release(txn);
+        st.queue.drop_waiters(|w| w.payload.is_closed());
+        self.pump(st);
+        held
+    }
+
+    /// Whether the actor would retire now (value absent, nobody holds or waits).
+    fn idle(&self, st: &LockState) -> bool {
+        st.queue.is_idle() && self.value().is_none()
+    }
+}
+
+/// Ask the actor to check whether it should retire (after a direct release left it idle).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+struct CheckIdle;
+
 /// The actor of one resource.
 pub struct ResourceActor {
     kind: Arc<str>,
-    id: String,
-    index: Option<Arc<KindIndex>>,
-    queue: LockQueue<oneshot::Sender<Grant>>,
+    shared: Arc<Shared>,
     pending: Arc<AtomicUsize>,
     generation: u64,
     retire_to: Addr<Coordinator>,
@@ -121,12 +205,20 @@ pub struct ResourceActor {
 
 impl Actor for ResourceActor {
     type Context = Context<Self>;
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        // Waiters of a stopped actor are never granted: let them see it and re-resolve.
+        let mut st = self.state();
+        st.retired = true;
+        st.queue.drop_waiters(|_| true);
+    }
 }
 
 /// A cheap reference to a resource actor that counts queued messages (the mailbox length).
 #[derive(Clone)]
 pub struct ResourceRef {
     addr: Addr<ResourceActor>,
+    shared: Arc<Shared>,
     pending: Arc<AtomicUsize>,
     /// The generation of the actor (distinguishes a retired actor from its successor).
     pub generation: u64,
@@ -151,20 +243,65 @@ impl ResourceRef {
         retire_to: Addr<Coordinator>,
     ) -> ResourceRef {
         let pending = Arc::new(AtomicUsize::new(0));
-        let actor = ResourceActor {
-            kind,
+        let shared = Arc::new(Shared {
             id: id.to_string(),
             index,
-            queue: LockQueue::new(age_step),
+            state: Mutex::new(LockState {
+                queue: LockQueue::new(age_step),
+                retired: false,
+            }),
+        });
+        let actor = ResourceActor {
+            kind,
+            shared: shared.clone(),
             pending: pending.clone(),
             generation,
             retire_to,
         };
         ResourceRef {
             addr: actor.start(),
+            shared,
             pending,
             generation,
         }
+    }
+
+    /// Takes (or queues for) the lock directly when the actor's mailbox is empty, as the actor
+    /// would on an `AcquireNow` handled right now; `None` when a message must be sent instead.
+    pub(crate) fn acquire_direct(
+        &self,
+        txn: u64,
+        mode: LockMode,
+        priority: Priority,
+    ) -> Option<AcquireReply> {
+        if !self.addr.connected() {
+            return None;
+        }
+        // Checked under the state lock: the lock handlers count their message off under it too,
+        // so an empty mailbox here means every earlier Acquire / Release has taken effect.
+        let mut st = self.shared.state();
+        if st.retired || self.pending.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        Some(self.shared.acquire(&mut st, txn, mode, priority))
+    }
+
+    /// Releases `txn`'s lock directly when the actor's mailbox is empty (asking the actor to
+    /// retire when that left it idle); otherwise sends a `Release`.
+    pub(crate) fn release(&self, txn: u64) {
+        if self.addr.connected() {
+            let mut st = self.shared.state();
+            if !st.retired && self.pending.load(Ordering::Acquire) == 0 {
+                self.shared.release(&mut st, txn);
+                let idle = self.shared.idle(&st);
+                drop(st);
+                if idle {
+                    self.do_send(CheckIdle);
+                }
+                return;
+            }
+        }
+        self.do_send(Release { txn });
     }
 
     /// Whether the actor is still running.
@@ -203,9 +340,13 @@ impl ResourceRef {
 }
 
 impl ResourceActor {
+    fn state(&self) -> MutexGuard<'_, LockState> {
+        self.shared.state()
+    }
+
     /// The current value (absent for key locks and resources that do not exist).
     fn value(&self) -> Option<Arc<Value>> {
-        self.index.as_ref().and_then(|i| i.get(&self.id))
+        self.shared.value()
     }
 
     fn handled(&self) {
@@ -215,57 +356,42 @@ impl ResourceActor {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
-    /// Grants what the queue allows; grants whose requester went away are released at once.
-    fn pump(&mut self) {
-        loop {
-            let granted = self.queue.pump(Instant::now());
-            if granted.is_empty() {
-                return;
-            }
-            let mut abandoned = false;
-            for w in granted {
-                if w.payload.send(self.value()).is_err() {
-                    self.queue.release(w.txn);
-                    abandoned = true;
-                }
-            }
-            if !abandoned {
-                return;
-            }
-        }
-    }
-
     fn retire_if_idle(&mut self, ctx: &mut Context<Self>) {
-        self.queue.drop_waiters(|w| w.payload.is_closed());
-        self.pump();
-        if self.value().is_none() && self.queue.is_idle() {
-            self.retire_to.do_send(Retired {
-                kind: self.kind.to_string(),
-                id: self.id.clone(),
-                generation: self.generation,
-            });
-            ctx.stop();
+        {
+            let mut st = self.state();
+            st.queue.drop_waiters(|w| w.payload.is_closed());
+            self.shared.pump(&mut st);
+            if !self.shared.idle(&st) {
+                return;
+            }
+            st.retired = true;
         }
+        self.retire_to.do_send(Retired {
+            kind: self.kind.to_string(),
+            id: self.shared.id.clone(),
+            generation: self.generation,
+        });
+        ctx.stop();
     }
 
     fn not_held(&self, txn: u64, attempted: &str) -> LockError {
         LockError::NotHeld {
             kind: self.kind.to_string(),
-            id: self.id.clone(),
+            id: self.shared.id.clone(),
             txn,
             attempted: attempted.to_string(),
         }
     }
 
     fn store(&mut self, value: Option<Arc<Value>>) -> Result<(), LockError> {
-        if let Some(index) = &self.index {
+        if let Some(index) = &self.shared.index {
             index
-                .set(&self.id, value)
+                .set(&self.shared.id, value)
                 .map_err(|c| LockError::KeyExists {
                     kind: self.kind.to_string(),
                     key: c.key,
                     owner: c.owner,
-                    id: self.id.clone(),
+                    id: self.shared.id.clone(),
                 })?;
         }
         Ok(())
@@ -275,37 +401,56 @@ impl ResourceActor {
 impl Handler<Acquire> for ResourceActor {
     type Result = MessageResult<Acquire>;
     fn handle(&mut self, msg: Acquire, _ctx: &mut Context<Self>) -> Self::Result {
+        // Counted off under the state lock, with its effect: see `ResourceRef::acquire_direct`.
+        let mut st = self.state();
         self.handled();
-        let (tx, rx) = oneshot::channel();
-        self.queue
-            .enqueue(msg.txn, msg.mode, msg.priority, Instant::now(), tx);
-        self.pump();
-        MessageResult(rx)
+        MessageResult(
+            match self
+                .shared
+                .acquire(&mut st, msg.txn, msg.mode, msg.priority)
+            {
+                AcquireReply::Granted(grant) => {
+                    let (tx, rx) = oneshot::channel();
+                    let _ = tx.send(grant);
+                    rx
+                }
+                AcquireReply::Queued(rx) => rx,
+            },
+        )
     }
 }
 
 impl Handler<AcquireNow> for ResourceActor {
     type Result = MessageResult<AcquireNow>;
     fn handle(&mut self, msg: AcquireNow, _ctx: &mut Context<Self>) -> Self::Result {
+        // Counted off under the state lock, with its effect: see `ResourceRef::acquire_direct`.
+        let mut st = self.state();
         self.handled();
-        let (tx, mut rx) = oneshot::channel();
-        self.queue
-            .enqueue(msg.txn, msg.mode, msg.priority, Instant::now(), tx);
-        self.pump();
-        MessageResult(match rx.try_recv() {
-            Ok(grant) => AcquireReply::Granted(grant),
-            Err(_) => AcquireReply::Queued(rx),
-        })
+        MessageResult(
+            self.shared
+                .acquire(&mut st, msg.txn, msg.mode, msg.priority),
+        )
     }
 }
 
 impl Handler<Release> for ResourceActor {
     type Result = bool;
     fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> bool {
-        self.handled();
-        let held = self.queue.release(msg.txn);
+        let held = {
+            let mut st = self.state();
+            self.handled();
+            st.queue.release(msg.txn)
+        };
         self.retire_if_idle(ctx);
         held
+    }
+}
+
+impl Handler<CheckIdle> for ResourceActor {
+    type Result = ();
+    fn handle(&mut self, _msg: CheckIdle, ctx: &mut Context<Self>) {
+        self.handled();
+        self.retire_if_idle(ctx);
     }
 }
 
@@ -317,7 +462,7 @@ impl Handler<Commit> for ResourceActor {
             Change::Upsert(_) => "upsert",
             Change::Delete => "delete",
         };
-        if !self.queue.holds(msg.txn, Some(LockMode::Write)) {
+        if !self.state().queue.holds(msg.txn, Some(LockMode::Write)) {
             return Err(self.not_held(msg.txn, what));
         }
         match msg.change {
@@ -331,10 +476,11 @@ impl Handler<Mutate> for ResourceActor {
     type Result = Result<Value, LockError>;
     fn handle(&mut self, msg: Mutate, _ctx: &mut Context<Self>) -> Self::Result {
         self.handled();
-        if !self.queue.holds(msg.txn, None) {
+        if !self.state().queue.holds(msg.txn, None) {
             return Err(self.not_held(msg.txn, &format!("mutation {:?}", msg.name)));
         }
         let Some(f) = self
+            .shared
             .index
             .as_ref()
             .and_then(|i| i.info().mutations.get(&msg.name).cloned())
@@ -347,14 +493,14 @@ impl Handler<Mutate> for ResourceActor {
         let Some(current) = self.value() else {
             return Err(LockError::NotFound {
                 kind: self.kind.to_string(),
-                id: self.id.clone(),
+                id: self.shared.id.clone(),
                 reason: "interior mutation of a resource that does not exist".to_string(),
             });
         };
         let mut next = Value::clone(&current);
         f(&mut next, &msg.args).map_err(|reason| LockError::MutationRefused {
             kind: self.kind.to_string(),
-            id: self.id.clone(),
+            id: self.shared.id.clone(),
             name: msg.name.clone(),
             reason,
         })?;
@@ -368,12 +514,13 @@ impl Handler<InspectResource> for ResourceActor {
     fn handle(&mut self, _msg: InspectResource, _ctx: &mut Context<Self>) -> Self::Result {
         self.handled();
         let now = Instant::now();
+        let st = self.state();
         MessageResult(ResourceSnapshot {
             kind: self.kind.to_string(),
-            id: self.id.clone(),
-            mode: self.queue.mode(),
-            holders: self.queue.holders().iter().map(|(t, _)| *t).collect(),
-            waiters: self
+            id: self.shared.id.clone(),
+            mode: st.queue.mode(),
+            holders: st.queue.holders().iter().map(|(t, _)| *t).collect(),
+            waiters: st
                 .queue
                 .waiters()
                 .iter()

@@ -66,7 +66,7 @@ impl LockGuard {
         let mut order = Vec::with_capacity(held.len());
         for (step, r) in held.into_iter().rev() {
             // A gone actor has nothing left to release.
-            r.do_send(Release { txn: self.txn });
+            r.release(self.txn);
             order.push(step);
         }
         self.coordinator.do_send(PhaseDone { phase: self.phase });

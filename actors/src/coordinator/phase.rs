@@ -37,14 +37,18 @@ async fn acquire_one(
     priority: Priority,
 ) -> Result<(Option<Arc<Value>>, ResourceRef), LockError> {
     for attempt in 0u32..10_000 {
-        match r
-            .send(AcquireNow {
-                txn,
-                mode: step.mode,
-                priority,
-            })
-            .await
-        {
+        let reply = match r.acquire_direct(txn, step.mode, priority) {
+            Some(reply) => Ok(reply),
+            None => {
+                r.send(AcquireNow {
+                    txn,
+                    mode: step.mode,
+                    priority,
+                })
+                .await
+            }
+        };
+        match reply {
             Ok(AcquireReply::Granted(grant)) => return Ok((grant, r)),
             Ok(AcquireReply::Queued(rx)) => {
                 if let Ok(grant) = rx.await {
