@@ -176,3 +176,35 @@ async fn the_leader_lease_has_the_plain_name_and_no_device_annotation() {
     leader.release().await.unwrap();
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewals_fail_steps_down_and_campaigns_again() {
+    let cluster = cluster().await;
+    let settings = LeaseSettings {
+        duration: Duration::from_secs(3),
+        renew_period: Some(Duration::from_secs(1)),
+    };
+    let id = HolderIdentity::generate();
+    let leader = elector(&cluster, &id, &settings).await;
+    leader.wait_for_leadership().await;
+    let mut leading = leader.subscribe();
+    cluster
+        .faults()
+        .add_error_rule(cinder_sim::ErrorRule::always(
+            Some("update"),
+            Some("leases"),
+            503,
+        ));
+    leading
+        .wait_for(|l| !*l)
+        .await
+        .expect("the elector reports stepping down");
+    assert!(!leader.is_leader());
+    cluster.faults().clear();
+    eventually("leading again once renewals work", || async {
+        leader.is_leader()
+    })
+    .await;
+    assert_eq!(leader.release().await.unwrap(), Released::Released);
+    cluster.shutdown().await;
+}
