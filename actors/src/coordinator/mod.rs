@@ -86,7 +86,8 @@ pub(crate) fn with_status<R>(s: &SharedStatus, f: impl FnOnce(&mut PhaseStatus) 
 pub struct Coordinator {
     store: Arc<Store>,
     age_step: Duration,
-    registry: HashMap<(String, String), ResourceRef>,
+    /// kind -> id -> actor (looked up by `&str`, without building a key per lock).
+    registry: HashMap<String, HashMap<String, ResourceRef>>,
     kind_names: HashMap<String, Arc<str>>,
     next_generation: u64,
     next_txn: u64,
@@ -113,8 +114,7 @@ impl Coordinator {
     }
 
     fn resolve(&mut self, kind: &str, id: &str, ctx: &mut Context<Self>) -> ResourceRef {
-        let key = (kind.to_string(), id.to_string());
-        if let Some(r) = self.registry.get(&key)
+        if let Some(r) = self.registry.get(kind).and_then(|ids| ids.get(id))
             && r.connected()
         {
             return r.clone();
@@ -137,7 +137,10 @@ impl Coordinator {
             self.next_generation,
             ctx.address(),
         );
-        self.registry.insert(key, r.clone());
+        self.registry
+            .entry(kind.to_string())
+            .or_default()
+            .insert(id.to_string(), r.clone());
         r
     }
 }
@@ -162,13 +165,12 @@ impl Handler<Resolve> for Coordinator {
 impl Handler<Retired> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: Retired, _ctx: &mut Context<Self>) {
-        let key = (msg.kind, msg.id);
-        if self
-            .registry
-            .get(&key)
-            .is_some_and(|r| r.generation == msg.generation)
+        if let Some(ids) = self.registry.get_mut(&msg.kind)
+            && ids
+                .get(&msg.id)
+                .is_some_and(|r| r.generation == msg.generation)
         {
-            self.registry.remove(&key);
+            ids.remove(&msg.id);
         }
     }
 }
@@ -326,6 +328,7 @@ impl Handler<Inspect> for Coordinator {
         let refs: Vec<ResourceRef> = self
             .registry
             .values()
+            .flat_map(HashMap::values)
             .filter(|r| r.connected())
             .cloned()
             .collect();
