@@ -194,3 +194,35 @@ async fn only_the_leader_reconciles_and_the_other_takes_over_when_it_stops() {
     follower.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_leadership_stops_the_controllers_and_ends_in_leadership_lost() {
+    let cluster = EmbeddedCluster::start(ClusterConfig::default())
+        .await
+        .unwrap();
+    let client = cluster.client().await;
+    embedded::install_crds(&client).await.unwrap();
+    let ctx = OperatorContext::new(
+        client,
+        OperatorOptions::default(),
+        Arc::new(Metrics::new_registry().1),
+    )
+    .await
+    .unwrap();
+    let (leading_tx, leading) = tokio::sync::watch::channel(true);
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(run_when_leader(ctx.clone(), leading, stop_rx));
+    eventually("the controllers synced", || async { ctx.is_ready() }).await;
+    leading_tx.send(false).unwrap();
+    let ended = task
+        .await
+        .unwrap()
+        .expect_err("a lost leadership is an error");
+    assert!(
+        ended.is::<cinder_operator::cmd_run::LeadershipLost>(),
+        "{ended:#}"
+    );
+    assert!(!ctx.is_ready(), "still ready after losing leadership");
+    ctx.coordinator.shutdown().await.unwrap().release().await;
+    cluster.shutdown().await;
+}
