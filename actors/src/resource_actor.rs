@@ -1,15 +1,15 @@
 //! One actix actor per (kind, id): owns the value (`Arc<serde_json::Value>`, kept in its slot of
-//! the kind index, which only this actor writes once it runs), its shared/exclusive lock with the
-//! waiter queue, applies commits (upsert, delete) and interior mutations sent by
-//! lock holders, keeps the kind's index current, answers inspection, and retires when its value
-//! is absent and nobody holds or waits for it. Key locks (renames) are resource actors without a
-//! kind index.
+//! the kind index, written only under this resource's lock state), its shared/exclusive lock with
+//! the waiter queue, applies commits (upsert, delete) and interior mutations sent by lock holders,
+//! keeps the kind's index current, answers inspection, and retires when its value is absent and
+//! nobody holds or waits for it. Key locks (renames) are resource actors without a kind index.
 //!
 //! Messages: [`Acquire`] (reply: a receiver that yields the value when granted), `AcquireNow`
 //! (reply: the grant itself when the lock was free), [`Release`], [`Commit`], [`Mutate`],
 //! [`InspectResource`]. The lock state sits behind a short mutex shared with the actor's
-//! references, so a reference takes or releases a lock without a message when the actor's mailbox
-//! is empty (the same effect, in the same order, as the message handled at once).
+//! references, so a reference takes or releases a lock, commits and mutates without a message
+//! when the actor's mailbox is empty (the same effect, in the same order, as the message handled
+//! at once: the handlers count their message off under that mutex).
 
 use crate::coordinator::Coordinator;
 use crate::error::LockError;
@@ -115,6 +115,7 @@ pub struct InspectResource;
 /// behind a short mutex, so that a reference can take or release a lock directly when the actor's
 /// mailbox is empty (exactly what the actor would do if it handled the message right then).
 struct Shared {
+    kind: Arc<str>,
     id: String,
     index: Option<Arc<KindIndex>>,
     state: Mutex<LockState>,
@@ -187,6 +188,83 @@ impl Shared {
     fn idle(&self, st: &LockState) -> bool {
         st.queue.is_idle() && self.value().is_none()
     }
+
+    fn not_held(&self, txn: u64, attempted: &str) -> LockError {
+        LockError::NotHeld {
+            kind: self.kind.to_string(),
+            id: self.id.clone(),
+            txn,
+            attempted: attempted.to_string(),
+        }
+    }
+
+    fn store(&self, value: Option<Arc<Value>>) -> Result<(), LockError> {
+        if let Some(index) = &self.index {
+            index
+                .set(&self.id, value)
+                .map_err(|c| LockError::KeyExists {
+                    kind: self.kind.to_string(),
+                    key: c.key,
+                    owner: c.owner,
+                    id: self.id.clone(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Applies a commit of `txn`, which must hold the exclusive lock.
+    fn commit(&self, st: &LockState, txn: u64, change: Change) -> Result<(), LockError> {
+        let what = match change {
+            Change::Upsert(_) => "upsert",
+            Change::Delete => "delete",
+        };
+        if !st.queue.holds(txn, Some(LockMode::Write)) {
+            return Err(self.not_held(txn, what));
+        }
+        match change {
+            Change::Upsert(v) => self.store(Some(Arc::new(v))),
+            Change::Delete => self.store(None),
+        }
+    }
+
+    /// Runs the declared interior mutation `name` for `txn`, which must hold the lock.
+    fn mutate(
+        &self,
+        st: &LockState,
+        txn: u64,
+        name: String,
+        args: &Value,
+    ) -> Result<Value, LockError> {
+        if !st.queue.holds(txn, None) {
+            return Err(self.not_held(txn, &format!("mutation {name:?}")));
+        }
+        let Some(f) = self
+            .index
+            .as_ref()
+            .and_then(|i| i.info().mutations.get(&name).cloned())
+        else {
+            return Err(LockError::UnknownMutation {
+                kind: self.kind.to_string(),
+                name,
+            });
+        };
+        let Some(current) = self.value() else {
+            return Err(LockError::NotFound {
+                kind: self.kind.to_string(),
+                id: self.id.clone(),
+                reason: "interior mutation of a resource that does not exist".to_string(),
+            });
+        };
+        let mut next = Value::clone(&current);
+        f(&mut next, args).map_err(|reason| LockError::MutationRefused {
+            kind: self.kind.to_string(),
+            id: self.id.clone(),
+            name,
+            reason,
+        })?;
+        self.store(Some(Arc::new(next.clone())))?;
+        Ok(next)
+    }
 }
 
 /// Ask the actor to check whether it should retire (after a direct release left it idle).
@@ -244,6 +322,7 @@ impl ResourceRef {
     ) -> ResourceRef {
         let pending = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
+            kind: kind.clone(),
             id: id.to_string(),
             index,
             state: Mutex::new(LockState {
@@ -284,6 +363,44 @@ impl ResourceRef {
             return None;
         }
         Some(self.shared.acquire(&mut st, txn, mode, priority))
+    }
+
+    /// Runs `f` on the lock state directly when the actor runs, has not retired and its mailbox is
+    /// empty (checked under the state lock, under which the handlers count their message off).
+    fn direct<R>(&self, f: impl FnOnce(&Shared, &mut LockState) -> R) -> Option<R> {
+        if !self.addr.connected() {
+            return None;
+        }
+        let mut st = self.shared.state();
+        if st.retired || self.pending.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        Some(f(&self.shared, &mut st))
+    }
+
+    /// Applies a commit directly when the mailbox is empty; gives the change back otherwise.
+    pub(crate) fn commit_direct(
+        &self,
+        txn: u64,
+        change: Change,
+    ) -> Result<Result<(), LockError>, Change> {
+        let mut change = Some(change);
+        let done = self.direct(|sh, st| change.take().map(|c| sh.commit(st, txn, c)));
+        match (done.flatten(), change) {
+            (Some(r), _) => Ok(r),
+            (None, Some(c)) => Err(c),
+            (None, None) => Ok(Err(LockError::ShuttingDown)),
+        }
+    }
+
+    /// Runs an interior mutation directly when the mailbox is empty; `None` otherwise.
+    pub(crate) fn mutate_direct(
+        &self,
+        txn: u64,
+        name: &str,
+        args: &Value,
+    ) -> Option<Result<Value, LockError>> {
+        self.direct(|sh, st| sh.mutate(st, txn, name.to_string(), args))
     }
 
     /// Releases `txn`'s lock directly when the actor's mailbox is empty (asking the actor to
@@ -373,29 +490,6 @@ impl ResourceActor {
         });
         ctx.stop();
     }
-
-    fn not_held(&self, txn: u64, attempted: &str) -> LockError {
-        LockError::NotHeld {
-            kind: self.kind.to_string(),
-            id: self.shared.id.clone(),
-            txn,
-            attempted: attempted.to_string(),
-        }
-    }
-
-    fn store(&mut self, value: Option<Arc<Value>>) -> Result<(), LockError> {
-        if let Some(index) = &self.shared.index {
-            index
-                .set(&self.shared.id, value)
-                .map_err(|c| LockError::KeyExists {
-                    kind: self.kind.to_string(),
-                    key: c.key,
-                    owner: c.owner,
-                    id: self.shared.id.clone(),
-                })?;
-        }
-        Ok(())
-    }
 }
 
 impl Handler<Acquire> for ResourceActor {
@@ -457,55 +551,18 @@ impl Handler<CheckIdle> for ResourceActor {
 impl Handler<Commit> for ResourceActor {
     type Result = Result<(), LockError>;
     fn handle(&mut self, msg: Commit, _ctx: &mut Context<Self>) -> Self::Result {
+        let st = self.state();
         self.handled();
-        let what = match msg.change {
-            Change::Upsert(_) => "upsert",
-            Change::Delete => "delete",
-        };
-        if !self.state().queue.holds(msg.txn, Some(LockMode::Write)) {
-            return Err(self.not_held(msg.txn, what));
-        }
-        match msg.change {
-            Change::Upsert(v) => self.store(Some(Arc::new(v))),
-            Change::Delete => self.store(None),
-        }
+        self.shared.commit(&st, msg.txn, msg.change)
     }
 }
 
 impl Handler<Mutate> for ResourceActor {
     type Result = Result<Value, LockError>;
     fn handle(&mut self, msg: Mutate, _ctx: &mut Context<Self>) -> Self::Result {
+        let st = self.state();
         self.handled();
-        if !self.state().queue.holds(msg.txn, None) {
-            return Err(self.not_held(msg.txn, &format!("mutation {:?}", msg.name)));
-        }
-        let Some(f) = self
-            .shared
-            .index
-            .as_ref()
-            .and_then(|i| i.info().mutations.get(&msg.name).cloned())
-        else {
-            return Err(LockError::UnknownMutation {
-                kind: self.kind.to_string(),
-                name: msg.name,
-            });
-        };
-        let Some(current) = self.value() else {
-            return Err(LockError::NotFound {
-                kind: self.kind.to_string(),
-                id: self.shared.id.clone(),
-                reason: "interior mutation of a resource that does not exist".to_string(),
-            });
-        };
-        let mut next = Value::clone(&current);
-        f(&mut next, &msg.args).map_err(|reason| LockError::MutationRefused {
-            kind: self.kind.to_string(),
-            id: self.shared.id.clone(),
-            name: msg.name.clone(),
-            reason,
-        })?;
-        self.store(Some(Arc::new(next.clone())))?;
-        Ok(next)
+        self.shared.mutate(&st, msg.txn, msg.name, &msg.args)
     }
 }
 

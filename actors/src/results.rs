@@ -91,12 +91,13 @@ impl ResourceResult {
             return Err(self.wrong("upsert"));
         }
         let (txn, r) = self.resource("upsert").await?;
-        r.send(Commit {
-            txn,
-            change: Change::Upsert(value),
-        })
-        .await
-        .map_err(|_| LockError::ShuttingDown)?
+        let change = match r.commit_direct(txn, Change::Upsert(value)) {
+            Ok(done) => return done,
+            Err(change) => change,
+        };
+        r.send(Commit { txn, change })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?
     }
 
     /// Deletes the resource (only through a delete result, while locked).
@@ -105,6 +106,9 @@ impl ResourceResult {
             return Err(self.wrong("delete"));
         }
         let (txn, r) = self.resource("delete").await?;
+        if let Ok(done) = r.commit_direct(txn, Change::Delete) {
+            return done;
+        }
         r.send(Commit {
             txn,
             change: Change::Delete,
@@ -119,6 +123,9 @@ impl ResourceResult {
             return Err(self.wrong("interior mutation"));
         }
         let (txn, r) = self.resource("interior mutation").await?;
+        if let Some(done) = r.mutate_direct(txn, name, &args) {
+            return done;
+        }
         r.send(Mutate {
             txn,
             name: name.to_string(),
