@@ -68,8 +68,12 @@ pub(crate) struct PhaseStatus {
     what: PhaseKind,
     priority: Priority,
     started: Instant,
-    held: Vec<LockStep>,
-    waiting: Option<(LockStep, Instant)>,
+    /// Every lock of the phase, in acquisition order (shared with the acquisition future).
+    steps: Arc<[LockStep]>,
+    /// How many of `steps` are held.
+    held: usize,
+    /// The step waited on (an index into `steps`) and since when.
+    waiting: Option<(usize, Instant)>,
 }
 
 pub(crate) type SharedStatus = Arc<Mutex<PhaseStatus>>;
@@ -257,7 +261,7 @@ impl Handler<BeginLock> for Coordinator {
         };
         self.next_phase += 1;
         let phase = self.next_phase;
-        let steps = plan.acquisitions();
+        let steps: Arc<[LockStep]> = plan.acquisitions().into();
         let refs: Vec<ResourceRef> = steps
             .iter()
             .map(|s| self.resolve(&s.kind, &s.id, ctx))
@@ -268,7 +272,8 @@ impl Handler<BeginLock> for Coordinator {
             what: msg.what,
             priority: msg.priority,
             started: Instant::now(),
-            held: Vec::new(),
+            steps: steps.clone(),
+            held: 0,
             waiting: None,
         }));
         self.phases.insert(phase, status.clone());
@@ -317,10 +322,12 @@ impl Handler<Inspect> for Coordinator {
                     what: p.what.name(),
                     priority: p.priority,
                     age_ms: now.saturating_duration_since(p.started).as_millis() as u64,
-                    held: p.held.clone(),
-                    waiting_on: p.waiting.as_ref().map(|(l, since)| WaitSnapshot {
-                        lock: l.clone(),
-                        waited_ms: now.saturating_duration_since(*since).as_millis() as u64,
+                    held: p.steps.iter().take(p.held).cloned().collect(),
+                    waiting_on: p.waiting.and_then(|(i, since)| {
+                        p.steps.get(i).map(|l| WaitSnapshot {
+                            lock: l.clone(),
+                            waited_ms: now.saturating_duration_since(since).as_millis() as u64,
+                        })
                     }),
                 })
             })

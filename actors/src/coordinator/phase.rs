@@ -21,7 +21,7 @@ pub(crate) struct Phase {
     pub(crate) coordinator: Addr<Coordinator>,
     pub(crate) store: Arc<Store>,
     pub(crate) plan: Plan,
-    pub(crate) steps: Vec<LockStep>,
+    pub(crate) steps: Arc<[LockStep]>,
     pub(crate) refs: Vec<ResourceRef>,
     pub(crate) txn: u64,
     pub(crate) phase: u64,
@@ -98,16 +98,14 @@ impl Phase {
         // Grants by step position: the key locks, then `plan.acquire` in order.
         let mut grants: Vec<GrantedLock> = Vec::with_capacity(steps.len());
         guard.held.reserve(steps.len());
-        for (step, r) in steps.into_iter().zip(refs) {
-            with_status(&status, |s| {
-                s.waiting = Some((step.clone(), Instant::now()))
-            });
-            let (grant, r) = acquire_one(&coordinator, r, &step, txn, priority).await?;
+        for (i, (step, r)) in steps.iter().zip(refs).enumerate() {
+            with_status(&status, |s| s.waiting = Some((i, Instant::now())));
+            let (grant, r) = acquire_one(&coordinator, r, step, txn, priority).await?;
             with_status(&status, |s| {
                 s.waiting = None;
-                s.held.push(step.clone());
+                s.held = i + 1;
             });
-            guard.held.push((step, r.clone()));
+            guard.held.push((step.clone(), r.clone()));
             grants.push((grant, r));
         }
         let key_locks = plan.key_locks.len();
