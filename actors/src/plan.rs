@@ -377,7 +377,7 @@ fn plan_query(
 
     // Caller entries, with ids resolved from keys; key locks for renames.
     let mut keys = Vec::new();
-    let mut caller: Vec<(Subquery, PlanEntry)> = Vec::with_capacity(q.0.len());
+    let mut caller: Vec<(&Subquery, PlanEntry)> = Vec::with_capacity(q.0.len());
     for s in &q.0 {
         let mut id = s.id.clone();
         if id.is_empty()
@@ -427,7 +427,7 @@ fn plan_query(
             synthetic: false,
             filter: s.filter.clone(),
         };
-        caller.push((s.clone(), entry));
+        caller.push((s, entry));
     }
 
     // Synthetic parent reads and id fill-in. A caller read of the parent kind serves as the
@@ -435,19 +435,19 @@ fn plan_query(
     // reads are not expanded further, but they fill in the ids of caller reads of their parents.
     let mut synthetic: Vec<PlanEntry> = Vec::new();
     for i in 0..caller.len() {
-        let (s, e) = (caller[i].0.clone(), caller[i].1.clone());
-        if !e.op.is_consistent() {
+        let (s, op) = (caller[i].0, caller[i].1.op);
+        if !op.is_consistent() {
             continue;
         }
-        let Some(kind) = schema.kind(&e.kind) else {
+        let Some(kind) = schema.kind(&caller[i].1.kind) else {
             continue;
         };
-        let cached = if e.id.is_empty() {
+        let child_id = caller[i].1.id.clone();
+        let cached = if child_id.is_empty() {
             None
         } else {
-            view.get(&e.kind, &e.id)
+            view.get(&kind.name, &child_id)
         };
-        let (op, child_id) = (e.op, e.id.clone());
         for (parent, _) in &kind.parents {
             let parent_id = s
                 .owner(parent)
