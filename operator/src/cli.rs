@@ -125,8 +125,8 @@ pub struct RunArgs {
     /// With --embedded: the folder of sample manifests applied after the CRDs.
     #[arg(long, default_value = "deploy/samples")]
     pub samples: PathBuf,
-    /// Duration of the leader-election Lease, in seconds (checked, used once --leader-elect is
-    /// built; device Leases use the device-lock default of 15 s in this version).
+    /// Duration, in seconds, of the leader-election Lease and of every device Lease (renewed every
+    /// third of it while held).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lease_duration: u64,
 }

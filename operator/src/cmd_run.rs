@@ -350,6 +350,7 @@ fn unbuilt_steps(client: &kube::Client, namespace: Option<String>) -> Vec<String
         client: client.clone(),
         watch_namespace: namespace,
         probe_cache: Default::default(),
+        services: None,
     };
     let names: Vec<&str> = crate::steps::steps(env).iter().map(|s| s.name()).collect();
     embedded::unbuilt_steps(&names)

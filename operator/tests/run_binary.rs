@@ -326,8 +326,13 @@ fn a_broken_sample_exits_1_naming_the_file_before_starting_anything() {
 }
 
 #[test]
-fn leader_election_is_refused_as_not_built() {
-    let (code, _, stderr) = run_to_end(&["run", "--leader-elect"], &[]);
-    assert_eq!(code, Some(2));
-    assert_one_line(&stderr, "not built yet");
+fn leader_election_with_an_unreadable_kubeconfig_exits_1_with_one_line() {
+    let path = temp_path("garbage-leader.kubeconfig");
+    std::fs::write(&path, "clusters: [").unwrap();
+    let mut args = vec!["run", "--leader-elect"];
+    args.extend(FREE_PORTS);
+    let (code, _, stderr) = run_to_end(&args, &[("KUBECONFIG", path.to_str().unwrap())]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_one_line(&stderr, "cannot load a Kubernetes configuration");
+    let _ = std::fs::remove_file(&path);
 }

@@ -120,6 +120,10 @@ pub async fn start_engine(
         client: ctx.client.clone(),
         watch_namespace: ctx.options.namespace.clone(),
         probe_cache,
+        services: Some(crate::steps::StepServices {
+            device_locks: ctx.device_locks.clone(),
+            metrics: Arc::clone(&ctx.metrics),
+        }),
     };
     let metrics = (*ctx.metrics).clone();
     let addr = ctx

@@ -46,7 +46,12 @@ pub struct DatabaseStep {
 impl DatabaseStep {
     /// With services built from `env` alone (see [`services`]).
     pub fn new(env: StepEnv) -> Self {
-        let services = DatabaseServices::for_env(&env);
+        let services = match &env.services {
+            Some(s) => {
+                DatabaseServices::new(env.client.clone(), s.device_locks.clone(), &s.metrics)
+            }
+            None => DatabaseServices::for_env(&env),
+        };
         DatabaseStep { env, services }
     }
 

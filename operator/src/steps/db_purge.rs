@@ -41,7 +41,7 @@ pub struct DbPurgeStep {
 
 impl DbPurgeStep {
     pub fn new(env: StepEnv) -> Self {
-        let reporting = JobReporting::new(env.client.clone(), JobKind::DbPurge);
+        let reporting = JobReporting::for_env(&env, JobKind::DbPurge);
         DbPurgeStep { env, reporting }
     }
 }

@@ -28,8 +28,8 @@ pub mod scheduler;
 pub mod secrets;
 pub mod transport_url_secret;
 pub mod volume_services;
-pub mod workloads;
 pub mod vpa;
+pub mod workloads;
 
 use crate::pipeline::{PipelineTable, Step, TableError};
 use std::sync::Arc;
@@ -42,6 +42,17 @@ pub struct StepEnv {
     pub watch_namespace: Option<String>,
     /// The /healthcheck probe cache shared by every Cinder (evict a deleted Cinder's entries).
     pub probe_cache: probe_cache::ProbeCache,
+    /// The operator context's device locks and served metrics; `None` where steps are only
+    /// constructed (never run), and then the steps fall back to per-thread services.
+    pub services: Option<StepServices>,
+}
+
+/// What the steps share with the operator context: the device locks (so `/devices` shows the
+/// database and backend locks) and the metrics the `/metrics` endpoint serves (the Job pairs).
+#[derive(Clone)]
+pub struct StepServices {
+    pub device_locks: cinder_lease::DeviceLocks,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The product steps that exist.

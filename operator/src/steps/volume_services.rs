@@ -41,7 +41,7 @@ pub struct VolumeServicesStep {
 
 impl VolumeServicesStep {
     pub fn new(env: StepEnv) -> Self {
-        let reporting = JobReporting::new(env.client.clone(), JobKind::ServiceRemove);
+        let reporting = JobReporting::for_env(&env, JobKind::ServiceRemove);
         VolumeServicesStep { env, reporting }
     }
 }
@@ -63,7 +63,7 @@ enum Applied {
 /// Runs `write` (a create/replace/delete of one backend's Deployment) under the backend's
 /// device lock together with its volume service.
 async fn under_backend_lock<F, Fut>(
-    client: &Client,
+    env: &StepEnv,
     ns: &str,
     device: &str,
     service: &str,
@@ -73,8 +73,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    let locks =
-        super::database::services::thread_device_locks(client, ns).map_err(|e| e.to_string())?;
+    let locks = super::database::services::env_device_locks(env, ns).map_err(|e| e.to_string())?;
     match lock_backend(&locks, device, service, Priority::Default).await? {
         Locked::Busy(after) => Ok(Applied::Busy(after)),
         Locked::Guard(guard) => {
@@ -179,7 +178,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
             if needs_write(current, &desired) {
                 let c = client.clone();
                 let applied = under_backend_lock(
-                    &client,
+                    &env,
                     &ns,
                     &device,
                     &service_id(&ns, &name, &b.name),
@@ -230,7 +229,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
             .unwrap_or_else(|| format!("backend:{backend}"));
         let (c, n, nm) = (client.clone(), ns.clone(), dname.clone());
         let applied = under_backend_lock(
-            &client,
+            &env,
             &ns,
             &device,
             &service_id(&ns, &name, backend),
@@ -254,15 +253,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
 
     // The detach of deleted backends, one per pass.
     let backends: Vec<CinderBackend> = specs.into_values().collect();
-    match detach_pass(
-        &client,
-        &reporting,
-        &cinder,
-        &backends,
-        config_map.as_deref(),
-    )
-    .await
-    {
+    match detach_pass(&env, &reporting, &cinder, &backends, config_map.as_deref()).await {
         Err(e) => return fail(ctx, format!("detach: {e}")),
         Ok(DetachOutcome::Busy { backend, after }) => {
             return ctx.requeue(

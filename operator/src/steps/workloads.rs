@@ -473,6 +473,15 @@ impl JobReporting {
         }
     }
 
+    /// With the operator context's served metrics when `env` carries them (else as [`Self::new`]).
+    pub fn for_env(env: &super::StepEnv, kind: crate::metrics::JobKind) -> Self {
+        let mut reporting = Self::new(env.client.clone(), kind);
+        if let Some(services) = &env.services {
+            reporting.metrics = services.metrics.job(kind).clone();
+        }
+        reporting
+    }
+
     /// True the first time it is asked for `key` (a Job UID, or a backend/UID tuple).
     pub fn first_time(&self, key: &str) -> bool {
         self.counted

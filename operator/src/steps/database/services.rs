@@ -69,6 +69,15 @@ pub fn thread_device_locks(
     })
 }
 
+/// The lock service the steps use for devices of a Cinder in `namespace`: the operator context's
+/// when `env` carries it, else the actor thread's (see [`thread_device_locks`]).
+pub fn env_device_locks(env: &StepEnv, namespace: &str) -> Result<DeviceLocks, LeaseError> {
+    match &env.services {
+        Some(s) => Ok(s.device_locks.clone()),
+        None => thread_device_locks(&env.client, namespace),
+    }
+}
+
 /// The services of the Database step (cheap to clone; clones share everything).
 #[derive(Clone)]
 pub struct DatabaseServices {

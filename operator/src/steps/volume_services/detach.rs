@@ -9,11 +9,12 @@
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
 //! feed the service_remove metrics once per (backend, Job UID).
 
+use super::super::StepEnv;
 use super::super::children::{child_meta, selector};
 use super::super::database::jobs::{
     CONFIG_DIR, active_database_jobs, database_device, failed_exit_code, read_job,
 };
-use super::super::database::services::thread_device_locks;
+use super::super::database::services::env_device_locks;
 use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
 use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
 use crate::conditions::event_reason;
@@ -242,7 +243,7 @@ async fn observe_backend(
 /// Runs one detach pass for the first (name order) deleted backend of `cinder` still holding
 /// the finalizer. `config_map` is the config the service-remove Job mounts.
 pub async fn detach_pass(
-    client: &Client,
+    env: &StepEnv,
     reporting: &JobReporting,
     cinder: &Cinder,
     backends: &[CinderBackend],
@@ -260,7 +261,8 @@ pub async fn detach_pass(
         return Ok(DetachOutcome::Idle);
     };
     let bname = backend.name_any();
-    let locks = thread_device_locks(client, &ns).map_err(|e| DetachError::Lock(e.to_string()))?;
+    let client = &env.client;
+    let locks = env_device_locks(env, &ns).map_err(|e| DetachError::Lock(e.to_string()))?;
     let guard = match lock_backend(
         &locks,
         &backend_device(backend),
