@@ -5,8 +5,8 @@
 //! capture of every tracing line the process emits (to prove no secret value is logged).
 
 pub mod database_helpers;
-pub mod group_helpers;
 pub mod deploy_helpers;
+pub mod group_helpers;
 
 use anyhow::Context as _;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
@@ -247,7 +247,9 @@ pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Con
 /// Checks the aggregate: Ready is True exactly when all fourteen sub-conditions are True
 /// (whichever steps exist yet), and ExtraConfigHealthy never decides it. Returns Ready.
 pub fn assert_ready_consistent(conditions: &[Condition]) -> Condition {
-    let ready = condition(conditions, "Ready").cloned().expect("a Ready condition");
+    let ready = condition(conditions, "Ready")
+        .cloned()
+        .expect("a Ready condition");
     let all_true = cinder_operator::conditions::SUB_CONDITIONS
         .iter()
         .all(|t| condition(conditions, t).is_some_and(|c| c.status == "True"));
@@ -256,7 +258,11 @@ pub fn assert_ready_consistent(conditions: &[Condition]) -> Condition {
         assert_eq!(ready.reason, "AllReady");
     } else {
         assert_eq!(ready.reason, "NotAllReady");
-        assert!(!ready.message.contains("ExtraConfigHealthy"), "{}", ready.message);
+        assert!(
+            !ready.message.contains("ExtraConfigHealthy"),
+            "{}",
+            ready.message
+        );
     }
     ready
 }
