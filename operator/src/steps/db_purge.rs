@@ -22,10 +22,7 @@ use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
-use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec,
-    SecretKeySelector, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, SecretKeySelector, VolumeMount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::events::{Event, EventType};
@@ -90,25 +87,7 @@ pub fn desired_cron_job(
             spec: Some(JobSpec {
                 active_deadline_seconds: Some(effective.active_deadline_seconds),
                 backoff_limit: Some(0),
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(labels),
-                        ..Default::default()
-                    }),
-                    spec: Some(PodSpec {
-                        restart_policy: Some("Never".to_string()),
-                        containers: vec![container],
-                        volumes: Some(vec![Volume {
-                            name: "config".to_string(),
-                            config_map: Some(ConfigMapVolumeSource {
-                                name: config_map.to_string(),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        }]),
-                        ..Default::default()
-                    }),
-                },
+                template: super::workloads::config_job_pod(labels, container, config_map),
                 ..Default::default()
             }),
         },

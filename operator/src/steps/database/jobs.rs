@@ -18,10 +18,8 @@ use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, Pod, PodSpec, PodTemplateSpec,
-    SecretKeySelector, Volume, VolumeMount,
+    Container, EnvVar, EnvVarSource, Pod, SecretKeySelector, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
@@ -152,25 +150,7 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
     };
     let spec = JobSpec {
         backoff_limit: which.backoff_limit(),
-        template: PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some(pod_labels),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                restart_policy: Some("Never".to_string()),
-                containers: vec![container],
-                volumes: Some(vec![Volume {
-                    name: "config".to_string(),
-                    config_map: Some(ConfigMapVolumeSource {
-                        name: config_map.to_string(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        },
+        template: super::super::workloads::config_job_pod(pod_labels, container, config_map),
         ..Default::default()
     };
     let hash = serde_json::to_string(&spec)

@@ -28,10 +28,7 @@ use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EnvVar, PodSpec, PodTemplateSpec, Secret, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Container, EnvVar, Secret, VolumeMount};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -85,25 +82,7 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
         ),
         spec: Some(JobSpec {
             backoff_limit: Some(0),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("Never".to_string()),
-                    containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: "config".to_string(),
-                        config_map: Some(ConfigMapVolumeSource {
-                            name: config_map.to_string(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-            },
+            template: super::super::workloads::config_job_pod(labels, container, config_map),
             ..Default::default()
         }),
         ..Default::default()
