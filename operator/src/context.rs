@@ -113,6 +113,8 @@ pub struct OperatorContext {
     pub pipelines: PipelineDirectory,
     /// The actix system the actors run on.
     pub actors: ActorThread,
+    /// The resolved target clusters (one client and one watcher per registered kubeconfig).
+    pub targets: crate::controller::target_cluster::TargetClusters,
     ready: AtomicBool,
 }
 
@@ -139,7 +141,13 @@ impl OperatorContext {
             config,
             options.device_lock_metrics.clone(),
         )?;
+        let targets = crate::controller::target_cluster::TargetClusters::new(
+            client.clone(),
+            &options.lease_namespace,
+            options.namespace.as_deref(),
+        );
         Ok(Arc::new(OperatorContext {
+            targets,
             client,
             options,
             coordinator,

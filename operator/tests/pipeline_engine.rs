@@ -130,7 +130,7 @@ async fn first_requeue_ends_the_lane_and_the_group_does_not_run() {
     ];
     let table = PipelineTable::custom(lane, vec![ok("G", kind::HPA_READY, &c)]);
     let (_r, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), &mut ()).await;
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
     assert_eq!(*c.lock().unwrap(), ["c1:A", "c1:B"]);
     assert_eq!(report.end, PassEnd::ShortCircuited { step: "B" });
     assert_eq!(report.requeue, Some(Duration::from_secs(30)));
@@ -166,7 +166,7 @@ async fn lane_error_is_counted_and_becomes_the_step_condition() {
     ];
     let table = PipelineTable::custom(lane, vec![]);
     let (registry, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), &mut ()).await;
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
     assert_eq!(report.end, PassEnd::ShortCircuited { step: "Boom" });
     assert_eq!(report.requeue, None);
     assert_eq!(
@@ -228,7 +228,7 @@ async fn artefacts_and_status_fields_flow_down_the_lane() {
     ];
     let table = PipelineTable::custom(lane, vec![]);
     let (_r, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), &mut ()).await;
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
     let (artefacts, endpoint) = seen.lock().unwrap().clone().unwrap();
     assert_eq!(artefacts.broker_port, Some(5672));
     assert_eq!(artefacts.config_map_name.as_deref(), Some("c1-config-abc"));
@@ -278,7 +278,7 @@ async fn group_runs_all_members_merges_one_condition_each_and_shortest_requeue_w
     ];
     let table = PipelineTable::custom(healthy_lane(&c), group);
     let (registry, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), &mut ()).await;
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
     let called = c.lock().unwrap().clone();
     for m in ["HTTPRoute", "HealthCheck", "HPA", "VPA", "NetworkPolicy"] {
         assert!(called.contains(&format!("c1:{m}")), "{m} must run");
@@ -321,7 +321,7 @@ async fn all_fourteen_true_is_ready_and_an_unchanged_pass_requests_no_write() {
     let c = calls();
     let table = PipelineTable::custom(healthy_lane(&c), healthy_group(&c));
     let (_r, metrics) = Metrics::new_registry();
-    let first = run_pass(&table, &metrics, cinder("c1"), &mut ()).await;
+    let first = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
     assert!(first.status_write().is_some());
     let ready = first
         .status
@@ -337,7 +337,7 @@ async fn all_fourteen_true_is_ready_and_an_unchanged_pass_requests_no_write() {
 
     let mut again = (*cinder("c1")).clone();
     again.status = Some(first.status.clone());
-    let second = run_pass(&table, &metrics, Arc::new(again), &mut ()).await;
+    let second = run_pass(&table, &metrics, Arc::new(again), None, &mut ()).await;
     assert!(
         !second.status_changed,
         "same conditions, same generation: no status write"
@@ -353,7 +353,7 @@ async fn invalid_spec_runs_no_step_and_says_why() {
     let (_r, metrics) = Metrics::new_registry();
     let mut bad = (*cinder("c1")).clone();
     bad.spec.image.digest = Some(format!("sha256:{}", "a".repeat(64)));
-    let report = run_pass(&table, &metrics, Arc::new(bad), &mut ()).await;
+    let report = run_pass(&table, &metrics, Arc::new(bad), None, &mut ()).await;
     assert_eq!(report.end, PassEnd::InvalidSpec);
     assert!(c.lock().unwrap().is_empty());
     let ready = report
@@ -394,8 +394,8 @@ async fn different_cinders_run_concurrently() {
     })];
     let (_r, metrics) = Metrics::new_registry();
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
-    let a = pipelines.send(Reconcile(cinder("a")));
-    let b = pipelines.send(Reconcile(cinder("b")));
+    let a = pipelines.send(Reconcile(cinder("a"), None));
+    let b = pipelines.send(Reconcile(cinder("b"), None));
     let both = tokio::time::timeout(Duration::from_secs(60), futures::future::join(a, b)).await;
     let (ra, rb) = both.expect("the passes of two Cinders must not wait for each other");
     assert_eq!(ra.unwrap().unwrap().end, PassEnd::Completed);
@@ -436,7 +436,7 @@ async fn passes_of_one_cinder_are_serialized() {
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
     let sends: Vec<_> = ["x", "x", "x", "x", "y", "y"]
         .iter()
-        .map(|n| pipelines.send(Reconcile(cinder(n))))
+        .map(|n| pipelines.send(Reconcile(cinder(n), None)))
         .collect();
     let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))
         .await

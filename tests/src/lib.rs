@@ -7,6 +7,7 @@
 pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod group_helpers;
+pub mod target_helpers;
 
 use anyhow::Context as _;
 use cinder_operator::context::{OperatorContext, OperatorOptions};

@@ -61,7 +61,8 @@ async fn an_unresolvable_target_cluster_creates_nothing_and_takes_no_finalizer()
     let status = cinder.status.unwrap();
     assert!(status.conditions.iter().all(|c| c.type_ != "BackendsReady"));
 
-    // Registering the target (a labelled Secret with a kubeconfig) lets the lane run.
+    // A registration whose kubeconfig does not load still does not resolve: the reason says
+    // so without quoting the content.
     let registration = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some("edge-1".into()),
@@ -78,7 +79,7 @@ async fn an_unresolvable_target_cluster_creates_nothing_and_takes_no_finalizer()
         data: Some(
             [(
                 "kubeconfig".to_string(),
-                k8s_openapi::ByteString(b"apiVersion: v1".to_vec()),
+                k8s_openapi::ByteString(b"apiVersion: v1\ntoken: s3cr3t-in-kubeconfig".to_vec()),
             )]
             .into(),
         ),
@@ -88,7 +89,37 @@ async fn an_unresolvable_target_cluster_creates_nothing_and_takes_no_finalizer()
         .create(&Default::default(), &registration)
         .await
         .unwrap();
-    // The 15 s requeue picks it up.
+    let c = eventually("TargetClusterUnavailable naming the kubeconfig", || {
+        let client = h.client.clone();
+        async move {
+            let conds = cinder_conditions(&client, "remote").await;
+            let c = condition(&conds, "SecretsReady")?.clone();
+            (c.reason == "TargetClusterUnavailable" && c.message.contains("does not load"))
+                .then_some(c)
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!c.message.contains("s3cr3t"), "{}", c.message);
+    let cinder = api.get("remote").await.unwrap();
+    assert!(cinder.metadata.finalizers.unwrap_or_default().is_empty());
+
+    // Registering a reachable target lets the lane run (the 15 s requeue picks it up).
+    let (target, _remote) = cinder_e2e::target_helpers::target_cluster(false)
+        .await
+        .unwrap();
+    let mut working = secrets.get("edge-1").await.unwrap();
+    working.data = Some(
+        [(
+            "kubeconfig".to_string(),
+            k8s_openapi::ByteString(target.kubeconfig_yaml().into_bytes()),
+        )]
+        .into(),
+    );
+    secrets
+        .replace("edge-1", &Default::default(), &working)
+        .await
+        .unwrap();
     wait_cinder_condition(
         &h.client,
         "remote",
@@ -98,6 +129,7 @@ async fn an_unresolvable_target_cluster_creates_nothing_and_takes_no_finalizer()
     )
     .await
     .unwrap();
+    target.shutdown().await;
     h.stop().await.unwrap();
 }
 

@@ -4,60 +4,15 @@
 //! with a RemoteChildrenAbandoned Warning naming the label of what stays behind.
 
 use cinder_e2e::database_helpers::cinder_events;
+use cinder_e2e::target_helpers::{register, target_cluster};
 use cinder_e2e::*;
-use cinder_operator::context::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
 use cinder_operator::controller::target_cluster::OWNER_LABEL;
 use cinder_operator::crd::Cinder;
 use cinder_operator::names;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
-
-async fn target_cluster() -> (EmbeddedCluster, kube::Client) {
-    let target = EmbeddedCluster::start(ClusterConfig::default())
-        .await
-        .unwrap();
-    let client = target.client().await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NS.to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    (target, client)
-}
-
-async fn register(h: &Harness, name: &str, kubeconfig: String) {
-    let secrets: Api<Secret> = h.api();
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(format!("target-{name}")),
-            labels: Some([(TARGET_CLUSTER_LABEL.to_string(), name.to_string())].into()),
-            ..Default::default()
-        },
-        data: Some(
-            [(
-                TARGET_CLUSTER_KUBECONFIG_KEY.to_string(),
-                ByteString(kubeconfig.into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-}
 
 async fn remote_child(target: &kube::Client, name: &str, owner: &str) {
     let api: Api<ConfigMap> = Api::namespaced(target.clone(), NS);
@@ -103,8 +58,10 @@ async fn wait_gone(cinders: &Api<Cinder>, name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_cleans_the_target_by_label_or_abandons_a_deregistered_one() {
     let h = Harness::start().await.unwrap();
-    let (target, remote) = target_cluster().await;
-    register(&h, "remote", target.kubeconfig_yaml()).await;
+    let (target, remote) = target_cluster(true).await.unwrap();
+    register(&h, "remote", target.kubeconfig_yaml())
+        .await
+        .unwrap();
     let cinders: Api<Cinder> = h.api();
     let with_target = serde_json::json!({"targetClusterRef": {"name": "remote"}});
 

@@ -66,13 +66,7 @@ async fn finalize(
     let mut abandoned = false;
     if let Some(target) = &cinder.spec.target_cluster_ref {
         let owner = deletion::owner_value(cinder);
-        match target_cluster::resolve(
-            &ctx.op.client,
-            &[namespace.as_str(), ctx.op.options.lease_namespace.as_str()],
-            &target.name,
-        )
-        .await?
-        {
+        match ctx.op.targets.resolve(&namespace, &target.name).await? {
             Ok(remote) => {
                 let deleted = target_cluster::delete_children(&remote, &namespace, &owner).await?;
                 if !deleted.is_empty() {
@@ -177,21 +171,13 @@ pub async fn reconcile(
     }
 
     directory.pass_started(&namespace, &name, "TargetCluster");
-    if let Some(target) = &cinder.spec.target_cluster_ref {
-        let registered = target_cluster::is_registered(
-            &ctx.op.client,
-            &[namespace.as_str(), ctx.op.options.lease_namespace.as_str()],
-            &target.name,
-        )
-        .await?;
-        if !registered {
+    let target = match ctx.op.targets.resolve_for(&cinder).await? {
+        Ok(target) => target,
+        Err(why) => {
             let gate = Cond::false_(
                 kind::SECRETS_READY,
                 reason::TARGET_CLUSTER_UNAVAILABLE,
-                format!(
-                    "spec.targetClusterRef: target cluster {:?} is not registered",
-                    target.name
-                ),
+                format!("spec.targetClusterRef: {why}"),
             );
             write_if_changed(&api, &cinder, &gate_status(&cinder, &gate)).await?;
             let requeue = Requeue::RequeueSecretPolling;
@@ -203,7 +189,7 @@ pub async fn reconcile(
             );
             return Ok(Action::requeue(requeue.jittered()));
         }
-    }
+    };
 
     if !finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
         finalizer::add(&api, cinder.as_ref(), CINDER_FINALIZER).await?;
@@ -218,7 +204,7 @@ pub async fn reconcile(
     }
 
     directory.step_started(&namespace, &name, "pipeline");
-    let report = match ctx.engine.send(Reconcile(cinder.clone())).await {
+    let report = match ctx.engine.send(Reconcile(cinder.clone(), target)).await {
         Ok(Ok(report)) => report,
         Ok(Err(e)) => {
             directory.pass_finished(

@@ -25,11 +25,7 @@ pub fn owned_by(obj: &DynamicObject, uid: Option<&str>, owner: &str) -> bool {
 
 /// The ownership label value of `cinder`: `<namespace>.<name>`.
 pub fn owner_value(cinder: &Cinder) -> String {
-    format!(
-        "{}.{}",
-        cinder.namespace().unwrap_or_default(),
-        cinder.name_any()
-    )
+    super::target_cluster::owner_value(&cinder.namespace().unwrap_or_default(), &cinder.name_any())
 }
 
 /// Issues Delete on the Cinder's Database, User and Grant and returns the ones still live

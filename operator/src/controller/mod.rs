@@ -8,7 +8,9 @@
 //! - Secrets through the `spec.secretRefs.name` legs of the index (one request per Cinder);
 //! - SecretStores, and ClusterSecretStores unless `--namespace` is set;
 //! - MariaDB clusters named by `spec.database.clusterRef`;
-//! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate).
+//! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate);
+//! - the same owned kinds on every resolved target cluster, by the ownership label
+//!   ([`target_cluster::TargetClusters`]).
 
 pub mod cinder;
 pub mod deletion;
@@ -158,6 +160,9 @@ pub async fn run_operator(
         })
     };
     let wc = watcher::Config::default();
+    // Children on target clusters wake their Cinder through the target watchers.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    ctx.targets.watch_into(wake);
 
     // The Cinder controller (set up first: it owns the indexes the satellites rely on).
     let mut cinders = Controller::new(scoped::<Cinder>(&client, ns), wc.clone())
@@ -169,7 +174,8 @@ pub async fn run_operator(
         .owns(scoped::<HorizontalPodAutoscaler>(&client, ns), wc.clone())
         .owns(scoped::<NetworkPolicy>(&client, ns), wc.clone())
         .owns(scoped::<Job>(&client, ns), wc.clone())
-        .owns(scoped::<CronJob>(&client, ns), wc.clone());
+        .owns(scoped::<CronJob>(&client, ns), wc.clone())
+        .reconcile_on(woken);
     {
         let ix = index.clone();
         cinders = cinders.watches(
@@ -290,6 +296,7 @@ pub async fn run_operator(
     ));
 
     futures::join!(cinder_run, satellites.run());
+    ctx.targets.stop_watches();
     ctx.set_ready(false);
     readiness.abort();
     let _ = departed.await;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// Runs one pass of the Cinder (a fresh snapshot of the CR).
 #[derive(Message)]
 #[rtype(result = "PassReport")]
-pub struct RunPass(pub Arc<Cinder>);
+pub struct RunPass(pub Arc<Cinder>, pub Option<super::step::TargetCluster>);
 
 /// The per-Cinder pipeline actor.
 pub struct PipelineActor {
@@ -80,7 +80,7 @@ impl Handler<RunPass> for PipelineActor {
         let key = self.key.clone();
         AtomicResponse::new(Box::pin(
             async move {
-                let report = run_pass(&table, &metrics, msg.0, &mut observer).await;
+                let report = run_pass(&table, &metrics, msg.0, msg.1, &mut observer).await;
                 if let Some(to) = finished {
                     to.do_send(PassFinished {
                         key,

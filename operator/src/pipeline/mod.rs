@@ -18,5 +18,5 @@ pub use artefacts::{Artefacts, ProjectedBackend};
 pub use cinder_actor::{PipelineActor, RunPass};
 pub use pass::{PassEnd, PassObserver, PassReport, StepFailure, run_pass};
 pub use registry::{CinderKey, Forget, Inspect, PipelineError, PipelineView, Pipelines, Reconcile};
-pub use step::{Outcome, Step, StepContext, StepReport};
+pub use step::{Clusters, Outcome, Step, StepContext, StepReport, TargetCluster};
 pub use table::{GROUP, LANE, PipelineTable, RunStep, StepActor, StepHandle, StepName, TableError};

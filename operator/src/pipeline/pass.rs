@@ -3,7 +3,7 @@
 //! shortest requeue wins), the aggregate Ready, and the decision whether the status changed.
 
 use super::artefacts::Artefacts;
-use super::step::{Outcome, StepContext, StepReport};
+use super::step::{Outcome, StepContext, StepReport, TargetCluster};
 use super::table::{PipelineTable, RunStep, StepHandle};
 use crate::conditions::{self, Cond, kind, reason};
 use crate::crd::validation::validate_cinder;
@@ -105,6 +105,7 @@ pub async fn run_pass(
     table: &PipelineTable,
     metrics: &Metrics,
     cinder: Arc<Cinder>,
+    target: Option<TargetCluster>,
     observer: &mut dyn PassObserver,
 ) -> PassReport {
     let before = cinder.status.clone().unwrap_or_default();
@@ -139,6 +140,7 @@ pub async fn run_pass(
         observer.step_started(handle.name);
         let ctx = StepContext {
             cinder: cinder.clone(),
+            target: target.clone(),
             artefacts: artefacts.clone(),
             status: status.clone(),
         };
@@ -187,6 +189,7 @@ pub async fn run_pass(
         let runs = table.group.iter().map(|handle| {
             let ctx = StepContext {
                 cinder: cinder.clone(),
+                target: target.clone(),
                 artefacts: artefacts.clone(),
                 status: status.clone(),
             };

@@ -4,6 +4,7 @@
 
 use super::cinder_actor::{PipelineActor, RunPass};
 use super::pass::{PassEnd, PassReport};
+use super::step::TargetCluster;
 use super::table::PipelineTable;
 use crate::crd::Cinder;
 use crate::metrics::Metrics;
@@ -73,10 +74,11 @@ pub enum PipelineError {
     ActorGone(String, String),
 }
 
-/// Runs a pass of this Cinder snapshot through its pipeline actor.
+/// Runs a pass of this Cinder snapshot through its pipeline actor, projecting its children onto
+/// the resolved target cluster when there is one (`None`: the management cluster).
 #[derive(Message)]
 #[rtype(result = "Result<PassReport, PipelineError>")]
-pub struct Reconcile(pub Arc<Cinder>);
+pub struct Reconcile(pub Arc<Cinder>, pub Option<TargetCluster>);
 
 /// Retires a deleted Cinder's actor and drops its per-CR metric series.
 #[derive(Message)]
@@ -150,7 +152,7 @@ impl Handler<Reconcile> for Pipelines {
         });
         let addr = entry.addr.clone();
         Box::pin(async move {
-            addr.send(RunPass(msg.0))
+            addr.send(RunPass(msg.0, msg.1))
                 .await
                 .map_err(|_| PipelineError::ActorGone(key.namespace, key.name))
         })

@@ -20,17 +20,66 @@ pub enum Outcome {
     Error(String),
 }
 
-/// The inputs of one step run: the CR snapshot, the artefacts of earlier steps and the working
-/// copy of the status (steps may set `endpoint`, `installedRelease`, `targetRelease`,
-/// `upgradePhase`, `volumeServices`; conditions are reported through [`StepReport::conditions`]).
+/// The registered target cluster a pass projects the Cinder's children onto (resolved by the
+/// controller's gate ahead of the pass; docs/target-clusters.md).
+#[derive(Clone)]
+pub struct TargetCluster {
+    /// `spec.targetClusterRef.name`.
+    pub name: String,
+    /// A client of the target, built from its registered kubeconfig.
+    pub client: kube::Client,
+}
+
+impl std::fmt::Debug for TargetCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client carries credentials: only the name is shown.
+        f.debug_struct("TargetCluster")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The management cluster (the Cinder, its satellites, credential Secrets, MariaDB objects,
+/// events) and the cluster holding the Cinder's children (the same one unless it names a target).
+#[derive(Clone)]
+pub struct Clusters {
+    pub management: kube::Client,
+    pub children: kube::Client,
+}
+
+/// The inputs of one step run: the CR snapshot, where its children live, the artefacts of
+/// earlier steps and the working copy of the status (steps may set `endpoint`,
+/// `installedRelease`, `targetRelease`, `upgradePhase`, `volumeServices`; conditions are
+/// reported through [`StepReport::conditions`]).
 #[derive(Clone, Debug)]
 pub struct StepContext {
     pub cinder: Arc<Cinder>,
+    /// `Some` when the Cinder names a target cluster: its children (workloads, Services,
+    /// derived Secrets, ConfigMaps, Jobs, ...) live there; `None`: on the management cluster.
+    pub target: Option<TargetCluster>,
     pub artefacts: Artefacts,
     pub status: CinderStatus,
 }
 
 impl StepContext {
+    /// The client of the cluster that holds the Cinder's children: the target's, or
+    /// `management` (the Cinder, its satellites, credential Secrets and MariaDB objects always
+    /// live on the management cluster).
+    pub fn children(&self, management: &kube::Client) -> kube::Client {
+        match &self.target {
+            Some(t) => t.client.clone(),
+            None => management.clone(),
+        }
+    }
+
+    /// Both clusters a step may talk to, for helpers that touch the Cinder and its children.
+    pub fn clusters(&self, management: &kube::Client) -> Clusters {
+        Clusters {
+            management: management.clone(),
+            children: self.children(management),
+        }
+    }
+
     /// The Cinder's name.
     pub fn name(&self) -> &str {
         self.cinder.metadata.name.as_deref().unwrap_or_default()

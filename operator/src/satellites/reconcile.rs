@@ -13,9 +13,11 @@ use super::status::{
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
-use crate::controller::{finalizer, status::FIELD_MANAGER, target_cluster};
+use crate::controller::target_cluster::Unresolvable;
+use crate::controller::{finalizer, status::FIELD_MANAGER};
 use crate::crd::Cinder;
 use crate::names;
+use crate::pipeline::TargetCluster;
 use crate::requeue::Requeue;
 use crate::steps::children::selector;
 use crate::steps::projection::{PROJECTION_LABEL, credentials_for};
@@ -46,9 +48,13 @@ pub fn error_policy<S>(_obj: Arc<S>, _e: &SatelliteError, _ctx: Arc<SatelliteCon
     Action::requeue(Requeue::RequeueSecretPolling.jittered())
 }
 
+/// Where the parent's children live: its resolved target cluster, the management cluster
+/// (`Ok(None)`), or why its target does not resolve.
+type ParentPlacement = Result<Option<TargetCluster>, Unresolvable>;
+
 async fn credentials<S: SatelliteKind>(
     obj: &S,
-    parent: Option<&Cinder>,
+    parent: Option<(&Cinder, &ParentPlacement)>,
     ctx: &SatelliteContext,
     ns: &str,
 ) -> Result<Credentials, kube::Error> {
@@ -61,19 +67,10 @@ async fn credentials<S: SatelliteKind>(
             obj.parent()
         )));
     };
-    if let Some(target) = &parent.spec.target_cluster_ref {
-        let registered = target_cluster::is_registered(
-            &ctx.op.client,
-            &[ns, ctx.op.options.lease_namespace.as_str()],
-            &target.name,
-        )
-        .await?;
-        if !registered {
-            return Ok(Credentials::TargetClusterUnavailable(format!(
-                "the parent's target cluster {:?} is not registered",
-                target.name
-            )));
-        }
+    if let (_, Err(why)) = parent {
+        return Ok(Credentials::TargetClusterUnavailable(format!(
+            "the parent's spec.targetClusterRef: {why}"
+        )));
     }
     Ok(
         match credentials_for(&ctx.op.client, ns, obj.backend_type(), obj.rbd()).await? {
@@ -163,11 +160,25 @@ pub async fn reconcile<S: SatelliteKind>(
         finalizer::add(&api, obj.as_ref(), f).await?;
     }
 
-    let creds = credentials(obj.as_ref(), parent.as_ref(), &ctx, &ns).await?;
-    let projected = match &parent {
-        None => false,
-        Some(_) => {
-            let secrets: Api<Secret> = Api::namespaced(ctx.op.client.clone(), &ns);
+    let placement = match &parent {
+        Some(p) => Some(ctx.op.targets.resolve_for(p).await?),
+        None => None,
+    };
+    let creds = credentials(
+        obj.as_ref(),
+        parent.as_ref().zip(placement.as_ref()),
+        &ctx,
+        &ns,
+    )
+    .await?;
+    // The projection Secrets live with the parent's children (on its target, when it has one).
+    let projected = match &placement {
+        None | Some(Err(_)) => false,
+        Some(Ok(target)) => {
+            let client = target
+                .as_ref()
+                .map_or_else(|| ctx.op.client.clone(), |t| t.client.clone());
+            let secrets: Api<Secret> = Api::namespaced(client, &ns);
             let sel = selector(
                 obj.parent(),
                 &[

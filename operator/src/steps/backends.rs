@@ -47,6 +47,7 @@ pub fn bytes(data: BTreeMap<String, String>) -> BTreeMap<String, Vec<u8>> {
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
@@ -102,7 +103,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             bytes(projection.data),
             true,
         );
-        if let Err(e) = ensure_secret(&env.client, desired).await {
+        if let Err(e) = ensure_secret(&children, desired).await {
             return ctx.fail(
                 api_error(&e),
                 format!("writing Secret {}: {e}", projection.secret_name),
@@ -114,12 +115,12 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     }
 
     let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
-    match mounts(&env.client, &ns, &cinder_name).await {
+    match mounts(&children, &ns, &cinder_name).await {
         Ok(m) => keep.extend(m.secrets),
         Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
     }
     let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_VOLUME)]);
-    if let Err(e) = sweep_secrets(&env.client, &ns, &sel, &keep).await {
+    if let Err(e) = sweep_secrets(&children, &ns, &sel, &keep).await {
         return ctx.fail(api_error(&e), format!("sweeping backend Secrets: {e}"));
     }
 

@@ -42,7 +42,7 @@ fn api_error(e: &kube::Error) -> Cond {
 
 /// Projects the one attached target: `Ok(Ok(summary))`, `Ok(Err(why it waits))`, or an API error.
 async fn project_one(
-    client: &Client,
+    management: &Client,
     ctx: &StepContext,
     b: &CinderBackupBackend,
 ) -> Result<Result<ProjectedBackend, String>, kube::Error> {
@@ -51,10 +51,11 @@ async fn project_one(
     if let Err(e) = validate_backup_backend(&b.spec) {
         return Ok(Err(e.to_string()));
     }
-    let key = match credentials_for(client, ns, b.spec.backend_type, b.spec.rbd.as_ref()).await? {
-        Ok(k) => k,
-        Err(why) => return Ok(Err(why)),
-    };
+    let key =
+        match credentials_for(management, ns, b.spec.backend_type, b.spec.rbd.as_ref()).await? {
+            Ok(k) => k,
+            Err(why) => return Ok(Err(why)),
+        };
     let projection = match project_backup_backend(
         ctx.name(),
         &bname,
@@ -75,13 +76,14 @@ async fn project_one(
         bytes(projection.data),
         true,
     );
-    ensure_secret(client, desired).await?;
+    ensure_secret(&ctx.children(management), desired).await?;
     let mut summary = projection.summary;
     summary.deleting = b.metadata.deletion_timestamp.is_some();
     Ok(Ok(summary))
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
     let api: Api<CinderBackupBackend> = Api::namespaced(env.client.clone(), &ns);
@@ -143,12 +145,12 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     };
 
     let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
-    match mounts(&env.client, &ns, &cinder_name).await {
+    match mounts(&children, &ns, &cinder_name).await {
         Ok(m) => keep.extend(m.secrets),
         Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
     }
     let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_BACKUP)]);
-    if let Err(e) = sweep_secrets(&env.client, &ns, &sel, &keep).await {
+    if let Err(e) = sweep_secrets(&children, &ns, &sel, &keep).await {
         return ctx.fail(api_error(&e), format!("sweeping backup Secrets: {e}"));
     }
     let mut ctx = ctx;

@@ -39,11 +39,12 @@ fn waiting(message: impl Into<String>) -> Cond {
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let deployment_name = names::backup_deployment(&name);
     let Some(target) = ctx.artefacts.backup_backend.clone() else {
-        if let Err(e) = delete_deployment(&env.client, &ns, &deployment_name).await {
+        if let Err(e) = delete_deployment(&children, &ns, &deployment_name).await {
             return ctx.fail(
                 waiting(format!("kubernetes API error: {e}")),
                 format!("deleting Deployment {deployment_name}: {e}"),
@@ -113,7 +114,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         container_port: None,
     };
     let desired = desired_deployment(&ctx.cinder, &spec);
-    match ensure_converged(&env.client, &desired).await {
+    match ensure_converged(&children, &desired).await {
         Err(e) => ctx.fail(
             waiting(format!("kubernetes API error: {e}")),
             format!("writing Deployment {deployment_name}: {e}"),

@@ -1,6 +1,8 @@
-//! Creating and sweeping the Cinder's children: every child carries a controller ownerReference
-//! to its Cinder and the common labels; derived Secrets are created or replaced when their
-//! data changed; content-addressed children are immutable and only created or deleted.
+//! Creating and sweeping the Cinder's children: every child carries the common labels and a
+//! controller ownerReference to its Cinder, or, when the Cinder projects onto a target cluster
+//! (where an ownerReference cannot point), the ownership label
+//! `cinder.openstack.c5c3.io/owner=<namespace>.<name>`; derived Secrets are created or replaced
+//! when their data changed; content-addressed children are immutable and only created or deleted.
 
 use crate::crd::Cinder;
 use crate::names;
@@ -11,8 +13,34 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, Resource};
 use std::collections::BTreeMap;
 
-/// Metadata of a child `name` of `cinder` with the common labels plus `extra_labels`.
+/// Metadata of a child `name` of `cinder` with the common labels plus `extra_labels`, owned as
+/// the cluster it lives on allows: by ownerReference on the management cluster, by the
+/// ownership label on the Cinder's target cluster.
 pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) -> ObjectMeta {
+    if cinder.spec.target_cluster_ref.is_none() {
+        return management_child_meta(cinder, name, extra_labels);
+    }
+    let mut meta = management_child_meta(cinder, name, extra_labels);
+    meta.owner_references = None;
+    let owner = crate::controller::target_cluster::owner_value(
+        cinder.metadata.namespace.as_deref().unwrap_or_default(),
+        cinder.metadata.name.as_deref().unwrap_or_default(),
+    );
+    meta.labels.get_or_insert_with(Default::default).insert(
+        crate::controller::target_cluster::OWNER_LABEL.to_string(),
+        owner,
+    );
+    meta
+}
+
+/// Metadata of a child that always lives on the management cluster beside its Cinder (the
+/// MariaDB Database, User and Grant): the common labels plus `extra_labels` and a controller
+/// ownerReference.
+pub fn management_child_meta(
+    cinder: &Cinder,
+    name: &str,
+    extra_labels: &[(&str, &str)],
+) -> ObjectMeta {
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
     let mut labels = names::common_labels(&cinder_name);
     for (k, v) in extra_labels {

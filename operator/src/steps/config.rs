@@ -38,10 +38,11 @@ fn api_error(e: &kube::Error) -> Cond {
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
-    let mounted = match mounts(&env.client, &ns, &name).await {
+    let mounted = match mounts(&children, &ns, &name).await {
         Ok(m) => m,
         Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
     };
@@ -65,7 +66,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         immutable: Some(true),
         ..Default::default()
     };
-    if let Err(e) = ensure_config_map(&env.client, cm).await {
+    if let Err(e) = ensure_config_map(&children, cm).await {
         return ctx.fail(
             api_error(&e),
             format!("writing ConfigMap {}: {e}", rendered.name),
@@ -74,7 +75,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let mut keep = mounted.config_maps;
     keep.push(rendered.name.clone());
     let sel = selector(&name, &[(CONFIG_LABEL, "true")]);
-    if let Err(e) = sweep_config_maps(&env.client, &ns, &sel, &keep).await {
+    if let Err(e) = sweep_config_maps(&children, &ns, &sel, &keep).await {
         return ctx.fail(api_error(&e), format!("sweeping ConfigMaps: {e}"));
     }
     let mut ctx = ctx;

@@ -24,7 +24,7 @@ use super::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::pipeline::{Clusters, Outcome, Step, StepContext, StepReport};
 use crate::planning::connection_cap::connection_cap;
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
@@ -88,7 +88,7 @@ enum Driven {
 /// Ensures the Job `which` exists with its wanted spec (creating or replacing it under the
 /// device lock) and reports its state; feeds the db_sync pair once per terminal Job UID.
 async fn drive_job(
-    env: &StepEnv,
+    clusters: &Clusters,
     services: &DatabaseServices,
     cinder: &Cinder,
     which: SchemaJob,
@@ -99,16 +99,16 @@ async fn drive_job(
     let name = cinder.metadata.name.as_deref().unwrap_or_default();
     let desired = jobs::desired_job(cinder, which, config_map);
     let job_name = which.job_name(name);
-    let observed = jobs::read_job(&env.client, ns, &job_name)
+    let observed = jobs::read_job(&clusters.children, ns, &job_name)
         .await
         .map_err(|e| format!("reading Job {job_name}: {e}"))?;
     let act = match &observed {
-        None => jobs::launch(&env.client, services, cinder, which, &desired)
+        None => jobs::launch(clusters, services, cinder, which, &desired)
             .await
             .map_err(|e| format!("launching Job {job_name}: {e}"))?,
         Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
             let act = jobs::delete_jobs(
-                &env.client,
+                clusters,
                 services,
                 cinder,
                 which,
@@ -128,7 +128,7 @@ async fn drive_job(
             let mut state = o.state;
             if let JobState::Failed { .. } = state {
                 state = JobState::Failed {
-                    exit_code: jobs::failed_exit_code(&env.client, ns, &o.uid).await,
+                    exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
                 };
             }
             if state.is_terminal() {
@@ -164,7 +164,7 @@ fn outcome(requeue: Option<Duration>) -> Outcome {
 }
 
 async fn steady(
-    env: &StepEnv,
+    clusters: &Clusters,
     services: &DatabaseServices,
     mut ctx: StepContext,
     config_map: &str,
@@ -174,7 +174,7 @@ async fn steady(
     ctx.status.target_release = None;
     ctx.status.upgrade_phase = None;
     let driven = drive_job(
-        env,
+        clusters,
         services,
         &cinder,
         SchemaJob::DbSync,
@@ -216,7 +216,7 @@ fn in_progress_reason(phase: UpgradePhase) -> &'static str {
 }
 
 async fn upgrade_phase(
-    env: &StepEnv,
+    clusters: &Clusters,
     services: &DatabaseServices,
     mut ctx: StepContext,
     config_map: &str,
@@ -229,7 +229,7 @@ async fn upgrade_phase(
         return ctx.report(vec![step.condition], outcome(step.requeue));
     };
     let driven = drive_job(
-        env,
+        clusters,
         services,
         &cinder,
         which,
@@ -244,7 +244,8 @@ async fn upgrade_phase(
         }
         Ok(Driven::State(state, uid)) => {
             if phase == UpgradePhase::Migrating && state == JobState::Succeeded {
-                upgrade_flow::report_upgrade_check(&env.client, services, &cinder, &uid).await;
+                upgrade_flow::report_upgrade_check(&clusters.children, services, &cinder, &uid)
+                    .await;
             }
             let step = phase_step(ctx.name(), &target, phase, state);
             ctx.status.upgrade_phase = step.phase;
@@ -259,14 +260,18 @@ async fn upgrade_phase(
     }
 }
 
-async fn abort(env: &StepEnv, services: &DatabaseServices, mut ctx: StepContext) -> StepReport {
+async fn abort(
+    clusters: &Clusters,
+    services: &DatabaseServices,
+    mut ctx: StepContext,
+) -> StepReport {
     let cinder = ctx.cinder.clone();
     let target = ctx.status.target_release.clone().unwrap_or_default();
     let names: Vec<String> = SchemaJob::PHASES
         .iter()
         .map(|j| j.job_name(ctx.name()))
         .collect();
-    let act = jobs::delete_jobs(&env.client, services, &cinder, SchemaJob::Expand, &names).await;
+    let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names).await;
     match act {
         Err(e) => ctx.fail(api_error(&e), format!("aborting the upgrade: {e}")),
         Ok(Act::Done) => {
@@ -302,6 +307,7 @@ async fn abort(env: &StepEnv, services: &DatabaseServices, mut ctx: StepContext)
 
 async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> StepReport {
     let cinder = ctx.cinder.clone();
+    let clusters = ctx.clusters(&env.client);
 
     let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
     match provisioning::provision(&env.client, &cinder, cap).await {
@@ -340,8 +346,8 @@ async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> 
     );
     match decision {
         ReleaseDecision::Refused(c) => ctx.requeue(c, REQUEUE_DATABASE_WAIT),
-        ReleaseDecision::Steady => steady(&env, &services, ctx, &config_map).await,
-        ReleaseDecision::Abort => abort(&env, &services, ctx).await,
+        ReleaseDecision::Steady => steady(&clusters, &services, ctx, &config_map).await,
+        ReleaseDecision::Abort => abort(&clusters, &services, ctx).await,
         ReleaseDecision::Start { target } => {
             // The phase is persisted first; the Expanding Job is created on the next pass.
             let c = db_cond(
@@ -357,7 +363,7 @@ async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> 
             ctx.requeue(c, REQUEUE_NEXT_PASS)
         }
         ReleaseDecision::Continue { target, phase } => {
-            upgrade_phase(&env, &services, ctx, &config_map, target, phase).await
+            upgrade_phase(&clusters, &services, ctx, &config_map, target, phase).await
         }
     }
 }

@@ -53,6 +53,7 @@ impl DbConnectionSecretStep {
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let db = &cinder.spec.database;
@@ -94,7 +95,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         dsn.expose().as_bytes().to_vec(),
     )]
     .into();
-    if let Err(e) = ensure_secret(&env.client, secret(&cinder, &name, &[], data, false)).await {
+    if let Err(e) = ensure_secret(&children, secret(&cinder, &name, &[], data, false)).await {
         return ctx.fail(api_error(&e), format!("writing Secret {name}: {e}"));
     }
     let mut ctx = ctx;

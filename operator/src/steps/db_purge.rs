@@ -180,6 +180,7 @@ fn summary(job: &Job) -> (JobSummary, Duration) {
 }
 
 async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let effective = effective_db_purge(&ctx.cinder.spec.db_purge);
@@ -198,14 +199,14 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
         )
     };
     let desired = desired_cron_job(&ctx.cinder, &effective, &config_map);
-    if let Err(e) = ensure_cron_job(&env.client, &desired).await {
+    if let Err(e) = ensure_cron_job(&children, &desired).await {
         let c = api_error(&e);
         return ctx.fail(
             c,
             format!("writing CronJob {}: {e}", names::db_purge_cronjob(&name)),
         );
     }
-    let jobs = match purge_jobs(&env.client, &ns, &name).await {
+    let jobs = match purge_jobs(&children, &ns, &name).await {
         Ok(j) => j,
         Err(e) => {
             let c = api_error(&e);

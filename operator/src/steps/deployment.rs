@@ -135,6 +135,7 @@ where
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
@@ -160,7 +161,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         container_port: Some(names::API_PORT),
     };
     let desired = desired_deployment(&cinder, &spec);
-    let converged = match ensure_converged(&env.client, &desired).await {
+    let converged = match ensure_converged(&children, &desired).await {
         Ok(c) => c,
         Err(e) => {
             return ctx.fail(
@@ -169,13 +170,13 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             );
         }
     };
-    if let Err(e) = ensure_patched(&env.client, &desired_service(&cinder)).await {
+    if let Err(e) = ensure_patched(&children, &desired_service(&cinder)).await {
         return ctx.fail(
             waiting(format!("kubernetes API error: {e}")),
             format!("writing Service {}: {e}", names::api_service(&name)),
         );
     }
-    if let Err(e) = ensure_patched(&env.client, &desired_pdb(&cinder)).await {
+    if let Err(e) = ensure_patched(&children, &desired_pdb(&cinder)).await {
         return ctx.fail(
             waiting(format!("kubernetes API error: {e}")),
             format!("writing PodDisruptionBudget {}: {e}", names::api_pdb(&name)),

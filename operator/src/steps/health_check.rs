@@ -169,7 +169,7 @@ impl Step for HealthCheckStep {
         kind::CINDER_API_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.client.clone(), self.cache.clone(), ctx).boxed()
+        run(ctx.children(&self.env.client), self.cache.clone(), ctx).boxed()
     }
 }
 

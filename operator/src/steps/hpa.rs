@@ -127,6 +127,6 @@ impl Step for HpaStep {
         kind::HPA_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.client.clone(), ctx).boxed()
+        run(ctx.children(&self.env.client), ctx).boxed()
     }
 }

@@ -189,7 +189,7 @@ impl Step for HttpRouteStep {
         kind::HTTP_ROUTE_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.client.clone(), ctx).boxed()
+        run(ctx.children(&self.env.client), ctx).boxed()
     }
 }
 

@@ -120,6 +120,6 @@ impl Step for NetworkPolicyStep {
         kind::NETWORK_POLICY_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.client.clone(), ctx).boxed()
+        run(ctx.children(&self.env.client), ctx).boxed()
     }
 }

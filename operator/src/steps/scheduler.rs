@@ -59,7 +59,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         container_port: None,
     };
     let desired = desired_deployment(&ctx.cinder, &spec);
-    match ensure_converged(&env.client, &desired).await {
+    match ensure_converged(&ctx.children(&env.client), &desired).await {
         Err(e) => ctx.fail(
             waiting(format!("kubernetes API error: {e}")),
             format!("writing Deployment {deployment_name}: {e}"),

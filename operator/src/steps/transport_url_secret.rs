@@ -38,6 +38,7 @@ fn waiting(ctx: StepContext, why: String) -> StepReport {
 }
 
 async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
         return waiting(
@@ -82,7 +83,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         url.expose().as_bytes().to_vec(),
     )]
     .into();
-    if let Err(e) = ensure_secret(&env.client, secret(&cinder, &name, &[], data, false)).await {
+    if let Err(e) = ensure_secret(&children, secret(&cinder, &name, &[], data, false)).await {
         return ctx.fail(api_error(&e), format!("writing Secret {name}: {e}"));
     }
     let mut ctx = ctx;

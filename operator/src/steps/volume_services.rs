@@ -110,6 +110,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     let ns = ctx.namespace().to_string();
     let cinder = ctx.cinder.clone();
     let client = env.client.clone();
+    let children = ctx.children(&env.client);
     let fail = |ctx: StepContext, what: String| {
         let c = waiting(format!("error: {what}"));
         ctx.fail(c, what)
@@ -119,7 +120,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
         Ok(s) => s,
         Err(e) => return fail(ctx, format!("listing CinderBackends: {e}")),
     };
-    let existing = match volume_deployments(&client, &ns, &name).await {
+    let existing = match volume_deployments(&children, &ns, &name).await {
         Ok(d) => d,
         Err(e) => return fail(ctx, format!("listing volume Deployments: {e}")),
     };
@@ -176,7 +177,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
                 .iter()
                 .find(|d| d.metadata.name.as_deref() == Some(deployment_name.as_str()));
             if needs_write(current, &desired) {
-                let c = client.clone();
+                let c = children.clone();
                 let applied = under_backend_lock(
                     &env,
                     &ns,
@@ -227,7 +228,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
             .and_then(|a| a.get(DEVICE_ANNOTATION))
             .cloned()
             .unwrap_or_else(|| format!("backend:{backend}"));
-        let (c, n, nm) = (client.clone(), ns.clone(), dname.clone());
+        let (c, n, nm) = (children.clone(), ns.clone(), dname.clone());
         let applied = under_backend_lock(
             &env,
             &ns,
@@ -253,7 +254,16 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
 
     // The detach of deleted backends, one per pass.
     let backends: Vec<CinderBackend> = specs.into_values().collect();
-    match detach_pass(&env, &reporting, &cinder, &backends, config_map.as_deref()).await {
+    match detach_pass(
+        &env,
+        &children,
+        &reporting,
+        &cinder,
+        &backends,
+        config_map.as_deref(),
+    )
+    .await
+    {
         Err(e) => return fail(ctx, format!("detach: {e}")),
         Ok(DetachOutcome::Busy { backend, after }) => {
             return ctx.requeue(

@@ -224,7 +224,7 @@ impl Step for VpaStep {
         kind::VPA_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.client.clone(), ctx).boxed()
+        run(ctx.children(&self.env.client), ctx).boxed()
     }
 }
 

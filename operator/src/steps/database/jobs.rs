@@ -11,6 +11,7 @@
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
 use crate::names::{self, Component};
+use crate::pipeline::Clusters;
 use crate::planning::digest::sha256_hex;
 use crate::planning::job::JobState;
 use crate::steps::children::child_meta;
@@ -374,7 +375,7 @@ enum Action<'a> {
 }
 
 async fn under_lock(
-    client: &Client,
+    clusters: &Clusters,
     services: &DatabaseServices,
     snapshot: &Cinder,
     job: DatabaseJob,
@@ -393,21 +394,22 @@ async fn under_lock(
         }
         Err(e) => return Err(ActError::Lock(e.to_string())),
     };
-    let result = act_locked(client, snapshot, ns, cinder, action).await;
+    let result = act_locked(clusters, snapshot, ns, cinder, action).await;
     guard.release().await;
     result
 }
 
 async fn act_locked(
-    client: &Client,
+    clusters: &Clusters,
     snapshot: &Cinder,
     ns: &str,
     cinder: &str,
     action: Action<'_>,
 ) -> Result<Act, ActError> {
-    if !snapshot_is_current(client, snapshot).await? {
+    if !snapshot_is_current(&clusters.management, snapshot).await? {
         return Ok(Act::StaleSnapshot);
     }
+    let client = &clusters.children;
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
     match action {
         Action::Create(job) => {
@@ -445,14 +447,14 @@ async fn act_locked(
 /// Creates `job` under the database's device lock when the snapshot is current, the Job does
 /// not exist yet and no other database Job is active.
 pub async fn launch(
-    client: &Client,
+    clusters: &Clusters,
     services: &DatabaseServices,
     snapshot: &Cinder,
     which: SchemaJob,
     job: &Job,
 ) -> Result<Act, ActError> {
     under_lock(
-        client,
+        clusters,
         services,
         snapshot,
         which.device_job(),
@@ -464,14 +466,14 @@ pub async fn launch(
 /// Deletes the Jobs `names` (background propagation) under the database's device lock when the
 /// snapshot is current.
 pub async fn delete_jobs(
-    client: &Client,
+    clusters: &Clusters,
     services: &DatabaseServices,
     snapshot: &Cinder,
     which: SchemaJob,
     names: &[String],
 ) -> Result<Act, ActError> {
     under_lock(
-        client,
+        clusters,
         services,
         snapshot,
         which.device_job(),

@@ -7,7 +7,7 @@
 use crate::conditions::{Cond, kind, reason};
 use crate::controller::mariadb_resource;
 use crate::crd::Cinder;
-use crate::steps::children::child_meta;
+use crate::steps::children::management_child_meta;
 use crate::steps::credentials;
 use crate::steps::secrets::DB_KEYS;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -185,7 +185,7 @@ pub async fn provision(
         match api.get_opt(&object_name).await? {
             None => {
                 let mut obj = DynamicObject::new(&object_name, &ar).data(json!({ "spec": spec }));
-                obj.metadata = child_meta(cinder, &object_name, &[]);
+                obj.metadata = management_child_meta(cinder, &object_name, &[]);
                 match api.create(&PostParams::default(), &obj).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 409 => {}

@@ -22,6 +22,7 @@ use crate::controller::finalizer;
 use crate::crd::{Cinder, CinderBackend};
 use crate::metrics::JobResult;
 use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
+use crate::pipeline::Clusters;
 use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_detach};
 use crate::planning::job::JobState;
 use cinder_actors::query::{query, upsert_backend};
@@ -220,9 +221,11 @@ async fn observe_backend(
 }
 
 /// Runs one detach pass for the first (name order) deleted backend of `cinder` still holding
-/// the finalizer. `config_map` is the config the service-remove Job mounts.
+/// the finalizer. `children` is the cluster holding the Cinder's children (its Deployments,
+/// Jobs and projection Secrets); `config_map` is the config the service-remove Job mounts.
 pub async fn detach_pass(
     env: &StepEnv,
+    children: &Client,
     reporting: &JobReporting,
     cinder: &Cinder,
     backends: &[CinderBackend],
@@ -240,7 +243,10 @@ pub async fn detach_pass(
         return Ok(DetachOutcome::Idle);
     };
     let bname = backend.name_any();
-    let client = &env.client;
+    let clusters = Clusters {
+        management: env.client.clone(),
+        children: children.clone(),
+    };
     let locks = env_device_locks(env, &ns).map_err(|e| DetachError::Lock(e.to_string()))?;
     let guard = match lock_backend(
         &locks,
@@ -259,13 +265,13 @@ pub async fn detach_pass(
             });
         }
     };
-    let result = apply(client, reporting, &locks, cinder, backend, config_map).await;
+    let result = apply(&clusters, reporting, &locks, cinder, backend, config_map).await;
     guard.release().await;
     result
 }
 
 async fn apply(
-    client: &Client,
+    clusters: &Clusters,
     reporting: &JobReporting,
     locks: &DeviceLocks,
     cinder: &Cinder,
@@ -275,6 +281,7 @@ async fn apply(
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let bname = backend.name_any();
+    let client = &clusters.children;
     let (observed, duration) = observe_backend(client, &ns, &name, &bname).await?;
     let Some(plan) = plan_detach(&name, std::slice::from_ref(&observed)) else {
         return Ok(DetachOutcome::Idle);
@@ -308,7 +315,7 @@ async fn apply(
                 }
             }
             DetachAction::ReleaseFinalizer { .. } => {
-                let api: Api<CinderBackend> = Api::namespaced(client.clone(), &ns);
+                let api: Api<CinderBackend> = Api::namespaced(clusters.management.clone(), &ns);
                 finalizer::remove(&api, backend, SERVICE_REMOVE_FINALIZER).await?;
             }
             DetachAction::EmitServiceRemoved { backend: b } => {
