@@ -5,7 +5,7 @@
 //! Debian's `prometheus` package (installed when missing) with a Prometheus process that is
 //! killed when dropped.
 
-use crate::{EVENTUALLY, HarnessConfig, NS, eventually, install_crds};
+use crate::{EVENTUALLY, HarnessConfig, NS, create_namespace, eventually, install_crds};
 use anyhow::Context as _;
 use cinder_lease::DeviceLockMetrics;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
@@ -15,11 +15,8 @@ use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint};
 use cinder_operator::metrics::Metrics;
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::requests::RequestRecord;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -302,15 +299,7 @@ impl DeployedOperator {
         let cluster = EmbeddedCluster::start(HarnessConfig::default().cluster).await?;
         let client = cluster.client().await;
         install_crds(&client).await?;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(NS.to_string()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        namespaces.create(&PostParams::default(), &ns).await?;
+        create_namespace(&client, NS).await?;
 
         let op_client = client_with_user_agent(&cluster, OPERATOR_USER_AGENT).await?;
         let (mut registry, metrics) = Metrics::new_registry();

@@ -133,19 +133,7 @@ impl Harness {
         let cluster = EmbeddedCluster::start(config.cluster).await?;
         let client = cluster.client().await;
         install_crds(&client).await?;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(NS.to_string()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        match namespaces.create(&PostParams::default(), &ns).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
+        create_namespace(&client, NS).await?;
         let (_registry, metrics) = Metrics::new_registry();
         let ctx = OperatorContext::new(client.clone(), config.options, Arc::new(metrics)).await?;
         let (shutdown, rx) = tokio::sync::watch::channel(false);
@@ -191,6 +179,23 @@ impl Harness {
         }
         self.cluster.shutdown().await;
         Ok(())
+    }
+}
+
+/// Creates the namespace `name` (an existing one is fine).
+pub async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

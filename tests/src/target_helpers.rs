@@ -5,7 +5,7 @@ use crate::{Harness, NS};
 use cinder_operator::context::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
@@ -17,15 +17,7 @@ pub async fn target_cluster(
     let target = EmbeddedCluster::start(ClusterConfig::default()).await?;
     let client = target.client().await;
     if with_namespace {
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(NS.to_string()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        namespaces.create(&PostParams::default(), &ns).await?;
+        crate::create_namespace(&client, NS).await?;
     }
     Ok((target, client))
 }

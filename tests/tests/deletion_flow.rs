@@ -11,10 +11,7 @@ use cinder_operator::crd::{Cinder, CinderBackend};
 use cinder_operator::metrics::{JobKind, JobResult, Metrics, encode_openmetrics};
 use cinder_operator::names;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::api::PostParams;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,18 +35,7 @@ async fn start(finalizer_delay: Duration) -> Operator {
     let cluster = EmbeddedCluster::start(config).await.unwrap();
     let client = cluster.client().await;
     install_crds(&client).await.unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NS.to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    create_namespace(&client, NS).await.unwrap();
     let (registry, metrics) = Metrics::new_registry();
     let options = OperatorOptions {
         lease_namespace: NS.to_string(),
