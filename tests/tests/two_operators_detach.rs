@@ -20,6 +20,7 @@ use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::controller::run_operator;
 use cinder_operator::crd::{CinderBackend, UpgradePhase};
 use cinder_operator::metrics::Metrics;
+use cinder_operator::names::INSTALLED_RELEASE_ANNOTATION;
 use cinder_sim::controllers::PodOutcome;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +76,18 @@ fn volume_service_guard(backend: &str, server: &str) -> Guard {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_operators_upgrade_and_detach_without_concurrent_changes() {
+async fn two_operators_upgrade_then_detach_without_concurrent_changes() {
+    upgrade_and_detach(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operators_detach_during_the_upgrade_without_concurrent_changes() {
+    upgrade_and_detach(true).await;
+}
+
+/// Installs, upgrades and detaches (during the upgrade's first phase when `during_upgrade`,
+/// else after it), then checks the records.
+async fn upgrade_and_detach(during_upgrade: bool) {
     let mut config = HarnessConfig::default();
     config.cluster.record_writes = true;
     config.operator_user_agent = Some(FIRST_AGENT.to_string());
@@ -149,16 +161,26 @@ async fn two_operators_upgrade_and_detach_without_concurrent_changes() {
     .await
     .unwrap();
 
-    // The upgrade to 2026.1 (rolls both volume services, twice).
+    // The upgrade to 2026.1 (rolls the volume services, twice).
     set_release(&h.client, CINDER, "2026.1").await.unwrap();
-    wait_status(&h.client, CINDER, "phase RollingUpdate (or later)", |s| {
-        matches!(
-            s.upgrade_phase,
-            Some(UpgradePhase::RollingUpdate | UpgradePhase::Contracting)
-        ) || s.installed_release.as_deref() == Some("2026.1")
-    })
-    .await
-    .unwrap();
+    if during_upgrade {
+        // The detach's service-remove Job competes with the phase Jobs for the database.
+        wait_status(&h.client, CINDER, "an upgrade phase", |s| {
+            s.upgrade_phase.is_some()
+        })
+        .await
+        .unwrap();
+        delete_backend(&h.client, DETACHED).await.unwrap();
+    } else {
+        wait_status(&h.client, CINDER, "phase RollingUpdate (or later)", |s| {
+            matches!(
+                s.upgrade_phase,
+                Some(UpgradePhase::RollingUpdate | UpgradePhase::Contracting)
+            ) || s.installed_release.as_deref() == Some("2026.1")
+        })
+        .await
+        .unwrap();
+    }
     wait_status(
         &h.client,
         CINDER,
@@ -182,7 +204,9 @@ async fn two_operators_upgrade_and_detach_without_concurrent_changes() {
     .unwrap();
 
     // The detach of nfs2, to completion.
-    delete_backend(&h.client, DETACHED).await.unwrap();
+    if !during_upgrade {
+        delete_backend(&h.client, DETACHED).await.unwrap();
+    }
     wait_backend_gone(&h.client, DETACHED).await.unwrap();
     let events = eventually("a ServiceRemoved event", || async {
         let e = cinder_events(&h.client, CINDER, "ServiceRemoved").await;
@@ -208,11 +232,29 @@ async fn two_operators_upgrade_and_detach_without_concurrent_changes() {
     })
     .await
     .unwrap();
-    assert!(
-        deployment(&h.client, &format!("{CINDER}-volume-nfs1"))
-            .await
-            .is_some()
-    );
+    // The promoted release rolls the remaining volume service once more; the pipeline settles.
+    eventually(
+        "the nfs1 volume service carrying installed-release 2026.1",
+        || async {
+            let a = template_annotations(&h.client, &format!("{CINDER}-volume-nfs1")).await;
+            (a.get(INSTALLED_RELEASE_ANNOTATION).map(String::as_str) == Some("2026.1"))
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap();
+    wait_cinder_condition(&h.client, CINDER, "DatabaseReady", "True", "DatabaseSynced")
+        .await
+        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        CINDER,
+        "VolumeServicesReady",
+        "True",
+        "AllVolumeServicesReady",
+    )
+    .await
+    .unwrap();
 
     // Both operators stop; the records are complete.
     let _ = stop_second.send(true);
@@ -270,6 +312,14 @@ async fn two_operators_upgrade_and_detach_without_concurrent_changes() {
             )),
             "{backend}: {writes:?}"
         );
+        let updates = writes
+            .iter()
+            .filter(|w| {
+                w.starts_with(&format!(
+                    "update deployments/{CINDER}-volume-{backend} -> 200"
+                ))
+            })
+            .count();
         if backend == DETACHED {
             assert!(
                 has(&format!(
@@ -283,6 +333,9 @@ async fn two_operators_upgrade_and_detach_without_concurrent_changes() {
                 )),
                 "{writes:?}"
             );
+        } else {
+            // Rolled by the upgrade, then by the promoted installed-release annotation.
+            assert!(updates >= 2, "{backend}: {writes:?}");
         }
     }
 
