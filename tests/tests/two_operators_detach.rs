@@ -1,13 +1,18 @@
 //! Two operator processes (two OperatorContexts with their own clients, user agents, identities
 //! and actor threads, in one process; no leader election) reconcile the same Cinder with two NFS
-//! backends on two NFS servers through a release upgrade and then the detach of one backend, to
-//! completion (finalizer released, ServiceRemoved). The simulator's records then show:
+//! backends on two NFS servers (two devices) through the 2025.2 -> 2026.1 upgrade and the detach
+//! of one backend, to completion (finalizer released, ServiceRemoved) and until the promoted
+//! release rolled the remaining volume service; once after the upgrade, once with the backend
+//! deleted during the upgrade's first phase (its service-remove Job then competes with the phase
+//! Jobs for the database). The simulator's records then show:
 //! - no two Jobs of the Cinder's database (db-sync, expand, migrate, contract, service-remove)
 //!   running at once (the Job run record);
 //! - no two concurrent changes to one backend's volume service (the write record): every write
 //!   to `{cinder}-volume-{backend}` and `{cinder}-{backend}-service-remove` came from the
-//!   operator holding that backend's device Lease when the write was received and answered, and
-//!   the change windows of the two operators never overlap ([`check_exclusion`]).
+//!   operator holding that backend's device Lease when the write was received and when it was
+//!   answered, and the change windows of the two operators never overlap ([`check_exclusion`]);
+//! - the detach order across both operators: the detached Deployment's last accepted write is
+//!   its delete, before the service-remove Job was created.
 
 #[path = "../src/workload_helpers.rs"]
 mod workload_helpers;
