@@ -12,6 +12,7 @@ use crate::objects::{Engine, gc};
 use crate::registry::Registry;
 use crate::requests::{RequestLog, RequestRecord};
 use crate::store::Store;
+use crate::writes::{WriteLog, WriteRecord};
 use actix_web::{App, HttpServer, web};
 use std::path::{Path, PathBuf};
 
@@ -26,8 +27,11 @@ pub struct ClusterConfig {
     pub faults: FaultConfig,
     /// Watch events kept for resuming watches (older versions answer 410 Gone).
     pub history_window: usize,
-    /// Requests kept in the request record.
+    /// Requests kept in the request record (and writes in the write record).
     pub request_log_capacity: usize,
+    /// Keep the write record: every mutating request with the Leases read just before and just
+    /// after it was served (`EmbeddedCluster::writes`). Off by default.
+    pub record_writes: bool,
     /// HTTP worker threads.
     pub workers: usize,
 }
@@ -41,6 +45,7 @@ impl Default for ClusterConfig {
             faults: FaultConfig::default(),
             history_window: 50_000,
             request_log_capacity: 200_000,
+            record_writes: false,
             workers: 2,
         }
     }
@@ -55,6 +60,7 @@ pub struct EmbeddedCluster {
     engine: Engine,
     faults: FaultHandle,
     log: RequestLog,
+    writes: WriteLog,
     client: kube::Client,
     controllers: Option<ControllersHandle>,
     server: actix_web::dev::ServerHandle,
@@ -134,11 +140,13 @@ impl EmbeddedCluster {
         let engine = Engine::new(config.history_window);
         let faults = FaultHandle::new(config.faults.clone());
         let log = RequestLog::new(config.request_log_capacity);
+        let writes = WriteLog::new(config.record_writes, config.request_log_capacity);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let state = AppState {
             engine: engine.clone(),
             faults: faults.clone(),
             log: log.clone(),
+            writes: writes.clone(),
             stop: stop_rx.clone(),
             address: format!("127.0.0.1:{port}"),
         };
@@ -191,6 +199,7 @@ impl EmbeddedCluster {
             engine,
             faults,
             log,
+            writes,
             client: client.clone(),
             controllers: None,
             server: handle,
@@ -236,6 +245,12 @@ impl EmbeddedCluster {
 
     pub fn clear_requests(&self) {
         self.log.clear();
+    }
+
+    /// Every mutating request served so far with the Leases before and after it (empty unless
+    /// `ClusterConfig::record_writes`; bounded by `request_log_capacity`).
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.writes.all()
     }
 
     /// In-process reads of the stored objects.

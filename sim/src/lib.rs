@@ -17,6 +17,7 @@ pub mod registry;
 pub mod requests;
 pub mod schema;
 pub mod store;
+pub mod writes;
 
 /// The core API group's name (empty).
 pub const CORE: &str = "";
@@ -25,5 +26,6 @@ pub use cluster::{ClusterConfig, EmbeddedCluster, StoreView};
 pub use error::{ApiError, SimError};
 pub use faults::{ErrorRule, FaultConfig, FaultHandle, ServiceFault};
 pub use requests::RequestRecord;
+pub use writes::{LeaseSnapshot, LeaseState, WriteRecord};
 /// In-process store access (`EmbeddedCluster::store()` returns a `Store` view).
 pub type Store = StoreView;

@@ -8,6 +8,7 @@ pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod group_helpers;
 pub mod target_helpers;
+pub mod write_checks;
 
 use anyhow::Context as _;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
@@ -102,6 +103,9 @@ pub struct Harness {
 pub struct HarnessConfig {
     pub cluster: ClusterConfig,
     pub options: OperatorOptions,
+    /// Give the operator its own client sending this user agent (None: the operator shares the
+    /// test's client, which sends none, like the simulated controllers).
+    pub operator_user_agent: Option<String>,
 }
 
 impl Default for HarnessConfig {
@@ -116,6 +120,7 @@ impl Default for HarnessConfig {
                 lease_namespace: NS.to_string(),
                 ..Default::default()
             },
+            operator_user_agent: None,
         }
     }
 }
@@ -134,8 +139,12 @@ impl Harness {
         let client = cluster.client().await;
         install_crds(&client).await?;
         create_namespace(&client, NS).await?;
+        let operator_client = match &config.operator_user_agent {
+            Some(agent) => deploy_helpers::client_with_user_agent(&cluster, agent).await?,
+            None => client.clone(),
+        };
         let (_registry, metrics) = Metrics::new_registry();
-        let ctx = OperatorContext::new(client.clone(), config.options, Arc::new(metrics)).await?;
+        let ctx = OperatorContext::new(operator_client, config.options, Arc::new(metrics)).await?;
         let (shutdown, rx) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(run_operator(ctx.clone(), rx));
         let harness = Harness {
@@ -169,14 +178,20 @@ impl Harness {
         Api::namespaced(self.client.clone(), NS)
     }
 
-    /// Stops the operator (draining in-flight passes) and the cluster.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
+    /// Stops the operator (draining in-flight passes); the cluster keeps running.
+    pub async fn stop_operator(&mut self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
         if let Some(task) = self.task.take() {
             tokio::time::timeout(EVENTUALLY, task)
                 .await
                 .context("run_operator did not return after shutdown")???;
         }
+        Ok(())
+    }
+
+    /// Stops the operator (draining in-flight passes) and the cluster.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.stop_operator().await?;
         self.cluster.shutdown().await;
         Ok(())
     }

@@ -16,6 +16,7 @@ use crate::objects::{DeleteOptions, Engine, ListOptions, Target, WriteOptions};
 use crate::patch::{self, PatchType};
 use crate::requests::{RequestLog, RequestRecord};
 use crate::store::selectors::{FieldSelector, LabelSelector};
+use crate::writes::{LeaseSnapshot, WriteLog, WriteRecord, is_mutating};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpRequest, HttpResponse, web};
 use route::{ResourcePath, Route};
@@ -29,6 +30,8 @@ pub struct AppState {
     pub engine: Engine,
     pub faults: FaultHandle,
     pub log: RequestLog,
+    /// The write record (mutating requests with the Leases before and after; may be off).
+    pub writes: WriteLog,
     /// Flips to true when the server shuts down (ends watches).
     pub stop: tokio::sync::watch::Receiver<bool>,
     pub address: String,
@@ -88,6 +91,8 @@ pub async fn dispatch(
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    let leases_before = (app.writes.enabled() && is_mutating(&described.verb))
+        .then(|| LeaseSnapshot::read(&app.engine.store));
     let response =
         match app
             .faults
@@ -96,6 +101,26 @@ pub async fn dispatch(
             Some(code) => error_response(&ApiError::injected(code)),
             None => serve(&req, &body, &app, route, &query, &user_agent).await,
         };
+    let status = response.status().as_u16();
+    if let Some(before) = leases_before {
+        app.writes.push(WriteRecord {
+            verb: described.verb.clone(),
+            group: described.path.group.clone(),
+            resource: described.path.resource.clone(),
+            subresource: described.path.subresource.clone().unwrap_or_default(),
+            namespace: described.path.namespace.clone().unwrap_or_default(),
+            name: described
+                .path
+                .name
+                .clone()
+                .or_else(|| (described.verb == "create").then(|| created_name(&body)))
+                .unwrap_or_default(),
+            user_agent: user_agent.clone(),
+            status,
+            before,
+            after: LeaseSnapshot::read(&app.engine.store),
+        });
+    }
     app.log.push(RequestRecord {
         verb: described.verb,
         method: req.method().to_string(),
@@ -107,10 +132,22 @@ pub async fn dispatch(
         namespace: described.path.namespace.unwrap_or_default(),
         name: described.path.name.unwrap_or_default(),
         user_agent,
-        status: response.status().as_u16(),
+        status,
         time: chrono::Utc::now(),
     });
     response
+}
+
+/// The `metadata.name` of a create's JSON body (empty when absent or not JSON).
+fn created_name(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
 }
 
 fn verb_of(method: &Method, p: &ResourcePath, q: &HashMap<String, String>) -> String {
