@@ -5,7 +5,7 @@
 
 use super::deletion;
 use super::finalizer;
-use super::status::{gate_status, write_if_changed};
+use super::status::{Written, gate_status, write_if_changed};
 use super::target_cluster;
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
@@ -220,8 +220,18 @@ pub async fn reconcile(
             return Err(ReconcileError::Pipeline(e.to_string()));
         }
     };
-    if let Some(status) = report.status_write() {
-        write_if_changed(&api, &cinder, status).await?;
+    if let Some(status) = report.status_write()
+        && write_if_changed(&api, &cinder, status).await? == Written::Stale
+    {
+        // The Cinder changed while the pass ran: its result is not written; a pass on the newer
+        // version decides (the change's own watch event usually brings it first).
+        directory.pass_finished(
+            &namespace,
+            &name,
+            "not written: the Cinder changed during the pass",
+            Some(Requeue::RequeueNextPass.interval()),
+        );
+        return Ok(Action::requeue(Requeue::RequeueNextPass.jittered()));
     }
     let requeue = match (report.requeue, report.errors.is_empty()) {
         (Some(d), _) => Some(d),

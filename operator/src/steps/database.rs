@@ -368,58 +368,6 @@ async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> 
     }
 }
 
-/// The release state to write directly when this step cleared `targetRelease` / `upgradePhase`:
-/// the controller's status writer sends a merge patch of the serialized status, which omits
-/// `None` fields and so could never remove them. The patch carries `installedRelease` too, so
-/// the stored status never shows a cleared upgrade next to the old installed release (a state a
-/// pass would read as a fresh upgrade).
-fn cleared_fields(
-    before: &crate::crd::CinderStatus,
-    after: &crate::crd::CinderStatus,
-) -> serde_json::Map<String, serde_json::Value> {
-    let mut nulls = serde_json::Map::new();
-    if before.target_release.is_some() && after.target_release.is_none() {
-        nulls.insert("targetRelease".to_string(), serde_json::Value::Null);
-    }
-    if before.upgrade_phase.is_some() && after.upgrade_phase.is_none() {
-        nulls.insert("upgradePhase".to_string(), serde_json::Value::Null);
-    }
-    if let (false, Some(installed)) = (nulls.is_empty(), &after.installed_release) {
-        nulls.insert(
-            "installedRelease".to_string(),
-            serde_json::Value::String(installed.clone()),
-        );
-    }
-    nulls
-}
-
-/// Runs the step, then removes the release fields it cleared from the stored status.
-async fn run_and_clear(env: StepEnv, services: DatabaseServices, ctx: StepContext) -> StepReport {
-    let cinder = ctx.cinder.clone();
-    let before = cinder.status.clone().unwrap_or_default();
-    let mut report = run(env.clone(), services, ctx).await;
-    let nulls = cleared_fields(&before, &report.status);
-    if nulls.is_empty() {
-        return report;
-    }
-    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
-    let name = cinder.metadata.name.as_deref().unwrap_or_default();
-    let api: kube::Api<Cinder> = kube::Api::namespaced(env.client.clone(), ns);
-    let patch = serde_json::json!({ "status": nulls });
-    if let Err(e) = api
-        .patch_status(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-    {
-        report.conditions = vec![api_error(&e)];
-        report.outcome = Outcome::Error(format!("clearing the upgrade state: {e}"));
-    }
-    report
-}
-
 impl Step for DatabaseStep {
     fn name(&self) -> &'static str {
         "Database"
@@ -428,33 +376,6 @@ impl Step for DatabaseStep {
         kind::DATABASE_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run_and_clear(self.env.clone(), self.services.clone(), ctx).boxed()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::crd::CinderStatus;
-
-    #[test]
-    fn cleared_release_fields_become_nulls() {
-        let before = CinderStatus {
-            installed_release: Some("2025.2".into()),
-            target_release: Some("2026.1".into()),
-            upgrade_phase: Some(UpgradePhase::Contracting),
-            ..Default::default()
-        };
-        let after = CinderStatus {
-            installed_release: Some("2026.1".into()),
-            ..Default::default()
-        };
-        let nulls = cleared_fields(&before, &after);
-        assert_eq!(
-            serde_json::Value::Object(nulls),
-            serde_json::json!({"targetRelease": null, "upgradePhase": null, "installedRelease": "2026.1"})
-        );
-        assert!(cleared_fields(&after, &after).is_empty());
-        assert!(cleared_fields(&CinderStatus::default(), &after).is_empty());
+        run(self.env.clone(), self.services.clone(), ctx).boxed()
     }
 }
