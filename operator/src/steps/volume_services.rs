@@ -84,6 +84,15 @@ where
     }
 }
 
+/// Whether CinderBackend `backend` exists and is not being deleted (read live).
+async fn still_attached(management: &Client, ns: &str, backend: &str) -> Result<bool, kube::Error> {
+    let api: Api<CinderBackend> = Api::namespaced(management.clone(), ns);
+    Ok(api
+        .get_opt(backend)
+        .await?
+        .is_some_and(|b| b.metadata.deletion_timestamp.is_none()))
+}
+
 async fn volume_deployments(
     client: &Client,
     ns: &str,
@@ -177,13 +186,21 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
                 .iter()
                 .find(|d| d.metadata.name.as_deref() == Some(deployment_name.as_str()));
             if needs_write(current, &desired) {
-                let c = children.clone();
+                let (c, m, n, backend) =
+                    (children.clone(), client.clone(), ns.clone(), b.name.clone());
                 let applied = under_backend_lock(
                     &env,
                     &ns,
                     &device,
                     &service_id(&ns, &name, &b.name),
-                    || async move { ensure_deployment(&c, &desired).await.map(|_| ()) },
+                    || async move {
+                        // Re-checked under the lock: a backend whose detach started since this
+                        // pass's snapshot (maybe by another replica) keeps its Deployment deleted.
+                        if !still_attached(&m, &n, &backend).await? {
+                            return Ok(());
+                        }
+                        ensure_deployment(&c, &desired).await.map(|_| ())
+                    },
                 )
                 .await;
                 match applied {
@@ -308,36 +325,6 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     ))
 }
 
-/// Runs the step, then removes `status.volumeServices` from the stored status when the step
-/// emptied it (the status writer's merge patch omits an empty list, which would keep the old one).
-async fn run_and_clear(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
-    let cinder = ctx.cinder.clone();
-    let had_services = cinder
-        .status
-        .as_ref()
-        .is_some_and(|s| !s.volume_services.is_empty());
-    let mut report = run(env.clone(), reporting, ctx).await;
-    if !had_services || !report.status.volume_services.is_empty() {
-        return report;
-    }
-    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
-    let name = cinder.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<crate::crd::Cinder> = Api::namespaced(env.client.clone(), ns);
-    let patch = serde_json::json!({ "status": { "volumeServices": null } });
-    if let Err(e) = api
-        .patch_status(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-    {
-        report.conditions = vec![waiting(format!("kubernetes API error: {e}"))];
-        report.outcome = Outcome::Error(format!("clearing status.volumeServices: {e}"));
-    }
-    report
-}
-
 impl Step for VolumeServicesStep {
     fn name(&self) -> &'static str {
         "VolumeServices"
@@ -346,6 +333,6 @@ impl Step for VolumeServicesStep {
         kind::VOLUME_SERVICES_READY
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run_and_clear(self.env.clone(), self.reporting.clone(), ctx).boxed()
+        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
     }
 }
