@@ -37,6 +37,7 @@
 pub mod coordinator;
 pub mod error;
 pub mod explain;
+pub(crate) mod fast_hash;
 pub mod index;
 pub mod inspect;
 pub mod lock_queue;
