@@ -54,5 +54,5 @@ pub use inspect::{CoordinatorSnapshot, ResourceSnapshot, TransactionSnapshot};
 pub use lock_queue::Priority;
 pub use plan::{LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry};
 pub use query::{Op, Query, Subquery};
-pub use results::{Listed, QueryResult, ResourceResult};
+pub use results::{Listed, QueryResult, ResourceResult, WorkingCopy};
 pub use schema::{KindDecl, Schema};

@@ -116,6 +116,23 @@ impl<T> LockQueue<T> {
         });
     }
 
+    /// Grants `txn` at once when nobody waits and the holders are compatible: exactly what
+    /// `enqueue` followed by `pump` would do then (the request would be the only, hence the best,
+    /// waiter). Returns whether it was granted; when not, nothing changed.
+    pub fn try_grant(&mut self, txn: u64, mode: LockMode) -> bool {
+        if !self.waiters.is_empty() {
+            return false;
+        }
+        let compatible = match mode {
+            LockMode::Read => self.holders.iter().all(|(_, m)| *m == LockMode::Read),
+            LockMode::Write => self.holders.is_empty(),
+        };
+        if compatible {
+            self.holders.push((txn, mode));
+        }
+        compatible
+    }
+
     /// Removes `txn` from the holders; returns whether it held the lock.
     pub fn release(&mut self, txn: u64) -> bool {
         let before = self.holders.len();
