@@ -12,6 +12,7 @@
 //! `2 * age_step` (for `Baseline`) plus the time the earlier arrivals and the current holders keep
 //! the lock — nothing starves.
 
+use crate::fast_hash::FxHashMap;
 use crate::plan::LockMode;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -75,10 +76,20 @@ pub struct Waiter<T> {
     pub payload: T,
 }
 
+/// Above this many holders, the holders are also indexed by transaction (a shared lock such as
+/// the root read can have one holder per transaction in flight; without the index every release
+/// and every holder check would scan them all).
+const INDEX_HOLDERS_ABOVE: usize = 8;
+
 /// A lock with its holders and waiters.
 #[derive(Debug)]
 pub struct LockQueue<T> {
     holders: Vec<(u64, LockMode)>,
+    /// txn -> its position in `holders`, kept while there are many holders.
+    holder_index: Option<Box<FxHashMap<u64, usize>>>,
+    /// A transaction appeared twice among the holders (never, from the planner): no index
+    /// until the lock is free again, so every lookup scans and stays exact.
+    unindexable: bool,
     waiters: Vec<Waiter<T>>,
     next_seq: u64,
     age_step: Duration,
@@ -89,6 +100,8 @@ impl<T> LockQueue<T> {
     pub fn new(age_step: Duration) -> Self {
         LockQueue {
             holders: Vec::new(),
+            holder_index: None,
+            unindexable: false,
             waiters: Vec::new(),
             next_seq: 0,
             age_step,
@@ -123,21 +136,77 @@ impl<T> LockQueue<T> {
         if !self.waiters.is_empty() {
             return false;
         }
+        // Holders all share one mode (shared grants batch, an exclusive one is alone), so the
+        // first holder tells whether a shared request is compatible.
         let compatible = match mode {
-            LockMode::Read => self.holders.iter().all(|(_, m)| *m == LockMode::Read),
+            LockMode::Read => self
+                .holders
+                .first()
+                .is_none_or(|(_, m)| *m == LockMode::Read),
             LockMode::Write => self.holders.is_empty(),
         };
         if compatible {
-            self.holders.push((txn, mode));
+            self.add_holder(txn, mode);
         }
         compatible
     }
 
+    fn add_holder(&mut self, txn: u64, mode: LockMode) {
+        self.holders.push((txn, mode));
+        let at = self.holders.len() - 1;
+        if let Some(index) = &mut self.holder_index {
+            if index.insert(txn, at).is_some() {
+                self.holder_index = None;
+                self.unindexable = true;
+            }
+        } else if self.holders.len() > INDEX_HOLDERS_ABOVE && !self.unindexable {
+            let mut index = FxHashMap::default();
+            index.reserve(self.holders.len() * 2);
+            for (i, (t, _)) in self.holders.iter().enumerate() {
+                if index.insert(*t, i).is_some() {
+                    self.unindexable = true;
+                    return;
+                }
+            }
+            self.holder_index = Some(Box::new(index));
+        }
+    }
+
+    fn holder_position(&self, txn: u64) -> Option<usize> {
+        match &self.holder_index {
+            Some(index) => index.get(&txn).copied(),
+            None => self.holders.iter().position(|(t, _)| *t == txn),
+        }
+    }
+
     /// Removes `txn` from the holders; returns whether it held the lock.
+    /// The order of the remaining holders may change (the last one takes the freed place).
     pub fn release(&mut self, txn: u64) -> bool {
-        let before = self.holders.len();
-        self.holders.retain(|(t, _)| *t != txn);
-        before != self.holders.len()
+        let Some(at) = self.holder_position(txn) else {
+            return false;
+        };
+        self.holders.swap_remove(at);
+        match &mut self.holder_index {
+            Some(index) => {
+                index.remove(&txn);
+                if let Some((moved, _)) = self.holders.get(at) {
+                    index.insert(*moved, at);
+                }
+                if self.holders.len() <= INDEX_HOLDERS_ABOVE / 2 {
+                    self.holder_index = None;
+                }
+            }
+            None => {
+                // (Only when a transaction appeared twice: remove every entry, as before.)
+                if self.unindexable && self.holders.iter().any(|(t, _)| *t == txn) {
+                    self.holders.retain(|(t, _)| *t != txn);
+                }
+            }
+        }
+        if self.holders.is_empty() {
+            self.unindexable = false;
+        }
+        true
     }
 
     /// Removes the waiters for which `gone` is true (e.g. whose requester went away).
@@ -150,15 +219,19 @@ impl<T> LockQueue<T> {
         let mut granted = Vec::new();
         while let Some(best) = self.best(now) {
             let mode = self.waiters[best].mode;
+            // Holders all share one mode: the first tells.
             let compatible = match mode {
-                LockMode::Read => self.holders.iter().all(|(_, m)| *m == LockMode::Read),
+                LockMode::Read => self
+                    .holders
+                    .first()
+                    .is_none_or(|(_, m)| *m == LockMode::Read),
                 LockMode::Write => self.holders.is_empty(),
             };
             if !compatible {
                 break;
             }
             let w = self.waiters.remove(best);
-            self.holders.push((w.txn, w.mode));
+            self.add_holder(w.txn, w.mode);
             granted.push(w);
         }
         granted
@@ -181,7 +254,7 @@ impl<T> LockQueue<T> {
             .map(|(i, _)| i)
     }
 
-    /// The current holders.
+    /// The current holders (in no particular order).
     pub fn holders(&self) -> &[(u64, LockMode)] {
         &self.holders
     }
@@ -195,9 +268,15 @@ impl<T> LockQueue<T> {
     }
     /// Whether `txn` holds the lock (in any mode when `mode` is None).
     pub fn holds(&self, txn: u64, mode: Option<LockMode>) -> bool {
-        self.holders
-            .iter()
-            .any(|(t, m)| *t == txn && mode.is_none_or(|x| x == *m))
+        match &self.holder_index {
+            Some(index) => index
+                .get(&txn)
+                .is_some_and(|&at| mode.is_none_or(|x| x == self.holders[at].1)),
+            None => self
+                .holders
+                .iter()
+                .any(|(t, m)| *t == txn && mode.is_none_or(|x| x == *m)),
+        }
     }
     /// No holders and no waiters.
     pub fn is_idle(&self) -> bool {
@@ -229,6 +308,30 @@ mod tests {
         assert_eq!(q.mode(), Some(LockMode::Write));
         q.release(3);
         assert_eq!(txns(&q.pump(t0)), vec![4]);
+    }
+
+    #[test]
+    fn many_shared_holders_release_in_any_order() {
+        let t0 = Instant::now();
+        let mut q: LockQueue<()> = LockQueue::new(DEFAULT_AGE_STEP);
+        for t in 0..100u64 {
+            assert!(q.try_grant(t, LockMode::Read));
+        }
+        q.enqueue(1000, LockMode::Write, Priority::Default, t0, ());
+        assert!(q.pump(t0).is_empty());
+        assert!(!q.try_grant(2000, LockMode::Read), "a waiter is queued");
+        for t in (0..100u64)
+            .filter(|t| t % 3 == 0)
+            .chain((0..100).filter(|t| t % 3 != 0))
+        {
+            assert!(q.holds(t, Some(LockMode::Read)));
+            assert!(!q.holds(t, Some(LockMode::Write)));
+            assert!(q.release(t));
+            assert!(!q.release(t));
+            assert!(!q.holds(t, None));
+        }
+        assert_eq!(txns(&q.pump(t0)), vec![1000]);
+        assert_eq!(q.holders(), &[(1000, LockMode::Write)]);
     }
 
     #[test]

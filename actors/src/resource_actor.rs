@@ -593,7 +593,11 @@ impl Handler<InspectResource> for ResourceActor {
             kind: self.kind.to_string(),
             id: self.shared.id.clone(),
             mode: st.queue.mode(),
-            holders: st.queue.holders().iter().map(|(t, _)| *t).collect(),
+            holders: {
+                let mut h: Vec<u64> = st.queue.holders().iter().map(|(t, _)| *t).collect();
+                h.sort_unstable();
+                h
+            },
             waiters: st
                 .queue
                 .waiters()
