@@ -63,14 +63,27 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Vec<LockStep> {
         self.released = true;
         let refs = std::mem::take(&mut self.refs);
-        let mut order = Vec::with_capacity(refs.len());
-        for (step, r) in self.steps[..refs.len()].iter().zip(&refs).rev() {
+        for r in refs.iter().rev() {
             // A gone actor has nothing left to release.
             r.release(self.txn);
-            order.push(step.clone());
         }
         self.core.phase_done(self.phase);
-        order
+        let held = refs.len();
+        drop(refs);
+        // Once the phase is done the step list is normally this guard's alone (an inspection in
+        // progress may still share it): then the held steps are moved out instead of cloned.
+        match Arc::get_mut(&mut self.steps) {
+            Some(steps) => steps[..held]
+                .iter_mut()
+                .rev()
+                .map(|s| LockStep {
+                    mode: s.mode,
+                    kind: std::mem::take(&mut s.kind),
+                    id: std::mem::take(&mut s.id),
+                })
+                .collect(),
+            None => self.steps[..held].iter().rev().cloned().collect(),
+        }
     }
 }
 

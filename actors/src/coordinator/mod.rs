@@ -253,7 +253,12 @@ impl Core {
             None => self.next_txn.fetch_add(1, Ordering::Relaxed) + 1,
         };
         let phase = self.next_phase.fetch_add(1, Ordering::Relaxed) + 1;
-        let steps: Arc<[LockStep]> = plan.acquisitions().into();
+        let steps: Arc<[LockStep]> = plan
+            .key_locks
+            .iter()
+            .chain(&plan.acquire)
+            .cloned()
+            .collect();
         let refs = self.resolve_all(&steps);
         let status = Arc::new(Mutex::new(PhaseStatus {
             phase,
