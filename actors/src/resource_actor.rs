@@ -27,7 +27,9 @@ use tokio::sync::oneshot;
 /// What a grant delivers: the value at grant time.
 pub type Grant = Option<Arc<Value>>;
 
-/// Sent to the coordinator when an actor retires.
+/// An actor retired: the coordinator forgets it unless a newer generation is registered. (A
+/// retiring actor now leaves the shared registry directly; the coordinator still handles this
+/// message the same way.)
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Retired {
@@ -147,8 +149,11 @@ impl Shared {
                 return;
             }
             let mut abandoned = false;
+            // Every grant of the batch delivers the value as it is now (nothing can commit
+            // while the lock state is held).
+            let value = self.value();
             for w in granted {
-                if w.payload.send(self.value()).is_err() {
+                if w.payload.send(value.clone()).is_err() {
                     st.queue.release(w.txn);
                     abandoned = true;
                 }
