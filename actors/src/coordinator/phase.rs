@@ -1,4 +1,5 @@
-//! The acquisition of one Lock / NestedLock / shutdown phase, run in the caller's task: asks for
+//! The acquisition of one Lock / NestedLock / shutdown phase, run in the caller's task (detached
+//! on the coordinator's arbiter from the first lock that must be asked for by message): asks for
 //! each lock in plan order, awaiting each grant before the next (re-resolving actors that retired
 //! meanwhile), then builds the results (working copies, lists from the kind index, commit
 //! handles).
@@ -73,13 +74,15 @@ async fn acquire_one(
 }
 
 impl Phase {
-    /// Carries out the phase. Locks that are free on actors with an empty mailbox are taken
-    /// right here, without a message and without yielding, so when every lock is free the whole
-    /// phase completes in the caller's first poll and a cancelled caller cannot leave anything
-    /// half done. From the first lock that must be waited for (or asked for by message) on, the
-    /// rest of the acquisition runs detached on the coordinator's arbiter, as every acquisition
-    /// did before: a caller dropped while it waits then drops the finished `Locked`, which
-    /// releases everything (a grant delivered to a dropped waiter is never lost).
+    /// Carries out the phase in the caller's task. Locks that are free on actors with an empty
+    /// mailbox are taken right here, without a message and without yielding, so when every lock
+    /// is free the whole phase completes in the caller's first poll. A lock queued behind its
+    /// holders is awaited here too, through a [`PendingGrant`] that gives the lock back should the
+    /// caller be cancelled before it took the grant. Only when a lock has to be asked for by
+    /// message (the actor's mailbox is busy, or the actor retired) does the rest of the
+    /// acquisition run detached on the coordinator's arbiter, as every acquisition did before: a
+    /// reply to a message cannot be taken back, so a caller dropped meanwhile drops the finished
+    /// `Locked` instead, which releases everything. Whatever happens, a grant is never lost.
     pub(crate) async fn run(self) -> Result<Locked, LockError> {
         let Phase {
             core,
@@ -109,16 +112,33 @@ impl Phase {
             priority,
             status,
         };
-        let mut queued = None;
         let mut blocked = None;
         while let Some(r) = a.refs.next() {
-            let step = &a.steps[a.grants.len()];
+            let i = a.grants.len();
+            let step = &a.steps[i];
             match r.acquire_direct(txn, step.mode, priority) {
                 Some(AcquireReply::Granted(grant)) => a.granted(grant, r),
                 Some(AcquireReply::Queued(rx)) => {
-                    queued = Some(rx);
-                    blocked = Some(r);
-                    break;
+                    // Queued behind a holder: wait for the grant right here (the grant wakes
+                    // this task directly). Cancelled meanwhile, the pending grant gives the lock
+                    // back and the guard releases what is held.
+                    with_status(&a.status, |s| {
+                        s.held = i;
+                        s.waiting = Some((i, Instant::now()));
+                    });
+                    let mut pending = PendingGrant {
+                        rx: Some(rx),
+                        resource: r.clone(),
+                        txn,
+                    };
+                    match pending.wait().await {
+                        Some(grant) => a.granted(grant, r),
+                        // The actor stopped before granting: go on detached, re-resolving it.
+                        None => {
+                            blocked = Some(r);
+                            break;
+                        }
+                    }
                 }
                 None => {
                     blocked = Some(r);
@@ -132,7 +152,7 @@ impl Phase {
         let (tx, rx) = oneshot::channel();
         let core = a.core.clone();
         let rest = async move {
-            let _ = tx.send(a.wait(blocked, queued).await.map(Acquisition::finish));
+            let _ = tx.send(a.wait(blocked, None).await.map(Acquisition::finish));
         };
         if std::thread::current().id() == core.thread {
             actix::spawn(rest);
@@ -140,6 +160,36 @@ impl Phase {
             return Err(LockError::ShuttingDown);
         }
         rx.await.unwrap_or(Err(LockError::ShuttingDown))
+    }
+}
+
+/// A grant queued for: awaited in the caller's task. Dropped before the grant was taken (the
+/// caller was cancelled), it closes the channel and gives back a grant delivered meanwhile; a
+/// grant sent after the close fails and is released by the actor's pump.
+struct PendingGrant {
+    rx: Option<oneshot::Receiver<Grant>>,
+    resource: ResourceRef,
+    txn: u64,
+}
+
+impl PendingGrant {
+    /// The grant, or `None` when the actor dropped the request (it stopped).
+    async fn wait(&mut self) -> Option<Grant> {
+        let rx = self.rx.as_mut()?;
+        let grant = rx.await.ok();
+        self.rx = None;
+        grant
+    }
+}
+
+impl Drop for PendingGrant {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.resource.release(self.txn);
+            }
+        }
     }
 }
 
