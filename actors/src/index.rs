@@ -3,16 +3,16 @@
 //! volumes is a copy of `Arc`s and never messages the actors. This is the seed's cache-level lock:
 //! it is held only for the copy or the update, never across an await.
 
+use crate::fast_hash::FxHashMap;
 use crate::plan::CacheView;
 use crate::schema::{KindInfo, Schema};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[derive(Debug, Default)]
 struct KindData {
-    values: HashMap<String, Arc<Value>>,
-    keys: HashMap<String, String>,
+    values: FxHashMap<String, Arc<Value>>,
+    keys: FxHashMap<String, String>,
 }
 
 /// The index of one kind.
@@ -75,7 +75,7 @@ impl KindIndex {
             Some((parent, pid)) => data
                 .values
                 .iter()
-                .filter(|(_, v)| self.info.owner_id(v, parent).as_deref() == Some(pid.as_str()))
+                .filter(|(_, v)| self.info.owner_str(v, parent) == Some(pid.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         }
@@ -94,30 +94,41 @@ impl KindIndex {
     /// Sets (or with `None` removes) the value of `id`, updating the key map; refuses a key that
     /// another id owns.
     pub fn set(&self, id: &str, value: Option<Arc<Value>>) -> Result<(), KeyCollision> {
+        let info = &self.info;
         let mut data = self.write();
-        let new_key = value.as_ref().and_then(|v| self.info.key_of(v));
-        if let Some(k) = &new_key
+        let data = &mut *data;
+        let new_key = value.as_deref().and_then(|v| info.key_str(v));
+        if let Some(k) = new_key
             && let Some(owner) = data.keys.get(k)
             && owner != id
         {
             return Err(KeyCollision {
-                key: k.clone(),
+                key: k.to_string(),
                 owner: owner.clone(),
             });
         }
-        let old_key = data.values.get(id).and_then(|v| self.info.key_of(v));
+        let old_key = data.values.get(id).and_then(|v| info.key_str(v));
         if let Some(k) = old_key
-            && Some(&k) != new_key.as_ref()
+            && Some(k) != new_key
         {
-            data.keys.remove(&k);
+            data.keys.remove(k);
         }
-        if let Some(k) = new_key {
-            data.keys.insert(k, id.to_string());
+        if let Some(k) = new_key
+            && data.keys.get(k).is_none_or(|owner| owner != id)
+        {
+            data.keys.insert(k.to_string(), id.to_string());
         }
         match value {
-            Some(v) => data.values.insert(id.to_string(), v),
-            None => data.values.remove(id),
-        };
+            Some(v) => match data.values.get_mut(id) {
+                Some(slot) => *slot = v,
+                None => {
+                    data.values.insert(id.to_string(), v);
+                }
+            },
+            None => {
+                data.values.remove(id);
+            }
+        }
         Ok(())
     }
 }
@@ -126,7 +137,7 @@ impl KindIndex {
 #[derive(Debug)]
 pub struct Store {
     schema: Arc<Schema>,
-    kinds: HashMap<String, Arc<KindIndex>>,
+    kinds: FxHashMap<String, Arc<KindIndex>>,
 }
 
 impl Store {

@@ -37,6 +37,7 @@
 pub mod coordinator;
 pub mod error;
 pub mod explain;
+pub(crate) mod fast_hash;
 pub mod index;
 pub mod inspect;
 pub mod lock_queue;
@@ -53,5 +54,5 @@ pub use inspect::{CoordinatorSnapshot, ResourceSnapshot, TransactionSnapshot};
 pub use lock_queue::Priority;
 pub use plan::{LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry};
 pub use query::{Op, Query, Subquery};
-pub use results::{Listed, QueryResult, ResourceResult};
+pub use results::{Listed, QueryResult, ResourceResult, WorkingCopy};
 pub use schema::{KindDecl, Schema};

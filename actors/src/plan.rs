@@ -3,6 +3,7 @@
 //! acquisition steps of a Lock or of a NestedLock validated against a lock context.
 
 use crate::error::LockError;
+use crate::fast_hash::FxHashMap;
 use crate::query::{Op, Query, Subquery};
 use crate::schema::{ROOT, ROOT_ID, Schema};
 use serde::Serialize;
@@ -209,43 +210,56 @@ pub fn plan(
 
     let holds_root = context.is_some_and(|c| c.holds_root);
     let any_consistent = merged.iter().any(|e| e.op.is_consistent());
-    // The kind's part of the order key is looked up once per entry, not on every comparison;
-    // the stable sort keeps the same order as `compare_entries`.
-    let mut keyed: Vec<((u8, u32, usize), PlanEntry)> = merged
-        .into_iter()
+    // The kind's part of the order key is looked up once per entry, not on every comparison, and
+    // a permutation is sorted instead of the entries; the sort is stable, so the order is the
+    // same as sorting the entries with `compare_entries`.
+    let keys: Vec<(u8, u32, usize)> = merged
+        .iter()
         .map(|e| {
             let (class, rank, pos, _, _) = order_key(schema, (e.op, &e.kind, ""));
-            ((class, rank, pos), e)
+            (class, rank, pos)
         })
         .collect();
-    keyed.sort_by(|(ka, a), (kb, b)| {
-        ka.cmp(kb)
-            .then_with(|| a.id.cmp(&b.id))
-            .then_with(|| a.op.cmp(&b.op))
+    let mut order: Vec<usize> = (0..merged.len()).collect();
+    order.sort_by(|&a, &b| {
+        keys[a]
+            .cmp(&keys[b])
+            .then_with(|| merged[a].id.cmp(&merged[b].id))
+            .then_with(|| merged[a].op.cmp(&merged[b].op))
     });
-    let mut merged: Vec<PlanEntry> = keyed.into_iter().map(|(_, e)| e).collect();
-    if any_consistent && !holds_root {
-        merged.insert(
-            0,
-            PlanEntry {
-                op: Op::Read,
-                kind: ROOT.to_string(),
-                id: ROOT_ID.to_string(),
-                query: None,
-                synthetic: true,
-                filter: None,
-            },
-        );
+    let root = any_consistent && !holds_root;
+    let mut slots: Vec<Option<PlanEntry>> = merged.into_iter().map(Some).collect();
+    let mut merged: Vec<PlanEntry> = Vec::with_capacity(slots.len() + usize::from(root));
+    if root {
+        merged.push(PlanEntry {
+            op: Op::Read,
+            kind: ROOT.to_string(),
+            id: ROOT_ID.to_string(),
+            query: None,
+            synthetic: true,
+            filter: None,
+        });
     }
+    merged.extend(order.into_iter().filter_map(|i| slots[i].take()));
 
     let empty = LockContext::default();
     let ctx = context.unwrap_or(&empty);
+    // The held locks, looked up by borrowed (kind, id) (built only for a NestedLock).
+    let held_map: FxHashMap<(&str, &str), LockMode> = ctx
+        .held
+        .iter()
+        .map(|((k, i), m)| ((k.as_str(), i.as_str()), *m))
+        .collect();
+    let last_key = ctx
+        .last_lock_held
+        .as_ref()
+        .map(|last| order_key(schema, (last.op, &last.kind, &last.id)));
     let mut actions = Vec::with_capacity(merged.len());
     let mut acquire: Vec<LockStep> = Vec::new();
-    // Locks taken by this plan: (kind, id) -> index into `acquire` (plans are small).
-    let mut taken: HashMap<(&str, &str), usize> = HashMap::new();
+    // The entry that took the last lock of this plan.
+    let mut last_taken: Option<usize> = None;
     let mut after = ctx.clone();
-    for e in &merged {
+    for (at, e) in merged.iter().enumerate() {
         let Some(mode) = LockMode::for_op(e.op) else {
             actions.push(if e.op == Op::List {
                 EntryAction::List
@@ -254,10 +268,10 @@ pub fn plan(
             });
             continue;
         };
-        let held = if ctx.held.is_empty() {
+        let held = if held_map.is_empty() {
             None
         } else {
-            ctx.held.get(&(e.kind.clone(), e.id.clone())).copied()
+            held_map.get(&(e.kind.as_str(), e.id.as_str())).copied()
         };
         if let Some(held) = held {
             if held == LockMode::Read && mode == LockMode::Write {
@@ -293,16 +307,18 @@ pub fn plan(
             actions.push(EntryAction::Held);
             continue;
         }
-        if taken.contains_key(&(e.kind.as_str(), e.id.as_str())) {
+        // Entries on one (kind, id) are adjacent in the total order (the kind fixes the class,
+        // rank and position; only the operation follows the id), so a lock taken earlier in this
+        // plan on the same (kind, id) is the last one taken.
+        if acquire
+            .last()
+            .is_some_and(|s| s.kind == e.kind && s.id == e.id)
+        {
             actions.push(EntryAction::Covered);
             continue;
         }
-        if let Some(last) = &ctx.last_lock_held
-            && compare_entries(
-                schema,
-                (e.op, &e.kind, &e.id),
-                (last.op, &last.kind, &last.id),
-            ) != Ordering::Greater
+        if let (Some(last), Some(last_key)) = (&ctx.last_lock_held, &last_key)
+            && order_key(schema, (e.op, &e.kind, &e.id)).cmp(last_key) != Ordering::Greater
         {
             return Err(LockError::WouldDeadlock {
                 op: e.op,
@@ -313,7 +329,6 @@ pub fn plan(
                 last_id: last.id.clone(),
             });
         }
-        taken.insert((e.kind.as_str(), e.id.as_str()), acquire.len());
         actions.push(EntryAction::Acquire(acquire.len()));
         acquire.push(LockStep {
             mode,
@@ -325,6 +340,10 @@ pub fn plan(
         } else {
             after.held.insert((e.kind.clone(), e.id.clone()), mode);
         }
+        last_taken = Some(at);
+    }
+    if let Some(at) = last_taken {
+        let e = &merged[at];
         after.last_lock_held = Some(LockedEntry {
             op: e.op,
             kind: e.kind.clone(),
@@ -350,8 +369,9 @@ fn plan_query(
     nested: bool,
 ) -> Result<(Vec<PlanEntry>, Vec<LockStep>), LockError> {
     // Kinds exist; dedupe.
-    let mut lists: HashMap<&str, ()> = HashMap::new();
-    let mut ops: HashMap<&str, Op> = HashMap::new();
+    // (Queries are small: linear scans, no maps.)
+    let mut lists: Vec<&str> = Vec::new();
+    let mut ops: Vec<(&str, Op)> = Vec::with_capacity(q.0.len());
     for s in &q.0 {
         if schema.kind(&s.kind).is_none() {
             return Err(LockError::UnknownKind {
@@ -359,19 +379,24 @@ fn plan_query(
             });
         }
         if s.op == Op::List {
-            if lists.insert(&s.kind, ()).is_some() {
+            if lists.contains(&s.kind.as_str()) {
                 return Err(LockError::DuplicateList {
                     query: qi,
                     kind: s.kind.clone(),
                 });
             }
-        } else if let Some(first) = ops.insert(&s.kind, s.op) {
+            lists.push(&s.kind);
+        } else if let Some(slot) = ops.iter_mut().find(|(k, _)| *k == s.kind) {
+            // Like a map insert: the later operation replaces the earlier one, which is reported.
+            let first = std::mem::replace(&mut slot.1, s.op);
             return Err(LockError::DuplicateOperation {
                 query: qi,
                 kind: s.kind.clone(),
                 first,
                 second: s.op,
             });
+        } else {
+            ops.push((&s.kind, s.op));
         }
     }
 
@@ -442,11 +467,10 @@ fn plan_query(
         let Some(kind) = schema.kind(&caller[i].1.kind) else {
             continue;
         };
-        let child_id = caller[i].1.id.clone();
-        let cached = if child_id.is_empty() {
+        let cached = if caller[i].1.id.is_empty() {
             None
         } else {
-            view.get(&kind.name, &child_id)
+            view.get(&kind.name, &caller[i].1.id)
         };
         for (parent, _) in &kind.parents {
             let parent_id = s
@@ -476,7 +500,7 @@ fn plan_query(
                 (None, None) if op == Op::Upsert => {
                     return Err(LockError::NotFound {
                         kind: kind.name.clone(),
-                        id: child_id.clone(),
+                        id: caller[i].1.id.clone(),
                         reason: format!(
                             "its {parent} is neither given nor recorded in a cached {}",
                             kind.name

@@ -11,7 +11,7 @@
 //! when the actor's mailbox is empty (the same effect, in the same order, as the message handled
 //! at once: the handlers count their message off under that mutex).
 
-use crate::coordinator::Coordinator;
+use crate::coordinator::Core;
 use crate::error::LockError;
 use crate::index::KindIndex;
 use crate::inspect::{ResourceSnapshot, WaiterSnapshot};
@@ -20,14 +20,16 @@ use crate::plan::LockMode;
 use actix::prelude::*;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// What a grant delivers: the value at grant time.
 pub type Grant = Option<Arc<Value>>;
 
-/// Sent to the coordinator when an actor retires.
+/// An actor retired: the coordinator forgets it unless a newer generation is registered. (A
+/// retiring actor now leaves the shared registry directly; the coordinator still handles this
+/// message the same way.)
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Retired {
@@ -79,7 +81,7 @@ pub struct Release {
 #[derive(Debug, Clone)]
 pub enum Change {
     /// Set the value.
-    Upsert(Value),
+    Upsert(Arc<Value>),
     /// Remove the value.
     Delete,
 }
@@ -119,6 +121,8 @@ struct Shared {
     id: String,
     index: Option<Arc<KindIndex>>,
     state: Mutex<LockState>,
+    /// Messages sent and not yet handled (the mailbox length).
+    pending: AtomicUsize,
 }
 
 struct LockState {
@@ -145,8 +149,11 @@ impl Shared {
                 return;
             }
             let mut abandoned = false;
+            // Every grant of the batch delivers the value as it is now (nothing can commit
+            // while the lock state is held).
+            let value = self.value();
             for w in granted {
-                if w.payload.send(self.value()).is_err() {
+                if w.payload.send(value.clone()).is_err() {
                     st.queue.release(w.txn);
                     abandoned = true;
                 }
@@ -166,6 +173,11 @@ impl Shared {
         mode: LockMode,
         priority: Priority,
     ) -> AcquireReply {
+        // Nobody waits and the holders are compatible: granted at once (what enqueue + pump
+        // would do), without a reply channel.
+        if st.queue.try_grant(txn, mode) {
+            return AcquireReply::Granted(self.value());
+        }
         let (tx, mut rx) = oneshot::channel();
         st.queue.enqueue(txn, mode, priority, Instant::now(), tx);
         self.pump(st);
@@ -222,7 +234,7 @@ impl Shared {
             return Err(self.not_held(txn, what));
         }
         match change {
-            Change::Upsert(v) => self.store(Some(Arc::new(v))),
+            Change::Upsert(v) => self.store(Some(v)),
             Change::Delete => self.store(None),
         }
     }
@@ -276,9 +288,8 @@ struct CheckIdle;
 pub struct ResourceActor {
     kind: Arc<str>,
     shared: Arc<Shared>,
-    pending: Arc<AtomicUsize>,
     generation: u64,
-    retire_to: Addr<Coordinator>,
+    retire_to: Weak<Core>,
 }
 
 impl Actor for ResourceActor {
@@ -293,13 +304,17 @@ impl Actor for ResourceActor {
 }
 
 /// A cheap reference to a resource actor that counts queued messages (the mailbox length).
+/// Cloning it is one reference count (the actor's address is shared, not cloned).
 #[derive(Clone)]
 pub struct ResourceRef {
-    addr: Addr<ResourceActor>,
-    shared: Arc<Shared>,
-    pending: Arc<AtomicUsize>,
+    inner: Arc<RefInner>,
     /// The generation of the actor (distinguishes a retired actor from its successor).
     pub generation: u64,
+}
+
+struct RefInner {
+    addr: Addr<ResourceActor>,
+    shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for ResourceRef {
@@ -311,16 +326,17 @@ impl std::fmt::Debug for ResourceRef {
 }
 
 impl ResourceRef {
-    /// Starts the actor of (kind, id) on the current arbiter, with its value from `index`.
-    pub fn start(
+    /// Starts the actor of (kind, id) with its value from `index`: on the current arbiter when
+    /// `arbiter` is `None`, else on that arbiter (from any thread).
+    pub(crate) fn start(
         kind: Arc<str>,
         id: &str,
         index: Option<Arc<KindIndex>>,
         age_step: Duration,
         generation: u64,
-        retire_to: Addr<Coordinator>,
+        retire_to: Weak<Core>,
+        arbiter: Option<&ArbiterHandle>,
     ) -> ResourceRef {
-        let pending = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             kind: kind.clone(),
             id: id.to_string(),
@@ -329,18 +345,20 @@ impl ResourceRef {
                 queue: LockQueue::new(age_step),
                 retired: false,
             }),
+            pending: AtomicUsize::new(0),
         });
         let actor = ResourceActor {
             kind,
             shared: shared.clone(),
-            pending: pending.clone(),
             generation,
             retire_to,
         };
+        let addr = match arbiter {
+            None => actor.start(),
+            Some(arbiter) => ResourceActor::start_in_arbiter(arbiter, move |_| actor),
+        };
         ResourceRef {
-            addr: actor.start(),
-            shared,
-            pending,
+            inner: Arc::new(RefInner { addr, shared }),
             generation,
         }
     }
@@ -353,29 +371,31 @@ impl ResourceRef {
         mode: LockMode,
         priority: Priority,
     ) -> Option<AcquireReply> {
-        if !self.addr.connected() {
+        let RefInner { addr, shared } = &*self.inner;
+        if !addr.connected() {
             return None;
         }
         // Checked under the state lock: the lock handlers count their message off under it too,
         // so an empty mailbox here means every earlier Acquire / Release has taken effect.
-        let mut st = self.shared.state();
-        if st.retired || self.pending.load(Ordering::Acquire) != 0 {
+        let mut st = shared.state();
+        if st.retired || shared.pending.load(Ordering::Acquire) != 0 {
             return None;
         }
-        Some(self.shared.acquire(&mut st, txn, mode, priority))
+        Some(shared.acquire(&mut st, txn, mode, priority))
     }
 
     /// Runs `f` on the lock state directly when the actor runs, has not retired and its mailbox is
     /// empty (checked under the state lock, under which the handlers count their message off).
     fn direct<R>(&self, f: impl FnOnce(&Shared, &mut LockState) -> R) -> Option<R> {
-        if !self.addr.connected() {
+        let RefInner { addr, shared } = &*self.inner;
+        if !addr.connected() {
             return None;
         }
-        let mut st = self.shared.state();
-        if st.retired || self.pending.load(Ordering::Acquire) != 0 {
+        let mut st = shared.state();
+        if st.retired || shared.pending.load(Ordering::Acquire) != 0 {
             return None;
         }
-        Some(f(&self.shared, &mut st))
+        Some(f(shared, &mut st))
     }
 
     /// Applies a commit directly when the mailbox is empty; gives the change back otherwise.
@@ -406,11 +426,12 @@ impl ResourceRef {
     /// Releases `txn`'s lock directly when the actor's mailbox is empty (asking the actor to
     /// retire when that left it idle); otherwise sends a `Release`.
     pub(crate) fn release(&self, txn: u64) {
-        if self.addr.connected() {
-            let mut st = self.shared.state();
-            if !st.retired && self.pending.load(Ordering::Acquire) == 0 {
-                self.shared.release(&mut st, txn);
-                let idle = self.shared.idle(&st);
+        let RefInner { addr, shared } = &*self.inner;
+        if addr.connected() {
+            let mut st = shared.state();
+            if !st.retired && shared.pending.load(Ordering::Acquire) == 0 {
+                shared.release(&mut st, txn);
+                let idle = shared.idle(&st);
                 drop(st);
                 if idle {
                     self.do_send(CheckIdle);
@@ -423,7 +444,7 @@ impl ResourceRef {
 
     /// Whether the actor is still running.
     pub fn connected(&self) -> bool {
-        self.addr.connected()
+        self.inner.addr.connected()
     }
 
     /// Sends a message and awaits its reply.
@@ -433,11 +454,12 @@ impl ResourceRef {
         M::Result: Send,
         ResourceActor: Handler<M>,
     {
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        let r = self.addr.send(msg).await;
+        let RefInner { addr, shared } = &*self.inner;
+        shared.pending.fetch_add(1, Ordering::Relaxed);
+        let r = addr.send(msg).await;
         if r.is_err() {
             // Not handled: undo the count (the handler decrements when it runs).
-            self.pending.fetch_sub(1, Ordering::Relaxed);
+            shared.pending.fetch_sub(1, Ordering::Relaxed);
         }
         r
     }
@@ -449,9 +471,10 @@ impl ResourceRef {
         M::Result: Send,
         ResourceActor: Handler<M>,
     {
-        if self.addr.connected() {
-            self.pending.fetch_add(1, Ordering::Relaxed);
-            self.addr.do_send(msg);
+        let RefInner { addr, shared } = &*self.inner;
+        if addr.connected() {
+            shared.pending.fetch_add(1, Ordering::Relaxed);
+            addr.do_send(msg);
         }
     }
 }
@@ -469,6 +492,7 @@ impl ResourceActor {
     fn handled(&self) {
         // Saturating: a message counted by a sender whose send then failed is already undone.
         let _ = self
+            .shared
             .pending
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
@@ -483,11 +507,9 @@ impl ResourceActor {
             }
             st.retired = true;
         }
-        self.retire_to.do_send(Retired {
-            kind: self.kind.to_string(),
-            id: self.shared.id.clone(),
-            generation: self.generation,
-        });
+        if let Some(core) = self.retire_to.upgrade() {
+            core.retired(&self.kind, &self.shared.id, self.generation);
+        }
         ctx.stop();
     }
 }
@@ -576,7 +598,11 @@ impl Handler<InspectResource> for ResourceActor {
             kind: self.kind.to_string(),
             id: self.shared.id.clone(),
             mode: st.queue.mode(),
-            holders: st.queue.holders().iter().map(|(t, _)| *t).collect(),
+            holders: {
+                let mut h: Vec<u64> = st.queue.holders().iter().map(|(t, _)| *t).collect();
+                h.sort_unstable();
+                h
+            },
             waiters: st
                 .queue
                 .waiters()
@@ -588,7 +614,7 @@ impl Handler<InspectResource> for ResourceActor {
                     waited_ms: now.saturating_duration_since(w.since).as_millis() as u64,
                 })
                 .collect(),
-            mailbox_len: self.pending.load(Ordering::Relaxed),
+            mailbox_len: self.shared.pending.load(Ordering::Relaxed),
             exists: self.value().is_some(),
         })
     }

@@ -3,8 +3,9 @@
 //! New kinds are added by declaration only; cycles are rejected at construction.
 
 use crate::error::SchemaError;
+use crate::fast_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -85,21 +86,28 @@ impl fmt::Debug for KindInfo {
 impl KindInfo {
     /// The id of `parent` recorded in a value of this kind, if the value carries it.
     pub fn owner_id(&self, value: &Value, parent: &str) -> Option<String> {
+        self.owner_str(value, parent).map(str::to_string)
+    }
+    /// [`KindInfo::owner_id`], borrowed from the value.
+    pub fn owner_str<'v>(&self, value: &'v Value, parent: &str) -> Option<&'v str> {
         let field = self
             .parents
             .iter()
             .find(|(p, _)| p == parent)
             .map(|(_, f)| f)?;
-        value.get(field).and_then(Value::as_str).map(str::to_string)
+        value.get(field).and_then(Value::as_str)
     }
     /// The key recorded in a value of this kind, if the kind is keyed and the value carries one.
     pub fn key_of(&self, value: &Value) -> Option<String> {
+        self.key_str(value).map(str::to_string)
+    }
+    /// [`KindInfo::key_of`], borrowed from the value.
+    pub fn key_str<'v>(&self, value: &'v Value) -> Option<&'v str> {
         let field = self.key_field.as_ref()?;
         value
             .get(field)
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .map(str::to_string)
     }
 }
 
@@ -107,7 +115,7 @@ impl KindInfo {
 #[derive(Debug)]
 pub struct Schema {
     kinds: Vec<Arc<KindInfo>>,
-    by_name: HashMap<String, usize>,
+    by_name: FxHashMap<String, usize>,
 }
 
 impl Schema {
@@ -118,7 +126,7 @@ impl Schema {
         if !decls.iter().any(|d| d.name == ROOT) {
             decls.insert(0, KindDecl::new(ROOT));
         }
-        let mut by_name = HashMap::new();
+        let mut by_name = FxHashMap::default();
         for (i, d) in decls.iter().enumerate() {
             if by_name.insert(d.name.clone(), i).is_some() {
                 return Err(SchemaError::DuplicateKind {
@@ -179,7 +187,7 @@ impl Schema {
 
 fn compute_ranks(
     decls: &[KindDecl],
-    by_name: &HashMap<String, usize>,
+    by_name: &FxHashMap<String, usize>,
 ) -> Result<Vec<u32>, SchemaError> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
@@ -190,7 +198,7 @@ fn compute_ranks(
     fn visit(
         i: usize,
         decls: &[KindDecl],
-        by_name: &HashMap<String, usize>,
+        by_name: &FxHashMap<String, usize>,
         marks: &mut [Mark],
         ranks: &mut [u32],
         stack: &mut Vec<usize>,

@@ -1,11 +1,11 @@
 //! The outcome of a phase and the release of its locks: `Locked` (context, results, guard,
 //! plan), `LockGuard` (reverse-order release on `unlock().await` or on drop) and `ShutdownGuard`.
 
-use super::{Coordinator, PhaseDone};
+use super::Core;
 use crate::plan::{LockContext, LockStep, Plan};
 use crate::resource_actor::{Release, ResourceRef};
 use crate::results::QueryResult;
-use actix::Addr;
+use std::sync::Arc;
 
 /// The outcome of a Lock / NestedLock: the lock context, one result per query, the guard that
 /// releases this phase's locks (in reverse order, on `unlock().await` or on drop), and the plan.
@@ -32,8 +32,11 @@ impl Locked {
 pub struct LockGuard {
     pub(crate) txn: u64,
     pub(crate) phase: u64,
-    pub(crate) held: Vec<(LockStep, ResourceRef)>,
-    pub(crate) coordinator: Addr<Coordinator>,
+    /// Every lock of the phase, in acquisition order; the first `refs.len()` are held.
+    pub(crate) steps: Arc<[LockStep]>,
+    /// The actors of the held locks, in acquisition order.
+    pub(crate) refs: Vec<ResourceRef>,
+    pub(crate) core: Arc<Core>,
     pub(crate) released: bool,
 }
 
@@ -42,10 +45,7 @@ impl std::fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("txn", &self.txn)
             .field("phase", &self.phase)
-            .field(
-                "held",
-                &self.held.iter().map(|(s, _)| s).collect::<Vec<_>>(),
-            )
+            .field("held", &&self.steps[..self.refs.len()])
             .finish()
     }
 }
@@ -53,7 +53,7 @@ impl std::fmt::Debug for LockGuard {
 impl LockGuard {
     /// The locks held, in acquisition order.
     pub fn held(&self) -> Vec<LockStep> {
-        self.held.iter().map(|(s, _)| s.clone()).collect()
+        self.steps[..self.refs.len()].to_vec()
     }
 
     /// Releases the locks in reverse acquisition order; returns them in that order. The releases
@@ -62,15 +62,28 @@ impl LockGuard {
     /// the release.
     pub async fn unlock(mut self) -> Vec<LockStep> {
         self.released = true;
-        let held = std::mem::take(&mut self.held);
-        let mut order = Vec::with_capacity(held.len());
-        for (step, r) in held.into_iter().rev() {
+        let refs = std::mem::take(&mut self.refs);
+        for r in refs.iter().rev() {
             // A gone actor has nothing left to release.
             r.release(self.txn);
-            order.push(step);
         }
-        self.coordinator.do_send(PhaseDone { phase: self.phase });
-        order
+        self.core.phase_done(self.phase);
+        let held = refs.len();
+        drop(refs);
+        // Once the phase is done the step list is normally this guard's alone (an inspection in
+        // progress may still share it): then the held steps are moved out instead of cloned.
+        match Arc::get_mut(&mut self.steps) {
+            Some(steps) => steps[..held]
+                .iter_mut()
+                .rev()
+                .map(|s| LockStep {
+                    mode: s.mode,
+                    kind: std::mem::take(&mut s.kind),
+                    id: std::mem::take(&mut s.id),
+                })
+                .collect(),
+            None => self.steps[..held].iter().rev().cloned().collect(),
+        }
     }
 }
 
@@ -79,10 +92,10 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
-        for (_, r) in self.held.iter().rev() {
+        for r in self.refs.iter().rev() {
             r.do_send(Release { txn: self.txn });
         }
-        self.coordinator.do_send(PhaseDone { phase: self.phase });
+        self.core.phase_done(self.phase);
     }
 }
 

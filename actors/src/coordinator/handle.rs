@@ -2,7 +2,7 @@
 //! shutdown, inspect, peek.
 
 use super::guard::{Locked, ShutdownGuard};
-use super::{BeginLock, Coordinator, CoordinatorConfig, Inspect, PhaseKind, Stop};
+use super::{Coordinator, CoordinatorConfig, Core, Inspect, PhaseKind, Stop};
 use crate::error::LockError;
 use crate::index::Store;
 use crate::inspect::CoordinatorSnapshot;
@@ -18,7 +18,7 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct CoordinatorHandle {
     addr: Addr<Coordinator>,
-    store: Arc<Store>,
+    core: Arc<Core>,
 }
 
 impl std::fmt::Debug for CoordinatorHandle {
@@ -40,10 +40,11 @@ impl CoordinatorHandle {
                 Some(Arc::new(Value::Object(serde_json::Map::new()))),
             );
         }
-        let actor = Coordinator::new(store.clone(), config);
+        let core = Core::new(store, &config);
+        let actor = Coordinator::new(core.clone());
         CoordinatorHandle {
             addr: actor.start(),
-            store,
+            core,
         }
     }
 
@@ -54,13 +55,14 @@ impl CoordinatorHandle {
 
     /// The schema.
     pub fn schema(&self) -> &Arc<Schema> {
-        self.store.schema()
+        self.core.store.schema()
     }
 
     /// Seeds the cache with a value without taking any lock (for bootstrapping, e.g. loading
     /// persisted state at start); it bypasses the locks of transactions holding the resource.
     pub fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
         let index = self
+            .core
             .store
             .kind(kind)
             .ok_or_else(|| LockError::UnknownKind {
@@ -82,25 +84,23 @@ impl CoordinatorHandle {
         queries: &[Query],
         context: Option<&LockContext>,
     ) -> Result<Plan, LockError> {
-        plan::plan(self.store.schema(), &*self.store, queries, context)
+        plan::plan(
+            self.core.store.schema(),
+            &*self.core.store,
+            queries,
+            context,
+        )
     }
 
+    /// Plans and acquires in the calling task (no round trip through the coordinator actor).
     async fn begin(
         &self,
         queries: Vec<Query>,
-        context: Option<LockContext>,
+        context: Option<&LockContext>,
         priority: Priority,
         what: PhaseKind,
     ) -> Result<Locked, LockError> {
-        self.addr
-            .send(BeginLock {
-                queries,
-                context,
-                priority,
-                what,
-            })
-            .await
-            .map_err(|_| LockError::ShuttingDown)?
+        self.core.begin(&queries, context, priority, what).await
     }
 
     /// Lock with the default priority.
@@ -134,7 +134,7 @@ impl CoordinatorHandle {
         queries: Vec<Query>,
         priority: Priority,
     ) -> Result<Locked, LockError> {
-        self.begin(queries, Some(context.clone()), priority, PhaseKind::Nested)
+        self.begin(queries, Some(context), priority, PhaseKind::Nested)
             .await
     }
 
@@ -166,6 +166,6 @@ impl CoordinatorHandle {
 
     /// An inconsistent copy of one value (no lock, no message).
     pub fn peek(&self, kind: &str, id: &str) -> Option<Arc<Value>> {
-        self.store.kind(kind).and_then(|k| k.get(id))
+        self.core.store.kind(kind).and_then(|k| k.get(id))
     }
 }

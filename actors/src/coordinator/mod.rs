@@ -1,9 +1,11 @@
-//! The lock-coordinator actor and its cheap cloneable handle: plans each Lock / NestedLock purely,
-//! resolves (and creates) the resource actors, then runs the acquisition as a future outside the
-//! coordinator's mailbox, asking for each lock in plan order and awaiting its grant before asking
-//! for the next. Also: shutdown (a write on root), retirement bookkeeping and inspection.
+//! The lock coordinator and its cheap cloneable handle: each Lock / NestedLock is planned purely,
+//! its resource actors are resolved (and created) in the shared registry, then the acquisition
+//! runs in the caller's task, asking for each lock in plan order and awaiting its grant before
+//! asking for the next. The coordinator actor stops the coordinator and answers inspection; the
+//! shared [`Core`] holds the registry, the counters and the in-flight phases. Also: shutdown (a
+//! write on root) and retirement bookkeeping.
 //!
-//! Files: this one holds the actor and its messages; `phase.rs` the acquisition future,
+//! Files: this one holds the core, the actor and its messages; `phase.rs` the acquisition future,
 //! `guard.rs` the outcome and its release, `handle.rs` the callers' handle.
 
 mod guard;
@@ -14,6 +16,7 @@ pub use guard::{LockGuard, Locked, ShutdownGuard};
 pub use handle::CoordinatorHandle;
 
 use crate::error::LockError;
+use crate::fast_hash::FxHashMap;
 use crate::index::Store;
 use crate::inspect::{CoordinatorSnapshot, TransactionSnapshot, WaitSnapshot};
 use crate::lock_queue::{DEFAULT_AGE_STEP, Priority};
@@ -23,10 +26,13 @@ use crate::plan::{
 use crate::query::{Op, Query};
 use crate::resource_actor::{InspectResource, ResourceRef, Retired};
 use crate::schema::{ROOT, ROOT_ID};
+use actix::ArbiterHandle;
 use actix::prelude::*;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// Tunables of a coordinator.
@@ -86,66 +92,215 @@ pub(crate) fn with_status<R>(s: &SharedStatus, f: impl FnOnce(&mut PhaseStatus) 
     f(&mut g)
 }
 
-/// The coordinator actor. Use it through [`CoordinatorHandle`].
-pub struct Coordinator {
-    store: Arc<Store>,
+/// What the coordinator actor shares with its handles and its resource actors: the store, the
+/// registry of resource actors, the transaction and phase counters and the in-flight phases (for
+/// inspection). Lock and NestedLock run in the caller's task on this (planning is pure; the
+/// registry is a short mutex), so a lock costs no round trip through the coordinator's mailbox.
+pub(crate) struct Core {
+    pub(crate) store: Arc<Store>,
     age_step: Duration,
+    registry: Mutex<Registry>,
+    next_txn: AtomicU64,
+    next_phase: AtomicU64,
+    phases: Mutex<BTreeMap<u64, SharedStatus>>,
+    /// The arbiter the coordinator runs on (resource actors are started there) and its thread.
+    pub(crate) arbiter: ArbiterHandle,
+    pub(crate) thread: ThreadId,
+    stopped: AtomicBool,
+    me: Weak<Core>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Registry {
     /// kind -> id -> actor (looked up by `&str`, without building a key per lock).
-    registry: HashMap<String, HashMap<String, ResourceRef>>,
-    kind_names: HashMap<String, Arc<str>>,
+    actors: FxHashMap<String, FxHashMap<String, ResourceRef>>,
+    kind_names: FxHashMap<String, Arc<str>>,
     next_generation: u64,
-    next_txn: u64,
-    next_phase: u64,
-    phases: BTreeMap<u64, SharedStatus>,
 }
 
-impl Actor for Coordinator {
-    type Context = Context<Self>;
-}
-
-impl Coordinator {
-    pub(crate) fn new(store: Arc<Store>, config: CoordinatorConfig) -> Coordinator {
-        Coordinator {
+impl Core {
+    /// A core for a coordinator started on the current arbiter.
+    pub(crate) fn new(store: Arc<Store>, config: &CoordinatorConfig) -> Arc<Core> {
+        Arc::new_cyclic(|me| Core {
             store,
             age_step: config.age_step,
-            registry: HashMap::new(),
-            kind_names: HashMap::new(),
-            next_generation: 0,
-            next_txn: 0,
-            next_phase: 0,
-            phases: BTreeMap::new(),
-        }
+            registry: Mutex::new(Registry::default()),
+            next_txn: AtomicU64::new(0),
+            next_phase: AtomicU64::new(0),
+            phases: Mutex::new(BTreeMap::new()),
+            arbiter: Arbiter::current(),
+            thread: std::thread::current().id(),
+            stopped: AtomicBool::new(false),
+            me: me.clone(),
+        })
     }
 
-    fn resolve(&mut self, kind: &str, id: &str, ctx: &mut Context<Self>) -> ResourceRef {
-        if let Some(r) = self.registry.get(kind).and_then(|ids| ids.get(id))
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn phases(&self) -> MutexGuard<'_, BTreeMap<u64, SharedStatus>> {
+        self.phases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the coordinator was stopped (every later Lock answers `shutting_down`).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// The actor of (kind, id), started when it has none (or only a retired one).
+    pub(crate) fn resolve(&self, kind: &str, id: &str) -> ResourceRef {
+        let mut reg = self.registry();
+        self.resolve_in(&mut reg, kind, id)
+    }
+
+    /// The actors of every step, under one registry lock.
+    fn resolve_all(&self, steps: &[LockStep]) -> Vec<ResourceRef> {
+        let mut reg = self.registry();
+        steps
+            .iter()
+            .map(|s| self.resolve_in(&mut reg, &s.kind, &s.id))
+            .collect()
+    }
+
+    fn resolve_in(&self, reg: &mut Registry, kind: &str, id: &str) -> ResourceRef {
+        if let Some(r) = reg.actors.get(kind).and_then(|ids| ids.get(id))
             && r.connected()
         {
             return r.clone();
         }
-        self.next_generation += 1;
+        reg.next_generation += 1;
+        let generation = reg.next_generation;
         let index = self.store.kind(kind).cloned();
-        let kind_name = match self.kind_names.get(kind) {
+        let kind_name = match reg.kind_names.get(kind) {
             Some(k) => k.clone(),
             None => {
                 let k: Arc<str> = Arc::from(kind);
-                self.kind_names.insert(kind.to_string(), k.clone());
+                reg.kind_names.insert(kind.to_string(), k.clone());
                 k
             }
         };
+        // On the coordinator's thread the actor starts on the current arbiter directly; from
+        // another thread it is started on the coordinator's arbiter.
+        let arbiter = (std::thread::current().id() != self.thread).then_some(&self.arbiter);
         let r = ResourceRef::start(
             kind_name,
             id,
             index,
             self.age_step,
-            self.next_generation,
-            ctx.address(),
+            generation,
+            self.me.clone(),
+            arbiter,
         );
-        self.registry
-            .entry(kind.to_string())
-            .or_default()
-            .insert(id.to_string(), r.clone());
+        match reg.actors.get_mut(kind) {
+            Some(ids) => {
+                ids.insert(id.to_string(), r.clone());
+            }
+            None => {
+                let mut ids = FxHashMap::default();
+                ids.insert(id.to_string(), r.clone());
+                reg.actors.insert(kind.to_string(), ids);
+            }
+        }
         r
+    }
+
+    /// An actor retired: forget it unless a newer generation is registered.
+    pub(crate) fn retired(&self, kind: &str, id: &str, generation: u64) {
+        let mut reg = self.registry();
+        if let Some(ids) = reg.actors.get_mut(kind)
+            && ids.get(id).is_some_and(|r| r.generation == generation)
+        {
+            ids.remove(id);
+        }
+    }
+
+    /// A phase released its locks (or failed): it is no longer in flight.
+    pub(crate) fn phase_done(&self, phase: u64) {
+        self.phases().remove(&phase);
+    }
+
+    /// Plans and carries out one Lock / NestedLock / shutdown in the caller's task.
+    pub(crate) async fn begin(
+        self: &Arc<Self>,
+        queries: &[Query],
+        context: Option<&LockContext>,
+        priority: Priority,
+        what: PhaseKind,
+    ) -> Result<Locked, LockError> {
+        if self.stopped() {
+            return Err(LockError::ShuttingDown);
+        }
+        let planned = match what {
+            PhaseKind::Shutdown => Ok(shutdown_plan()),
+            _ => plan::plan(self.store.schema(), &*self.store, queries, context),
+        };
+        let plan = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(code = e.code(), error = %e, "lock refused");
+                return Err(e);
+            }
+        };
+        let txn = match context {
+            Some(c) => c.txn,
+            None => self.next_txn.fetch_add(1, Ordering::Relaxed) + 1,
+        };
+        let phase = self.next_phase.fetch_add(1, Ordering::Relaxed) + 1;
+        let steps: Arc<[LockStep]> = plan
+            .key_locks
+            .iter()
+            .chain(&plan.acquire)
+            .cloned()
+            .collect();
+        let refs = self.resolve_all(&steps);
+        let status = Arc::new(Mutex::new(PhaseStatus {
+            phase,
+            txn,
+            what,
+            priority,
+            started: Instant::now(),
+            steps: steps.clone(),
+            held: 0,
+            waiting: None,
+        }));
+        self.phases().insert(phase, status.clone());
+        let run = phase::Phase {
+            core: self.clone(),
+            plan,
+            steps,
+            refs,
+            txn,
+            phase,
+            priority,
+            status,
+        };
+        run.run().await
+    }
+}
+
+/// The coordinator actor (stop, inspection). Use it through [`CoordinatorHandle`].
+pub struct Coordinator {
+    core: Arc<Core>,
+}
+
+impl Actor for Coordinator {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        self.core.stopped.store(true, Ordering::Release);
+    }
+}
+
+impl Coordinator {
+    pub(crate) fn new(core: Arc<Core>) -> Coordinator {
+        Coordinator { core }
     }
 }
 
@@ -161,44 +316,16 @@ pub struct Resolve {
 
 impl Handler<Resolve> for Coordinator {
     type Result = MessageResult<Resolve>;
-    fn handle(&mut self, msg: Resolve, ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.resolve(&msg.kind, &msg.id, ctx))
+    fn handle(&mut self, msg: Resolve, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.core.resolve(&msg.kind, &msg.id))
     }
 }
 
 impl Handler<Retired> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: Retired, _ctx: &mut Context<Self>) {
-        if let Some(ids) = self.registry.get_mut(&msg.kind)
-            && ids
-                .get(&msg.id)
-                .is_some_and(|r| r.generation == msg.generation)
-        {
-            ids.remove(&msg.id);
-        }
+        self.core.retired(&msg.kind, &msg.id, msg.generation);
     }
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct PhaseDone {
-    pub(crate) phase: u64,
-}
-
-impl Handler<PhaseDone> for Coordinator {
-    type Result = ();
-    fn handle(&mut self, msg: PhaseDone, _ctx: &mut Context<Self>) {
-        self.phases.remove(&msg.phase);
-    }
-}
-
-#[derive(Message)]
-#[rtype(result = "Result<Locked, LockError>")]
-pub(crate) struct BeginLock {
-    pub(crate) queries: Vec<Query>,
-    pub(crate) context: Option<LockContext>,
-    pub(crate) priority: Priority,
-    pub(crate) what: PhaseKind,
 }
 
 fn shutdown_plan() -> Plan {
@@ -233,65 +360,6 @@ fn shutdown_plan() -> Plan {
     }
 }
 
-impl Handler<BeginLock> for Coordinator {
-    type Result = ResponseFuture<Result<Locked, LockError>>;
-    fn handle(&mut self, msg: BeginLock, ctx: &mut Context<Self>) -> Self::Result {
-        let planned = match msg.what {
-            PhaseKind::Shutdown => Ok(shutdown_plan()),
-            _ => plan::plan(
-                self.store.schema(),
-                &*self.store,
-                &msg.queries,
-                msg.context.as_ref(),
-            ),
-        };
-        let plan = match planned {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::debug!(code = e.code(), error = %e, "lock refused");
-                return Box::pin(async move { Err(e) });
-            }
-        };
-        let txn = match &msg.context {
-            Some(c) => c.txn,
-            None => {
-                self.next_txn += 1;
-                self.next_txn
-            }
-        };
-        self.next_phase += 1;
-        let phase = self.next_phase;
-        let steps: Arc<[LockStep]> = plan.acquisitions().into();
-        let refs: Vec<ResourceRef> = steps
-            .iter()
-            .map(|s| self.resolve(&s.kind, &s.id, ctx))
-            .collect();
-        let status = Arc::new(Mutex::new(PhaseStatus {
-            phase,
-            txn,
-            what: msg.what,
-            priority: msg.priority,
-            started: Instant::now(),
-            steps: steps.clone(),
-            held: 0,
-            waiting: None,
-        }));
-        self.phases.insert(phase, status.clone());
-        let run = phase::Phase {
-            coordinator: ctx.address(),
-            store: self.store.clone(),
-            plan,
-            steps,
-            refs,
-            txn,
-            phase,
-            priority: msg.priority,
-            status,
-        };
-        Box::pin(run.run())
-    }
-}
-
 /// Stop the coordinator actor.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -300,6 +368,7 @@ pub(crate) struct Stop;
 impl Handler<Stop> for Coordinator {
     type Result = ();
     fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
+        self.core.stopped.store(true, Ordering::Release);
         ctx.stop();
     }
 }
@@ -312,9 +381,9 @@ impl Handler<Inspect> for Coordinator {
     type Result = ResponseFuture<CoordinatorSnapshot>;
     fn handle(&mut self, _msg: Inspect, _ctx: &mut Context<Self>) -> Self::Result {
         let now = Instant::now();
-        let transactions: Vec<TransactionSnapshot> = self
-            .phases
-            .values()
+        let phases: Vec<SharedStatus> = self.core.phases().values().cloned().collect();
+        let transactions: Vec<TransactionSnapshot> = phases
+            .iter()
             .map(|s| {
                 with_status(s, |p| TransactionSnapshot {
                     phase: p.phase,
@@ -333,9 +402,11 @@ impl Handler<Inspect> for Coordinator {
             })
             .collect();
         let refs: Vec<ResourceRef> = self
-            .registry
+            .core
+            .registry()
+            .actors
             .values()
-            .flat_map(HashMap::values)
+            .flat_map(FxHashMap::values)
             .filter(|r| r.connected())
             .cloned()
             .collect();

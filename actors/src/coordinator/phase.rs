@@ -1,25 +1,24 @@
-//! The acquisition future of one Lock / NestedLock / shutdown phase: asks for each lock in plan
-//! order, awaiting each grant before the next (re-resolving actors that retired meanwhile), then
-//! builds the results (copies, lists from the kind index, commit handles).
+//! The acquisition of one Lock / NestedLock / shutdown phase, run in the caller's task (detached
+//! on the coordinator's arbiter from the first lock that must be asked for by message): asks for
+//! each lock in plan order, awaiting each grant before the next (re-resolving actors that retired
+//! meanwhile), then builds the results (working copies, lists from the kind index, commit
+//! handles).
 
 use super::guard::{LockGuard, Locked};
-use super::{Coordinator, GrantedLock, Resolve, SharedStatus, with_status};
+use super::{Core, GrantedLock, SharedStatus, with_status};
 use crate::error::LockError;
-use crate::index::Store;
 use crate::lock_queue::Priority;
 use crate::plan::{EntryAction, LockStep, Plan};
-use crate::resource_actor::{AcquireNow, AcquireReply, ResourceRef};
+use crate::resource_actor::{AcquireNow, AcquireReply, Grant, ResourceRef};
 use crate::results::{CommitTarget, Listed, QueryResult, ResourceResult};
-use actix::Addr;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// One Lock / NestedLock / shutdown being carried out.
 pub(crate) struct Phase {
-    pub(crate) coordinator: Addr<Coordinator>,
-    pub(crate) store: Arc<Store>,
+    pub(crate) core: Arc<Core>,
     pub(crate) plan: Plan,
     pub(crate) steps: Arc<[LockStep]>,
     pub(crate) refs: Vec<ResourceRef>,
@@ -29,13 +28,15 @@ pub(crate) struct Phase {
     pub(crate) status: SharedStatus,
 }
 
+/// Asks `r` for the lock of `step` (a message, or directly when its mailbox is empty) and awaits
+/// the grant; re-resolves the actor when it retired before granting.
 async fn acquire_one(
-    coordinator: &Addr<Coordinator>,
+    core: &Core,
     mut r: ResourceRef,
     step: &LockStep,
     txn: u64,
     priority: Priority,
-) -> Result<(Option<Arc<Value>>, ResourceRef), LockError> {
+) -> Result<GrantedLock, LockError> {
     for attempt in 0u32..10_000 {
         let reply = match r.acquire_direct(txn, step.mode, priority) {
             Some(reply) => Ok(reply),
@@ -64,22 +65,27 @@ async fn acquire_one(
         } else {
             tokio::task::yield_now().await;
         }
-        r = coordinator
-            .send(Resolve {
-                kind: step.kind.clone(),
-                id: step.id.clone(),
-            })
-            .await
-            .map_err(|_| LockError::ShuttingDown)?;
+        if core.stopped() {
+            return Err(LockError::ShuttingDown);
+        }
+        r = core.resolve(&step.kind, &step.id);
     }
     Err(LockError::ShuttingDown)
 }
 
 impl Phase {
+    /// Carries out the phase in the caller's task. Locks that are free on actors with an empty
+    /// mailbox are taken right here, without a message and without yielding, so when every lock
+    /// is free the whole phase completes in the caller's first poll. A lock queued behind its
+    /// holders is awaited here too, through a [`PendingGrant`] that gives the lock back should the
+    /// caller be cancelled before it took the grant. Only when a lock has to be asked for by
+    /// message (the actor's mailbox is busy, or the actor retired) does the rest of the
+    /// acquisition run detached on the coordinator's arbiter, as every acquisition did before: a
+    /// reply to a message cannot be taken back, so a caller dropped meanwhile drops the finished
+    /// `Locked` instead, which releases everything. Whatever happens, a grant is never lost.
     pub(crate) async fn run(self) -> Result<Locked, LockError> {
         let Phase {
-            coordinator,
-            store,
+            core,
             plan,
             steps,
             refs,
@@ -88,30 +94,174 @@ impl Phase {
             priority,
             status,
         } = self;
-        let mut guard = LockGuard {
+        let mut a = Acquisition {
+            guard: LockGuard {
+                txn,
+                phase,
+                steps: steps.clone(),
+                refs: Vec::with_capacity(steps.len()),
+                core: core.clone(),
+                released: false,
+            },
+            grants: Vec::with_capacity(steps.len()),
+            refs: refs.into_iter(),
+            core,
+            plan,
+            steps,
             txn,
-            phase,
-            held: Vec::new(),
-            coordinator: coordinator.clone(),
-            released: false,
+            priority,
+            status,
         };
-        // Grants by step position: the key locks, then `plan.acquire` in order.
-        let mut grants: Vec<GrantedLock> = Vec::with_capacity(steps.len());
-        guard.held.reserve(steps.len());
-        for (i, (step, r)) in steps.iter().zip(refs).enumerate() {
-            with_status(&status, |s| s.waiting = Some((i, Instant::now())));
-            let (grant, r) = acquire_one(&coordinator, r, step, txn, priority).await?;
-            with_status(&status, |s| {
-                s.waiting = None;
-                s.held = i + 1;
-            });
-            guard.held.push((step.clone(), r.clone()));
-            grants.push((grant, r));
+        let mut blocked = None;
+        while let Some(r) = a.refs.next() {
+            let i = a.grants.len();
+            let step = &a.steps[i];
+            match r.acquire_direct(txn, step.mode, priority) {
+                Some(AcquireReply::Granted(grant)) => a.granted(grant, r),
+                Some(AcquireReply::Queued(rx)) => {
+                    // Queued behind a holder: wait for the grant right here (the grant wakes
+                    // this task directly). Cancelled meanwhile, the pending grant gives the lock
+                    // back and the guard releases what is held.
+                    with_status(&a.status, |s| {
+                        s.held = i;
+                        s.waiting = Some((i, Instant::now()));
+                    });
+                    let mut pending = PendingGrant {
+                        rx: Some(rx),
+                        resource: r.clone(),
+                        txn,
+                    };
+                    match pending.wait().await {
+                        Some(grant) => a.granted(grant, r),
+                        // The actor stopped before granting: go on detached, re-resolving it.
+                        None => {
+                            blocked = Some(r);
+                            break;
+                        }
+                    }
+                }
+                None => {
+                    blocked = Some(r);
+                    break;
+                }
+            }
         }
+        let Some(blocked) = blocked else {
+            return Ok(a.finish());
+        };
+        let (tx, rx) = oneshot::channel();
+        let core = a.core.clone();
+        let rest = async move {
+            let _ = tx.send(a.wait(blocked, None).await.map(Acquisition::finish));
+        };
+        if std::thread::current().id() == core.thread {
+            actix::spawn(rest);
+        } else if !core.arbiter.spawn(rest) {
+            return Err(LockError::ShuttingDown);
+        }
+        rx.await.unwrap_or(Err(LockError::ShuttingDown))
+    }
+}
+
+/// A grant queued for: awaited in the caller's task. Dropped before the grant was taken (the
+/// caller was cancelled), it closes the channel and gives back a grant delivered meanwhile; a
+/// grant sent after the close fails and is released by the actor's pump.
+struct PendingGrant {
+    rx: Option<oneshot::Receiver<Grant>>,
+    resource: ResourceRef,
+    txn: u64,
+}
+
+impl PendingGrant {
+    /// The grant, or `None` when the actor dropped the request (it stopped).
+    async fn wait(&mut self) -> Option<Grant> {
+        let rx = self.rx.as_mut()?;
+        let grant = rx.await.ok();
+        self.rx = None;
+        grant
+    }
+}
+
+impl Drop for PendingGrant {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.resource.release(self.txn);
+            }
+        }
+    }
+}
+
+/// The state of one phase's acquisition.
+struct Acquisition {
+    core: Arc<Core>,
+    plan: Plan,
+    steps: Arc<[LockStep]>,
+    /// The actors of the steps not asked for yet.
+    refs: std::vec::IntoIter<ResourceRef>,
+    txn: u64,
+    priority: Priority,
+    status: SharedStatus,
+    guard: LockGuard,
+    /// Grants by step position: the key locks, then `plan.acquire` in order.
+    grants: Vec<GrantedLock>,
+}
+
+impl Acquisition {
+    fn granted(&mut self, grant: Grant, r: ResourceRef) {
+        self.guard.refs.push(r.clone());
+        self.grants.push((grant, r));
+    }
+
+    /// Waits for the lock of `blocked` (already queued when `queued` is its receiver), then asks
+    /// for each remaining lock in order, awaiting each grant before the next.
+    async fn wait(
+        mut self,
+        blocked: ResourceRef,
+        mut queued: Option<oneshot::Receiver<Grant>>,
+    ) -> Result<Self, LockError> {
+        let mut next = Some(blocked);
+        while let Some(r) = next.take().or_else(|| self.refs.next()) {
+            let i = self.grants.len();
+            let step = &self.steps[i];
+            with_status(&self.status, |s| {
+                s.held = i;
+                s.waiting = Some((i, Instant::now()));
+            });
+            let granted = match queued.take() {
+                Some(rx) => match rx.await {
+                    Ok(grant) => (grant, r),
+                    Err(_) => acquire_one(&self.core, r, step, self.txn, self.priority).await?,
+                },
+                None => acquire_one(&self.core, r, step, self.txn, self.priority).await?,
+            };
+            self.granted(granted.0, granted.1);
+        }
+        Ok(self)
+    }
+
+    /// Every lock is held: builds the results.
+    fn finish(self) -> Locked {
+        let Acquisition {
+            core,
+            plan,
+            steps,
+            txn,
+            status,
+            guard,
+            grants,
+            ..
+        } = self;
+        with_status(&status, |s| {
+            s.waiting = None;
+            s.held = steps.len();
+        });
         let key_locks = plan.key_locks.len();
         // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
         let mut covered: Option<HashMap<(&str, &str), usize>> = None;
 
+        let store = &core.store;
         let mut results: Vec<QueryResult> =
             (0..plan.queries).map(|_| QueryResult::default()).collect();
         for (e, action) in plan.entries.iter().zip(&plan.actions) {
@@ -131,21 +281,12 @@ impl Phase {
                         .into_iter()
                         .map(|(id, value)| Listed { id, value })
                         .collect();
-                    result.lists.insert(e.kind.clone(), listed);
+                    result.set_list(&e.kind, listed);
                     continue;
                 }
                 EntryAction::InconsistentRead => {
                     let v = store.kind(&e.kind).and_then(|k| k.get(&e.id));
-                    result.resources.insert(
-                        e.kind.clone(),
-                        ResourceResult::new(
-                            &e.kind,
-                            &e.id,
-                            e.op,
-                            v.map(|v| Value::clone(&v)),
-                            None,
-                        ),
-                    );
+                    result.set_resource(ResourceResult::new(&e.kind, &e.id, e.op, v, None));
                     continue;
                 }
                 EntryAction::Acquire(i) => match grants.get(key_locks + i) {
@@ -171,28 +312,25 @@ impl Phase {
                 EntryAction::Held => (store.kind(&e.kind).and_then(|k| k.get(&e.id)), None),
             };
             let target = CommitTarget {
-                coordinator: coordinator.clone(),
+                core: core.clone(),
                 txn,
                 resource,
             };
-            result.resources.insert(
-                e.kind.clone(),
-                ResourceResult::new(
-                    &e.kind,
-                    &e.id,
-                    e.op,
-                    value.map(|v| Value::clone(&v)),
-                    Some(target),
-                ),
-            );
+            result.set_resource(ResourceResult::new(
+                &e.kind,
+                &e.id,
+                e.op,
+                value,
+                Some(target),
+            ));
         }
         let mut context = plan.context_after.clone();
         context.txn = txn;
-        Ok(Locked {
+        Locked {
             context,
             results,
             guard,
             plan,
-        })
+        }
     }
 }

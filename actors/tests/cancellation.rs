@@ -1,0 +1,43 @@
+//! A Lock cancelled while it waits never keeps a lock: the grant it was queued for is given back,
+//! whether the holder released before or after the cancellation.
+
+mod support;
+
+use cinder_actors::CoordinatorHandle;
+use cinder_actors::query::*;
+use serde_json::json;
+use support::*;
+
+#[actix::test]
+async fn a_cancelled_waiter_never_keeps_the_lock() {
+    let c = CoordinatorHandle::start_standard();
+    c.load("node", "n", json!({})).unwrap();
+    for round in 0..40 {
+        let holder = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
+        let waiter = {
+            let c = c.clone();
+            tokio::task::spawn_local(async move {
+                let l = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
+                l.unlock().await;
+            })
+        };
+        wait_for_waiters(&c, "node", "n", 1).await;
+        if round % 2 == 0 {
+            // Cancelled before the grant: the queued request goes away.
+            waiter.abort();
+            let _ = waiter.await;
+            holder.unlock().await;
+        } else {
+            // Granted (delivered to the waiting task) before the task is cancelled.
+            holder.unlock().await;
+            waiter.abort();
+            let _ = waiter.await;
+        }
+        assert_nothing_held(&c).await;
+    }
+    // The lock is still usable.
+    let l = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
+    assert!(l.results[0].read("node").is_some());
+    l.unlock().await;
+    assert_nothing_held(&c).await;
+}
