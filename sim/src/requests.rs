@@ -21,22 +21,22 @@ pub struct RequestRecord {
     pub time: chrono::DateTime<chrono::Utc>,
 }
 
-/// Bounded log of requests (the oldest go first beyond `capacity`).
+/// A bounded, shared log (the oldest entries go first beyond `capacity`).
 #[derive(Clone, Debug)]
-pub struct RequestLog {
-    inner: Arc<Mutex<std::collections::VecDeque<RequestRecord>>>,
+pub struct BoundedLog<T> {
+    inner: Arc<Mutex<std::collections::VecDeque<T>>>,
     capacity: usize,
 }
 
-impl RequestLog {
-    pub fn new(capacity: usize) -> RequestLog {
-        RequestLog {
+impl<T: Clone> BoundedLog<T> {
+    pub fn new(capacity: usize) -> BoundedLog<T> {
+        BoundedLog {
             inner: Arc::new(Mutex::new(std::collections::VecDeque::new())),
             capacity: capacity.max(1),
         }
     }
 
-    pub fn push(&self, r: RequestRecord) {
+    pub fn push(&self, r: T) {
         let mut log = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if log.len() >= self.capacity {
             log.pop_front();
@@ -44,7 +44,7 @@ impl RequestLog {
         log.push_back(r);
     }
 
-    pub fn all(&self) -> Vec<RequestRecord> {
+    pub fn all(&self) -> Vec<T> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -57,3 +57,6 @@ impl RequestLog {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }
+
+/// Bounded log of requests.
+pub type RequestLog = BoundedLog<RequestRecord>;

@@ -7,10 +7,10 @@
 //! device Lease). Off unless `ClusterConfig::record_writes` is set (each write then reads the
 //! Leases twice).
 
+use crate::requests::BoundedLog;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
 
 /// The verbs the write record keeps.
 pub const MUTATING_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
@@ -149,16 +149,14 @@ impl WriteRecord {
 /// Bounded log of writes (the oldest go first beyond `capacity`); a disabled log keeps nothing.
 #[derive(Clone, Debug)]
 pub struct WriteLog {
-    inner: Arc<Mutex<std::collections::VecDeque<WriteRecord>>>,
-    capacity: usize,
+    log: BoundedLog<WriteRecord>,
     enabled: bool,
 }
 
 impl WriteLog {
     pub fn new(enabled: bool, capacity: usize) -> WriteLog {
         WriteLog {
-            inner: Arc::new(Mutex::new(std::collections::VecDeque::new())),
-            capacity: capacity.max(1),
+            log: BoundedLog::new(capacity),
             enabled,
         }
     }
@@ -169,27 +167,17 @@ impl WriteLog {
     }
 
     pub fn push(&self, r: WriteRecord) {
-        if !self.enabled {
-            return;
+        if self.enabled {
+            self.log.push(r);
         }
-        let mut log = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if log.len() >= self.capacity {
-            log.pop_front();
-        }
-        log.push_back(r);
     }
 
     pub fn all(&self) -> Vec<WriteRecord> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        self.log.all()
     }
 
     pub fn clear(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.log.clear();
     }
 }
 
