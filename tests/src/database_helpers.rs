@@ -193,3 +193,12 @@ pub fn overlapping(runs: &[JobRun]) -> Vec<(String, String)> {
     }
     out
 }
+
+/// Asserts that each Job named in `expected` ran and that no two of `runs` overlapped in time.
+pub fn assert_serial_runs(runs: &[JobRun], expected: &[&str]) {
+    for name in expected {
+        assert!(runs.iter().any(|r| r.name == *name), "{name} in {runs:?}");
+    }
+    let overlaps = overlapping(runs);
+    assert!(overlaps.is_empty(), "overlapping runs: {overlaps:?}");
+}

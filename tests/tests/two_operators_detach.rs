@@ -272,19 +272,15 @@ async fn upgrade_and_detach(during_upgrade: bool) {
 
     // No two Jobs of the database at once.
     let runs = database_job_runs(&h.cluster, CINDER);
-    for name in [
-        "pair-db-sync",
-        "pair-db-expand",
-        "pair-db-migrate",
-        "pair-db-contract",
-        "pair-nfs2-service-remove",
-    ] {
-        assert!(runs.iter().any(|r| r.name == name), "{name} in {runs:?}");
-    }
-    assert!(
-        overlapping(&runs).is_empty(),
-        "overlapping runs: {:?}",
-        overlapping(&runs)
+    assert_serial_runs(
+        &runs,
+        &[
+            "pair-db-sync",
+            "pair-db-expand",
+            "pair-db-migrate",
+            "pair-db-contract",
+            "pair-nfs2-service-remove",
+        ],
     );
 
     // No two concurrent changes to one backend's volume service.

@@ -83,18 +83,14 @@ async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
         .unwrap();
 
     let runs = database_job_runs(&h.cluster, "pair");
-    for name in [
-        "pair-db-sync",
-        "pair-db-expand",
-        "pair-db-migrate",
-        "pair-db-contract",
-    ] {
-        assert!(runs.iter().any(|r| r.name == name), "{name} in {runs:?}");
-    }
-    assert!(
-        overlapping(&runs).is_empty(),
-        "overlapping runs: {:?}",
-        overlapping(&runs)
+    assert_serial_runs(
+        &runs,
+        &[
+            "pair-db-sync",
+            "pair-db-expand",
+            "pair-db-migrate",
+            "pair-db-contract",
+        ],
     );
 
     let _ = stop_second.send(true);
