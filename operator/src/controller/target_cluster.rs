@@ -77,6 +77,23 @@ pub enum Unresolvable {
     BadKubeconfig(String, String),
     #[error("target cluster {0:?} does not answer: {1}")]
     Unreachable(String, String),
+    #[error(
+        "target cluster {0:?}: the ownership label value {1:?} of this Cinder is {len} characters, more than a label value may hold (63); use a shorter namespace or name",
+        len = .1.len()
+    )]
+    OwnerLabelTooLong(String, String),
+}
+
+/// The longest label value Kubernetes accepts.
+const MAX_LABEL_VALUE: usize = 63;
+
+/// The ownership label value of `cinder`, refused when it cannot be a label value.
+fn checked_owner(cinder: &Cinder, target: &str) -> Result<String, Unresolvable> {
+    let owner = owner_value(&cinder.namespace().unwrap_or_default(), &cinder.name_any());
+    if owner.len() > MAX_LABEL_VALUE {
+        return Err(Unresolvable::OwnerLabelTooLong(target.to_string(), owner));
+    }
+    Ok(owner)
 }
 
 /// Builds a client from kubeconfig bytes (its current context). The error names what failed,
@@ -283,6 +300,9 @@ impl TargetClusters {
         let Some(target) = &cinder.spec.target_cluster_ref else {
             return Ok(Ok(None));
         };
+        if let Err(why) = checked_owner(cinder, &target.name) {
+            return Ok(Err(why));
+        }
         let namespace = cinder.namespace().unwrap_or_default();
         let (key, client) = match self.resolve_keyed(&namespace, &target.name).await? {
             Ok(c) => c,
@@ -417,6 +437,31 @@ mod tests {
             panic!("an empty kubeconfig loaded");
         };
         assert!(why.contains("incomplete"), "{why}");
+    }
+
+    #[test]
+    fn an_ownership_label_longer_than_a_label_value_is_refused() {
+        let cinder = |ns: &str, name: &str| -> Cinder {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+                "kind": "Cinder",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
+                    "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
+                    "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
+                    "keystoneEndpoint": "https://k:5000/v3"}
+            }))
+            .expect("a Cinder")
+        };
+        assert_eq!(
+            checked_owner(&cinder("openstack", "cinder"), "edge").ok(),
+            Some("openstack.cinder".to_string())
+        );
+        let fits = cinder(&"n".repeat(19), &"c".repeat(43));
+        assert!(checked_owner(&fits, "edge").is_ok());
+        let long = cinder(&"n".repeat(20), &"c".repeat(43));
+        let why = checked_owner(&long, "edge").expect_err("64 characters");
+        assert!(why.to_string().contains("64 characters"), "{why}");
     }
 
     #[test]
