@@ -202,3 +202,16 @@ pub fn assert_serial_runs(runs: &[JobRun], expected: &[&str]) {
     let overlaps = overlapping(runs);
     assert!(overlaps.is_empty(), "overlapping runs: {overlaps:?}");
 }
+
+/// Rules that make the schema Jobs (db-sync, expand, migrate, contract) succeed after 700 ms.
+pub fn quick_schema_jobs(cluster: &EmbeddedCluster) -> anyhow::Result<()> {
+    for suffix in ["-db-sync", "-db-expand", "-db-migrate", "-db-contract"] {
+        job_rule(
+            cluster,
+            suffix,
+            PodOutcome::success(),
+            Duration::from_millis(700),
+        )?;
+    }
+    Ok(())
+}

@@ -197,6 +197,47 @@ impl Harness {
     }
 }
 
+/// A second operator process (its own context, identity and actor thread, in this process)
+/// running against the same cluster, without leader election.
+pub struct SecondOperator {
+    pub ctx: Arc<OperatorContext>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl SecondOperator {
+    /// Starts the controllers through `client` with the identity `identity` (device Leases in [`NS`]).
+    pub async fn start(client: Client, identity: &str) -> anyhow::Result<SecondOperator> {
+        let (_registry, metrics) = Metrics::new_registry();
+        let ctx = OperatorContext::new(
+            client,
+            OperatorOptions {
+                identity: identity.to_string(),
+                lease_namespace: NS.to_string(),
+                ..Default::default()
+            },
+            Arc::new(metrics),
+        )
+        .await?;
+        let (shutdown, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(run_operator(ctx.clone(), rx));
+        Ok(SecondOperator {
+            ctx,
+            shutdown,
+            task,
+        })
+    }
+
+    /// Stops it and waits until its controllers returned.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(true);
+        tokio::time::timeout(EVENTUALLY, self.task)
+            .await
+            .context("the second operator did not return after shutdown")???;
+        Ok(())
+    }
+}
+
 /// Creates the namespace `name` (an existing one is fine).
 pub async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());

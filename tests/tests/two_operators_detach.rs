@@ -21,13 +21,9 @@ use cinder_e2e::database_helpers::*;
 use cinder_e2e::deploy_helpers::client_with_user_agent;
 use cinder_e2e::write_checks::{Guard, Writer, check_exclusion};
 use cinder_e2e::*;
-use cinder_operator::context::{OperatorContext, OperatorOptions};
-use cinder_operator::controller::run_operator;
 use cinder_operator::crd::{CinderBackend, UpgradePhase};
-use cinder_operator::metrics::Metrics;
 use cinder_operator::names::INSTALLED_RELEASE_ANNOTATION;
 use cinder_sim::controllers::PodOutcome;
-use std::sync::Arc;
 use std::time::Duration;
 use workload_helpers::*;
 
@@ -98,28 +94,14 @@ async fn upgrade_and_detach(during_upgrade: bool) {
     config.operator_user_agent = Some(FIRST_AGENT.to_string());
     config.options.identity = "first-operator".to_string();
     let mut h = Harness::start_with(config).await.unwrap();
-    for suffix in ["-db-sync", "-db-expand", "-db-migrate", "-db-contract"] {
-        job_rule(
-            &h.cluster,
-            suffix,
-            PodOutcome::success(),
-            Duration::from_millis(700),
-        )
-        .unwrap();
-    }
+    quick_schema_jobs(&h.cluster).unwrap();
     service_remove_rule(&h.cluster, PodOutcome::success(), Duration::from_secs(1)).unwrap();
 
-    let (_registry, metrics) = Metrics::new_registry();
-    let second = OperatorContext::new(
+    let second = SecondOperator::start(
         client_with_user_agent(&h.cluster, SECOND_AGENT)
             .await
             .unwrap(),
-        OperatorOptions {
-            identity: "second-operator".to_string(),
-            lease_namespace: NS.to_string(),
-            ..Default::default()
-        },
-        Arc::new(metrics),
+        "second-operator",
     )
     .await
     .unwrap();
@@ -130,12 +112,10 @@ async fn upgrade_and_detach(during_upgrade: bool) {
         },
         Writer {
             user_agent: SECOND_AGENT.to_string(),
-            identity: second.device_locks.identity().as_str().to_string(),
+            identity: second.ctx.device_locks.identity().as_str().to_string(),
         },
     ];
     assert_ne!(writers[0].identity, writers[1].identity);
-    let (stop_second, rx) = tokio::sync::watch::channel(false);
-    let second_task = tokio::spawn(run_operator(second.clone(), rx));
 
     // Install 2025.2 with two backends on two NFS servers.
     database_environment(&h.client, "twodetach").await.unwrap();
@@ -262,12 +242,7 @@ async fn upgrade_and_detach(during_upgrade: bool) {
     .unwrap();
 
     // Both operators stop; the records are complete.
-    let _ = stop_second.send(true);
-    tokio::time::timeout(EVENTUALLY, second_task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    second.stop().await.unwrap();
     h.stop_operator().await.unwrap();
 
     // No two Jobs of the database at once.

@@ -5,40 +5,15 @@
 
 use cinder_e2e::database_helpers::*;
 use cinder_e2e::*;
-use cinder_operator::context::{OperatorContext, OperatorOptions};
-use cinder_operator::controller::run_operator;
-use cinder_operator::metrics::Metrics;
-use cinder_sim::controllers::PodOutcome;
-use std::sync::Arc;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
     let h = Harness::start().await.unwrap();
-    for suffix in ["-db-sync", "-db-expand", "-db-migrate", "-db-contract"] {
-        job_rule(
-            &h.cluster,
-            suffix,
-            PodOutcome::success(),
-            Duration::from_millis(700),
-        )
+    quick_schema_jobs(&h.cluster).unwrap();
+    let second = SecondOperator::start(h.client.clone(), "second-operator")
+        .await
         .unwrap();
-    }
-    let (_registry, metrics) = Metrics::new_registry();
-    let second = OperatorContext::new(
-        h.client.clone(),
-        OperatorOptions {
-            identity: "second-operator".to_string(),
-            lease_namespace: NS.to_string(),
-            ..Default::default()
-        },
-        Arc::new(metrics),
-    )
-    .await
-    .unwrap();
-    assert_ne!(second.options.identity, h.ctx.options.identity);
-    let (stop_second, rx) = tokio::sync::watch::channel(false);
-    let second_task = tokio::spawn(run_operator(second.clone(), rx));
+    assert_ne!(second.ctx.options.identity, h.ctx.options.identity);
 
     database_environment(&h.client, "twoops").await.unwrap();
     create_cinder(
@@ -93,11 +68,6 @@ async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
         ],
     );
 
-    let _ = stop_second.send(true);
-    tokio::time::timeout(EVENTUALLY, second_task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    second.stop().await.unwrap();
     h.stop().await.unwrap();
 }

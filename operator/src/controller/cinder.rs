@@ -65,7 +65,7 @@ async fn finalize(
     directory.pass_started(&namespace, &name, "Finalize");
     let mut abandoned = false;
     if let Some(target) = &cinder.spec.target_cluster_ref {
-        let owner = deletion::owner_value(cinder);
+        let owner = target_cluster::owner_value(&namespace, &name);
         match ctx.op.targets.resolve(&namespace, &target.name).await? {
             Ok(remote) => {
                 let deleted = target_cluster::delete_children(&remote, &namespace, &owner).await?;

@@ -23,11 +23,6 @@ pub fn owned_by(obj: &DynamicObject, uid: Option<&str>, owner: &str) -> bool {
     by_ref || by_label
 }
 
-/// The ownership label value of `cinder`: `<namespace>.<name>`.
-pub fn owner_value(cinder: &Cinder) -> String {
-    super::target_cluster::owner_value(&cinder.namespace().unwrap_or_default(), &cinder.name_any())
-}
-
 /// Issues Delete on the Cinder's Database, User and Grant and returns the ones still live
 /// (`Kind/name`, in Database, User, Grant order). A kind whose CRD is not installed counts as
 /// gone; an object of the same name that the Cinder does not own is left alone.
@@ -37,7 +32,7 @@ pub async fn delete_database_objects(
 ) -> Result<Vec<String>, kube::Error> {
     let ns = cinder.namespace().unwrap_or_default();
     let name = sql_object_name(&cinder.name_any());
-    let owner = owner_value(cinder);
+    let owner = super::target_cluster::owner_value(&ns, &cinder.name_any());
     let mut live = Vec::new();
     for kind in SqlKind::ALL {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kind.resource());
