@@ -7,6 +7,7 @@ mod builtin_schemas;
 pub mod discovery;
 pub mod jsonpath;
 pub mod openapi;
+mod openapi_v2_proto;
 pub mod partial;
 pub mod protobuf;
 pub mod proxy;
@@ -216,8 +217,18 @@ async fn serve(
             None => error_response(&ApiError::not_found_path(req.path())),
         }
     };
+    let accept = header(req, "accept");
+    let openapi_v2 = route == Route::OpenApi("v2".to_string());
+    if openapi_v2 && req.method() == Method::GET && openapi_v2_proto::wanted(&accept) {
+        return match openapi_v2_proto::encode(&openapi::v2(&app.engine.registry)) {
+            Ok(bytes) => HttpResponse::Ok()
+                .content_type(openapi_v2_proto::MEDIA_TYPE)
+                .body(bytes),
+            Err(e) => error_response(&e),
+        };
+    }
     let proxied = matches!(&route, Route::Resource(p) if p.subresource.as_deref() == Some("proxy"));
-    if !proxied && route != Route::Health && !protobuf::accepts_json(&header(req, "accept")) {
+    if !proxied && route != Route::Health && !protobuf::accepts_json(&accept) {
         return error_response(&ApiError::not_acceptable());
     }
     match route {

@@ -153,8 +153,16 @@ async fn typed_creates_then_get_patch_delete() {
         r#"{"data":{"color":"red"}}"#,
     ])
     .await;
-    k.ok(&["scale", "-n", "demo", "deployment", "web", "--replicas=3"])
-        .await;
+    k.ok(&[
+        "patch",
+        "-n",
+        "demo",
+        "deployment",
+        "web",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ])
+    .await;
     k.ok(&["label", "-n", "demo", "secret", "creds", "tier=backend"])
         .await;
     assert_eq!(
@@ -247,7 +255,7 @@ async fn explain_and_a_missing_crd() {
     assert!(template.contains("metadata"), "{template}");
     assert!(template.contains("spec"), "{template}");
 
-    k.ok(&["apply", "-f", crds]).await;
+    k.ok(&["apply", "-k", crds]).await;
     let spec = k.ok(&["explain", "cinder.spec"]).await;
     assert!(spec.contains("openStackRelease"), "{spec}");
     assert!(spec.contains("FIELDS"), "{spec}");
