@@ -29,6 +29,13 @@ pub fn cinder_crd() -> CustomResourceDefinition {
             &format!("self.metadata.name.size() <= {MAX_CINDER_NAME_LEN}"),
             &format!("metadata.name must be at most {MAX_CINDER_NAME_LEN} characters"),
         );
+        // the cause names the field rather than the object's root
+        if let Some(rule) = schema["x-kubernetes-validations"]
+            .as_array_mut()
+            .and_then(|rules| rules.last_mut())
+        {
+            rule["fieldPath"] = json!(".metadata.name");
+        }
         let spec = &mut schema["properties"]["spec"]["properties"];
         push_rule(
             &mut spec["image"],
