@@ -106,10 +106,11 @@ async fn serve(
     let config = ClusterConfig {
         port,
         kubeconfig_path: kubeconfig,
-        faults,
         ..ClusterConfig::default()
     };
     let cluster = EmbeddedCluster::start(config).await?;
+    // faults start once the cluster is up: its own start (CRD fixtures) is not faulted
+    cluster.faults().set(faults);
     println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
     println!(
         "embedded cluster (simulator) listening on {}",
