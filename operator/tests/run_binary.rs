@@ -404,6 +404,7 @@ async fn sim_with_fault_flags_fails_the_configured_share() {
         }
     }
     // binomial(400, 0.25): mean 100, standard deviation about 8.7; 5 deviations either side
+    println!("{failed} of {total} creates failed at --fault-error-rate 0.25");
     assert!(
         (57..=143).contains(&failed),
         "{failed} of {total} creates failed at rate 0.25"

@@ -1,6 +1,8 @@
-//! The HTTP API (actix-web): one dispatcher that parses the path, applies fault injection,
-//! serves discovery / OpenAPI / resources (CRUD, list, watch, patch, status, proxy), answers
-//! errors as Status objects and records every request.
+//! The HTTP API (actix-web): one dispatcher that reads the body within the size limit, parses
+//! the path, applies fault injection, honours the Accept header, serves discovery / OpenAPI /
+//! resources (CRUD, list, watch, patch, status, proxy; JSON, YAML and protobuf bodies; Table and
+//! PartialObjectMetadata answers) and `/sim/faults`, answers errors as Status objects and records
+//! every request.
 
 mod body;
 mod builtin_schemas;
