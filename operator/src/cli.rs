@@ -146,4 +146,25 @@ pub struct SimArgs {
     /// Where to write the kubeconfig.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Fault injection: the share of requests (0 to 1) answered with an error Status
+    /// (of --fault-verbs, with --fault-error-code).
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub fault_error_rate: f64,
+    /// Fault injection: the HTTP status of injected errors (409 Conflict, 429 TooManyRequests,
+    /// 500 InternalError, ...).
+    #[arg(long, default_value_t = 500, value_name = "CODE", value_parser = clap::value_parser!(u16).range(400..=599))]
+    pub fault_error_code: u16,
+    /// Fault injection: the verbs --fault-error-rate applies to, comma-separated (get, list,
+    /// watch, create, update, patch, delete, deletecollection); all when not given.
+    #[arg(long, value_delimiter = ',', value_name = "VERBS")]
+    pub fault_verbs: Vec<String>,
+    /// Fault injection: latency added to every request (e.g. 50ms, 1s).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub fault_latency: Option<std::time::Duration>,
+    /// Fault injection: the probability (0 to 1), per event sent, that a watch is closed.
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub fault_watch_drop: f64,
+    /// Fault injection: the seed of the random draws (the same seed repeats the faults).
+    #[arg(long, value_name = "N")]
+    pub fault_seed: Option<u64>,
 }

@@ -1,8 +1,9 @@
-//! The `cinder-operator sim` subcommand: runs the embedded cluster alone, writes a kubeconfig for
-//! it, prints `export KUBECONFIG=<path>` and the address, and serves until Ctrl-C or SIGTERM.
+//! The `cinder-operator sim` subcommand: runs the embedded cluster alone (with the fault
+//! injection its `--fault-*` flags ask for), writes a kubeconfig for it, prints
+//! `export KUBECONFIG=<path>` and the address, and serves until Ctrl-C or SIGTERM.
 
-use crate::cli::{Cli, Command};
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use crate::cli::{Cli, Command, SimArgs};
+use cinder_sim::{ClusterConfig, EmbeddedCluster, ErrorRule, FaultConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,11 +23,18 @@ pub fn run(cli: &Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let faults = match fault_config(args) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("cinder-operator sim: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let kubeconfig = args
         .kubeconfig
         .clone()
         .or_else(|| Some(default_kubeconfig_path()));
-    match runtime.block_on(serve(args.port, kubeconfig)) {
+    match runtime.block_on(serve(args.port, kubeconfig, faults)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cinder-operator sim: {e}");
@@ -41,13 +49,68 @@ fn default_kubeconfig_path() -> PathBuf {
     std::env::temp_dir().join("cinder-sim-kubeconfig")
 }
 
-async fn serve(port: u16, kubeconfig: Option<PathBuf>) -> Result<(), cinder_sim::SimError> {
+const VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+/// The fault injection settings the `--fault-*` flags ask for.
+fn fault_config(args: &SimArgs) -> Result<FaultConfig, String> {
+    for (flag, p) in [
+        ("--fault-error-rate", args.fault_error_rate),
+        ("--fault-watch-drop", args.fault_watch_drop),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("{flag} must be between 0 and 1 (got {p})"));
+        }
+    }
+    if let Some(v) = args
+        .fault_verbs
+        .iter()
+        .find(|v| !VERBS.contains(&v.as_str()))
+    {
+        return Err(format!(
+            "--fault-verbs: unknown verb {v:?} (known: {})",
+            VERBS.join(", ")
+        ));
+    }
+    let rule = |verb: Option<&str>| ErrorRule {
+        probability: args.fault_error_rate,
+        ..ErrorRule::always(verb, None, args.fault_error_code)
+    };
+    let errors = match (args.fault_error_rate > 0.0, args.fault_verbs.is_empty()) {
+        (false, _) => Vec::new(),
+        (true, true) => vec![rule(None)],
+        (true, false) => args.fault_verbs.iter().map(|v| rule(Some(v))).collect(),
+    };
+    Ok(FaultConfig {
+        latency: args.fault_latency.unwrap_or_default(),
+        errors,
+        watch_drop_probability: args.fault_watch_drop,
+        seed: args.fault_seed,
+        ..FaultConfig::default()
+    })
+}
+
+async fn serve(
+    port: u16,
+    kubeconfig: Option<PathBuf>,
+    faults: FaultConfig,
+) -> Result<(), cinder_sim::SimError> {
     let config = ClusterConfig {
         port,
         kubeconfig_path: kubeconfig,
         ..ClusterConfig::default()
     };
     let cluster = EmbeddedCluster::start(config).await?;
+    // faults start once the cluster is up: its own start (CRD fixtures) is not faulted
+    cluster.faults().set(faults);
     println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
     println!(
         "embedded cluster (simulator) listening on {}",
@@ -78,4 +141,51 @@ async fn wait_for_signal() {
 #[cfg(not(unix))]
 async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn sim_args(args: &[&str]) -> SimArgs {
+        let cli = Cli::try_parse_from([&["cinder-operator", "sim"], args].concat()).unwrap();
+        match cli.command {
+            Command::Sim(a) => a,
+            _ => panic!("not the sim subcommand"),
+        }
+    }
+
+    #[test]
+    fn fault_flags_become_settings() {
+        let a = sim_args(&[
+            "--fault-error-rate",
+            "0.1",
+            "--fault-verbs",
+            "create,update,patch",
+            "--fault-latency",
+            "50ms",
+            "--fault-watch-drop",
+            "0.02",
+            "--fault-seed",
+            "7",
+        ]);
+        let f = fault_config(&a).unwrap();
+        assert_eq!(f.latency, std::time::Duration::from_millis(50));
+        assert_eq!(f.errors.len(), 3);
+        assert_eq!(f.errors[1].verb.as_deref(), Some("update"));
+        assert_eq!((f.errors[0].code, f.errors[0].probability), (500, 0.1));
+        assert_eq!((f.watch_drop_probability, f.seed), (0.02, Some(7)));
+        assert!(fault_config(&sim_args(&[])).unwrap().errors.is_empty());
+    }
+
+    #[test]
+    fn bad_fault_flags_are_refused() {
+        assert!(fault_config(&sim_args(&["--fault-error-rate", "1.5"])).is_err());
+        assert!(fault_config(&sim_args(&["--fault-verbs", "crate"])).is_err());
+        let cli = Cli::try_parse_from(["cinder-operator", "sim", "--fault-latency", "soon"]);
+        assert!(cli.is_err());
+        let cli = Cli::try_parse_from(["cinder-operator", "sim", "--fault-error-code", "200"]);
+        assert!(cli.is_err());
+    }
 }

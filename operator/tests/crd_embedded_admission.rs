@@ -1,7 +1,8 @@
-//! The generated CRDs against the embedded cluster, which validates structural schemas but
-//! ignores CEL: what a structural validator can enforce is refused on create (release pattern,
-//! image tag/digest oneOf, satellite type enum and type/block oneOf), and valid objects get their
-//! defaults.
+//! The generated CRDs against the embedded cluster, which validates structural schemas and CEL
+//! rules: what the schema states is refused on create (release pattern, image tag/digest oneOf,
+//! satellite type enum and type/block oneOf), the CEL rules refuse a Cinder name over 43
+//! characters, autoscaling bounds the wrong way round and a changed backend type, each with a
+//! message naming the field; valid objects get their defaults.
 
 use cinder_operator::crd::{Cinder, CinderBackend, crds};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
@@ -90,6 +91,60 @@ fn assert_invalid(r: Result<Value, kube::Error>, what: &str) {
     }
 }
 
+/// A 422 whose message names `field` and says `says`.
+fn assert_refused_naming(r: Result<Value, kube::Error>, field: &str, says: &str) {
+    match r {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            assert!(
+                s.message.contains(field) && s.message.contains(says),
+                "422 naming {field} and saying {says:?}: {}",
+                s.message
+            );
+        }
+        other => panic!("expected 422 Invalid naming {field}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn cel_rules_refuse_long_names_cross_field_specs_and_type_changes() {
+    let cluster = cluster_with_crds().await;
+    assert_refused_naming(
+        create(&cluster, cinder(&"a".repeat(44))).await,
+        "metadata.name",
+        "at most 43 characters",
+    );
+    let mut bounds = cinder("bounds");
+    bounds["spec"]["autoscaling"] = json!({"minReplicas": 5, "maxReplicas": 2});
+    assert_refused_naming(
+        create(&cluster, bounds).await,
+        "spec.autoscaling",
+        "minReplicas must not exceed maxReplicas",
+    );
+
+    create(&cluster, backend("typed", json!({"cinderRef": {"name": "c"}, "type": "NFS", "nfs": {"server": "s", "path": "/e"}})))
+        .await
+        .unwrap();
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("cinder.openstack.c5c3.io", "v1alpha1", "CinderBackend"),
+        "cinderbackends",
+    );
+    let api: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(cluster.client().await, "default", &ar);
+    let rbd = json!({"pool": "p", "user": "u", "monitors": ["m"], "keySecretRef": {"name": "k"}});
+    let change = json!({"spec": {"type": "RBD", "nfs": null, "rbd": rbd}});
+    let r = api
+        .patch(
+            "typed",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&change),
+        )
+        .await
+        .map(|o| serde_json::to_value(o).unwrap());
+    assert_refused_naming(r, "spec.type", "Invalid value");
+    cluster.shutdown().await;
+}
+
 #[tokio::test]
 async fn cinder_schema_admits_valid_objects_with_defaults_and_refuses_what_it_states() {
     let cluster = cluster_with_crds().await;
@@ -101,8 +156,6 @@ async fn cinder_schema_admits_valid_objects_with_defaults_and_refuses_what_it_st
         "openbao-cluster-store"
     );
 
-    // The 43-character name limit sits on metadata.name, which the embedded cluster does not
-    // check against the schema; the operator's own validation refuses it (InvalidSpec).
     assert!(
         create(&cluster, cinder(&"a".repeat(43))).await.is_ok(),
         "43 characters are allowed"

@@ -2,7 +2,8 @@
 //! `export KUBECONFIG=`, the endpoint URLs and progress until every sample is Ready, serves the
 //! endpoints, and exits 0 on SIGTERM;
 //! bad flags, bad or unreachable kubeconfigs and a busy port exit non-zero with one line on
-//! stderr.
+//! stderr. `cinder-operator sim` with fault flags fails about the configured share of requests,
+//! and its `/sim/faults` endpoint reads and changes the settings.
 
 mod endpoints_support;
 
@@ -335,4 +336,99 @@ fn leader_election_with_an_unreadable_kubeconfig_exits_1_with_one_line() {
     assert_eq!(code, Some(1), "{stderr}");
     assert_one_line(&stderr, "cannot load a Kubernetes configuration");
     let _ = std::fs::remove_file(&path);
+}
+
+/// `PUT path` with a JSON body (HTTP/1.1, Connection: close); the status code.
+async fn put_json(addr: SocketAddr, path: &str, body: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("read");
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_with_fault_flags_fails_the_configured_share() {
+    let kubeconfig = temp_path("sim-kubeconfig");
+    let path = kubeconfig.to_string_lossy().into_owned();
+    let mut sim = spawn(&[
+        "sim",
+        "--port",
+        "0",
+        "--kubeconfig",
+        &path,
+        "--fault-error-rate",
+        "0.25",
+        "--fault-verbs",
+        "create",
+        "--fault-error-code",
+        "500",
+        "--fault-seed",
+        "7",
+    ]);
+    let line = sim.wait_line("the listening line", |l| {
+        l.starts_with("embedded cluster (simulator) listening on")
+    });
+    let addr = address_after(&line, "embedded cluster (simulator) listening on");
+
+    let settings = get_json(addr, "/sim/faults").await;
+    assert_eq!(settings["errors"][0]["verb"], "create");
+    assert_eq!(settings["errors"][0]["probability"], 0.25);
+    assert_eq!(settings["seed"], 7);
+
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client, "default");
+    let (total, mut failed) = (400, 0);
+    for i in 0..total {
+        let cm =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": format!("cm-{i}")}}))
+                .unwrap();
+        match api.create(&Default::default(), &cm).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 500 => failed += 1,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    // binomial(400, 0.25): mean 100, standard deviation about 8.7; 5 deviations either side
+    println!("{failed} of {total} creates failed at --fault-error-rate 0.25");
+    assert!(
+        (57..=143).contains(&failed),
+        "{failed} of {total} creates failed at rate 0.25"
+    );
+    // reads are not faulted
+    api.list(&Default::default()).await.unwrap();
+
+    assert_eq!(
+        put_json(addr, "/sim/faults", r#"{"errors": []}"#).await,
+        200
+    );
+    for i in 0..20 {
+        let cm =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": format!("after-{i}")}}))
+                .unwrap();
+        api.create(&Default::default(), &cm).await.unwrap();
+    }
+    assert_eq!(
+        put_json(addr, "/sim/faults", r#"{"watchDropProbability": 3}"#).await,
+        400
+    );
+
+    let pid = sim.child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(wait_exit(&mut sim.child).success());
+    let _ = std::fs::remove_file(&kubeconfig);
 }

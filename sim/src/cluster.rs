@@ -153,7 +153,6 @@ impl EmbeddedCluster {
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::new(state.clone()))
-                .app_data(web::PayloadConfig::new(64 * 1024 * 1024))
                 .default_service(web::to(api::dispatch))
         })
         .workers(config.workers.max(1))

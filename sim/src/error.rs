@@ -1,7 +1,8 @@
 //! Errors: `SimError` (starting and running the embedded cluster) and `ApiError`, the Kubernetes
 //! `Status` answers (NotFound, AlreadyExists, Conflict, Invalid, Gone, ...) the HTTP API sends.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// A failure to start or run the embedded cluster.
@@ -179,6 +180,35 @@ impl ApiError {
         )
     }
 
+    /// 415 for a media type this server reads for other kinds only.
+    pub fn unsupported_media_type_for(content_type: &str, why: &str) -> ApiError {
+        Self::plain(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({content_type}: {why})"
+            ),
+        )
+    }
+
+    /// 406: nothing the client accepts can be written.
+    pub fn not_acceptable() -> ApiError {
+        Self::plain(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/json;stream=watch",
+        )
+    }
+
+    /// 413: the request body is over the server's limit.
+    pub fn request_entity_too_large(limit: usize) -> ApiError {
+        Self::plain(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     pub fn too_many_requests(message: impl Into<String>) -> ApiError {
         Self::plain(429, "TooManyRequests", message)
     }
@@ -230,44 +260,85 @@ impl ApiError {
 
     /// The `v1 Status` object of this error.
     pub fn to_status(&self) -> Value {
-        let d = &self.details;
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
-        if !d.name.is_empty() || !d.kind.is_empty() || !d.causes.is_empty() {
-            let mut details = json!({});
-            if !d.name.is_empty() {
-                details["name"] = json!(d.name);
-            }
-            if !d.group.is_empty() {
-                details["group"] = json!(d.group);
-            }
-            if !d.kind.is_empty() {
-                details["kind"] = json!(d.kind);
-            }
-            if !d.causes.is_empty() {
-                details["causes"] = Value::Array(
-                    d.causes
-                        .iter()
-                        .map(
-                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
-                        )
-                        .collect(),
-                );
-            }
-            status["details"] = details;
-        }
-        if self.code == 429 {
-            status["details"]["retryAfterSeconds"] = json!(1);
-        }
-        status
+        serde_json::to_value(self.status_body()).unwrap_or(Value::Null)
     }
+
+    /// The `v1 Status` object serialized with the fields in the order a real API server writes
+    /// them (`kind, apiVersion, metadata, status, message, reason, details, code`): clients and
+    /// their users compare error strings.
+    pub fn status_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.status_body()).unwrap_or_default()
+    }
+
+    fn status_body(&self) -> StatusBody<'_> {
+        let d = &self.details;
+        let has_details =
+            !d.name.is_empty() || !d.kind.is_empty() || !d.causes.is_empty() || self.code == 429;
+        StatusBody {
+            kind: "Status",
+            api_version: "v1",
+            metadata: Empty {},
+            status: "Failure",
+            message: &self.message,
+            reason: self.reason,
+            details: has_details.then(|| StatusDetails {
+                name: &d.name,
+                group: &d.group,
+                kind: &d.kind,
+                causes: d
+                    .causes
+                    .iter()
+                    .map(|c| StatusCause {
+                        reason: &c.reason,
+                        message: &c.message,
+                        field: &c.field,
+                    })
+                    .collect(),
+                retry_after_seconds: (self.code == 429).then_some(1),
+            }),
+            code: self.code,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Empty {}
+
+/// `metav1.Status`, fields in the real server's order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusBody<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: Empty,
+    status: &'static str,
+    message: &'a str,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<StatusDetails<'a>>,
+    code: u16,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusDetails<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    group: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    kind: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    causes: Vec<StatusCause<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct StatusCause<'a> {
+    reason: &'a str,
+    message: &'a str,
+    field: &'a str,
 }
 
 impl std::fmt::Display for ApiError {

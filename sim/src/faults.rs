@@ -1,19 +1,41 @@
 //! Fault injection: latency on every request, error answers (409 / 429 / 500 / any code as a
 //! Status) by verb, resource and probability, dropped watch connections (all now, or with a
-//! probability per event), and forced answers of Service health checks.
+//! probability per event), and forced answers of Service health checks. The random draws come
+//! from one generator, seeded from `FaultConfig::seed` when set (the same seed and the same
+//! sequence of requests give the same faults). The settings are JSON (`GET`/`PUT /sim/faults`).
 
-use rand::Rng;
-use std::sync::{Arc, RwLock};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+/// Durations as whole milliseconds in the JSON form of the settings.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
 /// Answer a share of matching requests with an error Status.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ErrorRule {
     /// Verb to match (get, list, watch, create, update, patch, delete, deletecollection); None = any.
+    #[serde(default)]
     pub verb: Option<String>,
     /// Resource (plural) to match, e.g. "leases"; None = any.
+    #[serde(default)]
     pub resource: Option<String>,
     /// Only requests whose User-Agent contains this; None = any.
+    #[serde(default)]
     pub user_agent: Option<String>,
     /// HTTP status code of the answer (409, 429, 500, ...).
     pub code: u16,
@@ -35,41 +57,98 @@ impl ErrorRule {
 }
 
 /// A forced answer for a Service's proxied health check.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceFault {
     pub namespace: String,
     pub name: String,
     /// Answer with this status code instead of the computed one.
+    #[serde(default)]
     pub status: Option<u16>,
-    /// Wait this long before answering (provokes client timeouts).
+    /// Wait this long before answering (provokes client timeouts); `delayMs` in JSON.
+    #[serde(default, rename = "delayMs", with = "millis")]
     pub delay: Duration,
 }
 
 /// Fault injection settings.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FaultConfig {
-    /// Added to every API request before it is served.
+    /// Added to every API request before it is served; `latencyMs` in JSON.
+    #[serde(default, rename = "latencyMs", with = "millis")]
     pub latency: Duration,
+    #[serde(default)]
     pub errors: Vec<ErrorRule>,
     /// Probability, per event sent, that a watch connection is closed instead.
+    #[serde(default)]
     pub watch_drop_probability: f64,
+    #[serde(default)]
     pub services: Vec<ServiceFault>,
+    /// Seed of the random draws (None: seeded from the operating system). Setting the
+    /// settings with a seed restarts the sequence.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+impl FaultConfig {
+    /// Why the settings are unusable (probabilities outside 0..=1, codes that are not errors).
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut probability = |what: &str, p: f64| {
+            if !(0.0..=1.0).contains(&p) {
+                out.push(format!("{what} must be between 0 and 1 (got {p})"));
+            }
+        };
+        probability("watchDropProbability", self.watch_drop_probability);
+        for (i, r) in self.errors.iter().enumerate() {
+            probability(&format!("errors[{i}].probability"), r.probability);
+        }
+        for (i, r) in self.errors.iter().enumerate() {
+            if !(400..=599).contains(&r.code) {
+                out.push(format!(
+                    "errors[{i}].code must be an HTTP error status, 400 to 599 (got {})",
+                    r.code
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// Changes fault injection of a running cluster.
 #[derive(Clone, Debug)]
 pub struct FaultHandle {
     config: Arc<RwLock<FaultConfig>>,
+    rng: Arc<Mutex<StdRng>>,
     drops: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+fn rng_for(seed: Option<u64>) -> StdRng {
+    match seed {
+        Some(s) => StdRng::seed_from_u64(s),
+        None => StdRng::from_os_rng(),
+    }
 }
 
 impl FaultHandle {
     pub fn new(config: FaultConfig) -> FaultHandle {
         let (tx, _) = tokio::sync::watch::channel(0);
         FaultHandle {
+            rng: Arc::new(Mutex::new(rng_for(config.seed))),
             config: Arc::new(RwLock::new(config)),
             drops: Arc::new(tx),
         }
+    }
+
+    /// One draw: true with probability `p`.
+    fn chance(&self, p: f64) -> bool {
+        p >= 1.0
+            || (p > 0.0
+                && self
+                    .rng
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .random_bool(p.clamp(0.0, 1.0)))
     }
 
     /// The current settings.
@@ -80,8 +159,11 @@ impl FaultHandle {
             .clone()
     }
 
-    /// Replaces the settings.
+    /// Replaces the settings (a seed in them restarts the random sequence).
     pub fn set(&self, config: FaultConfig) {
+        if config.seed.is_some() {
+            *self.rng.lock().unwrap_or_else(|e| e.into_inner()) = rng_for(config.seed);
+        }
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
@@ -135,10 +217,13 @@ impl FaultHandle {
 
     /// The error code to inject for a request, if any.
     pub fn error_for(&self, verb: &str, resource: &str, user_agent: &str) -> Option<u16> {
-        let config = self.config.read().unwrap_or_else(|e| e.into_inner());
-        let mut rng = rand::rng();
-        config
+        let rules = self
+            .config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .errors
+            .clone();
+        rules
             .iter()
             .filter(|r| r.verb.as_deref().is_none_or(|v| v == verb))
             .filter(|r| r.resource.as_deref().is_none_or(|x| x == resource))
@@ -147,7 +232,7 @@ impl FaultHandle {
                     .as_deref()
                     .is_none_or(|u| user_agent.contains(u))
             })
-            .find(|r| r.probability >= 1.0 || rng.random_bool(r.probability.clamp(0.0, 1.0)))
+            .find(|r| self.chance(r.probability))
             .map(|r| r.code)
     }
 
@@ -165,7 +250,7 @@ impl FaultHandle {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .watch_drop_probability;
-        p > 0.0 && rand::rng().random_bool(p.clamp(0.0, 1.0))
+        self.chance(p)
     }
 
     pub fn service_fault(&self, namespace: &str, name: &str) -> Option<ServiceFault> {
@@ -176,5 +261,51 @@ impl FaultHandle {
             .iter()
             .find(|s| s.namespace == namespace && s.name == name)
             .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_and_problems() {
+        let text = r#"{"latencyMs": 50, "errors": [{"verb": "create", "code": 500, "probability": 0.1}],
+                       "watchDropProbability": 0.02, "seed": 7}"#;
+        let c: FaultConfig = serde_json::from_str(text).unwrap();
+        assert_eq!(c.latency, Duration::from_millis(50));
+        assert_eq!(c.errors[0].verb.as_deref(), Some("create"));
+        assert!(c.problems().is_empty());
+        let back: FaultConfig = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+        assert!(serde_json::from_str::<FaultConfig>(r#"{"latency": 5}"#).is_err());
+        let bad = FaultConfig {
+            watch_drop_probability: 2.0,
+            errors: vec![ErrorRule::always(None, None, 200)],
+            ..FaultConfig::default()
+        };
+        assert_eq!(bad.problems().len(), 2);
+    }
+
+    #[test]
+    fn a_seed_repeats_the_faults() {
+        let config = FaultConfig {
+            errors: vec![ErrorRule {
+                probability: 0.3,
+                ..ErrorRule::always(Some("create"), None, 500)
+            }],
+            seed: Some(7),
+            ..FaultConfig::default()
+        };
+        let draws = |h: &FaultHandle| -> Vec<bool> {
+            (0..200)
+                .map(|_| h.error_for("create", "configmaps", "").is_some())
+                .collect()
+        };
+        let a = draws(&FaultHandle::new(config.clone()));
+        let b = draws(&FaultHandle::new(config));
+        assert_eq!(a, b);
+        let failed = a.iter().filter(|x| **x).count();
+        assert!((30..=90).contains(&failed), "{failed} of 200 at p=0.3");
     }
 }

@@ -103,6 +103,12 @@ async fn upgrade_walks_the_phases_and_reports_the_check() {
     installed(&h, "up", "2026.1").await;
     let s = cinder_status(&h.client, "up").await;
     assert_eq!((s.target_release, s.upgrade_phase), (None, None));
+    // the recorder polls on its own: let it see the end of the upgrade before stopping it
+    eventually("the recorder sees the upgrade end", || async {
+        (phases.lock().unwrap().last() == Some(&None)).then_some(())
+    })
+    .await
+    .unwrap();
     recorder.abort();
 
     let seen = phases.lock().unwrap().clone();

@@ -1,6 +1,6 @@
 //! The three custom resources (group `cinder.openstack.c5c3.io`, version `v1alpha1`): their Rust
 //! types, the generated CRDs with the rules the derive cannot express, and the validation the
-//! operator applies itself (the embedded cluster ignores CEL).
+//! operator applies itself as a second line.
 
 pub mod backend;
 pub mod backup_backend;

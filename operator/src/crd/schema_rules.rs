@@ -1,10 +1,15 @@
 //! The generated CustomResourceDefinitions, completed with the rules `#[derive]` cannot express:
 //! the 43-character name limit (as a structural `maxLength` on `metadata.name` and as a CEL rule),
-//! and the satellites' "exactly the block matching `type`" (as a structural `oneOf` and as CEL).
+//! the Cinder's cross-field rules (exactly one of image tag and digest, of database clusterRef
+//! and host, of messaging clusterRef and secretRef; autoscaling minReplicas at most
+//! maxReplicas) as CEL rules whose messages name the field, and the satellites' "exactly the
+//! block matching `type`" (as a structural `oneOf` and as CEL). So `kubectl apply` of such a
+//! spec is refused by the API server.
 //!
-//! What only CEL can express: immutability of `type` and `cinderRef` (`self == oldSelf`). The
-//! embedded cluster ignores CEL, so the satellite controllers compare against the type they
-//! recorded; every other rule here is also enforced by [`super::validation`] with a condition.
+//! Immutability of `type` and `cinderRef` (`self == oldSelf`) only CEL can express; the
+//! satellite controllers also compare against the type they recorded, and every other rule
+//! here is also enforced by [`super::validation`] with a condition (for API servers that do not
+//! evaluate CEL).
 
 use super::{CinderBackend, CinderBackupBackend, cinder::Cinder};
 use crate::names::MAX_CINDER_NAME_LEN;
@@ -23,6 +28,34 @@ pub fn cinder_crd() -> CustomResourceDefinition {
             schema,
             &format!("self.metadata.name.size() <= {MAX_CINDER_NAME_LEN}"),
             &format!("metadata.name must be at most {MAX_CINDER_NAME_LEN} characters"),
+        );
+        // the cause names the field rather than the object's root
+        if let Some(rule) = schema["x-kubernetes-validations"]
+            .as_array_mut()
+            .and_then(|rules| rules.last_mut())
+        {
+            rule["fieldPath"] = json!(".metadata.name");
+        }
+        let spec = &mut schema["properties"]["spec"]["properties"];
+        push_rule(
+            &mut spec["image"],
+            "has(self.tag) != has(self.digest)",
+            "spec.image must set exactly one of tag and digest",
+        );
+        push_rule(
+            &mut spec["database"],
+            "has(self.clusterRef) != has(self.host)",
+            "spec.database must set exactly one of clusterRef and host",
+        );
+        push_rule(
+            &mut spec["messaging"],
+            "has(self.clusterRef) != has(self.secretRef)",
+            "spec.messaging must set exactly one of clusterRef and secretRef",
+        );
+        push_rule(
+            &mut spec["autoscaling"],
+            "self.minReplicas <= self.maxReplicas",
+            "spec.autoscaling.minReplicas must not exceed maxReplicas",
         );
     })
 }
@@ -117,6 +150,23 @@ mod tests {
                 .iter()
                 .any(|r| r["rule"] == "self.metadata.name.size() <= 43")
         );
+    }
+
+    #[test]
+    fn cinder_schema_carries_cross_field_cel_rules() {
+        let s = schema_of(&cinder_crd());
+        let spec = &s["properties"]["spec"]["properties"];
+        for (field, rule) in [
+            ("image", "has(self.tag) != has(self.digest)"),
+            ("database", "has(self.clusterRef) != has(self.host)"),
+            ("messaging", "has(self.clusterRef) != has(self.secretRef)"),
+            ("autoscaling", "self.minReplicas <= self.maxReplicas"),
+        ] {
+            assert_eq!(
+                spec[field]["x-kubernetes-validations"][0]["rule"], rule,
+                "{field}"
+            );
+        }
     }
 
     #[test]

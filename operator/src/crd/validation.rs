@@ -1,5 +1,6 @@
-//! The checks the operator applies to a spec itself, because the embedded cluster (and any API
-//! server with CEL disabled) may admit what the CRD schema forbids. A failure is reported as
+//! The checks the operator applies to a spec itself, as a second line behind the CRD schema and
+//! its CEL rules: an API server that does not evaluate CEL, or an object stored before a rule
+//! existed, may hold what the schema forbids. A failure is reported as
 //! `Ready=False` with reason [`crate::conditions::reason::INVALID_SPEC`] and nothing is created.
 
 use super::backend::CinderBackendSpec;

@@ -1,7 +1,7 @@
 //! Discovery documents: /version, /api, /apis, /apis/{group}, /api/v1 and /apis/{group}/{version}
-//! (APIResourceList with kinds, scope, verbs, short names, categories and subresources). The
-//! aggregated (apidiscovery.k8s.io/v2) format is not served: clients get the legacy documents as
-//! application/json and fall back to them, as they do with older servers.
+//! (APIResourceList with kinds, scope, verbs, short names, categories and subresources), and the
+//! aggregated form of `/api` and `/apis` (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList) for
+//! clients that ask for it in their Accept header, as kubectl and kube-rs do first.
 
 use crate::registry::{Registry, ResourceInfo};
 use serde_json::{Value, json};
@@ -109,4 +109,130 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
     )
+}
+
+/// The content type of an aggregated discovery answer.
+pub const AGGREGATED_CONTENT_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the Accept header asks for aggregated discovery (v2) before anything else it lists.
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        let params: Vec<String> = first
+            .split(';')
+            .map(|p| p.trim().replace(' ', ""))
+            .collect();
+        params.iter().any(|p| p == "as=APIGroupDiscoveryList")
+            && params.iter().any(|p| p == "v=v2")
+            && params.iter().any(|p| p == "g=apidiscovery.k8s.io")
+    })
+}
+
+fn scope(r: &ResourceInfo) -> &'static str {
+    if r.namespaced {
+        "Namespaced"
+    } else {
+        "Cluster"
+    }
+}
+
+fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
+    let kind = json!({"group": r.group, "version": version, "kind": r.kind});
+    let mut doc = json!({
+        "resource": r.resource,
+        "responseKind": kind,
+        "scope": scope(r),
+        "singularResource": r.singular,
+        "verbs": VERBS,
+    });
+    if !r.short_names.is_empty() {
+        doc["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        doc["categories"] = json!(r.categories);
+    }
+    let mut subs = Vec::new();
+    if r.has_status {
+        subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": ["get", "patch", "update"]}));
+    }
+    if r.has_proxy {
+        subs.push(json!({"subresource": "proxy", "responseKind": {"group": "", "version": "", "kind": "ServiceProxyOptions"},
+                         "verbs": ["create", "delete", "get", "patch", "update"]}));
+    }
+    if !subs.is_empty() {
+        doc["subresources"] = Value::Array(subs);
+    }
+    doc
+}
+
+fn aggregated_group(registry: &Registry, group: &str, versions: &[String]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = registry
+                .resources_in(group, v)
+                .iter()
+                .map(|r| aggregated_resource(r, v))
+                .collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    let metadata = if group.is_empty() {
+        json!({"creationTimestamp": null})
+    } else {
+        json!({"name": group, "creationTimestamp": null})
+    };
+    json!({"metadata": metadata, "versions": versions})
+}
+
+/// The aggregated discovery document of `/api` (`core` true) or `/apis`.
+pub fn aggregated(registry: &Registry, core: bool) -> Value {
+    let items: Vec<Value> = if core {
+        vec![aggregated_group(registry, "", &["v1".to_string()])]
+    } else {
+        registry
+            .groups()
+            .iter()
+            .map(|(g, vs)| aggregated_group(registry, g, vs))
+            .collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregated_accept_headers() {
+        assert!(wants_aggregated(AGGREGATED_CONTENT_TYPE));
+        assert!(wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+        ));
+        assert!(!wants_aggregated("application/json"));
+        assert!(!wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+        ));
+    }
+
+    #[test]
+    fn aggregated_documents() {
+        let r = Registry::with_builtins();
+        let core = aggregated(&r, true);
+        let resources = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap();
+        let pods = resources.iter().find(|x| x["resource"] == "pods").unwrap();
+        assert_eq!(pods["responseKind"]["kind"], "Pod");
+        assert_eq!(pods["scope"], "Namespaced");
+        assert_eq!(pods["subresources"][0]["subresource"], "status");
+        let groups = aggregated(&r, false);
+        let apps = groups["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .unwrap();
+        assert_eq!(apps["versions"][0]["version"], "v1");
+    }
 }

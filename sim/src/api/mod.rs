@@ -1,17 +1,26 @@
-//! The HTTP API (actix-web): one dispatcher that parses the path, applies fault injection,
-//! serves discovery / OpenAPI / resources (CRUD, list, watch, patch, status, proxy), answers
-//! errors as Status objects and records every request.
+//! The HTTP API (actix-web): one dispatcher that reads the body within the size limit, parses
+//! the path, applies fault injection, honours the Accept header, serves discovery / OpenAPI /
+//! resources (CRUD, list, watch, patch, status, proxy; JSON, YAML and protobuf bodies; Table and
+//! PartialObjectMetadata answers) and `/sim/faults`, answers errors as Status objects and records
+//! every request.
 
+mod body;
+mod builtin_schemas;
 pub mod discovery;
 pub mod jsonpath;
 pub mod openapi;
+mod openapi_v2_proto;
+pub mod partial;
+pub mod protobuf;
 pub mod proxy;
 pub mod route;
+mod sim_faults;
 pub mod table;
 pub mod watch;
 
 use crate::error::ApiError;
 use crate::faults::FaultHandle;
+use crate::objects::validation::check_field_manager;
 use crate::objects::{DeleteOptions, Engine, ListOptions, Target, WriteOptions};
 use crate::patch::{self, PatchType};
 use crate::requests::{RequestLog, RequestRecord};
@@ -44,8 +53,18 @@ fn json_response(code: u16, body: &Value) -> HttpResponse {
         .body(serde_json::to_vec(body).unwrap_or_default())
 }
 
+/// A 200 answer with a JSON body of a specific content type (Table, PartialObjectMetadata).
+fn typed_response(content_type: &str, body: &Value) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .body(serde_json::to_vec(body).unwrap_or_default())
+}
+
 fn error_response(e: &ApiError) -> HttpResponse {
-    json_response(e.code, &e.to_status())
+    let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .body(e.status_bytes())
 }
 
 fn header(req: &HttpRequest, name: &str) -> String {
@@ -70,10 +89,11 @@ struct Described {
 /// Entry point of every request.
 pub async fn dispatch(
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
     app: web::Data<AppState>,
 ) -> HttpResponse {
     let app = app.get_ref().clone();
+    let body = body::read(&req, payload).await;
     let query: HashMap<String, String> =
         web::Query::<HashMap<String, String>>::from_query(req.query_string())
             .map(|q| q.into_inner())
@@ -87,6 +107,13 @@ pub async fn dispatch(
     } else {
         described.verb = "discovery".into();
     }
+    if route == Route::SimFaults {
+        // never faulted itself, so faults can always be turned off
+        return match &body {
+            Ok(body) => sim_faults::answer(&req, body, &app.faults),
+            Err(e) => error_response(e),
+        };
+    }
     let latency = app.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -99,7 +126,10 @@ pub async fn dispatch(
             .error_for(&described.verb, &described.path.resource, &user_agent)
         {
             Some(code) => error_response(&ApiError::injected(code)),
-            None => serve(&req, &body, &app, route, &query, &user_agent).await,
+            None => match &body {
+                Ok(body) => serve(&req, body, &app, route, &query, &user_agent).await,
+                Err(e) => error_response(e),
+            },
         };
     let status = response.status().as_u16();
     if let Some(before) = leases_before {
@@ -113,7 +143,10 @@ pub async fn dispatch(
                 .path
                 .name
                 .clone()
-                .or_else(|| (described.verb == "create").then(|| created_name(&body)))
+                .or_else(|| {
+                    (described.verb == "create")
+                        .then(|| created_name(body.as_deref().unwrap_or_default()))
+                })
                 .unwrap_or_default(),
             user_agent: user_agent.clone(),
             status,
@@ -186,9 +219,32 @@ async fn serve(
             None => error_response(&ApiError::not_found_path(req.path())),
         }
     };
+    let accept = header(req, "accept");
+    let openapi_v2 = route == Route::OpenApi("v2".to_string());
+    if openapi_v2 && req.method() == Method::GET && openapi_v2_proto::wanted(&accept) {
+        return match openapi_v2_proto::encode(&openapi::v2(&app.engine.registry)) {
+            Ok(bytes) => HttpResponse::Ok()
+                .content_type(openapi_v2_proto::MEDIA_TYPE)
+                .body(bytes),
+            Err(e) => error_response(&e),
+        };
+    }
+    let proxied = matches!(&route, Route::Resource(p) if p.subresource.as_deref() == Some("proxy"));
+    if !proxied && route != Route::Health && !protobuf::accepts_json(&accept) {
+        return error_response(&ApiError::not_acceptable());
+    }
     match route {
         Route::Version => get_only(Some(discovery::version())),
         Route::Health => HttpResponse::Ok().content_type("text/plain").body("ok"),
+        Route::CoreVersions | Route::Groups
+            if req.method() == Method::GET
+                && discovery::wants_aggregated(&header(req, "accept")) =>
+        {
+            let doc = discovery::aggregated(&app.engine.registry, route == Route::CoreVersions);
+            HttpResponse::Ok()
+                .content_type(discovery::AGGREGATED_CONTENT_TYPE)
+                .body(serde_json::to_vec(&doc).unwrap_or_default())
+        }
         Route::CoreVersions => get_only(Some(discovery::core_versions(&app.address))),
         Route::Groups => get_only(Some(discovery::groups(&app.engine.registry))),
         Route::Group(g) => get_only(discovery::group(&app.engine.registry, &g)),
@@ -202,7 +258,10 @@ async fn serve(
         Route::OpenApi(p) if p.starts_with("v3/") => {
             get_only(openapi::group_version(&app.engine.registry, &p[3..]))
         }
-        Route::OpenApi(_) | Route::Unknown => error_response(&ApiError::not_found_path(req.path())),
+        Route::OpenApi(p) if p == "v2" => get_only(Some(openapi::v2(&app.engine.registry))),
+        Route::OpenApi(_) | Route::Unknown | Route::SimFaults => {
+            error_response(&ApiError::not_found_path(req.path()))
+        }
         Route::Resource(p) => match serve_resource(req, body, app, p, q, ua).await {
             Ok(r) => r,
             Err(e) => error_response(&e),
@@ -227,14 +286,39 @@ fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
     })
 }
 
-fn write_options(q: &HashMap<String, String>, ua: &str) -> WriteOptions {
-    WriteOptions {
+/// The options of a write; `options_kind` (CreateOptions, UpdateOptions, PatchOptions) names
+/// them in the refusal of an invalid field manager.
+fn write_options(
+    q: &HashMap<String, String>,
+    ua: &str,
+    options_kind: &str,
+) -> Result<WriteOptions, ApiError> {
+    check_field_manager(q.get("fieldManager").map(String::as_str), options_kind)?;
+    Ok(WriteOptions {
         field_manager: q.get("fieldManager").cloned(),
         force: flag(q, "force"),
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         user_agent: ua.to_string(),
         field_validation: q.get("fieldValidation").cloned(),
+    })
+}
+
+/// A create or update body: JSON, YAML, or (for built-in kinds) Kubernetes protobuf.
+fn parse_object(req: &HttpRequest, body: &[u8], target: &Target) -> Result<Value, ApiError> {
+    let ct = header(req, "content-type").to_ascii_lowercase();
+    if ct.starts_with(protobuf::MEDIA_TYPE) {
+        if body.is_empty() {
+            return Err(ApiError::bad_request("the request body is empty"));
+        }
+        if target.info.crd.is_some() {
+            return Err(ApiError::unsupported_media_type_for(
+                protobuf::MEDIA_TYPE,
+                "custom resources have no protobuf form",
+            ));
+        }
+        return protobuf::decode(body);
     }
+    parse_body(req, body)
 }
 
 fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value, ApiError> {
@@ -340,6 +424,7 @@ async fn serve_resource(
     };
     let accept = header(req, "accept");
     let as_table = table::wants_table(&accept);
+    let metadata_only = !as_table && partial::wants_metadata(&accept);
     let include = table::IncludeObject::parse(q.get("includeObject").map(String::as_str));
     let method = req.method().clone();
     let named = p.name.is_some();
@@ -360,6 +445,12 @@ async fn serve_resource(
                         include,
                         json!({"resourceVersion": rv}),
                     ),
+                ));
+            }
+            if metadata_only && target.subresource.is_empty() {
+                return Ok(typed_response(
+                    partial::content_type(false),
+                    &partial::object(&obj),
                 ));
             }
             Ok(json_response(200, &obj))
@@ -386,9 +477,12 @@ async fn serve_resource(
                 labels: lo.labels,
                 fields: lo.fields,
                 table: if as_table { Some(include) } else { None },
+                metadata_only,
             };
             let content_type = if as_table {
                 "application/json;as=Table;v=v1;g=meta.k8s.io"
+            } else if metadata_only {
+                partial::content_type(false)
             } else {
                 "application/json"
             };
@@ -411,19 +505,25 @@ async fn serve_resource(
                     &table::table(&info, &p.version, &items, include, meta),
                 ));
             }
+            if metadata_only {
+                return Ok(typed_response(
+                    partial::content_type(true),
+                    &partial::list(&items, meta),
+                ));
+            }
             Ok(json_response(
                 200,
                 &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": meta, "items": items}),
             ))
         }
         Method::POST if !named => {
-            let obj = parse_body(req, body)?;
-            let created = engine.create(&target, obj, &write_options(q, ua))?;
+            let obj = parse_object(req, body, &target)?;
+            let created = engine.create(&target, obj, &write_options(q, ua, "CreateOptions")?)?;
             Ok(json_response(201, &created))
         }
         Method::PUT if named => {
-            let obj = parse_body(req, body)?;
-            let updated = engine.update(&target, obj, &write_options(q, ua))?;
+            let obj = parse_object(req, body, &target)?;
+            let updated = engine.update(&target, obj, &write_options(q, ua, "UpdateOptions")?)?;
             Ok(json_response(200, &updated))
         }
         Method::PATCH if named => {
@@ -431,8 +531,9 @@ async fn serve_resource(
             if body.is_empty() {
                 return Err(ApiError::bad_request("the patch body is empty"));
             }
+            let opts = write_options(q, ua, "PatchOptions")?;
             let existed = ptype == PatchType::Apply && engine.get(&target).is_ok();
-            let patched = engine.patch(&target, ptype, body, &write_options(q, ua))?;
+            let patched = engine.patch(&target, ptype, body, &opts)?;
             let code = if ptype == PatchType::Apply && !existed {
                 201
             } else {

@@ -17,6 +17,8 @@ pub enum Route {
     /// `/api/v1` or `/apis/{group}/{version}`
     GroupVersion(String, String),
     OpenApi(String),
+    /// `/sim/faults`: the fault injection settings (JSON GET / PUT).
+    SimFaults,
     Resource(ResourcePath),
     Unknown,
 }
@@ -79,6 +81,7 @@ pub fn parse(path: &str, registry: &Registry) -> Route {
         ["apis", g, v] => Route::GroupVersion(g.to_string(), v.to_string()),
         ["apis", g, v, rest @ ..] => resource_path(g, v, rest, registry),
         ["openapi", rest @ ..] => Route::OpenApi(rest.join("/")),
+        ["sim", "faults"] => Route::SimFaults,
         _ => Route::Unknown,
     }
 }

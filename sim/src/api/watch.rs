@@ -29,6 +29,8 @@ pub struct WatchParams {
     pub fields: FieldSelector,
     /// Some(include) when the client asked for Table rows.
     pub table: Option<IncludeObject>,
+    /// The client asked for PartialObjectMetadata.
+    pub metadata_only: bool,
 }
 
 struct State {
@@ -53,7 +55,10 @@ fn line(kind: &str, object: Value) -> Bytes {
 
 /// The ERROR event a watch from an expired resourceVersion gets.
 pub fn gone_line(message: &str) -> Bytes {
-    line("ERROR", ApiError::gone(message).to_status())
+    let mut v = b"{\"type\":\"ERROR\",\"object\":".to_vec();
+    v.extend(ApiError::gone(message).status_bytes());
+    v.extend(b"}\n");
+    Bytes::from(v)
 }
 
 impl State {
@@ -80,6 +85,7 @@ impl State {
                     json!({"resourceVersion": rv}),
                 )
             }
+            None if self.params.metadata_only => super::partial::object(&shown),
             None => shown,
         }
     }
@@ -115,10 +121,12 @@ impl State {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        line(
-            "BOOKMARK",
-            json!({"kind": self.target.info.kind, "apiVersion": self.target.info.api_version(&self.target.version), "metadata": meta}),
-        )
+        let object = if self.params.metadata_only {
+            super::partial::object(&json!({"metadata": meta}))
+        } else {
+            json!({"kind": self.target.info.kind, "apiVersion": self.target.info.api_version(&self.target.version), "metadata": meta})
+        };
+        line("BOOKMARK", object)
     }
 }
 

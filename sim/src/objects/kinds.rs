@@ -1,9 +1,11 @@
 //! Per-kind rules applied on every write: CRD instances are defaulted, pruned and validated
-//! against their structural schema; CRDs get their status and (after the write) their resource
-//! registered; Namespaces get a phase; Secrets fold stringData into data; Services get a
-//! clusterIP; Pods start Pending. CRD deletion removes the resource and its instances.
+//! against their structural schema and its CEL rules; CRDs' CEL rules must compile, CRDs get
+//! their status and (after the write) their resource registered; Namespaces get a phase;
+//! Secrets fold stringData into data; Services get a clusterIP; Pods and
+//! PersistentVolumeClaims start Pending; built-ins get their defaults (`defaults`) and
+//! validation (`builtin_rules`). CRD deletion removes the resource and its instances.
 
-use super::{Engine, Target, meta};
+use super::{Engine, Target, builtin_rules, defaults, meta};
 use crate::error::ApiError;
 use crate::registry::crd_status;
 use crate::schema;
@@ -39,7 +41,10 @@ pub fn on_write(
                     fields.join(", ")
                 )));
             }
-            let causes = schema::validate_object(obj, s);
+            let mut causes = schema::validate_object(obj, s);
+            if causes.is_empty() {
+                causes = schema::cel::validate_object(obj, old, s);
+            }
             if !causes.is_empty() {
                 let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
                 return Err(ApiError::invalid(&info.group, &info.kind, &name, causes));
@@ -51,6 +56,15 @@ pub fn on_write(
         (CRD_GROUP, "customresourcedefinitions") => {
             // validates names and versions; registration happens after the write
             crate::registry::resource_from_crd(obj)?;
+            let causes = crd_rule_errors(obj);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(
+                    CRD_GROUP,
+                    "CustomResourceDefinition",
+                    meta::meta_str(obj, "name").unwrap_or_default(),
+                    causes,
+                ));
+            }
             if let Some(existing) = engine.registry.find_resource(
                 obj.pointer("/spec/group")
                     .and_then(Value::as_str)
@@ -125,13 +139,52 @@ pub fn on_write(
                 }
                 None => {}
             }
+            if old.is_none() && is_empty_status(obj) {
+                obj["status"] = json!({"loadBalancer": {}});
+            }
         }
-        ("", "pods") if old.is_none() && obj.get("status").is_none() => {
+        ("", "pods") if old.is_none() && is_empty_status(obj) => {
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        ("", "persistentvolumeclaims") if old.is_none() && is_empty_status(obj) => {
             obj["status"] = json!({"phase": "Pending"});
         }
         _ => {}
     }
+    defaults::apply(&info.group, &info.resource, obj);
+    let causes = builtin_rules::causes(&info.group, &info.resource, old, obj);
+    if !causes.is_empty() {
+        let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
+        return Err(ApiError::invalid(&info.group, &info.kind, &name, causes));
+    }
     Ok(())
+}
+
+/// The CEL rules of a CRD's schemas that do not compile.
+fn crd_rule_errors(crd: &Value) -> Vec<crate::error::Cause> {
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    versions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            v.pointer("/schema/openAPIV3Schema").map(|s| {
+                schema::cel::compile_errors(
+                    s,
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                )
+            })
+        })
+        .flatten()
+        .collect()
+}
+
+fn is_empty_status(obj: &Value) -> bool {
+    obj.get("status")
+        .is_none_or(|s| s.is_null() || s.as_object().is_some_and(|m| m.is_empty()))
 }
 
 /// Follow-ups of a stored write (CRD registration).

@@ -1,32 +1,14 @@
-//! Object metadata rules: name validation, fresh metadata on create (uid, creationTimestamp,
+//! Object metadata rules: validation (see `validation`), fresh metadata on create (uid, creationTimestamp,
 //! generation, generateName), immutable fields on update, generation bumps on spec changes only.
 
-use crate::error::{ApiError, Cause};
+use super::validation::{NameRule, metadata_causes};
+use crate::error::ApiError;
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
 /// RFC 3339 "now" with second precision, as Kubernetes writes timestamps.
 pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// Whether `name` is a DNS-1123 subdomain (lowercase alphanumerics, '-', '.', ≤ 253).
-pub fn is_dns_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
-/// Whether `name` is a DNS-1123 label (no dots, ≤ 63).
-pub fn is_dns_label(name: &str) -> bool {
-    name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
 }
 
 /// A random 5-character suffix for generateName.
@@ -57,63 +39,13 @@ pub fn meta_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-/// Basic metadata checks every kind gets (labels and annotations are string maps, name valid).
-pub fn validate_meta(
-    obj: &Value,
-    kind: &str,
-    group: &str,
-    name_is_label: bool,
-) -> Result<(), ApiError> {
-    let name = meta_str(obj, "name").unwrap_or_default();
-    let mut causes = Vec::new();
-    let ok = if name_is_label {
-        is_dns_label(name)
-    } else {
-        is_dns_subdomain(name)
-    };
-    if !ok {
-        causes.push(Cause::new(
-            "FieldValueInvalid",
-            "metadata.name",
-            format!("Invalid value: {name:?}: a lowercase RFC 1123 {} must consist of lower case alphanumeric characters, '-' or '.'", if name_is_label { "label" } else { "subdomain" }),
-        ));
-    }
-    for key in ["labels", "annotations"] {
-        if let Some(m) = obj.pointer(&format!("/metadata/{key}")) {
-            match m.as_object() {
-                Some(map) => {
-                    for (k, v) in map {
-                        if !v.is_string() {
-                            causes.push(Cause::new(
-                                "FieldValueInvalid",
-                                format!("metadata.{key}.{k}"),
-                                "must be a string",
-                            ));
-                        }
-                    }
-                }
-                None if m.is_null() => {}
-                None => causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    format!("metadata.{key}"),
-                    "must be a map of strings",
-                )),
-            }
-        }
-    }
-    if let Some(f) = obj.pointer("/metadata/finalizers")
-        && !f.is_null()
-        && !f.as_array().is_some_and(|a| a.iter().all(Value::is_string))
-    {
-        causes.push(Cause::new(
-            "FieldValueInvalid",
-            "metadata.finalizers",
-            "must be a list of strings",
-        ));
-    }
+/// The metadata checks every kind gets (`validation::metadata_causes`), as a 422 Invalid.
+pub fn validate_meta(obj: &Value, kind: &str, group: &str, rule: NameRule) -> Result<(), ApiError> {
+    let causes = metadata_causes(obj, rule);
     if causes.is_empty() {
         Ok(())
     } else {
+        let name = meta_str(obj, "name").unwrap_or_default();
         Err(ApiError::invalid(group, kind, name, causes))
     }
 }
@@ -175,16 +107,6 @@ pub fn set_finalizers(obj: &mut Value, list: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dns_names() {
-        assert!(is_dns_subdomain("cinder-api.v1"));
-        assert!(!is_dns_subdomain("Cinder"));
-        assert!(!is_dns_subdomain("-a"));
-        assert!(!is_dns_subdomain(""));
-        assert!(is_dns_label("kube-system"));
-        assert!(!is_dns_label("a.b"));
-    }
 
     #[test]
     fn generation_tracks_spec_only() {

@@ -4,10 +4,13 @@
 //! deletecollection, and the per-kind rules (CRD registration, schema validation and defaults,
 //! Namespace phase, Secret stringData, Service clusterIP).
 
+mod builtin_rules;
+mod defaults;
 pub mod gc;
 mod kinds;
 pub mod managed_fields;
 pub mod meta;
+pub mod validation;
 
 use crate::error::ApiError;
 use crate::patch::{self, PatchType};
@@ -41,6 +44,10 @@ impl Target {
 
     fn api_version(&self) -> String {
         self.info.api_version(&self.version)
+    }
+
+    fn name_rule(&self) -> validation::NameRule {
+        validation::NameRule::of(&self.info.group, &self.info.resource)
     }
 }
 
@@ -284,7 +291,10 @@ impl Engine {
             }
             meta.insert(
                 "name".into(),
-                json!(format!("{generate}{}", meta::random_suffix())),
+                json!(validation::generated_name(
+                    &generate,
+                    &meta::random_suffix()
+                )),
             );
         }
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -301,7 +311,12 @@ impl Engine {
         if t.info.has_status
             && let Some(m) = body.as_object_mut()
         {
-            m.remove("status");
+            // a built-in kind's status is a struct: a new object reads back `status: {}`
+            if t.info.crd.is_none() {
+                m.insert("status".into(), json!({}));
+            } else {
+                m.remove("status");
+            }
         }
         Ok(present(&t.info, &t.version, body))
     }
@@ -318,9 +333,7 @@ impl Engine {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
         let rv = txn.rv();
         kinds::on_write(self, t, None, &mut obj, rv, opts.strict())?;
-        let is_ns_label =
-            t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
-        meta::validate_meta(&obj, &t.info.kind, &t.info.group, is_ns_label)?;
+        meta::validate_meta(&obj, &t.info.kind, &t.info.group, t.name_rule())?;
         if t.info.namespaced {
             let ns_key = ObjKey::new("", "namespaces", "", &t.namespace);
             match txn.get(&ns_key) {
@@ -474,9 +487,7 @@ impl Engine {
         }
         new = present(&t.info, &t.version, new);
         kinds::on_write(self, t, Some(old), &mut new, txn.rv(), opts.strict())?;
-        let is_ns_label =
-            t.info.is(crate::CORE, "namespaces") || t.info.is(crate::CORE, "services");
-        meta::validate_meta(&new, &t.info.kind, &t.info.group, is_ns_label)?;
+        meta::validate_meta(&new, &t.info.kind, &t.info.group, t.name_rule())?;
         let old_gen = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)

@@ -1,4 +1,5 @@
-//! The built-in kinds the embedded cluster serves (stored without schema validation).
+//! The built-in kinds the embedded cluster serves (no schema: their metadata and the rules of
+//! `objects::builtin_rules` are validated, their defaults applied by `objects::defaults`).
 
 use super::ResourceInfo;
 

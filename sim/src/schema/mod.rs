@@ -2,7 +2,9 @@
 //! fields (unless `x-kubernetes-preserve-unknown-fields`), and validation (type, nullable,
 //! required, enum, pattern, minimum/maximum, exclusive bounds, min/maxLength, min/maxItems,
 //! min/maxProperties, items, additionalProperties, x-kubernetes-int-or-string, oneOf/anyOf/allOf/not).
-//! `x-kubernetes-validations` (CEL) rules and `format` are not evaluated.
+//! `x-kubernetes-validations` (CEL) rules are in `cel`; `format` is not checked.
+
+pub mod cel;
 
 use crate::error::Cause;
 use serde_json::{Map, Value};

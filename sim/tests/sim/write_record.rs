@@ -2,11 +2,9 @@
 //! status and the Leases read before and after it was served (reads are not kept); without it
 //! nothing is kept.
 
-mod common;
-
+use crate::common::raw;
 use cinder_sim::controllers::ControllersConfig;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
-use common::raw;
 use serde_json::json;
 
 async fn cluster(record_writes: bool) -> EmbeddedCluster {

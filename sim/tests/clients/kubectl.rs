@@ -3,13 +3,10 @@
 //! then removed, `get -w` observing an update, a schema violation refused.
 //! Skipped (with a printed reason) when no kubectl is on PATH.
 
-use cinder_sim::controllers::ControllersConfig;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
-use std::path::{Path, PathBuf};
+use crate::tools::{cluster_and_kubectl, write};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -48,98 +45,10 @@ const WIDGET: &str =
 const BAD: &str =
     "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: 0}\n";
 
-fn kubectl_path() -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("kubectl"))
-            .find(|p| p.is_file())
-    })
-}
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-}
-
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kubectl {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", &self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args);
-        c
-    }
-
-    async fn run(&self, args: &[&str]) -> Out {
-        let out = tokio::time::timeout(Duration::from_secs(120), self.cmd(args).output())
-            .await
-            .expect("kubectl finished")
-            .expect("kubectl ran");
-        Out {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into(),
-            stderr: String::from_utf8_lossy(&out.stderr).into(),
-        }
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(out.ok, "kubectl {args:?} failed: {}", out.stderr);
-        out.stdout
-    }
-}
-
-/// The minor version of the kubectl client.
-async fn client_minor(bin: &Path) -> Option<u32> {
-    let out = Command::new(bin)
-        .args(["version", "--client", "-o", "json"])
-        .output()
-        .await
-        .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let minor = v["clientVersion"]["minor"].as_str()?;
-    minor.trim_end_matches('+').parse().ok()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
-}
-
 #[tokio::test]
 async fn kubectl_drives_the_embedded_cluster() {
-    let Some(bin) = kubectl_path() else {
-        println!("skipped: no kubectl on PATH (CI installs one)");
+    let Some((c, k, dir)) = cluster_and_kubectl().await else {
         return;
-    };
-    // The server publishes OpenAPI v3 only; kubectl older than 1.27 validates with OpenAPI v2.
-    match client_minor(&bin).await {
-        Some(minor) if minor >= 27 => {}
-        other => {
-            println!("skipped: kubectl ≥ 1.27 needed (found minor version {other:?})");
-            return;
-        }
-    }
-    let c = EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let k = Kubectl {
-        bin,
-        kubeconfig: c.kubeconfig_path().to_path_buf(),
-        cache: dir.path().join("cache"),
     };
     let crd = write(dir.path(), "crd.yaml", CRD);
     let widget = write(dir.path(), "widget.yaml", WIDGET);

@@ -1,11 +1,9 @@
 //! Fault injection (error answers by verb and resource, watch drops per event) and the Service
 //! proxy health check (ready Deployment behind the selector → 200 "OK", else 503, forced answers).
 
-mod common;
-
-use cinder_sim::controllers::ControllersConfig;
-use cinder_sim::{ClusterConfig, EmbeddedCluster, ErrorRule, ServiceFault};
-use common::{eventually, raw};
+use crate::common::server_only;
+use crate::common::{eventually, raw};
+use cinder_sim::{ErrorRule, ServiceFault};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -18,22 +16,13 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap()
-}
-
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
 }
 
 #[tokio::test]
 async fn injected_errors_match_verb_and_resource() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     api.create(&PostParams::default(), &cm("before"))
         .await
@@ -130,7 +119,7 @@ async fn injected_errors_match_verb_and_resource() {
 
 #[tokio::test]
 async fn a_watcher_survives_dropped_watch_connections() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     let seen: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let s3 = seen.clone();
@@ -170,7 +159,7 @@ async fn a_watcher_survives_dropped_watch_connections() {
 
 #[tokio::test]
 async fn service_health_follows_the_ready_deployment_behind_it() {
-    let c = cluster().await;
+    let c = server_only().await;
     let client = c.client().await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");

@@ -1,7 +1,8 @@
-//! Helpers shared by the integration tests: raw HTTP requests and polling.
+//! Helpers shared by the in-process tests: a cluster with its controllers off, raw HTTP
+//! requests and polling.
 
-#![allow(dead_code)]
-
+use cinder_sim::controllers::ControllersConfig;
+use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use serde_json::Value;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,8 +26,9 @@ pub async fn raw(
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
-    body: &str,
+    body: impl AsRef<[u8]>,
 ) -> Raw {
+    let body = body.as_ref();
     let addr = base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut req = format!(
@@ -37,8 +39,9 @@ pub async fn raw(
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    req.push_str(body);
-    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    stream.write_all(&bytes).await.unwrap();
     let mut buf = Vec::new();
     stream.read_to_end(&mut buf).await.unwrap();
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -51,9 +54,9 @@ pub async fn raw(
     let content_type = head
         .lines()
         .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-type:")
-                .map(|v| v.trim().to_string())
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then(|| value.trim().to_string())
         })
         .unwrap_or_default();
     Raw {
@@ -76,4 +79,14 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("not reached within 60 s: {what}");
+}
+
+/// A cluster with every simulated controller off (tests of the API server's own semantics).
+pub async fn server_only() -> EmbeddedCluster {
+    EmbeddedCluster::start(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
+    .unwrap()
 }

@@ -2,8 +2,7 @@
 //! foreground, orphan), finalizers holding an object, namespace deletion, CRD registration with
 //! schema validation (422 naming the field) and defaults, CRD deletion removing instances.
 
-use cinder_sim::controllers::ControllersConfig;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use crate::common::{eventually, server_only};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -12,30 +11,6 @@ use kube::api::{
 };
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
-use std::time::Duration;
-
-async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap()
-}
-
-async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..1200 {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("not reached within 60 s: {what}");
-}
 
 fn owned(name: &str, owner: Option<&ConfigMap>) -> ConfigMap {
     let mut v = json!({"metadata": {"name": name}});
@@ -69,7 +44,7 @@ async fn chain(api: &Api<ConfigMap>, prefix: &str) -> [ConfigMap; 3] {
 
 #[tokio::test]
 async fn three_level_owner_chain_is_collected() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
 
     // background: the root goes at once, the rest follows
@@ -143,7 +118,7 @@ async fn three_level_owner_chain_is_collected() {
 
 #[tokio::test]
 async fn finalizer_holds_an_object_until_removed() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     let mut cm = owned("held", None);
     cm.metadata.finalizers = Some(vec!["test/one".into(), "test/two".into()]);
@@ -234,7 +209,7 @@ fn crd() -> CustomResourceDefinition {
 
 #[tokio::test]
 async fn custom_resources_are_validated_defaulted_and_removed_with_their_crd() {
-    let c = cluster().await;
+    let c = server_only().await;
     let client = c.client().await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let created = crds.create(&PostParams::default(), &crd()).await.unwrap();

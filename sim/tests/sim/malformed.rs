@@ -1,39 +1,18 @@
 //! Malformed requests get a 4xx Status object and leave the store unchanged: bodies that are not
 //! JSON, the wrong kind, bad patches, unknown patch content types, bad selectors and versions.
 
-use cinder_sim::controllers::ControllersConfig;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use crate::common::server_only;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// One HTTP/1.1 request over a fresh connection; returns the status code and the JSON body.
+/// One request with a content type; the status code and the JSON body.
 async fn raw(base: &str, method: &str, path: &str, content_type: &str, body: &str) -> (u16, Value) {
-    let addr = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    stream.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let code: u16 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    let r = crate::common::raw(base, method, path, &[("Content-Type", content_type)], body).await;
+    (r.code, r.json())
 }
 
 #[tokio::test]
 async fn malformed_requests_get_4xx_status_and_change_nothing() {
-    let c = EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
+    let c = server_only().await;
     let url = c.url();
     let cms = "/api/v1/namespaces/default/configmaps";
     let (code, _) = raw(

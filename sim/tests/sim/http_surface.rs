@@ -1,12 +1,9 @@
 //! The HTTP surface clients discover: /version, /api, /apis, resource lists (short names,
-//! categories, status subresources), the aggregated-discovery Accept header answered with the
-//! legacy documents, OpenAPI v3, Table answers for built-ins, and streaming-list watches.
+//! categories, status subresources), aggregated discovery for the Accept header that asks for
+//! it and the legacy documents otherwise, OpenAPI v3, Table answers for built-ins, and streaming-list watches.
 
-mod common;
-
-use cinder_sim::controllers::ControllersConfig;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
-use common::{eventually, raw};
+use crate::common::server_only;
+use crate::common::{eventually, raw};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -15,32 +12,27 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
-async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test]
 async fn discovery_documents() {
-    let c = cluster().await;
+    let c = server_only().await;
     let url = c.url();
     let version = raw(&url, "GET", "/version", &[], "").await.json();
     assert_eq!(version["major"], "1");
     let api = raw(&url, "GET", "/api", &[], "").await.json();
     assert_eq!(api["versions"], json!(["v1"]));
 
-    // kubectl asks for aggregated discovery first; the legacy list comes back as plain JSON
+    // kubectl asks for aggregated discovery first and gets it, with its content type
     let aggregated =
         "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
-    let groups = raw(&url, "GET", "/apis", &[("Accept", aggregated)], "").await;
-    assert!(
-        groups.content_type.starts_with("application/json")
-            && !groups.content_type.contains("apidiscovery")
+    let doc = raw(&url, "GET", "/apis", &[("Accept", aggregated)], "").await;
+    assert_eq!(
+        doc.content_type,
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
     );
+    assert_eq!(doc.json()["kind"], "APIGroupDiscoveryList");
+    // without it, the legacy list as plain JSON
+    let groups = raw(&url, "GET", "/apis", &[("Accept", "application/json")], "").await;
+    assert_eq!(groups.content_type, "application/json");
     let groups = groups.json();
     assert_eq!(groups["kind"], "APIGroupList");
     let names: Vec<&str> = groups["groups"]
@@ -136,7 +128,7 @@ async fn discovery_documents() {
 
 #[tokio::test]
 async fn tables_for_built_ins() {
-    let c = cluster().await;
+    let c = server_only().await;
     let url = c.url();
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
     assert_eq!(
@@ -266,7 +258,7 @@ async fn tables_for_built_ins() {
 
 #[tokio::test]
 async fn streaming_list_watch_sends_initial_events_then_a_bookmark() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     for i in 0..3 {
         api.create(

@@ -1,20 +1,11 @@
 //! kube-rs against the embedded cluster: create, get, list with label and field selectors, the
 //! four patch types, replace with a stale resourceVersion, delete, status subresource, generation.
 
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use crate::common::server_only;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-async fn cluster() -> EmbeddedCluster {
-    // controllers off: these tests watch the server's own semantics
-    let config = ClusterConfig {
-        controllers: cinder_sim::controllers::ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    };
-    EmbeddedCluster::start(config).await.unwrap()
-}
 
 fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({
@@ -27,7 +18,7 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
 
 #[tokio::test]
 async fn create_get_list_with_selectors_and_delete() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     let a = api
         .create(
@@ -160,7 +151,7 @@ async fn create_get_list_with_selectors_and_delete() {
 
 #[tokio::test]
 async fn creating_in_a_missing_namespace_is_not_found_until_it_exists() {
-    let c = cluster().await;
+    let c = server_only().await;
     let client = c.client().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "later");
     let err = api
@@ -188,7 +179,7 @@ async fn creating_in_a_missing_namespace_is_not_found_until_it_exists() {
 
 #[tokio::test]
 async fn replace_with_a_stale_resource_version_conflicts() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client().await, "default");
     let first = api
         .create(&PostParams::default(), &cm("r", json!({})))
@@ -230,7 +221,7 @@ fn deployment(name: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn all_four_patch_types() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<Deployment> = Api::namespaced(c.client().await, "default");
     let d: Deployment = serde_json::from_value(deployment("p")).unwrap();
     api.create(&PostParams::default(), &d).await.unwrap();
@@ -351,7 +342,7 @@ async fn all_four_patch_types() {
 
 #[tokio::test]
 async fn status_subresource_owns_status() {
-    let c = cluster().await;
+    let c = server_only().await;
     let api: Api<Deployment> = Api::namespaced(c.client().await, "default");
     let d: Deployment = serde_json::from_value(deployment("s")).unwrap();
     api.create(&PostParams::default(), &d).await.unwrap();

@@ -1,0 +1,219 @@
+//! Built-in defaulting, as a real API server applies it on every write of a built-in kind
+//! (so a field the client left out reads back with the server's value, and a write that leaves
+//! it out again changes nothing): Deployment (replicas, strategy, revisionHistoryLimit,
+//! progressDeadlineSeconds), Job (parallelism, completions, backoffLimit, completionMode,
+//! suspend), CronJob (concurrencyPolicy, suspend, history limits), Service (sessionAffinity,
+//! port protocol and targetPort), and the pod spec inside Pods and templates (restartPolicy,
+//! dnsPolicy, schedulerName, terminationGracePeriodSeconds, securityContext, and per container
+//! imagePullPolicy, terminationMessagePath / Policy, port protocol).
+
+use serde_json::{Map, Value, json};
+
+/// Sets `key` to `value` in `map` when it is absent or null.
+fn default(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_string(), value);
+    }
+}
+
+/// The object at `key` in `map`, created as `{}` when absent or null; None when it is
+/// something else (left for validation to refuse).
+fn object_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    default(map, key, json!({}));
+    map.get_mut(key).and_then(Value::as_object_mut)
+}
+
+/// Applies the defaults of `group/resource` to `obj` (other kinds are left as they are).
+pub fn apply(group: &str, resource: &str, obj: &mut Value) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    match (group, resource) {
+        ("apps", "deployments") => deployment(root),
+        ("batch", "jobs") => {
+            if let Some(spec) = object_at(root, "spec") {
+                job_spec(spec);
+            }
+        }
+        ("batch", "cronjobs") => cron_job(root),
+        ("", "services") => service(root),
+        ("", "pods") => {
+            if let Some(spec) = object_at(root, "spec") {
+                pod_spec(spec, "Always");
+            }
+        }
+        _ => {}
+    }
+}
+
+fn deployment(root: &mut Map<String, Value>) {
+    let Some(spec) = object_at(root, "spec") else {
+        return;
+    };
+    default(spec, "replicas", json!(1));
+    default(spec, "revisionHistoryLimit", json!(10));
+    default(spec, "progressDeadlineSeconds", json!(600));
+    if let Some(strategy) = object_at(spec, "strategy") {
+        default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate")
+            && let Some(rolling) = object_at(strategy, "rollingUpdate")
+        {
+            default(rolling, "maxUnavailable", json!("25%"));
+            default(rolling, "maxSurge", json!("25%"));
+        }
+    }
+    template(spec, "Always");
+}
+
+fn job_spec(spec: &mut Map<String, Value>) {
+    default(spec, "parallelism", json!(1));
+    default(spec, "completions", json!(1));
+    default(spec, "backoffLimit", json!(6));
+    default(spec, "completionMode", json!("NonIndexed"));
+    default(spec, "suspend", json!(false));
+    default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+    // "Always" like every pod template: Job validation then refuses it, as on a real server
+    template(spec, "Always");
+}
+
+fn cron_job(root: &mut Map<String, Value>) {
+    let Some(spec) = object_at(root, "spec") else {
+        return;
+    };
+    default(spec, "concurrencyPolicy", json!("Allow"));
+    default(spec, "suspend", json!(false));
+    default(spec, "successfulJobsHistoryLimit", json!(3));
+    default(spec, "failedJobsHistoryLimit", json!(1));
+    if let Some(job_template) = object_at(spec, "jobTemplate")
+        && let Some(job) = object_at(job_template, "spec")
+    {
+        job_spec(job);
+    }
+}
+
+fn service(root: &mut Map<String, Value>) {
+    let Some(spec) = object_at(root, "spec") else {
+        return;
+    };
+    default(spec, "type", json!("ClusterIP"));
+    default(spec, "sessionAffinity", json!("None"));
+    if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
+        default(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+            default(port, "protocol", json!("TCP"));
+            if let Some(p) = port.get("port").cloned() {
+                default(port, "targetPort", p);
+            }
+        }
+    }
+}
+
+fn template(spec: &mut Map<String, Value>, restart: &str) {
+    if let Some(template) = spec.get_mut("template").and_then(Value::as_object_mut)
+        && let Some(pod) = object_at(template, "spec")
+    {
+        pod_spec(pod, restart);
+    }
+}
+
+fn pod_spec(spec: &mut Map<String, Value>, restart: &str) {
+    default(spec, "restartPolicy", json!(restart));
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "securityContext", json!({}));
+    for key in ["containers", "initContainers"] {
+        if let Some(list) = spec.get_mut(key).and_then(Value::as_array_mut) {
+            for c in list.iter_mut().filter_map(Value::as_object_mut) {
+                container(c);
+            }
+        }
+    }
+}
+
+/// `Always` for an image without a tag or with `:latest`, else `IfNotPresent`.
+fn pull_policy(image: &str) -> &'static str {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let tag = last.split('@').next().unwrap_or(last).split_once(':');
+    match tag {
+        _ if last.contains('@') => "IfNotPresent",
+        None => "Always",
+        Some((_, "latest")) => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+fn container(c: &mut Map<String, Value>) {
+    let image = c
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    default(c, "imagePullPolicy", json!(pull_policy(&image)));
+    default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default(c, "terminationMessagePolicy", json!("File"));
+    default(c, "resources", json!({}));
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+        for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+            default(port, "protocol", json!("TCP"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_defaults() {
+        let mut d = json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [
+            {"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]}}}});
+        apply("apps", "deployments", &mut d);
+        assert_eq!(d["spec"]["replicas"], 3);
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(d["spec"]["progressDeadlineSeconds"], 600);
+        assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        let pod = &d["spec"]["template"]["spec"];
+        assert_eq!(pod["restartPolicy"], "Always");
+        assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(pod["containers"][0]["ports"][0]["protocol"], "TCP");
+        let again = d.clone();
+        apply("apps", "deployments", &mut d);
+        assert_eq!(d, again, "defaulting is idempotent");
+    }
+
+    #[test]
+    fn recreate_strategy_gets_no_rolling_update() {
+        let mut d = json!({"spec": {"strategy": {"type": "Recreate"}}});
+        apply("apps", "deployments", &mut d);
+        assert!(d["spec"]["strategy"].get("rollingUpdate").is_none());
+    }
+
+    #[test]
+    fn image_pull_policies() {
+        assert_eq!(pull_policy("nginx"), "Always");
+        assert_eq!(pull_policy("nginx:latest"), "Always");
+        assert_eq!(pull_policy("registry:5000/nginx"), "Always");
+        assert_eq!(pull_policy("registry:5000/nginx:1.2"), "IfNotPresent");
+        assert_eq!(pull_policy("nginx@sha256:abc"), "IfNotPresent");
+    }
+
+    #[test]
+    fn job_cronjob_and_service_defaults() {
+        let mut j = json!({"spec": {"template": {"spec": {"containers": []}}}});
+        apply("batch", "jobs", &mut j);
+        assert_eq!(j["spec"]["backoffLimit"], 6);
+        assert_eq!(j["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let mut c = json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {}}}});
+        apply("batch", "cronjobs", &mut c);
+        assert_eq!(c["spec"]["concurrencyPolicy"], "Allow");
+        assert_eq!(c["spec"]["jobTemplate"]["spec"]["completions"], 1);
+        let mut s = json!({"spec": {"ports": [{"port": 8776}]}});
+        apply("", "services", &mut s);
+        assert_eq!(s["spec"]["ports"][0]["targetPort"], 8776);
+        assert_eq!(s["spec"]["sessionAffinity"], "None");
+    }
+}

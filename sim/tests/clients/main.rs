@@ -1,0 +1,8 @@
+//! Real clients against the embedded cluster: kubectl (skipped with a printed reason when it is
+//! not on PATH) and the Python `kubernetes` client (installed into a virtual environment by the
+//! test; skipped with a printed reason when it cannot be installed).
+
+mod kubectl;
+mod kubectl_typed;
+mod python_client;
+mod tools;

@@ -1,0 +1,16 @@
+//! The embedded cluster's in-process tests: one module per scenario, driven through kube-rs
+//! clients and raw HTTP against a cluster started in the test.
+
+mod api_forms;
+mod cel_rules;
+mod common;
+mod controllers_behaviour;
+mod faults_and_proxy;
+mod http_surface;
+mod kube_client;
+mod kube_watch;
+mod lifecycle;
+mod limits;
+mod malformed;
+mod randomized;
+mod write_record;
