@@ -170,6 +170,8 @@ impl DeviceLocks {
     /// device query is first, `queries` follow: the guard's `results()[0]` is the device's, then
     /// one per query), then takes the Lease. The coordinator acquires everything in its plan
     /// order, and the Lease step never waits, so mixing device and resource locks cannot deadlock.
+    #[tracing::instrument(name = "wait", level = "info", skip_all,
+        fields(kind = "device", id = %device_id, priority = ?priority, otel.name = %format!("wait device {device_id}")))]
     pub async fn lock_with_queries(
         &self,
         device_id: &str,

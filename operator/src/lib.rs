@@ -15,6 +15,7 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod embedded;
+pub mod events;
 pub mod http;
 pub mod metrics;
 pub mod names;
@@ -23,6 +24,7 @@ pub mod planning;
 pub mod requeue;
 pub mod satellites;
 pub mod steps;
+pub mod telemetry;
 
 use std::process::ExitCode;
 

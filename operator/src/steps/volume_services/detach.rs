@@ -303,6 +303,9 @@ async fn apply(
                         after,
                     });
                 }
+                let job_name = job.metadata.name.as_deref().unwrap_or_default();
+                crate::events::job_started(&reporting.recorder, cinder, job_name, "service-remove")
+                    .await;
             }
             DetachAction::DeleteSecrets { names: secrets } => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -347,13 +350,19 @@ async fn apply(
                 } else {
                     JobResult::Failed
                 };
-                reporting.observe_once(
-                    &format!("{b}/{job_uid}"),
-                    &ns,
-                    &name,
-                    result,
-                    duration.unwrap_or_default(),
-                );
+                let duration = duration.unwrap_or_default();
+                if reporting.observe_once(&format!("{b}/{job_uid}"), &ns, &name, result, duration) {
+                    let job = names::service_remove_job(&name, b);
+                    crate::events::job_finished(
+                        &reporting.recorder,
+                        cinder,
+                        &job,
+                        "service-remove",
+                        result,
+                        duration,
+                    )
+                    .await;
+                }
             }
         }
     }
