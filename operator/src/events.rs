@@ -1,6 +1,6 @@
 //! The Kubernetes Events a user reads in `kubectl describe cinder`: each transition of Ready and
 //! of every sub-condition, each upgrade phase started and finished, each Job the operator starts
-//! and sees finish. They are published through kube-runtime's [`Recorder`] under the operator's
+//! and sees finish, each device Lease taken over from a holder whose Lease expired. They are published through kube-runtime's [`Recorder`] under the operator's
 //! name (`cinder-operator`), so a repeated identical event becomes one event series with a count
 //! instead of a new object. A pass that changes nothing publishes nothing: events come from
 //! differences between the status before and after a pass ([`status_transitions`], pure) and
@@ -16,6 +16,7 @@
 
 use crate::crd::{Cinder, CinderStatus};
 use crate::metrics::JobResult;
+use cinder_lease::DeviceGuard;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::time::Duration;
@@ -27,6 +28,9 @@ pub const REPORTER: &str = "cinder-operator";
 fn upgrade_action(phase: crate::crd::UpgradePhase) -> String {
     format!("Upgrade{}", phase.as_str())
 }
+
+/// The action of device takeover events.
+const ACTION_TAKE_OVER: &str = "TakeOverDevice";
 
 /// The action of the events of a Job of kind `what`.
 fn job_action(what: &str) -> String {
@@ -40,6 +44,7 @@ pub mod reason {
     pub const JOB_STARTED: &str = "JobStarted";
     pub const JOB_SUCCEEDED: &str = "JobSucceeded";
     pub const JOB_FAILED: &str = "JobFailed";
+    pub const DEVICE_TAKEN_OVER: &str = "DeviceTakenOver";
 }
 
 /// Longest note sent (the API refuses notes above 1 KiB).
@@ -189,6 +194,25 @@ pub async fn job_finished(
             duration.as_secs()
         )),
         action: job_action(what),
+        secondary: None,
+    };
+    publish(recorder, cinder, &event).await;
+}
+
+/// Publishes that `guard` took its device over from another holder whose Lease had expired
+/// (nothing when it did not).
+pub async fn device_taken_over(recorder: &Recorder, cinder: &Cinder, guard: &DeviceGuard) {
+    let Some(previous) = guard.taken_over_from() else {
+        return;
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason::DEVICE_TAKEN_OVER.to_string(),
+        note: note(format!(
+            "took over device {} from {previous}, whose Lease had expired",
+            guard.device()
+        )),
+        action: ACTION_TAKE_OVER.to_string(),
         secondary: None,
     };
     publish(recorder, cinder, &event).await;

@@ -296,7 +296,9 @@ async fn apply(
                     continue;
                 };
                 let job = service_remove_job(cinder, &bname, config_map);
-                if let Some(after) = launch_under_database_lock(client, locks, cinder, &job).await?
+                if let Some(after) =
+                    launch_under_database_lock(client, locks, &reporting.recorder, cinder, &job)
+                        .await?
                 {
                     return Ok(DetachOutcome::Busy {
                         backend: bname,
@@ -374,6 +376,7 @@ async fn apply(
 async fn launch_under_database_lock(
     client: &Client,
     locks: &DeviceLocks,
+    recorder: &kube::runtime::events::Recorder,
     cinder: &Cinder,
     job: &Job,
 ) -> Result<Option<Duration>, DetachError> {
@@ -388,6 +391,7 @@ async fn launch_under_database_lock(
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Some(retry_after)),
         Err(e) => return Err(DetachError::Lock(e.to_string())),
     };
+    crate::events::device_taken_over(recorder, cinder, &guard).await;
     let result = async {
         let active = active_database_jobs(client, &ns, &name).await?;
         if !active.is_empty() {
