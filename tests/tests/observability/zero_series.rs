@@ -1,6 +1,7 @@
 //! Every labelled family a dashboard panel or an alert reads exists at zero before anything
 //! happened: the operator's `/metrics` (before any Cinder) carries a zero
-//! `cinder_operator_reconcile_errors_total` series for every step, and once a Cinder has had a
+//! `cinder_operator_reconcile_errors_total` series for every step and zero mailbox-depth and
+//! lock-wait series for every actor kind, and once a Cinder has had a
 //! pass, its Ready and upgrade-phase gauges and its Job counters at zero. The device-lock families
 //! get theirs from [`zero_device_lock_series`], as `cinder-operator run` calls it.
 
@@ -31,6 +32,12 @@ async fn labelled_families_start_at_zero() {
             step.condition_type()
         );
         assert!(body.contains(&series), "{series} missing:\n{body}");
+    }
+    for series in [
+        "cinder_operator_mailbox_depth{kind=\"volume\"} 0",
+        "cinder_operator_lock_wait_seconds_count{kind=\"device\",mode=\"write\"} 0",
+    ] {
+        assert!(body.contains(series), "{series} missing:\n{body}");
     }
 
     let creds = Credentials::fresh("zero");
