@@ -207,7 +207,8 @@ pub fn init(options: &TelemetryOptions) -> anyhow::Result<Telemetry> {
 
 /// The span of the pass running for each Cinder (namespace, name). The steps run on actors,
 /// outside the reconcile task, so they find their parent here rather than in the task's context;
-/// one Cinder has at most one pass at a time.
+/// one operator runs at most one pass of a Cinder at a time (two operators inside one process,
+/// as some tests run them, may attach a step to the other's pass: a tracing detail only).
 static PASSES: std::sync::LazyLock<Mutex<HashMap<(String, String), Span>>> =
     std::sync::LazyLock::new(Mutex::default);
 
