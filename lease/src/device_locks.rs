@@ -13,7 +13,7 @@ use crate::error::{DeviceLockError, LeaseError};
 use crate::held_lease::{HeldLease, LostSignal};
 use crate::holder_identity::HolderIdentity;
 use crate::jitter::jitter;
-use crate::lease_lock::{LeaseLock, LeaseSettings};
+use crate::lease_lock::{Acquired, LeaseLock, LeaseSettings};
 use crate::metrics::{DeviceLockMetrics, PriorityLabel, PriorityLabels};
 use cinder_actors::query::{query, upsert_device};
 use cinder_actors::{CoordinatorHandle, Locked, Priority, Query, QueryResult};
@@ -170,6 +170,8 @@ impl DeviceLocks {
     /// device query is first, `queries` follow: the guard's `results()[0]` is the device's, then
     /// one per query), then takes the Lease. The coordinator acquires everything in its plan
     /// order, and the Lease step never waits, so mixing device and resource locks cannot deadlock.
+    #[tracing::instrument(name = "wait", level = "info", skip_all,
+        fields(kind = "device", id = %device_id, priority = ?priority, otel.name = %format!("wait device {device_id}")))]
     pub async fn lock_with_queries(
         &self,
         device_id: &str,
@@ -234,6 +236,7 @@ async fn finish_lock(
     locked: Locked,
     grant: Grant,
 ) -> Result<DeviceGuard, DeviceLockError> {
+    let fresh = grant.parked.is_none();
     let held = match grant.parked {
         Some(held) => held,
         None => match acquire_through_gate(grant.lease, grant.gate).await {
@@ -262,12 +265,17 @@ async fn finish_lock(
         })
         .observe(requested.elapsed().as_secs_f64());
     inner.metrics.holds.inc();
+    let taken_over_from = match held.acquired() {
+        Acquired::TakenOver { previous_holder } if fresh => Some(previous_holder.clone()),
+        _ => None,
+    };
     Ok(DeviceGuard {
         inner,
         device,
         locked: Some(locked),
         held: Some(held),
         lost,
+        taken_over_from,
     })
 }
 
@@ -492,9 +500,16 @@ pub struct DeviceGuard {
     locked: Option<Locked>,
     held: Option<HeldLease>,
     lost: LostSignal,
+    taken_over_from: Option<String>,
 }
 
 impl DeviceGuard {
+    /// The holder whose expired Lease this lock took over, when it did (a Lease handed over in
+    /// process, or free, or created, took nothing over).
+    pub fn taken_over_from(&self) -> Option<&str> {
+        self.taken_over_from.as_deref()
+    }
+
     /// The device id.
     pub fn device(&self) -> &str {
         &self.device

@@ -193,7 +193,12 @@ async fn a_crashed_holder_is_taken_over_after_its_lease_expires_and_not_before()
     );
     assert_eq!(taken.lease_transitions, Some(1));
     assert_eq!(b.metrics().takeovers.get(), 1);
+    assert_eq!(guard_b.taken_over_from(), Some(a.identity().as_str()));
     guard_b.release().await;
+    // The next lock finds the Lease released: nothing is taken over.
+    let again = b.lock(device, Priority::High).await.unwrap();
+    assert_eq!(again.taken_over_from(), None);
+    again.release().await;
     cluster.shutdown().await;
 }
 

@@ -2,6 +2,7 @@
 //! that does not parse exits with status 2 and one line on stderr (`--help` and `--version`
 //! print in full).
 
+use crate::telemetry::{LogFormat, TelemetryOptions};
 use clap::error::ErrorKind;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
@@ -129,6 +130,39 @@ pub struct RunArgs {
     /// third of it while held).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lease_duration: u64,
+    /// Format of the log lines on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log level (`error`, `warn`, `info`, `debug`, `trace`) or a directive list such as
+    /// `info,cinder_operator=debug`; RUST_LOG directives, when set, refine it [default: warn].
+    #[arg(long, value_parser = parse_log_level)]
+    pub log_level: Option<String>,
+    /// Export OpenTelemetry traces over OTLP/gRPC to this endpoint (e.g. http://collector:4317).
+    #[arg(long, value_parser = parse_otlp_endpoint)]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl RunArgs {
+    /// The logging and tracing options of the command line.
+    pub fn telemetry(&self) -> TelemetryOptions {
+        TelemetryOptions {
+            log_format: self.log_format,
+            log_level: self.log_level.clone(),
+            otlp_endpoint: self.otlp_endpoint.clone(),
+        }
+    }
+}
+
+fn parse_log_level(s: &str) -> Result<String, String> {
+    crate::telemetry::log_filter(Some(s), None)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+fn parse_otlp_endpoint(s: &str) -> Result<String, String> {
+    crate::telemetry::check_endpoint(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, clap::Args)]

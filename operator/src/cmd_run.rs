@@ -15,8 +15,12 @@
 
 use crate::cli::{Cli, Command, RunArgs};
 use crate::context::{OperatorContext, OperatorOptions};
+use crate::crd::{Cinder, CinderBackend};
 use crate::embedded;
-use crate::http::{AdminSources, Binds, Endpoints, MetricsEndpoint, PipelinesSource, Readiness};
+use crate::http::{
+    AdminSources, Binds, Endpoints, Inventory, InventorySource, MetricsEndpoint, PipelinesSource,
+    Readiness,
+};
 use crate::metrics::Metrics;
 use anyhow::Context as _;
 use cinder_lease::{
@@ -24,6 +28,7 @@ use cinder_lease::{
     LeaseSettings,
 };
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,7 +50,6 @@ pub fn run(cli: &Cli) -> ExitCode {
         eprintln!("cinder-operator run: called for another subcommand");
         return ExitCode::from(1);
     };
-    init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -56,26 +60,30 @@ pub fn run(cli: &Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(args)) {
+    // Logs go to stderr (stdout carries the bootstrap's output); the OTLP exporter needs the
+    // runtime.
+    let telemetry = {
+        let _inside = runtime.enter();
+        match crate::telemetry::init(&args.telemetry()) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("cinder-operator run: {}", error_line(&e));
+                return ExitCode::from(1);
+            }
+        }
+    };
+    let result = runtime.block_on(serve(args));
+    {
+        let _inside = runtime.enter();
+        telemetry.shutdown();
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cinder-operator run: {}", error_line(&e));
             ExitCode::from(1)
         }
     }
-}
-
-/// Logs go to stderr (stdout carries the bootstrap's output); `RUST_LOG` overrides the filter.
-fn init_tracing() {
-    // kube-client logs every failed request at ERROR; the operator reports what failed itself.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
-    });
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
 }
 
 /// The error and its causes on one line, skipping a cause whose text an outer message already
@@ -194,27 +202,69 @@ async fn serve_on(
     args: &RunArgs,
     cluster: Option<&EmbeddedCluster>,
     samples: Option<&[embedded::Manifest]>,
-    mut signalled: tokio::sync::watch::Receiver<bool>,
+    signalled: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let client = match cluster {
         Some(c) => c.client().await,
         None => connect().await?,
     };
     if let (Some(cluster), Some(samples)) = (cluster, samples) {
-        embedded::install_crds(&client).await?;
-        embedded::apply(&client, samples).await?;
-        println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
-        println!("embedded cluster (simulator): {}", cluster.url());
-        println!(
-            "installed the CRDs and {} sample objects from {}",
-            samples.len(),
-            args.samples.display()
-        );
+        bootstrap_embedded(args, cluster, samples, &client).await?;
     }
+    let (registry, ctx, leader) = build_context(args, &client).await?;
+    let leader = leader.map(LeaderElector::start);
+    let endpoints = start_endpoints(args, registry, &ctx, leader.as_ref())?;
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut operator = spawn_controllers(&ctx, leader.as_ref(), shutdown_rx);
+    let progress = samples.map(|samples| follow_samples(args, &client, samples));
+    let outcome = wait_for_end(signalled, &mut operator).await;
+    if let Some(p) = progress {
+        p.abort();
+    }
+    let _ = shutdown_tx.send(true);
+    let drained = drain(&ctx, &mut operator).await;
+    // Only after the drain: a successor must not reconcile while this replica still does.
+    if let Some(leader) = leader {
+        release_leadership(leader).await;
+    }
+    endpoints.stop().await;
+    if outcome.is_ok() {
+        println!("stopped");
+    }
+    // The root write lock is held until here: no transaction starts after the drain.
+    drop(drained);
+    outcome
+}
 
+/// Installs the CRDs and the samples on the embedded cluster and says how to reach it.
+async fn bootstrap_embedded(
+    args: &RunArgs,
+    cluster: &EmbeddedCluster,
+    samples: &[embedded::Manifest],
+    client: &kube::Client,
+) -> anyhow::Result<()> {
+    embedded::install_crds(client).await?;
+    embedded::apply(client, samples).await?;
+    println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
+    println!("embedded cluster (simulator): {}", cluster.url());
+    println!(
+        "installed the CRDs and {} sample objects from {}",
+        samples.len(),
+        args.samples.display()
+    );
+    Ok(())
+}
+
+/// The metrics registry (every family registered, labelled series at zero), the operator
+/// context, and the leader elector when `--leader-elect` asks for one.
+async fn build_context(
+    args: &RunArgs,
+    client: &kube::Client,
+) -> anyhow::Result<(Registry, Arc<OperatorContext>, Option<LeaderElector>)> {
     let (mut registry, metrics) = Metrics::new_registry();
     let device_lock_metrics = DeviceLockMetrics::default();
     device_lock_metrics.register(&mut registry);
+    crate::metrics::zero_device_lock_series(&device_lock_metrics);
     let lease_duration = Duration::from_secs(args.lease_duration);
     let options = OperatorOptions {
         namespace: args.namespace.clone(),
@@ -238,8 +288,16 @@ async fn serve_on(
     let ctx = OperatorContext::new(client.clone(), options, Arc::new(metrics))
         .await
         .context("cannot start the operator")?;
-    let leader = leader.map(LeaderElector::start);
+    Ok((registry, ctx, leader))
+}
 
+/// Binds the metrics, probe and admin endpoints and prints where they are.
+fn start_endpoints(
+    args: &RunArgs,
+    registry: Registry,
+    ctx: &Arc<OperatorContext>,
+    leader: Option<&LeaderHandle>,
+) -> anyhow::Result<Endpoints> {
     let binds = Binds {
         metrics: args.metrics_bind.clone(),
         probes: args.probe_bind.clone(),
@@ -248,8 +306,8 @@ async fn serve_on(
     let endpoints = Endpoints::start(
         &binds,
         MetricsEndpoint::new(registry, ctx.metrics.clone(), Some(ctx.coordinator.clone())),
-        leader_readiness(&ctx, leader.as_ref().map(LeaderHandle::subscribe)),
-        admin_sources(&ctx),
+        leader_readiness(ctx, leader.map(LeaderHandle::subscribe)),
+        admin_sources(ctx),
     )?;
     println!("metrics: {}/metrics", url(endpoints.metrics_addr));
     println!(
@@ -260,62 +318,85 @@ async fn serve_on(
         "admin:   {0}/ (HTML) {0}/actors {0}/transactions {0}/devices {0}/pipelines",
         url(endpoints.admin_addr)
     );
+    Ok(endpoints)
+}
 
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    if let Some(leader) = &leader {
-        println!(
-            "leader election: waiting for the Lease {}/{LEADER_LEASE_NAME} (identity {})",
-            ctx.options.lease_namespace,
-            leader.lock().identity()
-        );
+/// Runs the controllers (at once, or once this replica leads).
+fn spawn_controllers(
+    ctx: &Arc<OperatorContext>,
+    leader: Option<&LeaderHandle>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+    match leader {
+        Some(leader) => {
+            println!(
+                "leader election: waiting for the Lease {}/{LEADER_LEASE_NAME} (identity {})",
+                ctx.options.lease_namespace,
+                leader.lock().identity()
+            );
+            tokio::spawn(run_when_leader(ctx.clone(), leader.subscribe(), shutdown))
+        }
+        None => tokio::spawn(crate::controller::run_operator(ctx.clone(), shutdown)),
     }
-    let mut operator = match &leader {
-        Some(leader) => tokio::spawn(run_when_leader(
-            ctx.clone(),
-            leader.subscribe(),
-            shutdown_rx,
-        )),
-        None => tokio::spawn(crate::controller::run_operator(ctx.clone(), shutdown_rx)),
-    };
-    let progress = samples.map(|samples| {
-        println!("kubectl get cinders,cinderbackends,cinderbackupbackends -A   # to look yourself");
-        println!("following the samples (Ctrl-C to stop):");
-        tokio::spawn(embedded::follow(
-            client.clone(),
-            embedded::tracked(samples),
-            PROGRESS_INTERVAL,
-            STUCK_AFTER,
-            unbuilt_steps(&client, args.namespace.clone()),
-            |line| println!("{line}"),
-        ))
-    });
+}
 
-    let outcome = tokio::select! {
+/// With `--embedded`: prints the samples' progress until they are Ready.
+fn follow_samples(
+    args: &RunArgs,
+    client: &kube::Client,
+    samples: &[embedded::Manifest],
+) -> tokio::task::JoinHandle<()> {
+    println!("kubectl get cinders,cinderbackends,cinderbackupbackends -A   # to look yourself");
+    println!("following the samples (Ctrl-C to stop):");
+    tokio::spawn(embedded::follow(
+        client.clone(),
+        embedded::tracked(samples),
+        PROGRESS_INTERVAL,
+        STUCK_AFTER,
+        unbuilt_steps(client, args.namespace.clone()),
+        |line| println!("{line}"),
+    ))
+}
+
+/// Waits for a signal (`Ok`) or for the controllers to end (always an error: they run until
+/// told to stop).
+async fn wait_for_end(
+    mut signalled: tokio::sync::watch::Receiver<bool>,
+    operator: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::select! {
         _ = signalled.wait_for(|s| *s) => Ok(()),
-        finished = &mut operator => match finished {
+        finished = operator => match finished {
             Ok(Ok(())) => Err(anyhow::anyhow!("the controllers stopped unexpectedly")),
             Ok(Err(e)) if e.is::<LeadershipLost>() => Err(e),
             Ok(Err(e)) => Err(e.context("the controllers failed")),
             Err(e) => Err(anyhow::anyhow!("the controllers failed: {e}")),
         },
-    };
-
-    // Stop new passes, let in-flight ones finish, then drain the coordinator.
-    if let Some(p) = progress {
-        p.abort();
     }
-    let _ = shutdown_tx.send(true);
-    if !operator.is_finished() {
-        match tokio::time::timeout(DRAIN_TIMEOUT, &mut operator).await {
-            Ok(_) => {}
-            Err(_) => {
-                tracing::warn!(
-                    "the controllers did not stop within {} s",
-                    DRAIN_TIMEOUT.as_secs()
-                );
-                operator.abort();
-            }
-        }
+}
+
+/// What draining the coordinator gave: its guard (holding the root write lock), its error, or
+/// a timeout.
+type Drained = Result<
+    Result<cinder_actors::ShutdownGuard, cinder_actors::LockError>,
+    tokio::time::error::Elapsed,
+>;
+
+/// Lets in-flight passes finish (up to [`DRAIN_TIMEOUT`]), then drains the coordinator.
+async fn drain(
+    ctx: &Arc<OperatorContext>,
+    operator: &mut tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> Drained {
+    if !operator.is_finished()
+        && tokio::time::timeout(DRAIN_TIMEOUT, &mut *operator)
+            .await
+            .is_err()
+    {
+        tracing::warn!(
+            "the controllers did not stop within {} s",
+            DRAIN_TIMEOUT.as_secs()
+        );
+        operator.abort();
     }
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, ctx.coordinator.shutdown()).await;
     match &drained {
@@ -326,21 +407,16 @@ async fn serve_on(
             DRAIN_TIMEOUT.as_secs()
         ),
     }
-    // Only after the drain: a successor must not reconcile while this replica still does.
-    if let Some(leader) = leader {
-        match tokio::time::timeout(CONNECT_TIMEOUT, leader.release()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("releasing the leader Lease: {e}; it will expire"),
-            Err(_) => tracing::warn!("releasing the leader Lease timed out; it will expire"),
-        }
+    drained
+}
+
+/// Releases the leader Lease so that a successor takes over at once (else it expires).
+async fn release_leadership(leader: LeaderHandle) {
+    match tokio::time::timeout(CONNECT_TIMEOUT, leader.release()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("releasing the leader Lease: {e}; it will expire"),
+        Err(_) => tracing::warn!("releasing the leader Lease timed out; it will expire"),
     }
-    endpoints.stop().await;
-    if outcome.is_ok() {
-        println!("stopped");
-    }
-    // The root write lock is held until here: no transaction starts after the drain.
-    drop(drained);
-    outcome
 }
 
 /// The seed-001 pipeline steps the product table of this build lacks (constructing the steps
@@ -436,18 +512,58 @@ pub async fn run_when_leader(
     stopped
 }
 
-/// The admin views' sources: the context's coordinator, device locks and pipelines directory.
+/// The admin views' sources: the context's coordinator, device locks and pipelines directory,
+/// and the Cinders and CinderBackends listed from the API (in the watched namespace).
 pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
     let for_pipelines = Arc::clone(ctx);
     let pipelines: PipelinesSource = Arc::new(move || {
         let ctx = Arc::clone(&for_pipelines);
         Box::pin(async move { ctx.pipelines_snapshot().await })
     });
+    let client = ctx.client.clone();
+    let namespace = ctx.options.namespace.clone();
+    let inventory: InventorySource = Arc::new(move || {
+        let (client, namespace) = (client.clone(), namespace.clone());
+        Box::pin(async move { list_inventory(client, namespace.as_deref()).await })
+    });
     AdminSources {
         coordinator: ctx.coordinator.clone(),
         devices: ctx.device_locks.clone(),
         pipelines,
+        inventory,
     }
+}
+
+/// `Api<K>` over `namespace`, else over all namespaces.
+fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
+/// The Cinders and CinderBackends (of `namespace`, else of all namespaces).
+async fn list_inventory(
+    client: kube::Client,
+    namespace: Option<&str>,
+) -> Result<Inventory, String> {
+    let params = kube::api::ListParams::default();
+    let cinders = scoped_api::<Cinder>(&client, namespace)
+        .list(&params)
+        .await
+        .map_err(|e| format!("listing Cinders: {e}"))?;
+    let backends = scoped_api::<CinderBackend>(&client, namespace)
+        .list(&params)
+        .await
+        .map_err(|e| format!("listing CinderBackends: {e}"))?;
+    Ok(Inventory {
+        cinders: cinders.items,
+        backends: backends.items,
+    })
 }
 
 #[cfg(unix)]

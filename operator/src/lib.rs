@@ -2,8 +2,9 @@
 //!
 //! This crate owns the CRD types (`crd`), the seed-001 vocabulary (`conditions`, `names`,
 //! `requeue`), the pure planning logic (`planning`), the pipeline engine (`pipeline`), the
-//! Prometheus metrics (`metrics`) and the `cinder-operator` binary's subcommands (one module per
-//! subcommand).
+//! Prometheus metrics (`metrics`), the Kubernetes Events (`events`), logs and traces
+//! (`telemetry`), the HTTP endpoints and admin UI (`http`) and the `cinder-operator` binary's
+//! subcommands (one module per subcommand).
 
 pub mod cli;
 pub mod cmd_crdgen;
@@ -15,6 +16,7 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod embedded;
+pub mod events;
 pub mod http;
 pub mod metrics;
 pub mod names;
@@ -23,6 +25,7 @@ pub mod planning;
 pub mod requeue;
 pub mod satellites;
 pub mod steps;
+pub mod telemetry;
 
 use std::process::ExitCode;
 

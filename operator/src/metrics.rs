@@ -1,10 +1,17 @@
-//! The operator's Prometheus metrics (prometheus-client): the two pipeline families of seed 001,
-//! the three per-CR Job pairs, and the actor / lock gauges the runtime feeds; plus the
-//! OpenMetrics text encoder the `/metrics` endpoint serves.
+//! The operator's Prometheus metrics (prometheus-client): the two pipeline families, the three
+//! per-CR Job pairs, each Cinder's Ready and upgrade phase (for the alerts), and the actor / lock
+//! gauges the runtime feeds; plus the OpenMetrics text encoder the `/metrics` endpoint serves.
 //!
 //! Counters are registered without `_total`; the OpenMetrics encoder appends it, so the exposed
-//! names are exactly the seed's (`cinder_operator_reconcile_errors_total`, …).
+//! names are `cinder_operator_reconcile_errors_total`, ….
+//!
+//! Every labelled family a dashboard panel or an alert reads has its series at zero before the
+//! first event: the per-step families from start-up (every step of the table), the per-Cinder
+//! families from the Cinder's first status ([`Metrics::observe_cinder`]), and the device-lock
+//! families through [`zero_device_lock_series`]. A `rate()` over them then shows 0, not "no data".
 
+use crate::crd::{CinderStatus, UpgradePhase};
+use crate::pipeline::{GROUP, LANE};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -74,6 +81,14 @@ pub struct JobResultLabels {
 pub struct CinderLabels {
     pub cinder: String,
     pub namespace: String,
+}
+
+/// `{cinder, namespace, phase}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub cinder: String,
+    pub namespace: String,
+    pub phase: String,
 }
 
 /// `{kind}`.
@@ -152,6 +167,21 @@ impl JobMetrics {
             .observe(duration.as_secs_f64());
     }
 
+    /// Creates the Cinder's series at zero (both results, an empty histogram).
+    fn zero(&self, namespace: &str, cinder: &str) {
+        for result in JobResult::ALL {
+            let _ = self.total.get_or_create(&JobResultLabels {
+                cinder: cinder.to_string(),
+                namespace: namespace.to_string(),
+                result,
+            });
+        }
+        let _ = self.duration_seconds.get_or_create(&CinderLabels {
+            cinder: cinder.to_string(),
+            namespace: namespace.to_string(),
+        });
+    }
+
     fn forget(&self, namespace: &str, cinder: &str) {
         for result in JobResult::ALL {
             self.total.remove(&JobResultLabels {
@@ -180,6 +210,11 @@ pub struct Metrics {
     pub db_purge: JobMetrics,
     /// `cinder_operator_service_remove_total` / `_duration_seconds`.
     pub service_remove: JobMetrics,
+    /// `cinder_operator_cinder_ready{cinder,namespace}`: 1 while the Cinder's Ready is True.
+    pub cinder_ready: Family<CinderLabels, Gauge>,
+    /// `cinder_operator_upgrade_phase{cinder,namespace,phase}`: 1 for the phase an upgrade is
+    /// in, 0 for the others.
+    pub upgrade_phase: Family<PhaseLabels, Gauge>,
     /// `cinder_operator_mailbox_depth{kind}`: messages queued in actor mailboxes, by actor kind.
     pub mailbox_depth: Family<KindLabels, Gauge>,
     /// `cinder_operator_lock_wait_seconds{kind,mode}`: time from asking for a lock to its grant.
@@ -212,6 +247,18 @@ impl Metrics {
         let db_purge = JobMetrics::register(registry, "db_purge", "database purge");
         let service_remove =
             JobMetrics::register(registry, "service_remove", "backend detach service-remove");
+        let cinder_ready = Family::<CinderLabels, Gauge>::default();
+        registry.register(
+            "cinder_operator_cinder_ready",
+            "1 while the Cinder's Ready condition is True, else 0",
+            cinder_ready.clone(),
+        );
+        let upgrade_phase = Family::<PhaseLabels, Gauge>::default();
+        registry.register(
+            "cinder_operator_upgrade_phase",
+            "1 for the database upgrade phase the Cinder is in, 0 for the other phases",
+            upgrade_phase.clone(),
+        );
         let mailbox_depth = Family::<KindLabels, Gauge>::default();
         registry.register(
             "cinder_operator_mailbox_depth",
@@ -231,15 +278,60 @@ impl Metrics {
             "Lock-coordinator transactions currently holding or acquiring locks",
             transactions_in_flight.clone(),
         );
-        Metrics {
+        let metrics = Metrics {
             reconcile_duration_seconds,
             reconcile_errors,
             db_sync,
             db_purge,
             service_remove,
+            cinder_ready,
+            upgrade_phase,
             mailbox_depth,
             lock_wait_seconds,
             transactions_in_flight,
+        };
+        metrics.zero_step_series();
+        metrics
+    }
+
+    /// Every step's duration and error series at zero (one error series per step and the
+    /// condition it reports through).
+    fn zero_step_series(&self) {
+        for step in LANE.iter().chain(GROUP.iter()) {
+            let _ = self.reconcile_duration_seconds.get_or_create(&StepLabels {
+                sub_reconciler: step.as_str().to_string(),
+            });
+            let _ = self.reconcile_errors.get_or_create(&StepErrorLabels {
+                sub_reconciler: step.as_str().to_string(),
+                condition_type: step.condition_type().to_string(),
+            });
+        }
+    }
+
+    /// Records a Cinder's status after a pass: its Ready and upgrade phase gauges, and its Job
+    /// series at zero the first time.
+    pub fn observe_cinder(&self, namespace: &str, cinder: &str, status: &CinderStatus) {
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::conditions::kind::READY && c.status == "True");
+        self.cinder_ready
+            .get_or_create(&CinderLabels {
+                cinder: cinder.to_string(),
+                namespace: namespace.to_string(),
+            })
+            .set(i64::from(ready));
+        for phase in UpgradePhase::ALL {
+            self.upgrade_phase
+                .get_or_create(&PhaseLabels {
+                    cinder: cinder.to_string(),
+                    namespace: namespace.to_string(),
+                    phase: phase.as_str().to_string(),
+                })
+                .set(i64::from(status.upgrade_phase == Some(phase)));
+        }
+        for jm in [&self.db_sync, &self.db_purge, &self.service_remove] {
+            jm.zero(namespace, cinder);
         }
     }
 
@@ -283,6 +375,36 @@ impl Metrics {
         for jm in [&self.db_sync, &self.db_purge, &self.service_remove] {
             jm.forget(namespace, cinder);
         }
+        let labels = CinderLabels {
+            cinder: cinder.to_string(),
+            namespace: namespace.to_string(),
+        };
+        self.cinder_ready.remove(&labels);
+        for phase in UpgradePhase::ALL {
+            self.upgrade_phase.remove(&PhaseLabels {
+                cinder: cinder.to_string(),
+                namespace: namespace.to_string(),
+                phase: phase.as_str().to_string(),
+            });
+        }
+    }
+}
+
+/// The device-lock families' labelled series at zero: the wait histogram for every priority and
+/// the Lease API call counter for every verb.
+pub fn zero_device_lock_series(device: &cinder_lease::DeviceLockMetrics) {
+    use cinder_lease::metrics::{LeaseVerb, PriorityLabel, PriorityLabels, VerbLabels};
+    for priority in [
+        PriorityLabel::High,
+        PriorityLabel::Default,
+        PriorityLabel::Baseline,
+    ] {
+        let _ = device
+            .wait_seconds
+            .get_or_create(&PriorityLabels { priority });
+    }
+    for verb in [LeaseVerb::Get, LeaseVerb::Create, LeaseVerb::Replace] {
+        let _ = device.lease_api_calls.get_or_create(&VerbLabels { verb });
     }
 }
 

@@ -1,13 +1,15 @@
 //! The admin, probe and metrics endpoints served over real listeners against a coordinator the
 //! test loads itself: actor listing and lookup (404 with a message), held locks and waiters,
-//! devices, pipelines, the HTML view (escaped), redaction, readiness, and the OpenMetrics text.
+//! devices, pipelines, the HTML pages (escaped, under the Content-Security-Policy), redaction,
+//! readiness, and the OpenMetrics text.
 
 mod endpoints_support;
 
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, Priority};
 use cinder_operator::http::{
-    AdminSources, Binds, Endpoints, MetricsEndpoint, PipelinesSource, Readiness,
+    AdminSources, Binds, Endpoints, Inventory, InventorySource, MetricsEndpoint, PipelinesSource,
+    Readiness,
 };
 use cinder_operator::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
@@ -75,6 +77,7 @@ async fn fixture() -> Fixture {
                                   "currentStep": "Secrets", "token": SECRET}]})
         })
     });
+    let inventory: InventorySource = Arc::new(|| Box::pin(async { Ok(Inventory::default()) }));
     let r = ready.clone();
     let endpoints = Endpoints::start(
         &Binds {
@@ -90,6 +93,7 @@ async fn fixture() -> Fixture {
             coordinator: coordinator.clone(),
             devices: devices.clone(),
             pipelines,
+            inventory,
         },
     )
     .unwrap();
@@ -243,24 +247,47 @@ async fn devices_and_pipelines_views() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn html_view_has_every_section_escaped_and_redacted() {
+async fn html_pages_are_escaped_redacted_and_under_the_csp() {
     let f = fixture().await;
-    let page = get(f.endpoints.admin_addr, "/").await;
-    assert_eq!(page.status, 200);
-    assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
-    for section in ["Pipelines", "Actors", "Transactions", "Devices"] {
+    let admin = f.endpoints.admin_addr;
+    let held = f
+        .devices
+        .lock("dev-<i>1</i>", Priority::High)
+        .await
+        .unwrap();
+    for path in ["/", "/ui/transactions", "/ui/devices", "/?fragment=main"] {
+        let page = get(admin, path).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+        assert_eq!(
+            page.headers["content-security-policy"],
+            cinder_operator::http::ui::html::CSP
+        );
         assert!(
-            page.body.contains(&format!("<h2>{section} ")),
-            "{section} missing"
+            !page.body.contains("<b>") && !page.body.contains("<i>"),
+            "{path}: raw markup from data"
+        );
+        assert!(
+            !page.body.contains(SECRET) && !page.body.contains(URL_PASSWORD),
+            "{path}"
         );
     }
-    assert!(page.body.contains("openstack/nfs"));
+    let overview = get(admin, "/").await.body;
     assert!(
-        page.body.contains("&lt;b&gt;cinder&lt;/b&gt;"),
-        "pipeline names are escaped"
+        overview.contains("openstack/&lt;b&gt;cinder&lt;/b&gt;"),
+        "{overview}"
     );
-    assert!(!page.body.contains("<b>cinder"), "no raw markup from data");
-    assert!(!page.body.contains(SECRET) && !page.body.contains(URL_PASSWORD));
+    assert!(overview.contains("<script src=\"/ui/admin.js\" defer></script>"));
+    let fragment = get(admin, "/?fragment=main").await.body;
+    assert!(fragment.starts_with("<h1>Cinders</h1>"), "{fragment}");
+    let devices = get(admin, "/ui/devices").await.body;
+    assert!(
+        devices.contains("dev-&lt;i&gt;1&lt;/i&gt;") && devices.contains("this replica"),
+        "{devices}"
+    );
+    let missing = get(admin, "/ui/cinders/openstack/nope").await;
+    assert_eq!(missing.status, 404);
+    held.release().await;
     f.stop().await;
 }
 

@@ -7,6 +7,7 @@
 pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod group_helpers;
+pub mod observability_helpers;
 pub mod target_helpers;
 pub mod write_checks;
 

@@ -1,9 +1,12 @@
-//! No value of any Secret appears in the events, in the pipelines snapshot, or in the logs:
-//! a scenario touching every credential path (derived Secrets, RBD keyring, rotation, a
-//! ServiceRemoveSkipped event), then a search of all three for every value.
+//! No value of any Secret appears in the events, in the pipelines snapshot, in the admin pages
+//! or in the logs: a scenario touching every credential path (derived Secrets, RBD keyring,
+//! rotation, a ServiceRemoveSkipped event), then a search of all of them for every value.
 
+use cinder_e2e::deploy_helpers::http_get;
 use cinder_e2e::*;
 use cinder_operator::crd::{Cinder, CinderBackend};
+use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint, Readiness};
+use cinder_operator::metrics::Metrics;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -49,6 +52,42 @@ async fn secret_values_never_leave_their_secrets() {
     })
     .await
     .unwrap();
+    // The admin pages (and their JSON) while the Cinder and its backend exist.
+    let endpoints = Endpoints::start(
+        &Binds {
+            metrics: "127.0.0.1:0".into(),
+            probes: "127.0.0.1:0".into(),
+            admin: "127.0.0.1:0".into(),
+        },
+        MetricsEndpoint::new(Metrics::new_registry().0, h.ctx.metrics.clone(), None),
+        Readiness::always(),
+        cinder_operator::cmd_run::admin_sources(&h.ctx),
+    )
+    .unwrap();
+    let admin = endpoints.admin_addr.to_string();
+    let mut pages = String::new();
+    for path in [
+        "/",
+        "/ui/cinders/cinder-e2e/leak",
+        "/ui/transactions",
+        "/ui/devices",
+        "/pipelines",
+        "/actors",
+    ] {
+        let (addr, path) = (admin.clone(), path.to_string());
+        let (status, body) = tokio::task::spawn_blocking(move || http_get(&addr, &path))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        pages.push_str(&body);
+    }
+    assert!(
+        pages.contains("data-step=\"Backends\""),
+        "the Cinder's page rendered"
+    );
+    endpoints.stop().await;
+
     // An event: a backend whose parent is gone releases its finalizer.
     let cinders: Api<Cinder> = h.api();
     cinders.delete("leak", &Default::default()).await.unwrap();
@@ -98,6 +137,10 @@ async fn secret_values_never_leave_their_secrets() {
         assert!(
             !logs.contains(v.as_str()),
             "a Secret value appears in the logs"
+        );
+        assert!(
+            !pages.contains(v.as_str()),
+            "a Secret value appears in the admin pages"
         );
     }
     h.stop().await.unwrap();

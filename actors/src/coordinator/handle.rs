@@ -92,7 +92,10 @@ impl CoordinatorHandle {
         )
     }
 
-    /// Plans and acquires in the calling task (no round trip through the coordinator actor).
+    /// Plans and acquires in the calling task (no round trip through the coordinator actor),
+    /// in a `wait` span (the time the caller waits for its locks).
+    #[tracing::instrument(name = "wait", level = "info", skip_all,
+        fields(kind = "lock", queries = queries.len(), priority = ?priority, otel.name = "wait lock"))]
     async fn begin(
         &self,
         queries: Vec<Query>,

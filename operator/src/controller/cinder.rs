@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub struct CinderReconciler {
     pub op: Arc<OperatorContext>,
     pub engine: Addr<Pipelines>,
-    /// Publishes the Cinder's deletion events.
+    /// Publishes the Cinder's events (deletion, condition transitions, upgrade phases).
     pub recorder: Recorder,
     /// The /healthcheck probe cache the HealthCheck member shares (a deleted Cinder is evicted).
     pub probe_cache: ProbeCache,
@@ -153,8 +153,20 @@ pub fn error_policy(
     Action::requeue(Requeue::RequeueDeploymentPolling.jittered())
 }
 
-/// One reconcile of one Cinder.
+/// One reconcile of one Cinder, in its pass span (the Cinder and the trace id on every line).
 pub async fn reconcile(
+    cinder: Arc<Cinder>,
+    ctx: Arc<CinderReconciler>,
+) -> Result<Action, ReconcileError> {
+    let pass = crate::telemetry::pass_span(
+        cinder.metadata.namespace.as_deref().unwrap_or_default(),
+        cinder.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let span = pass.span.clone();
+    tracing::Instrument::instrument(reconcile_in_span(cinder, ctx), span).await
+}
+
+async fn reconcile_in_span(
     cinder: Arc<Cinder>,
     ctx: Arc<CinderReconciler>,
 ) -> Result<Action, ReconcileError> {
@@ -179,7 +191,10 @@ pub async fn reconcile(
                 reason::TARGET_CLUSTER_UNAVAILABLE,
                 format!("spec.targetClusterRef: {why}"),
             );
-            write_if_changed(&api, &cinder, &gate_status(&cinder, &gate)).await?;
+            let status = gate_status(&cinder, &gate);
+            if write_if_changed(&api, &cinder, &status).await? == Written::Written {
+                crate::events::status_changed(&ctx.recorder, &cinder, &status).await;
+            }
             let requeue = Requeue::RequeueSecretPolling;
             directory.pass_finished(
                 &namespace,
@@ -220,9 +235,17 @@ pub async fn reconcile(
             return Err(ReconcileError::Pipeline(e.to_string()));
         }
     };
-    if let Some(status) = report.status_write()
-        && write_if_changed(&api, &cinder, status).await? == Written::Stale
-    {
+    let written = match report.status_write() {
+        Some(status) => write_if_changed(&api, &cinder, status).await?,
+        None => Written::Unchanged,
+    };
+    if written == Written::Written {
+        crate::events::status_changed(&ctx.recorder, &cinder, &report.status).await;
+    }
+    ctx.op
+        .metrics
+        .observe_cinder(&namespace, &name, &report.status);
+    if written == Written::Stale {
         // The Cinder changed while the pass ran: its result is not written; a pass on the newer
         // version decides (the change's own watch event usually brings it first).
         directory.pass_finished(

@@ -251,13 +251,7 @@ pub async fn run_operator(
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
         engine,
-        recorder: kube::runtime::events::Recorder::new(
-            client.clone(),
-            kube::runtime::events::Reporter {
-                controller: "cinder-operator".to_string(),
-                instance: Some(ctx.options.identity.clone()),
-            },
-        ),
+        recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
         probe_cache,
     });
     let cinder_run = cinders

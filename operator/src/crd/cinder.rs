@@ -375,6 +375,14 @@ pub enum UpgradePhase {
 }
 
 impl UpgradePhase {
+    /// Every phase, in the order an upgrade walks them.
+    pub const ALL: [UpgradePhase; 4] = [
+        UpgradePhase::Expanding,
+        UpgradePhase::Migrating,
+        UpgradePhase::RollingUpdate,
+        UpgradePhase::Contracting,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             UpgradePhase::Expanding => "Expanding",

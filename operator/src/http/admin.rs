@@ -1,9 +1,11 @@
 //! The admin endpoint's JSON views: `/actors`, `/actors/{kind}/{id}`, `/transactions`,
-//! `/devices`, `/pipelines`, and `/` (the same as plain HTML tables). Every view goes through
-//! [`redact`](super::redact) before it leaves the process.
+//! `/devices`, `/pipelines` (scripts read them; their shape is stable), and the sources the HTML
+//! pages of [`ui`](super::ui) read. Every JSON view goes through [`redact`](super::redact)
+//! before it leaves the process.
 
-use super::admin_html;
 use super::redact::redacted;
+use super::ui;
+use crate::crd::{Cinder, CinderBackend};
 use actix_web::{HttpResponse, web};
 use cinder_actors::{CoordinatorHandle, CoordinatorSnapshot, ResourceSnapshot};
 use cinder_lease::DeviceLocks;
@@ -14,6 +16,17 @@ use std::sync::Arc;
 /// Produces the `/pipelines` view (each Cinder's current step and last outcome).
 pub type PipelinesSource = Arc<dyn Fn() -> LocalBoxFuture<'static, Value> + Send + Sync>;
 
+/// The Cinders and CinderBackends the admin pages show beside their pipelines.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    pub cinders: Vec<Cinder>,
+    pub backends: Vec<CinderBackend>,
+}
+
+/// Produces the [`Inventory`] (read from the API on each page view), or why it cannot.
+pub type InventorySource =
+    Arc<dyn Fn() -> LocalBoxFuture<'static, Result<Inventory, String>> + Send + Sync>;
+
 /// What the admin views read. Cheap to clone.
 #[derive(Clone)]
 pub struct AdminSources {
@@ -23,6 +36,8 @@ pub struct AdminSources {
     pub devices: DeviceLocks,
     /// The pipelines view.
     pub pipelines: PipelinesSource,
+    /// The Cinders and their backends (the HTML pages).
+    pub inventory: InventorySource,
 }
 
 /// Why a view could not be built.
@@ -147,29 +162,11 @@ async fn pipelines(sources: web::Data<AdminSources>) -> HttpResponse {
     json_response(&sources.pipelines().await)
 }
 
-async fn index(sources: web::Data<AdminSources>) -> HttpResponse {
-    let section =
-        |r: Result<Value, AdminError>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
-    let actors = section(sources.actors().await);
-    let transactions = section(sources.transactions().await);
-    let devices = sources.devices().await;
-    let pipelines = sources.pipelines().await;
-    let page = admin_html::page(&[
-        ("Pipelines", "/pipelines", &pipelines),
-        ("Actors", "/actors", &actors),
-        ("Transactions", "/transactions", &transactions),
-        ("Devices", "/devices", &devices),
-    ]);
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .body(page)
-}
-
 async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
     error_response(
         actix_web::http::StatusCode::NOT_FOUND,
         &format!(
-            "no admin view at {:?}; try /, /actors, /actors/{{kind}}/{{id}}, /transactions, /devices, /pipelines",
+            "no admin view at {:?}; try / (the HTML pages), /actors, /actors/{{kind}}/{{id}}, /transactions, /devices, /pipelines",
             req.path()
         ),
     )
@@ -177,8 +174,8 @@ async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
 
 /// The admin routes; the app must hold `web::Data<AdminSources>`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(index))
-        .route("/actors", web::get().to(actors))
+    ui::routes(cfg);
+    cfg.route("/actors", web::get().to(actors))
         .route("/actors/{kind}/{id}", web::get().to(actor))
         .route("/transactions", web::get().to(transactions))
         .route("/devices", web::get().to(devices))

@@ -1,7 +1,10 @@
 //! The Prometheus endpoint: `/metrics` as OpenMetrics text. Before each scrape it refreshes the
-//! gauges the lock coordinator can answer (transactions in flight, mailbox depth by actor kind).
+//! gauges the lock coordinator can answer (transactions in flight, mailbox depth by actor kind);
+//! the per-kind families start at zero for every kind of the coordinator's schema.
 
-use crate::metrics::{KindLabels, Metrics, OPENMETRICS_CONTENT_TYPE, encode_openmetrics};
+use crate::metrics::{
+    KindLabels, LockLabels, Metrics, OPENMETRICS_CONTENT_TYPE, encode_openmetrics,
+};
 use actix_web::{HttpResponse, web};
 use cinder_actors::CoordinatorHandle;
 use prometheus_client::registry::Registry;
@@ -23,6 +26,19 @@ impl MetricsEndpoint {
         metrics: Arc<Metrics>,
         coordinator: Option<CoordinatorHandle>,
     ) -> Self {
+        if let Some(coordinator) = &coordinator {
+            for kind in coordinator.schema().kinds() {
+                let _ = metrics.mailbox_depth.get_or_create(&KindLabels {
+                    kind: kind.name.clone(),
+                });
+                for mode in ["read", "write"] {
+                    let _ = metrics.lock_wait_seconds.get_or_create(&LockLabels {
+                        kind: kind.name.clone(),
+                        mode: mode.to_string(),
+                    });
+                }
+            }
+        }
         MetricsEndpoint {
             registry,
             metrics,

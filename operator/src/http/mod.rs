@@ -1,15 +1,16 @@
 //! The operator's HTTP endpoints (actix-web 4), each on its own listener: Prometheus metrics
-//! (`/metrics`), probes (`/healthz`, `/readyz`) and the admin views (`/actors`,
-//! `/actors/{kind}/{id}`, `/transactions`, `/devices`, `/pipelines`, and `/` as HTML). This
-//! module owns starting and stopping the three servers; one file per endpoint.
+//! (`/metrics`), probes (`/healthz`, `/readyz`) and the admin endpoint (the JSON views
+//! `/actors`, `/actors/{kind}/{id}`, `/transactions`, `/devices`, `/pipelines`, and the HTML
+//! pages of [`ui`]). This module owns starting and stopping the three servers; one file per
+//! endpoint.
 
 pub mod admin;
-pub mod admin_html;
 pub mod metrics;
 pub mod probes;
 pub mod redact;
+pub mod ui;
 
-pub use admin::{AdminSources, PipelinesSource};
+pub use admin::{AdminSources, Inventory, InventorySource, PipelinesSource};
 pub use metrics::MetricsEndpoint;
 pub use probes::Readiness;
 

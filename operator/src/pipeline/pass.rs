@@ -80,14 +80,17 @@ fn shorter(a: Option<Duration>, b: Duration) -> Option<Duration> {
 async fn run_step(handle: &StepHandle, ctx: StepContext, metrics: &Metrics) -> StepReport {
     let fallback = ctx.clone();
     let started = Instant::now();
-    let report = match handle.addr.send(RunStep(ctx)).await {
+    let span = crate::telemetry::step_span(&ctx.cinder, handle.name);
+    let report = match handle.addr.send(RunStep(ctx, span.clone())).await {
         Ok(report) => report,
         Err(e) => fallback.report(
             Vec::new(),
             Outcome::Error(format!("step actor unavailable: {e}")),
         ),
     };
-    metrics.observe_step(handle.name, started.elapsed());
+    let elapsed = started.elapsed();
+    metrics.observe_step(handle.name, elapsed);
+    span.in_scope(|| crate::telemetry::step_ran(&report.outcome, elapsed));
     report
 }
 

@@ -114,10 +114,11 @@ impl StepName {
     }
 }
 
-/// Runs one step for one Cinder.
+/// Runs one step for one Cinder, inside the given span (the step's span under its pass: the
+/// step's future runs on the actor, outside the caller's task).
 #[derive(Message)]
 #[rtype(result = "StepReport")]
-pub struct RunStep(pub StepContext);
+pub struct RunStep(pub StepContext, pub tracing::Span);
 
 /// The actor of one step kind, shared by every Cinder. Runs are not serialized here (the
 /// per-Cinder pipeline actor does that); each run is its own future.
@@ -139,7 +140,7 @@ impl Handler<RunStep> for StepActor {
     type Result = ResponseFuture<StepReport>;
 
     fn handle(&mut self, msg: RunStep, _ctx: &mut Self::Context) -> Self::Result {
-        self.step.run(msg.0)
+        Box::pin(tracing::Instrument::instrument(self.step.run(msg.0), msg.1))
     }
 }
 

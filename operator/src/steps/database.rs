@@ -103,9 +103,21 @@ async fn drive_job(
         .await
         .map_err(|e| format!("reading Job {job_name}: {e}"))?;
     let act = match &observed {
-        None => jobs::launch(clusters, services, cinder, which, &desired)
-            .await
-            .map_err(|e| format!("launching Job {job_name}: {e}"))?,
+        None => {
+            let act = jobs::launch(clusters, services, cinder, which, &desired)
+                .await
+                .map_err(|e| format!("launching Job {job_name}: {e}"))?;
+            if act == Act::Done {
+                crate::events::job_started(
+                    services.recorder(),
+                    cinder,
+                    &job_name,
+                    &format!("db-{}", which.label()),
+                )
+                .await;
+            }
+            act
+        }
         Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
             let act = jobs::delete_jobs(
                 clusters,
@@ -137,7 +149,18 @@ async fn drive_job(
                 } else {
                     JobResult::Failed
                 };
-                services.observe_job_once(&o.uid, ns, name, result, o.duration.unwrap_or_default());
+                let duration = o.duration.unwrap_or_default();
+                if services.observe_job_once(&o.uid, ns, name, result, duration) {
+                    crate::events::job_finished(
+                        services.recorder(),
+                        cinder,
+                        &job_name,
+                        &format!("db-{}", which.label()),
+                        result,
+                        duration,
+                    )
+                    .await;
+                }
             }
             return Ok(Driven::State(state, o.uid.clone()));
         }

@@ -232,7 +232,17 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
             JobResult::Failed
         };
         let duration = durations.get(&s.uid).copied().unwrap_or_default();
-        reporting.observe_once(&s.uid, &ns, &name, result, duration);
+        if reporting.observe_once(&s.uid, &ns, &name, result, duration) {
+            crate::events::job_finished(
+                &reporting.recorder,
+                &ctx.cinder,
+                &s.name,
+                "db-purge",
+                result,
+                duration,
+            )
+            .await;
+        }
     }
     let condition = db_purge_condition(&effective, &summaries);
     if !condition.status

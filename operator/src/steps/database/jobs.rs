@@ -394,6 +394,7 @@ async fn under_lock(
         }
         Err(e) => return Err(ActError::Lock(e.to_string())),
     };
+    crate::events::device_taken_over(services.recorder(), snapshot, &guard).await;
     let result = act_locked(clusters, snapshot, ns, cinder, action).await;
     guard.release().await;
     result

@@ -296,13 +296,18 @@ async fn apply(
                     continue;
                 };
                 let job = service_remove_job(cinder, &bname, config_map);
-                if let Some(after) = launch_under_database_lock(client, locks, cinder, &job).await?
+                if let Some(after) =
+                    launch_under_database_lock(client, locks, &reporting.recorder, cinder, &job)
+                        .await?
                 {
                     return Ok(DetachOutcome::Busy {
                         backend: bname,
                         after,
                     });
                 }
+                let job_name = job.metadata.name.as_deref().unwrap_or_default();
+                crate::events::job_started(&reporting.recorder, cinder, job_name, "service-remove")
+                    .await;
             }
             DetachAction::DeleteSecrets { names: secrets } => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -347,13 +352,19 @@ async fn apply(
                 } else {
                     JobResult::Failed
                 };
-                reporting.observe_once(
-                    &format!("{b}/{job_uid}"),
-                    &ns,
-                    &name,
-                    result,
-                    duration.unwrap_or_default(),
-                );
+                let duration = duration.unwrap_or_default();
+                if reporting.observe_once(&format!("{b}/{job_uid}"), &ns, &name, result, duration) {
+                    let job = names::service_remove_job(&name, b);
+                    crate::events::job_finished(
+                        &reporting.recorder,
+                        cinder,
+                        &job,
+                        "service-remove",
+                        result,
+                        duration,
+                    )
+                    .await;
+                }
             }
         }
     }
@@ -365,6 +376,7 @@ async fn apply(
 async fn launch_under_database_lock(
     client: &Client,
     locks: &DeviceLocks,
+    recorder: &kube::runtime::events::Recorder,
     cinder: &Cinder,
     job: &Job,
 ) -> Result<Option<Duration>, DetachError> {
@@ -379,6 +391,7 @@ async fn launch_under_database_lock(
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Some(retry_after)),
         Err(e) => return Err(DetachError::Lock(e.to_string())),
     };
+    crate::events::device_taken_over(recorder, cinder, &guard).await;
     let result = async {
         let active = active_database_jobs(client, &ns, &name).await?;
         if !active.is_empty() {
