@@ -147,7 +147,7 @@ async fn serve(args: &RunArgs) -> anyhow::Result<()> {
     // the orderly shutdown below.
     let (signalled_tx, signalled) = tokio::sync::watch::channel(false);
     let signal_task = tokio::spawn(async move {
-        wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         let _ = signalled_tx.send(true);
     });
     let result = serve_until(args, signalled).await;
@@ -285,7 +285,6 @@ async fn serve_on(
             embedded::tracked(samples),
             PROGRESS_INTERVAL,
             STUCK_AFTER,
-            unbuilt_steps(&client, args.namespace.clone()),
             |line| println!("{line}"),
         ))
     });
@@ -341,19 +340,6 @@ async fn serve_on(
     // The root write lock is held until here: no transaction starts after the drain.
     drop(drained);
     outcome
-}
-
-/// The seed-001 pipeline steps the product table of this build lacks (constructing the steps
-/// starts nothing).
-fn unbuilt_steps(client: &kube::Client, namespace: Option<String>) -> Vec<String> {
-    let env = crate::steps::StepEnv {
-        client: client.clone(),
-        watch_namespace: namespace,
-        probe_cache: Default::default(),
-        services: None,
-    };
-    let names: Vec<&str> = crate::steps::steps(env).iter().map(|s| s.name()).collect();
-    embedded::unbuilt_steps(&names)
 }
 
 /// `/readyz`: the controllers' stores have synced.
@@ -436,7 +422,7 @@ pub async fn run_when_leader(
     stopped
 }
 
-/// The admin views' sources: the context's coordinator, device locks and pipelines directory.
+/// The admin views' sources: the context's coordinator, device locks and pipelines registry.
 pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
     let for_pipelines = Arc::clone(ctx);
     let pipelines: PipelinesSource = Arc::new(move || {
@@ -448,25 +434,4 @@ pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
         devices: ctx.device_locks.clone(),
         pipelines,
     }
-}
-
-#[cfg(unix)]
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-#[cfg(not(unix))]
-async fn wait_for_signal() {
-    let _ = tokio::signal::ctrl_c().await;
 }

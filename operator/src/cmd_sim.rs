@@ -54,28 +54,7 @@ async fn serve(port: u16, kubeconfig: Option<PathBuf>) -> Result<(), cinder_sim:
         cluster.url()
     );
     println!("press Ctrl-C to stop");
-    wait_for_signal().await;
+    crate::cli::wait_for_signal().await;
     cluster.shutdown().await;
     Ok(())
-}
-
-#[cfg(unix)]
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-#[cfg(not(unix))]
-async fn wait_for_signal() {
-    let _ = tokio::signal::ctrl_c().await;
 }

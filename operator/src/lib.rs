@@ -1,6 +1,6 @@
 //! cinder-operator: the Cinder operator.
 //!
-//! This crate owns the CRD types (`crd`), the seed-001 vocabulary (`conditions`, `names`,
+//! This crate owns the CRD types (`crd`), the product vocabulary (`conditions`, `names`,
 //! `requeue`), the pure planning logic (`planning`), the pipeline engine (`pipeline`), the
 //! Prometheus metrics (`metrics`) and the `cinder-operator` binary's subcommands (one module per
 //! subcommand).
@@ -16,18 +16,13 @@ pub mod controller;
 pub mod crd;
 pub mod embedded;
 pub mod http;
+pub mod kube_ext;
 pub mod metrics;
 pub mod names;
 pub mod pipeline;
 pub mod planning;
 pub mod requeue;
-pub mod satellites;
 pub mod steps;
-
-use std::process::ExitCode;
-
-/// The exit of a subcommand that a later issue builds: status 2 and one line on stderr.
-pub fn not_built(what: &str) -> ExitCode {
-    eprintln!("cinder-operator: `{what}` is not built yet");
-    ExitCode::from(2)
-}
+pub mod target_cluster;
+#[cfg(test)]
+mod test_fixtures;

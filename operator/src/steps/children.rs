@@ -5,6 +5,7 @@
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
 use crate::names;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -22,14 +23,13 @@ pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) ->
     }
     let mut meta = management_child_meta(cinder, name, extra_labels);
     meta.owner_references = None;
-    let owner = crate::controller::target_cluster::owner_value(
+    let owner = crate::kube_ext::ownership::owner_value(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
         cinder.metadata.name.as_deref().unwrap_or_default(),
     );
-    meta.labels.get_or_insert_with(Default::default).insert(
-        crate::controller::target_cluster::OWNER_LABEL.to_string(),
-        owner,
-    );
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(crate::kube_ext::ownership::OWNER_LABEL.to_string(), owner);
     meta
 }
 
@@ -72,8 +72,17 @@ pub fn secret(
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+/// Ensures the Cinder's derived Secret `name` holding `value` under `key` (one value the
+/// workloads mount, such as the database connection or the transport URL).
+pub async fn ensure_derived_secret(
+    client: &Client,
+    cinder: &Cinder,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<bool, kube::Error> {
+    let data = [(key.to_string(), value.as_bytes().to_vec())].into();
+    ensure_secret(client, secret(cinder, name, &[], data, false)).await
 }
 
 /// Creates `desired`, or replaces the existing Secret when its data or labels differ.
@@ -86,7 +95,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
         None => match api.create(&PostParams::default(), &desired).await {
             Ok(_) => Ok(true),
             // Created concurrently: the next pass compares it.
-            Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) if e.is_conflict() => Ok(false),
             Err(e) => Err(e),
         },
         Some(existing) => {
@@ -121,7 +130,7 @@ pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bo
     }
     match api.create(&PostParams::default(), &desired).await {
         Ok(_) => Ok(true),
-        Err(e) if is_conflict(&e) => Ok(false),
+        Err(e) if e.is_conflict() => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -134,63 +143,6 @@ pub fn selector(cinder_name: &str, extra: &[(&str, &str)]) -> String {
         parts.push(format!("{k}={v}"));
     }
     parts.join(",")
-}
-
-/// Deletes the Secrets of `namespace` matching `selector` whose names are not in `keep`;
-/// returns the names deleted.
-pub async fn sweep_secrets(
-    client: &Client,
-    namespace: &str,
-    selector: &str,
-    keep: &[String],
-) -> Result<Vec<String>, kube::Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list_metadata(&ListParams::default().labels(selector))
-        .await?;
-    let mut deleted = Vec::new();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
-            continue;
-        };
-        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(name),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deleted)
-}
-
-/// Deletes the ConfigMaps of `namespace` matching `selector` whose names are not in `keep`.
-pub async fn sweep_config_maps(
-    client: &Client,
-    namespace: &str,
-    selector: &str,
-    keep: &[String],
-) -> Result<Vec<String>, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list_metadata(&ListParams::default().labels(selector))
-        .await?;
-    let mut deleted = Vec::new();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
-            continue;
-        };
-        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(name),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deleted)
 }
 
 /// What the Cinder's live Deployments mount.

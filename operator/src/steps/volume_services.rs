@@ -9,8 +9,8 @@
 
 pub mod detach;
 
-use super::StepEnv;
 use super::children::selector;
+use super::env::StepEnv;
 use super::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
     backend_volumes, converged, delete_deployment, desired_deployment, ensure_deployment,
@@ -18,33 +18,17 @@ use super::workloads::{
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{CinderBackend, VolumeServiceStatus};
-use crate::metrics::JobKind;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::pipeline::{Outcome, StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use cinder_lease::Priority;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// The VolumeServices step.
-pub struct VolumeServicesStep {
-    env: StepEnv,
-    reporting: JobReporting,
-}
-
-impl VolumeServicesStep {
-    pub fn new(env: StepEnv) -> Self {
-        let reporting = JobReporting::for_env(&env, JobKind::ServiceRemove);
-        VolumeServicesStep { env, reporting }
-    }
-}
 
 fn waiting(message: impl Into<String>) -> Cond {
     Cond::false_(
@@ -64,7 +48,7 @@ enum Applied {
 /// device lock together with its volume service.
 async fn under_backend_lock<F, Fut>(
     env: &StepEnv,
-    ns: &str,
+    _ns: &str,
     device: &str,
     service: &str,
     write: F,
@@ -73,8 +57,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    let locks = super::database::services::env_device_locks(env, ns).map_err(|e| e.to_string())?;
-    match lock_backend(&locks, device, service, Priority::Default).await? {
+    match lock_backend(&env.device_locks, device, service, Priority::Default).await? {
         Locked::Busy(after) => Ok(Applied::Busy(after)),
         Locked::Guard(guard) => {
             let result = write().await;
@@ -114,7 +97,8 @@ fn backend_label(d: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
-async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let cinder = ctx.cinder.clone();
@@ -323,16 +307,4 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
         reason::ALL_VOLUME_SERVICES_READY,
         format!("{count} volume service(s) ready"),
     ))
-}
-
-impl Step for VolumeServicesStep {
-    fn name(&self) -> &'static str {
-        "VolumeServices"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::VOLUME_SERVICES_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
-    }
 }

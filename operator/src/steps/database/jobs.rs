@@ -10,6 +10,7 @@
 
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
 use crate::names::{self, Component};
 use crate::pipeline::Clusters;
 use crate::planning::digest::sha256_hex;
@@ -383,9 +384,7 @@ async fn under_lock(
 ) -> Result<Act, ActError> {
     let ns = snapshot.metadata.namespace.as_deref().unwrap_or_default();
     let cinder = snapshot.metadata.name.as_deref().unwrap_or_default();
-    let locks = services
-        .device_locks(ns)
-        .map_err(|e| ActError::Lock(e.to_string()))?;
+    let locks = services.device_locks();
     let device = database_device(snapshot);
     let guard = match locks.lock(&device, job.priority()).await {
         Ok(g) => g,
@@ -423,7 +422,7 @@ async fn act_locked(
             }
             match api.create(&PostParams::default(), job).await {
                 Ok(_) => Ok(Act::Done),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Act::Done),
+                Err(e) if e.is_conflict() => Ok(Act::Done),
                 Err(e) => Err(e.into()),
             }
         }
@@ -435,7 +434,7 @@ async fn act_locked(
             for name in names {
                 match api.delete(name, &params).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) if e.is_not_found() => {}
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -487,16 +486,8 @@ mod tests {
     use super::*;
 
     fn cinder(tag: &str) -> Cinder {
-        let mut c: Cinder = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": tag},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap();
+        let mut c = crate::test_fixtures::cinder();
+        c.spec.image.tag = Some(tag.to_string());
         c.metadata.generation = Some(1);
         c
     }
