@@ -65,29 +65,18 @@ where
     }
 }
 
-/// Runs the Cinder controller and the two satellite controllers until `shutdown` turns true,
-/// then lets in-flight passes finish and returns.
-pub async fn run_operator(
-    ctx: Arc<OperatorContext>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+/// The Cinder controller: the Cinder and its owned children, the kinds the index maps to Cinders
+/// (credential Secrets, stores, MariaDB clusters, satellites), and the wake-ups of the target
+/// cluster watchers (`woken`); it drains on `stop`.
+fn cinder_controller(
+    ctx: &Arc<OperatorContext>,
+    index: &IndexHandle,
+    woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
+    stop: satellites::StopSignal,
+) -> Controller<Cinder> {
     let client = ctx.client.clone();
-    let ns = ctx.options.namespace.clone();
-    let ns = ns.as_deref();
-    let (index, index_task) = IndexHandle::spawn(client.clone(), ns, shutdown.clone());
-
-    let stop = {
-        let mut rx = shutdown.clone();
-        satellites::stop_signal(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-    };
+    let ns = ctx.options.namespace.as_deref();
     let wc = watcher::Config::default();
-    // Children on target clusters wake their Cinder through the target watchers.
-    let (wake, woken) = futures::channel::mpsc::unbounded();
-    ctx.targets.watch_into(wake);
-
-    // The Cinder controller (set up first: it owns the indexes the satellites rely on).
     let mut cinders = Controller::new(scoped::<Cinder>(&client, ns), wc.clone())
         .owns(scoped::<Deployment>(&client, ns), wc.clone())
         .owns(scoped::<Service>(&client, ns), wc.clone())
@@ -169,7 +158,32 @@ pub async fn run_operator(
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.options.concurrency),
         )
-        .graceful_shutdown_on(stop.clone());
+        .graceful_shutdown_on(stop);
+    cinders
+}
+
+/// Runs the Cinder controller and the two satellite controllers until `shutdown` turns true,
+/// then lets in-flight passes finish and returns.
+pub async fn run_operator(
+    ctx: Arc<OperatorContext>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let client = ctx.client.clone();
+    let ns = ctx.options.namespace.clone();
+    let ns = ns.as_deref();
+    let (index, index_task) = IndexHandle::spawn(client.clone(), ns, shutdown.clone());
+
+    let stop = {
+        let mut rx = shutdown.clone();
+        satellites::stop_signal(async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+    };
+    // Children on target clusters wake their Cinder through the target watchers.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    ctx.targets.watch_into(wake);
+    // The Cinder controller is set up first: it owns the indexes the satellites rely on.
+    let cinders = cinder_controller(&ctx, &index, woken, stop.clone());
     let cinder_store = cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),

@@ -7,17 +7,15 @@
 //!
 //! BackendsReady reasons: AllBackendsProjected, NoBackends; WaitingForBackends.
 
-use super::children::{ensure_secret, mounts, secret, selector};
+use super::children::{ensure_secret, secret};
 use super::env::StepEnv;
-use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for};
+use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for, sweep_projections};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackend;
 use crate::crd::validation::validate_backend;
-use crate::kube_ext::sweep;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
 use crate::planning::backend_projection::project_backend;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use std::collections::BTreeMap;
@@ -93,19 +91,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         projected.push(summary);
     }
 
-    let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
-    match mounts(&children, &ns, &cinder_name).await {
-        Ok(m) => keep.extend(m.secrets),
-        Err(e) => return ctx.error("listing Deployments", e),
-    }
-    let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_VOLUME)]);
-    if let Err(e) = sweep(
-        &Api::<Secret>::namespaced(children.clone(), &ns),
-        &sel,
-        |n| keep.iter().any(|k| k == n),
-    )
-    .await
-    {
+    let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
+    let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_VOLUME, keep);
+    if let Err(e) = swept.await {
         return ctx.error("sweeping backend Secrets", e);
     }
 

@@ -7,17 +7,15 @@
 //! MultipleBackupBackends.
 
 use super::backends::bytes;
-use super::children::{ensure_secret, mounts, secret, selector};
+use super::children::{ensure_secret, secret};
 use super::env::StepEnv;
-use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for};
+use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for, sweep_projections};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackupBackend;
 use crate::crd::validation::validate_backup_backend;
-use crate::kube_ext::sweep;
 use crate::names;
 use crate::pipeline::{ProjectedBackend, StepContext, StepReport};
 use crate::planning::backend_projection::project_backup_backend;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
@@ -126,19 +124,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         ),
     };
 
-    let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
-    match mounts(&children, &ns, &cinder_name).await {
-        Ok(m) => keep.extend(m.secrets),
-        Err(e) => return ctx.error("listing Deployments", e),
-    }
-    let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_BACKUP)]);
-    if let Err(e) = sweep(
-        &Api::<Secret>::namespaced(children.clone(), &ns),
-        &sel,
-        |n| keep.iter().any(|k| k == n),
-    )
-    .await
-    {
+    let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
+    let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_BACKUP, keep);
+    if let Err(e) = swept.await {
         return ctx.error("sweeping backup Secrets", e);
     }
     let mut ctx = ctx;

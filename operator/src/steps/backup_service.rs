@@ -7,7 +7,6 @@
 use super::env::StepEnv;
 use super::workloads::{
     ExtraVolume, WorkloadSpec, attached_backends, converge, delete_deployment, desired_deployment,
-    pod_annotations,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::BackendType;
@@ -15,7 +14,6 @@ use crate::names::{self, Component};
 use crate::pipeline::{StepContext, StepReport};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use std::collections::BTreeMap;
 
 fn waiting(message: impl Into<String>) -> Cond {
     Cond::false_(
@@ -80,26 +78,16 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         }
     }
     let spec = WorkloadSpec {
-        component: Component::Backup,
-        name: deployment_name.clone(),
-        replicas: 1,
-        recreate: false,
-        command: vec![
-            "cinder-backup".to_string(),
-            "--config-dir".to_string(),
-            BACKUP_MOUNT_DIR.to_string(),
-        ],
-        extra_env: Vec::new(),
         extra_volumes,
-        extra_labels: Vec::new(),
-        object_annotations: BTreeMap::new(),
-        pod_annotations: pod_annotations(
+        ..WorkloadSpec::new(
             Component::Backup,
+            &deployment_name,
+            1,
+            &["cinder-backup", "--config-dir", BACKUP_MOUNT_DIR],
+            config_map,
             &ctx.artefacts,
             ctx.status.installed_release.as_deref(),
-        ),
-        config_map,
-        container_port: None,
+        )
     };
     let desired = desired_deployment(&ctx.cinder, &spec);
     let ready = Cond::true_(

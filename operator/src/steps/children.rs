@@ -4,9 +4,12 @@
 //! `cinder.openstack.c5c3.io/owner=<namespace>.<name>`; derived Secrets are created or replaced
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
+use crate::conditions::not_required;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::delete_if_present;
 use crate::names;
+use crate::pipeline::{StepContext, StepReport};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -143,6 +146,38 @@ pub fn selector(cinder_name: &str, extra: &[(&str, &str)]) -> String {
         parts.push(format!("{k}={v}"));
     }
     parts.join(",")
+}
+
+/// An optional child the spec does not ask for: its condition and the spec field that is unset.
+pub struct NotRequired {
+    pub condition_type: &'static str,
+    pub reason: &'static str,
+    pub field: &'static str,
+}
+
+/// Ends the step of an optional child the spec does not ask for: deletes `what` `name` if it
+/// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
+/// `unwanted`.
+pub async fn remove_unwanted<K>(
+    ctx: StepContext,
+    api: &Api<K>,
+    what: &str,
+    name: &str,
+    unwanted: NotRequired,
+) -> StepReport
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match delete_if_present(api, name, &DeleteParams::default()).await {
+        Ok(deleted) => ctx.proceed(not_required(
+            unwanted.condition_type,
+            unwanted.reason,
+            unwanted.field,
+            &format!("{what} {name}"),
+            deleted,
+        )),
+        Err(e) => ctx.error(format!("deleting {what} {name}"), e),
+    }
 }
 
 /// What the Cinder's live Deployments mount.

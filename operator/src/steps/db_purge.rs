@@ -8,20 +8,21 @@
 use super::children::{child_meta, selector};
 use super::database::jobs::{CONNECTION_ENV, observe};
 use super::env::StepEnv;
-use super::workloads::{JobReporting, SPEC_HASH_ANNOTATION, hash_of, spec_hash};
+use super::workloads::{
+    JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
+};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
 use crate::pipeline::{Outcome, StepContext, StepReport};
-use crate::planning::config::CONFIG_DIR;
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, SecretKeySelector, VolumeMount};
+use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::events::{Event, EventType};
@@ -41,24 +42,12 @@ pub fn desired_cron_job(
         name: "db-purge".to_string(),
         image: Some(cinder.spec.image.reference()),
         command: Some(effective.command.clone()),
-        env: Some(vec![EnvVar {
-            name: CONNECTION_ENV.to_string(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: names::db_connection_secret(&name),
-                    key: DB_CONNECTION_KEY.to_string(),
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_string(),
-            mount_path: CONFIG_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        env: Some(vec![env_from_secret(
+            CONNECTION_ENV,
+            &names::db_connection_secret(&name),
+            DB_CONNECTION_KEY,
+        )]),
+        volume_mounts: Some(vec![config_mount()]),
         ..Default::default()
     };
     let spec = CronJobSpec {

@@ -8,8 +8,7 @@
 use super::children::child_meta;
 use super::env::StepEnv;
 use super::workloads::{
-    SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of,
-    pod_annotations, spec_hash,
+    SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::ApiErrorExt;
@@ -25,7 +24,6 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 fn waiting(message: impl Into<String>) -> Cond {
@@ -135,18 +133,16 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let cinder = ctx.cinder.clone();
     let deployment_name = names::api_deployment(&name);
     let spec = WorkloadSpec {
-        component: Component::Api,
-        name: deployment_name.clone(),
-        replicas: cinder.spec.api.replicas,
-        recreate: false,
-        command: vec!["cinder-api".to_string()],
-        extra_env: Vec::new(),
-        extra_volumes: Vec::new(),
-        extra_labels: Vec::new(),
-        object_annotations: BTreeMap::new(),
-        pod_annotations: pod_annotations(Component::Api, &ctx.artefacts, None),
-        config_map,
         container_port: Some(names::API_PORT),
+        ..WorkloadSpec::new(
+            Component::Api,
+            &deployment_name,
+            cinder.spec.api.replicas,
+            &["cinder-api"],
+            config_map,
+            &ctx.artefacts,
+            None,
+        )
     };
     let desired = desired_deployment(&cinder, &spec);
     let converged = match ensure_converged(&children, &desired).await {

@@ -4,12 +4,12 @@
 //! (HPANotRequired). API errors propagate (Outcome::Error).
 
 use super::children::child_meta;
+use super::children::{NotRequired, remove_unwanted};
 use super::env::StepEnv;
-use crate::conditions::{Cond, kind, not_required, reason};
+use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::AutoscalingSpec;
-use crate::kube_ext::FIELD_MANAGER;
-use crate::kube_ext::delete_if_present;
+use crate::kube_ext::apply;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
 use k8s_openapi::api::autoscaling::v2::{
@@ -17,7 +17,6 @@ use k8s_openapi::api::autoscaling::v2::{
     MetricTarget, ResourceMetricSource,
 };
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
 
 /// The desired HPA of `cinder`.
 pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> HorizontalPodAutoscaler {
@@ -58,26 +57,21 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let hpa_name = names::api_hpa(&name);
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client, &ns);
     let Some(autoscaling) = ctx.cinder.spec.autoscaling.clone() else {
-        return match delete_if_present(&api, &hpa_name, &DeleteParams::default()).await {
-            Ok(deleted) => ctx.proceed(not_required(
-                kind::HPA_READY,
-                reason::HPA_NOT_REQUIRED,
-                "spec.autoscaling",
-                &format!("HPA {hpa_name}"),
-                deleted,
-            )),
-            Err(e) => ctx.error(format!("deleting HPA {hpa_name}"), e),
-        };
+        return remove_unwanted(
+            ctx,
+            &api,
+            "HPA",
+            &hpa_name,
+            NotRequired {
+                condition_type: kind::HPA_READY,
+                reason: reason::HPA_NOT_REQUIRED,
+                field: "spec.autoscaling",
+            },
+        )
+        .await;
     };
     let desired = desired_hpa(&ctx.cinder, &autoscaling);
-    match api
-        .patch(
-            &hpa_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await
-    {
+    match apply(&api, &hpa_name, &desired).await {
         Ok(_) => ctx.proceed(Cond::true_(
             kind::HPA_READY,
             reason::HPA_READY,

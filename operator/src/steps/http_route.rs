@@ -8,18 +8,18 @@
 
 use super::capability::{self, HTTP_ROUTE};
 use super::children::child_meta;
+use super::children::{NotRequired, remove_unwanted};
 use super::env::StepEnv;
-use crate::conditions::{Cond, kind, not_required, reason};
+use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::GatewaySpec;
 use crate::kube_ext::ApiErrorExt;
-use crate::kube_ext::FIELD_MANAGER;
-use crate::kube_ext::delete_if_present;
+use crate::kube_ext::apply;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
 /// The desired HTTPRoute of `cinder` for `gateway`.
@@ -88,16 +88,18 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Api::namespaced_with(client.clone(), &ns, &HTTP_ROUTE.api_resource());
     let Some(gateway) = ctx.cinder.spec.gateway.clone() else {
         // Not wanted: delete it; a 404 (no route, or no Gateway API at all) is the goal state.
-        return match delete_if_present(&api, &route_name, &DeleteParams::default()).await {
-            Ok(deleted) => ctx.proceed(not_required(
-                kind::HTTP_ROUTE_READY,
-                reason::HTTP_ROUTE_NOT_REQUIRED,
-                "spec.gateway",
-                &format!("HTTPRoute {route_name}"),
-                deleted,
-            )),
-            Err(e) => ctx.error(format!("deleting HTTPRoute {route_name}"), e),
-        };
+        return remove_unwanted(
+            ctx,
+            &api,
+            "HTTPRoute",
+            &route_name,
+            NotRequired {
+                condition_type: kind::HTTP_ROUTE_READY,
+                reason: reason::HTTP_ROUTE_NOT_REQUIRED,
+                field: "spec.gateway",
+            },
+        )
+        .await;
     };
     match capability::is_served(&client, HTTP_ROUTE).await {
         Ok(true) => {}
@@ -114,13 +116,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         }
     }
     let desired = desired_route(&ctx.cinder, &gateway);
-    let applied = api
-        .patch(
-            &route_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await;
+    let applied = apply(&api, &route_name, &desired).await;
     let live = match applied {
         Ok(live) => live,
         // The CRD went away between the probe and the apply.

@@ -7,16 +7,15 @@
 //! error. API errors propagate.
 
 use super::children::child_meta;
+use super::children::{NotRequired, remove_unwanted};
 use super::env::StepEnv;
-use crate::conditions::{Cond, kind, not_required, reason};
-use crate::kube_ext::FIELD_MANAGER;
-use crate::kube_ext::delete_if_present;
+use crate::conditions::{Cond, kind, reason};
+use crate::kube_ext::apply;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
 use crate::planning::network_policy::{NetworkPolicyError, derive_network_policy};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
 
 /// Reason of the refusal of an empty ingress list (fail-closed: nothing is applied).
 pub const EMPTY_INGRESS: &str = "EmptyIngress";
@@ -41,16 +40,18 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let spec = match derived {
         Ok(Some(spec)) => spec,
         Ok(None) => {
-            return match delete_if_present(&api, &np_name, &DeleteParams::default()).await {
-                Ok(deleted) => ctx.proceed(not_required(
-                    kind::NETWORK_POLICY_READY,
-                    reason::NETWORK_POLICY_NOT_REQUIRED,
-                    "spec.networkPolicy",
-                    &format!("NetworkPolicy {np_name}"),
-                    deleted,
-                )),
-                Err(e) => ctx.error(format!("deleting NetworkPolicy {np_name}"), e),
-            };
+            return remove_unwanted(
+                ctx,
+                &api,
+                "NetworkPolicy",
+                &np_name,
+                NotRequired {
+                    condition_type: kind::NETWORK_POLICY_READY,
+                    reason: reason::NETWORK_POLICY_NOT_REQUIRED,
+                    field: "spec.networkPolicy",
+                },
+            )
+            .await;
         }
         Err(e) => {
             let why = match e {
@@ -68,14 +69,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         metadata: child_meta(&ctx.cinder, &np_name, &[]),
         spec: Some(spec),
     };
-    match api
-        .patch(
-            &np_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&policy),
-        )
-        .await
-    {
+    match apply(&api, &np_name, &policy).await {
         Ok(_) => ctx.proceed(Cond::true_(
             kind::NETWORK_POLICY_READY,
             reason::NETWORK_POLICY_READY,

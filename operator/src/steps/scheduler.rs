@@ -3,12 +3,11 @@
 //! (RequeueDeploymentPolling) until its rollout converged; SchedulerReady / WaitingForScheduler.
 
 use super::env::StepEnv;
-use super::workloads::{WorkloadSpec, converge, desired_deployment, pod_annotations};
+use super::workloads::{WorkloadSpec, converge, desired_deployment};
 use crate::conditions::{Cond, kind, reason};
 use crate::names::{self, Component};
 use crate::pipeline::{StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use std::collections::BTreeMap;
 
 fn waiting(message: impl Into<String>) -> Cond {
     Cond::false_(
@@ -28,24 +27,15 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         );
     };
     let deployment_name = names::scheduler_deployment(&name);
-    let spec = WorkloadSpec {
-        component: Component::Scheduler,
-        name: deployment_name.clone(),
-        replicas: ctx.cinder.spec.scheduler.replicas,
-        recreate: false,
-        command: vec!["cinder-scheduler".to_string()],
-        extra_env: Vec::new(),
-        extra_volumes: Vec::new(),
-        extra_labels: Vec::new(),
-        object_annotations: BTreeMap::new(),
-        pod_annotations: pod_annotations(
-            Component::Scheduler,
-            &ctx.artefacts,
-            ctx.status.installed_release.as_deref(),
-        ),
+    let spec = WorkloadSpec::new(
+        Component::Scheduler,
+        &deployment_name,
+        ctx.cinder.spec.scheduler.replicas,
+        &["cinder-scheduler"],
         config_map,
-        container_port: None,
-    };
+        &ctx.artefacts,
+        ctx.status.installed_release.as_deref(),
+    );
     let desired = desired_deployment(&ctx.cinder, &spec);
     let ready = Cond::true_(
         kind::SCHEDULER_READY,

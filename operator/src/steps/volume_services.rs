@@ -14,12 +14,12 @@ use super::env::StepEnv;
 use super::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
     backend_volumes, converged, delete_deployment, desired_deployment, ensure_deployment,
-    needs_write, pod_annotations,
+    needs_write,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{CinderBackend, VolumeServiceStatus};
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, StepContext, StepReport};
+use crate::pipeline::{Outcome, ProjectedBackend, StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use cinder_lease::Priority;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
@@ -97,6 +97,58 @@ fn backend_label(d: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// The desired volume service of one backend.
+struct VolumeWorkload {
+    spec: WorkloadSpec,
+    /// The device the backend's writes lock.
+    device: String,
+    /// The `host` its cinder-volume registers as.
+    host: String,
+}
+
+/// The volume service of backend `b` of the Cinder `cinder`: one replica replaced with
+/// Recreate (a single writer per backend), the backend's config directory and volumes, annotated
+/// with its device and host.
+fn volume_workload(
+    cinder: &str,
+    b: &ProjectedBackend,
+    spec_obj: Option<&CinderBackend>,
+    config_map: &str,
+    ctx: &StepContext,
+) -> VolumeWorkload {
+    let host = names::volume_service_host(cinder, &b.name);
+    let device = spec_obj.map(backend_device).unwrap_or_default();
+    let spec = WorkloadSpec {
+        recreate: true,
+        extra_env: vec![EnvVar {
+            name: ENV_HOST.to_string(),
+            value: Some(cinder.to_string()),
+            ..Default::default()
+        }],
+        extra_volumes: backend_volumes(b, spec_obj),
+        extra_labels: vec![(names::LABEL_BACKEND.to_string(), b.name.clone())],
+        object_annotations: [
+            (DEVICE_ANNOTATION.to_string(), device.clone()),
+            (HOST_ANNOTATION.to_string(), host.clone()),
+        ]
+        .into(),
+        ..WorkloadSpec::new(
+            Component::Volume,
+            &names::volume_deployment(cinder, &b.name),
+            1,
+            &[
+                "cinder-volume",
+                "--config-dir",
+                &crate::planning::backend_projection::backend_mount_dir(&b.name),
+            ],
+            config_map.to_string(),
+            &ctx.artefacts,
+            ctx.status.installed_release.as_deref(),
+        )
+    };
+    VolumeWorkload { spec, device, host }
+}
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
     let name = ctx.name().to_string();
@@ -131,40 +183,9 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
     let mut pending = Vec::new();
     if let Some(config_map) = config_map.as_deref() {
         for b in &active {
-            let spec_obj = specs.get(&b.name);
-            let host = names::volume_service_host(&name, &b.name);
-            let device = spec_obj.map(backend_device).unwrap_or_default();
-            let deployment_name = names::volume_deployment(&name, &b.name);
-            let spec = WorkloadSpec {
-                component: Component::Volume,
-                name: deployment_name.clone(),
-                replicas: 1,
-                recreate: true,
-                command: vec![
-                    "cinder-volume".to_string(),
-                    "--config-dir".to_string(),
-                    crate::planning::backend_projection::backend_mount_dir(&b.name),
-                ],
-                extra_env: vec![EnvVar {
-                    name: ENV_HOST.to_string(),
-                    value: Some(name.clone()),
-                    ..Default::default()
-                }],
-                extra_volumes: backend_volumes(b, spec_obj),
-                extra_labels: vec![(names::LABEL_BACKEND.to_string(), b.name.clone())],
-                object_annotations: [
-                    (DEVICE_ANNOTATION.to_string(), device.clone()),
-                    (HOST_ANNOTATION.to_string(), host.clone()),
-                ]
-                .into(),
-                pod_annotations: pod_annotations(
-                    Component::Volume,
-                    &ctx.artefacts,
-                    ctx.status.installed_release.as_deref(),
-                ),
-                config_map: config_map.to_string(),
-                container_port: None,
-            };
+            let VolumeWorkload { spec, device, host } =
+                volume_workload(&name, b, specs.get(&b.name), config_map, &ctx);
+            let deployment_name = spec.name.clone();
             let desired = desired_deployment(&cinder, &spec);
             let current = existing
                 .iter()

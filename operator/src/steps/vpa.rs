@@ -16,13 +16,13 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
-use crate::kube_ext::FIELD_MANAGER;
+use crate::kube_ext::apply;
 use crate::names;
 use crate::pipeline::{Artefacts, StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams};
 use serde_json::json;
 use std::collections::BTreeSet;
 
@@ -164,14 +164,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     for deployment in &targets {
         let vpa = desired_vpa(&ctx.cinder, deployment);
         let vpa_name = names::vpa_for(deployment);
-        if let Err(e) = api
-            .patch(
-                &vpa_name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&vpa),
-            )
-            .await
-        {
+        if let Err(e) = apply(&api, &vpa_name, &vpa).await {
             if e.is_not_found() {
                 return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
             }

@@ -210,6 +210,36 @@ pub struct WorkloadSpec {
     pub container_port: Option<i32>,
 }
 
+impl WorkloadSpec {
+    /// A workload of `component` named `name` running `command` with the config ConfigMap
+    /// `config_map`: rolling updates, the pod annotations of `artefacts` (and of `release` for
+    /// the components that carry it), no extras.
+    pub fn new(
+        component: Component,
+        name: &str,
+        replicas: i32,
+        command: &[&str],
+        config_map: String,
+        artefacts: &Artefacts,
+        release: Option<&str>,
+    ) -> Self {
+        WorkloadSpec {
+            component,
+            name: name.to_string(),
+            replicas,
+            recreate: false,
+            command: command.iter().map(|c| c.to_string()).collect(),
+            extra_env: Vec::new(),
+            extra_volumes: Vec::new(),
+            extra_labels: Vec::new(),
+            object_annotations: BTreeMap::new(),
+            pod_annotations: pod_annotations(component, artefacts, release),
+            config_map,
+            container_port: None,
+        }
+    }
+}
+
 /// The desired Deployment of `spec` owned by `cinder`, with its spec-hash annotation.
 pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
@@ -225,12 +255,7 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
         }),
         ..Default::default()
     }];
-    let mut mounts = vec![VolumeMount {
-        name: "config".to_string(),
-        mount_path: CONFIG_DIR.to_string(),
-        read_only: Some(true),
-        ..Default::default()
-    }];
+    let mut mounts = vec![config_mount()];
     for extra in &spec.extra_volumes {
         volumes.push(extra.volume.clone());
         mounts.push(VolumeMount {
@@ -524,6 +549,32 @@ impl JobReporting {
             self.metrics.observe(namespace, cinder, result, duration);
         }
         first
+    }
+}
+
+/// The read-only mount of the `config` volume (the rendered config ConfigMap) at [`CONFIG_DIR`].
+pub fn config_mount() -> VolumeMount {
+    VolumeMount {
+        name: "config".to_string(),
+        mount_path: CONFIG_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    }
+}
+
+/// `name` set from `key` of the Cinder's derived Secret `secret` (which must exist).
+pub fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
+            secret_key_ref: Some(k8s_openapi::api::core::v1::SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 

@@ -16,12 +16,11 @@ use crate::pipeline::Clusters;
 use crate::planning::digest::sha256_hex;
 use crate::planning::job::JobState;
 use crate::steps::children::child_meta;
+use crate::steps::workloads::{config_mount, env_from_secret};
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, Pod, SecretKeySelector, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
@@ -128,24 +127,12 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
         name: format!("db-{}", which.label()),
         image: Some(cinder.spec.image.reference()),
         command: Some(which.command()),
-        env: Some(vec![EnvVar {
-            name: CONNECTION_ENV.to_string(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: names::db_connection_secret(&cinder_name),
-                    key: crate::planning::connection_urls::DB_CONNECTION_KEY.to_string(),
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_string(),
-            mount_path: CONFIG_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        env: Some(vec![env_from_secret(
+            CONNECTION_ENV,
+            &names::db_connection_secret(&cinder_name),
+            crate::planning::connection_urls::DB_CONNECTION_KEY,
+        )]),
+        volume_mounts: Some(vec![config_mount()]),
         termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_string()),
         termination_message_policy: Some("File".to_string()),
         ..Default::default()

@@ -10,10 +10,11 @@
 
 use super::super::children::{child_meta, selector};
 use super::super::database::jobs::{
-    CONFIG_DIR, active_database_jobs, database_device, failed_exit_code, read_job,
+    active_database_jobs, database_device, failed_exit_code, read_job,
 };
 use super::super::env::StepEnv;
 use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
+use super::super::workloads::config_mount;
 use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
 use crate::conditions::event_reason;
 use crate::crd::{Cinder, CinderBackend};
@@ -28,7 +29,7 @@ use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, Secret, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -63,12 +64,7 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
         image: Some(cinder.spec.image.reference()),
         command: Some(service_remove_command(&host)),
         env: Some(env),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_string(),
-            mount_path: CONFIG_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        volume_mounts: Some(vec![config_mount()]),
         ..Default::default()
     };
     Job {
