@@ -46,7 +46,7 @@ impl StepRecord {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PassRecord {
-    /// RFC 3339 time the pass started.
+    /// RFC 3339 time the pass started (milliseconds).
     pub started_at: String,
     pub duration_ms: u64,
     pub outcome: String,
@@ -67,7 +67,7 @@ pub struct PipelineRecord {
     pub in_pass: bool,
     /// How the last pass ended (e.g. `completed`, `stopped at Secrets, requeue after 15s`).
     pub last_outcome: Option<String>,
-    /// RFC 3339 time the last pass ended.
+    /// RFC 3339 time the last pass ended (seconds).
     pub last_pass_at: Option<String>,
     /// The nominal requeue the last pass asked for, in seconds.
     pub last_requeue_seconds: Option<f64>,
@@ -91,8 +91,8 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+fn rfc3339(t: chrono::DateTime<chrono::Utc>, precision: chrono::SecondsFormat) -> String {
+    t.to_rfc3339_opts(precision, true)
 }
 
 impl PipelineRecord {
@@ -130,12 +130,12 @@ impl PipelineRecord {
         self.in_pass = false;
         self.current_step = None;
         self.last_outcome = Some(summary.outcome.clone());
-        self.last_pass_at = Some(rfc3339(ended_at));
+        self.last_pass_at = Some(rfc3339(ended_at, chrono::SecondsFormat::Secs));
         self.last_requeue_seconds = requeue_seconds;
         self.last_pass_duration_ms = Some(millis(duration));
         self.passes += 1;
         self.history.push_front(PassRecord {
-            started_at: rfc3339(started_at),
+            started_at: rfc3339(started_at, chrono::SecondsFormat::Millis),
             duration_ms: millis(duration),
             outcome: summary.outcome,
             requeue_seconds,
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(r.current_step, None);
         assert_eq!(r.passes, 1);
         assert_eq!(r.last_outcome.as_deref(), Some("completed"));
-        assert_eq!(r.last_pass_at.as_deref(), Some("2026-01-02T03:04:06.500Z"));
+        assert_eq!(r.last_pass_at.as_deref(), Some("2026-01-02T03:04:06Z"));
         assert_eq!(r.last_requeue_seconds, Some(15.0));
         assert_eq!(r.last_pass_duration_ms, Some(1500));
         let json = serde_json::to_value(&r).unwrap();
