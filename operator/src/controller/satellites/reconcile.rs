@@ -13,7 +13,7 @@ use super::status::{
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
-use crate::crd::Cinder;
+use crate::crd::{Cinder, SatelliteStatus};
 use crate::kube_ext::{FIELD_MANAGER, finalizer};
 use crate::names;
 use crate::pipeline::TargetCluster;
@@ -84,77 +84,140 @@ async fn credentials<S: SatelliteKind>(
 /// Ready reason of a deleted CinderBackend while its parent detaches it.
 const DETACHING: &str = "Detaching";
 
+/// Writes `status` when it differs from what `obj` carries, through the backend actor (its value
+/// first, then the status subresource); with `refresh_actor`, also when the actor does not hold
+/// the satellite yet (then only the actor's value is written if the status is unchanged).
+async fn write_status<S: SatelliteKind>(
+    ctx: &SatelliteContext,
+    api: &Api<S>,
+    obj: &S,
+    status: &SatelliteStatus,
+    refresh_actor: bool,
+) -> Result<(), SatelliteError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let id = actor_id(S::KIND, &ns, &name);
+    let changed = obj.status() != Some(status);
+    let in_actor = !refresh_actor || ctx.op.coordinator.peek("backend", &id).is_some();
+    if !changed && in_actor {
+        return Ok(());
+    }
+    let patch = serde_json::json!({ "status": status });
+    let value = actor_value(
+        S::KIND,
+        &ns,
+        &name,
+        obj.parent(),
+        obj.backend_type().as_str(),
+        status,
+    );
+    write_through_actor(&ctx.op.coordinator, &id, value, async {
+        if !changed {
+            return Ok(());
+        }
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map(|_| ())
+    })
+    .await
+    .map_err(|e| SatelliteError::Actor(e.to_string()))
+}
+
+/// A deleted satellite that holds the finalizer: released at once (ServiceRemoveSkipped) when
+/// its parent Cinder is gone, else reported Detaching while the parent's VolumeServices step
+/// runs the detach.
+async fn on_deletion<S: SatelliteKind>(
+    obj: &S,
+    ctx: &SatelliteContext,
+    api: &Api<S>,
+    parent: Option<&Cinder>,
+    finalizer_name: &str,
+) -> Result<Action, SatelliteError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    if parent.is_none() {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: event_reason::SERVICE_REMOVE_SKIPPED.to_string(),
+            note: Some(format!(
+                "parent Cinder {:?} is gone; the service registry went with its database",
+                obj.parent()
+            )),
+            action: "ReleaseFinalizer".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(backend = %name, error = %e, "publishing ServiceRemoveSkipped failed");
+        }
+        forget_actor(&ctx.op.coordinator, &actor_id(S::KIND, &ns, &name))
+            .await
+            .map_err(|e| SatelliteError::Actor(e.to_string()))?;
+        finalizer::remove(api, obj, finalizer_name).await?;
+        return Ok(Action::await_change());
+    }
+    let detaching = [Cond::false_(
+        kind::READY,
+        DETACHING,
+        format!(
+            "Cinder {:?} is detaching this backend (volume service, service-remove Job)",
+            obj.parent()
+        ),
+    )];
+    let status = next_status(obj.status(), &detaching, obj.meta().generation);
+    write_status(ctx, api, obj, &status, false).await?;
+    Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()))
+}
+
+/// Whether the parent's projection Secrets show this satellite (they live with the parent's
+/// children: on its target cluster when it has one).
+async fn projected<S: SatelliteKind>(
+    obj: &S,
+    ctx: &SatelliteContext,
+    placement: Option<&Result<Option<TargetCluster>, Unresolvable>>,
+) -> Result<bool, kube::Error> {
+    let Some(Ok(target)) = placement else {
+        return Ok(false);
+    };
+    let client = target
+        .as_ref()
+        .map_or_else(|| ctx.op.client.clone(), |t| t.client.clone());
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    let sel = selector(
+        obj.parent(),
+        &[
+            (names::LABEL_BACKEND, name.as_str()),
+            (PROJECTION_LABEL, S::PROJECTION),
+        ],
+    );
+    let list = secrets
+        .list_metadata(&ListParams::default().labels(&sel))
+        .await?;
+    Ok(!list.items.is_empty())
+}
+
 /// One reconcile of one satellite.
 pub async fn reconcile<S: SatelliteKind>(
     obj: Arc<S>,
     ctx: Arc<SatelliteContext>,
 ) -> Result<Action, SatelliteError> {
     let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
     let api: Api<S> = Api::namespaced(ctx.op.client.clone(), &ns);
     let cinders: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &ns);
     let parent = cinders.get_opt(obj.parent()).await?;
 
     if obj.meta().deletion_timestamp.is_some() {
-        if let Some(f) = S::FINALIZER
-            && finalizer::has(obj.as_ref(), f)
-        {
-            if parent.is_none() {
-                let event = Event {
-                    type_: EventType::Normal,
-                    reason: event_reason::SERVICE_REMOVE_SKIPPED.to_string(),
-                    note: Some(format!(
-                        "parent Cinder {:?} is gone; the service registry went with its database",
-                        obj.parent()
-                    )),
-                    action: "ReleaseFinalizer".to_string(),
-                    secondary: None,
-                };
-                if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-                    tracing::warn!(backend = %name, error = %e, "publishing ServiceRemoveSkipped failed");
-                }
-                forget_actor(&ctx.op.coordinator, &actor_id(S::KIND, &ns, &name))
-                    .await
-                    .map_err(|e| SatelliteError::Actor(e.to_string()))?;
-                finalizer::remove(&api, obj.as_ref(), f).await?;
-                return Ok(Action::await_change());
+        return match S::FINALIZER {
+            Some(f) if finalizer::has(obj.as_ref(), f) => {
+                on_deletion(obj.as_ref(), &ctx, &api, parent.as_ref(), f).await
             }
-            // The parent's VolumeServices step runs the detach; this controller reports it.
-            let detaching = [Cond::false_(
-                kind::READY,
-                DETACHING,
-                format!(
-                    "Cinder {:?} is detaching this backend (volume service, service-remove Job)",
-                    obj.parent()
-                ),
-            )];
-            let status = next_status(obj.status(), &detaching, obj.meta().generation);
-            if obj.status() != Some(&status) {
-                let patch = serde_json::json!({ "status": status });
-                let id = actor_id(S::KIND, &ns, &name);
-                let value = actor_value(
-                    S::KIND,
-                    &ns,
-                    &name,
-                    obj.parent(),
-                    obj.backend_type().as_str(),
-                    &status,
-                );
-                write_through_actor(&ctx.op.coordinator, &id, value, async {
-                    api.patch_status(
-                        &name,
-                        &PatchParams::apply(FIELD_MANAGER),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                    .map(|_| ())
-                })
-                .await
-                .map_err(|e| SatelliteError::Actor(e.to_string()))?;
-            }
-            return Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()));
-        }
-        return Ok(Action::await_change());
+            _ => Ok(Action::await_change()),
+        };
     }
     if let Some(f) = S::FINALIZER {
         finalizer::add(&api, obj.as_ref(), f).await?;
@@ -171,59 +234,11 @@ pub async fn reconcile<S: SatelliteKind>(
         &ns,
     )
     .await?;
-    // The projection Secrets live with the parent's children (on its target, when it has one).
-    let projected = match &placement {
-        None | Some(Err(_)) => false,
-        Some(Ok(target)) => {
-            let client = target
-                .as_ref()
-                .map_or_else(|| ctx.op.client.clone(), |t| t.client.clone());
-            let secrets: Api<Secret> = Api::namespaced(client, &ns);
-            let sel = selector(
-                obj.parent(),
-                &[
-                    (names::LABEL_BACKEND, name.as_str()),
-                    (PROJECTION_LABEL, S::PROJECTION),
-                ],
-            );
-            !secrets
-                .list_metadata(&ListParams::default().labels(&sel))
-                .await?
-                .items
-                .is_empty()
-        }
-    };
+    let projected = projected(obj.as_ref(), &ctx, placement.as_ref()).await?;
     let conds = conditions_for(&creds, projected);
     let ready = conds.iter().all(|c| c.status);
     let status = next_status(obj.status(), &conds, obj.meta().generation);
-    let id = actor_id(S::KIND, &ns, &name);
-    let in_actor = ctx.op.coordinator.peek("backend", &id).is_some();
-    let changed = obj.status() != Some(&status);
-    if changed || !in_actor {
-        let patch = serde_json::json!({ "status": status });
-        let value = actor_value(
-            S::KIND,
-            &ns,
-            &name,
-            obj.parent(),
-            obj.backend_type().as_str(),
-            &status,
-        );
-        write_through_actor(&ctx.op.coordinator, &id, value, async {
-            if !changed {
-                return Ok(());
-            }
-            api.patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map(|_| ())
-        })
-        .await
-        .map_err(|e| SatelliteError::Actor(e.to_string()))?;
-    }
+    write_status(&ctx, &api, obj.as_ref(), &status, true).await?;
     Ok(if ready {
         Action::await_change()
     } else {
