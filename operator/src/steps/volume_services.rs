@@ -149,6 +149,51 @@ fn volume_workload(
     VolumeWorkload { spec, device, host }
 }
 
+/// The volume Deployment of a backend that left the Cinder.
+#[derive(Debug, PartialEq, Eq)]
+struct Departed {
+    backend: String,
+    deployment: String,
+    /// The device its writes lock (from its annotation; `backend:<name>` without one).
+    device: String,
+}
+
+/// The volume Deployments in `existing` whose backend is neither `active` nor being detached
+/// (its CinderBackend in `specs` carries a deletion timestamp; the detach handles it), and that
+/// are not already being deleted.
+fn departed(
+    existing: &[Deployment],
+    active: &[ProjectedBackend],
+    specs: &BTreeMap<String, CinderBackend>,
+) -> Vec<Departed> {
+    existing
+        .iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+        .filter_map(|d| {
+            let backend = backend_label(d)?;
+            let stays = active.iter().any(|b| b.name == backend);
+            let detaching = specs
+                .get(backend)
+                .is_some_and(|b| b.metadata.deletion_timestamp.is_some());
+            if stays || detaching {
+                return None;
+            }
+            let device = d
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEVICE_ANNOTATION))
+                .cloned()
+                .unwrap_or_else(|| format!("backend:{backend}"));
+            Some(Departed {
+                backend: backend.to_string(),
+                deployment: d.metadata.name.clone().unwrap_or_default(),
+                device,
+            })
+        })
+        .collect()
+}
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
     let name = ctx.name().to_string();
@@ -231,31 +276,18 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
     }
 
     // Deployments of backends that left (a backend being detached is the detach's business).
-    for d in &existing {
-        let Some(backend) = backend_label(d) else {
-            continue;
-        };
-        let stays = active.iter().any(|b| b.name == backend);
-        let detaching = specs
-            .get(backend)
-            .is_some_and(|b| b.metadata.deletion_timestamp.is_some());
-        if stays || detaching || d.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let dname = d.metadata.name.clone().unwrap_or_default();
-        let device = d
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEVICE_ANNOTATION))
-            .cloned()
-            .unwrap_or_else(|| format!("backend:{backend}"));
+    for Departed {
+        backend,
+        deployment: dname,
+        device,
+    } in departed(&existing, &active, &specs)
+    {
         let (c, n, nm) = (children.clone(), ns.clone(), dname.clone());
         let applied = under_backend_lock(
             &env,
             &ns,
             &device,
-            &service_id(&ns, &name, backend),
+            &service_id(&ns, &name, &backend),
             || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
         )
         .await;
@@ -328,4 +360,74 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
         reason::ALL_VOLUME_SERVICES_READY,
         format!("{count} volume service(s) ready"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn deployment(backend: &str, device: Option<&str>, deleting: bool) -> Deployment {
+        Deployment {
+            metadata: ObjectMeta {
+                name: Some(format!("c-volume-{backend}")),
+                labels: Some([(names::LABEL_BACKEND.to_string(), backend.to_string())].into()),
+                annotations: device
+                    .map(|d| [(DEVICE_ANNOTATION.to_string(), d.to_string())].into()),
+                deletion_timestamp: deleting.then(|| Time(k8s_openapi::jiff::Timestamp::now())),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn backend_spec(name: &str, deleting: bool) -> CinderBackend {
+        let mut b: CinderBackend = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "CinderBackend",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"cinderRef": {"name": "c"}, "type": "NFS",
+                "nfs": {"server": "nfs.example", "path": "/export"}}
+        }))
+        .unwrap();
+        if deleting {
+            b.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        }
+        b
+    }
+
+    #[test]
+    fn only_backends_that_left_and_are_not_detaching_depart() {
+        let existing = vec![
+            deployment("stays", Some("nfs:a"), false),
+            deployment("gone", Some("nfs:b"), false),
+            deployment("unannotated", None, false),
+            deployment("detaching", Some("nfs:c"), false),
+            deployment("already", Some("nfs:d"), true),
+        ];
+        let active = vec![ProjectedBackend {
+            name: "stays".into(),
+            ..Default::default()
+        }];
+        let specs: BTreeMap<String, CinderBackend> = [
+            ("stays".to_string(), backend_spec("stays", false)),
+            ("detaching".to_string(), backend_spec("detaching", true)),
+        ]
+        .into();
+        assert_eq!(
+            departed(&existing, &active, &specs),
+            vec![
+                Departed {
+                    backend: "gone".into(),
+                    deployment: "c-volume-gone".into(),
+                    device: "nfs:b".into(),
+                },
+                Departed {
+                    backend: "unannotated".into(),
+                    deployment: "c-volume-unannotated".into(),
+                    device: "backend:unannotated".into(),
+                },
+            ]
+        );
+    }
 }
