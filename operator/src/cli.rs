@@ -202,3 +202,26 @@ pub struct SimArgs {
     #[arg(long, value_name = "N")]
     pub fault_seed: Option<u64>,
 }
+
+/// Returns on Ctrl-C or SIGTERM (the stop signals of `run` and `sim`).
+#[cfg(unix)]
+pub async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Returns on Ctrl-C.
+#[cfg(not(unix))]
+pub async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -155,7 +155,7 @@ async fn serve(args: &RunArgs) -> anyhow::Result<()> {
     // the orderly shutdown below.
     let (signalled_tx, signalled) = tokio::sync::watch::channel(false);
     let signal_task = tokio::spawn(async move {
-        wait_for_signal().await;
+        crate::cli::wait_for_signal().await;
         let _ = signalled_tx.send(true);
     });
     let result = serve_until(args, signalled).await;
@@ -216,7 +216,7 @@ async fn serve_on(
     let endpoints = start_endpoints(args, registry, &ctx, leader.as_ref())?;
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut operator = spawn_controllers(&ctx, leader.as_ref(), shutdown_rx);
-    let progress = samples.map(|samples| follow_samples(args, &client, samples));
+    let progress = samples.map(|samples| follow_samples(&client, samples));
     let outcome = wait_for_end(signalled, &mut operator).await;
     if let Some(p) = progress {
         p.abort();
@@ -342,7 +342,6 @@ fn spawn_controllers(
 
 /// With `--embedded`: prints the samples' progress until they are Ready.
 fn follow_samples(
-    args: &RunArgs,
     client: &kube::Client,
     samples: &[embedded::Manifest],
 ) -> tokio::task::JoinHandle<()> {
@@ -353,7 +352,6 @@ fn follow_samples(
         embedded::tracked(samples),
         PROGRESS_INTERVAL,
         STUCK_AFTER,
-        unbuilt_steps(client, args.namespace.clone()),
         |line| println!("{line}"),
     ))
 }
@@ -417,19 +415,6 @@ async fn release_leadership(leader: LeaderHandle) {
         Ok(Err(e)) => tracing::warn!("releasing the leader Lease: {e}; it will expire"),
         Err(_) => tracing::warn!("releasing the leader Lease timed out; it will expire"),
     }
-}
-
-/// The seed-001 pipeline steps the product table of this build lacks (constructing the steps
-/// starts nothing).
-fn unbuilt_steps(client: &kube::Client, namespace: Option<String>) -> Vec<String> {
-    let env = crate::steps::StepEnv {
-        client: client.clone(),
-        watch_namespace: namespace,
-        probe_cache: Default::default(),
-        services: None,
-    };
-    let names: Vec<&str> = crate::steps::steps(env).iter().map(|s| s.name()).collect();
-    embedded::unbuilt_steps(&names)
 }
 
 /// `/readyz`: the controllers' stores have synced.
@@ -512,7 +497,7 @@ pub async fn run_when_leader(
     stopped
 }
 
-/// The admin views' sources: the context's coordinator, device locks and pipelines directory,
+/// The admin views' sources: the context's coordinator, device locks and pipelines registry,
 /// and the Cinders and CinderBackends listed from the API (in the watched namespace).
 pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
     let for_pipelines = Arc::clone(ctx);
@@ -534,29 +519,17 @@ pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
     }
 }
 
-/// `Api<K>` over `namespace`, else over all namespaces.
-fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => kube::Api::namespaced(client.clone(), ns),
-        None => kube::Api::all(client.clone()),
-    }
-}
-
 /// The Cinders and CinderBackends (of `namespace`, else of all namespaces).
 async fn list_inventory(
     client: kube::Client,
     namespace: Option<&str>,
 ) -> Result<Inventory, String> {
     let params = kube::api::ListParams::default();
-    let cinders = scoped_api::<Cinder>(&client, namespace)
+    let cinders = crate::kube_ext::scoped::<Cinder>(&client, namespace)
         .list(&params)
         .await
         .map_err(|e| format!("listing Cinders: {e}"))?;
-    let backends = scoped_api::<CinderBackend>(&client, namespace)
+    let backends = crate::kube_ext::scoped::<CinderBackend>(&client, namespace)
         .list(&params)
         .await
         .map_err(|e| format!("listing CinderBackends: {e}"))?;
@@ -564,25 +537,4 @@ async fn list_inventory(
         cinders: cinders.items,
         backends: backends.items,
     })
-}
-
-#[cfg(unix)]
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-#[cfg(not(unix))]
-async fn wait_for_signal() {
-    let _ = tokio::signal::ctrl_c().await;
 }

@@ -1,4 +1,4 @@
-//! Condition types and reasons of seed 001 (and of the satellites and events), the
+//! Condition types and reasons of the Cinder and its satellites, event reasons, the
 //! `metav1.Condition` update semantics, and the aggregate `Ready`.
 //!
 //! `lastTransitionTime` changes only when a condition's status changes; reason, message and
@@ -31,7 +31,7 @@ pub mod kind {
     pub const CONFIG_PROJECTED: &str = "ConfigProjected";
 }
 
-/// Condition reasons (seed 001 table, plus the few this implementation adds, marked so).
+/// Condition reasons, grouped by the condition that carries them.
 pub mod reason {
     // Ready
     pub const ALL_READY: &str = "AllReady";
@@ -130,7 +130,7 @@ pub mod reason {
     pub const PARENT_NOT_FOUND: &str = "ParentNotFound";
 }
 
-/// Event reasons of seed 001.
+/// Event reasons.
 pub mod event_reason {
     pub const UPGRADE_CHECK_COMPLETED: &str = "UpgradeCheckCompleted";
     pub const UPGRADE_CHECK_WARNINGS: &str = "UpgradeCheckWarnings";
@@ -193,6 +193,23 @@ impl Cond {
     pub fn status_str(&self) -> &'static str {
         if self.status { "True" } else { "False" }
     }
+}
+
+/// The condition of an optional child the spec does not ask for: True with `reason`, saying that
+/// `field` is unset and, when `deleted`, that `object` was deleted.
+pub fn not_required(
+    type_: &'static str,
+    reason: &'static str,
+    field: &str,
+    object: &str,
+    deleted: bool,
+) -> Cond {
+    let message = if deleted {
+        format!("{field} is unset; {object} deleted")
+    } else {
+        format!("{field} is unset")
+    };
+    Cond::true_(type_, reason, message)
 }
 
 /// Sets `c` into `conditions` with metav1.Condition semantics and returns whether anything

@@ -1,24 +1,19 @@
 //! The operator's shared context: the Kubernetes client, the run options, the lock coordinator
-//! and the device locks (on their own actix system thread), the metrics, the pipelines directory
-//! the admin `/pipelines` view reads, and the readiness flag `/readyz` reads.
+//! and the device locks (on their own actix system thread), the metrics, the pipelines registry
+//! with the product step table (on the same thread; the admin `/pipelines` view asks it), the
+//! resolved target clusters, and the readiness flag `/readyz` reads.
 //!
 //! `run` builds one [`OperatorContext`] with [`OperatorContext::new`] and hands it to
 //! [`crate::controller::run_operator`].
 
-use crate::controller::directory::PipelineDirectory;
 use crate::metrics::Metrics;
+use crate::pipeline::Pipelines;
 use cinder_actors::CoordinatorHandle;
 use cinder_lease::{
     DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity, LeaseSettings,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
-/// in the operator's lease namespace (or the Cinder's namespace), with the key [`TARGET_CLUSTER_KUBECONFIG_KEY`].
-pub const TARGET_CLUSTER_LABEL: &str = "cinder.openstack.c5c3.io/target-cluster";
-/// The key of a target-cluster Secret holding the kubeconfig.
-pub const TARGET_CLUSTER_KUBECONFIG_KEY: &str = "kubeconfig";
 
 /// How the operator runs.
 #[derive(Clone, Debug)]
@@ -109,12 +104,13 @@ pub struct OperatorContext {
     pub coordinator: CoordinatorHandle,
     pub device_locks: DeviceLocks,
     pub metrics: Arc<Metrics>,
-    /// Each Cinder's current step, last outcome and last pass time (no secret values).
-    pub pipelines: PipelineDirectory,
+    /// The pipelines registry: every Cinder's pass goes through it to the Cinder's pipeline
+    /// actor, which keeps what the admin `/pipelines` view shows (no secret values).
+    pub pipelines: actix::Addr<Pipelines>,
     /// The actix system the actors run on.
     pub actors: ActorThread,
     /// The resolved target clusters (one client and one watcher per registered kubeconfig).
-    pub targets: crate::controller::target_cluster::TargetClusters,
+    pub targets: crate::target_cluster::TargetClusters,
     ready: AtomicBool,
 }
 
@@ -141,7 +137,21 @@ impl OperatorContext {
             config,
             options.device_lock_metrics.clone(),
         )?;
-        let targets = crate::controller::target_cluster::TargetClusters::new(
+        let env = crate::steps::StepEnv {
+            client: client.clone(),
+            watch_namespace: options.namespace.clone(),
+            device_locks: device_locks.clone(),
+            metrics: Arc::clone(&metrics),
+        };
+        let engine_metrics = (*metrics).clone();
+        let pipelines = actors
+            .run(move || -> anyhow::Result<actix::Addr<Pipelines>> {
+                use actix::Actor;
+                let table = crate::steps::table(env)?;
+                Ok(Pipelines::new(table, engine_metrics).start())
+            })
+            .await??;
+        let targets = crate::target_cluster::TargetClusters::new(
             client.clone(),
             &options.lease_namespace,
             options.namespace.as_deref(),
@@ -153,7 +163,7 @@ impl OperatorContext {
             coordinator,
             device_locks,
             metrics,
-            pipelines: PipelineDirectory::default(),
+            pipelines,
             actors,
             ready: AtomicBool::new(false),
         }))
@@ -169,8 +179,8 @@ impl OperatorContext {
         self.ready.store(ready, Ordering::Release);
     }
 
-    /// The admin `/pipelines` view: see [`PipelineDirectory::snapshot`].
+    /// The admin `/pipelines` view: see [`crate::pipeline::snapshot`].
     pub async fn pipelines_snapshot(&self) -> serde_json::Value {
-        self.pipelines.snapshot().await
+        crate::pipeline::snapshot(&self.pipelines).await
     }
 }

@@ -382,32 +382,17 @@ pub struct Progress {
     last_change: Instant,
     ready_reported: bool,
     stuck_reported: bool,
-    unbuilt: Vec<String>,
-}
-
-/// The pipeline steps of seed 001 that `built` (the product table's step names) lacks, in
-/// pipeline order.
-pub fn unbuilt_steps(built: &[&str]) -> Vec<String> {
-    crate::pipeline::LANE
-        .iter()
-        .chain(crate::pipeline::GROUP.iter())
-        .map(|s| s.as_str())
-        .filter(|s| !built.contains(s))
-        .map(str::to_string)
-        .collect()
 }
 
 impl Progress {
-    /// A printer that reports "stuck" after `stuck_after` without any change; `unbuilt` names
-    /// the pipeline steps this version lacks (said with a stuck message).
-    pub fn new(stuck_after: Duration, now: Instant, unbuilt: Vec<String>) -> Self {
+    /// A printer that reports "stuck" after `stuck_after` without any change.
+    pub fn new(stuck_after: Duration, now: Instant) -> Self {
         Progress {
             stuck_after,
             lines: BTreeMap::new(),
             last_change: now,
             ready_reported: false,
             stuck_reported: false,
-            unbuilt,
         }
     }
 
@@ -456,12 +441,6 @@ impl Progress {
                 ),
             };
             out.push(format!("  {} {}/{}: {detail}", s.kind, s.namespace, s.name));
-        }
-        if !self.unbuilt.is_empty() {
-            out.push(format!(
-                "note: this version does not build the pipeline steps {}; the conditions they report cannot become True, so no Cinder becomes Ready",
-                self.unbuilt.join(", ")
-            ));
         }
         out
     }
@@ -520,10 +499,9 @@ pub async fn follow(
     tracked: Vec<(ApiResource, String, String)>,
     interval: Duration,
     stuck_after: Duration,
-    unbuilt: Vec<String>,
     mut print: impl FnMut(&str),
 ) {
-    let mut progress = Progress::new(stuck_after, Instant::now(), unbuilt);
+    let mut progress = Progress::new(stuck_after, Instant::now());
     loop {
         let states = look(&client, &tracked).await;
         for line in progress.observe(&states, Instant::now()) {
@@ -589,23 +567,9 @@ mod tests {
     }
 
     #[test]
-    fn unbuilt_steps_are_the_seed_steps_missing_from_the_table() {
-        let all: Vec<&str> = crate::pipeline::LANE
-            .iter()
-            .chain(crate::pipeline::GROUP.iter())
-            .map(|s| s.as_str())
-            .collect();
-        assert_eq!(all.len(), 17);
-        assert!(unbuilt_steps(&all).is_empty());
-        let missing = unbuilt_steps(&all[..6]);
-        assert_eq!(missing.len(), 11);
-        assert_eq!(missing[0], "Database");
-    }
-
-    #[test]
     fn progress_prints_changes_only_then_ready_once() {
         let t0 = Instant::now();
-        let mut p = Progress::new(Duration::from_secs(30), t0, Vec::new());
+        let mut p = Progress::new(Duration::from_secs(30), t0);
         let a = json!({"status": {"conditions": [cond("SecretsReady", "False", "SecretStoreNotReady")]}});
         let s1 = vec![sample_state("Cinder", "openstack", "cinder", Some(&a))];
         assert_eq!(
@@ -622,9 +586,9 @@ mod tests {
     }
 
     #[test]
-    fn stuck_message_names_the_blocking_condition_and_the_missing_steps() {
+    fn stuck_message_names_the_blocking_condition() {
         let t0 = Instant::now();
-        let mut p = Progress::new(Duration::from_secs(30), t0, vec!["Database".to_string()]);
+        let mut p = Progress::new(Duration::from_secs(30), t0);
         let a = json!({"status": {"conditions": [
             cond("Ready", "False", "NotAllReady"),
             cond("SecretsReady", "True", "SecretsAvailable"),
@@ -643,10 +607,6 @@ mod tests {
         );
         assert!(
             stuck.contains("CinderBackend openstack/nfs: the object does not exist"),
-            "{stuck}"
-        );
-        assert!(
-            stuck.contains("does not build the pipeline steps Database;"),
             "{stuck}"
         );
         assert!(

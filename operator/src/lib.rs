@@ -1,6 +1,6 @@
 //! cinder-operator: the Cinder operator.
 //!
-//! This crate owns the CRD types (`crd`), the seed-001 vocabulary (`conditions`, `names`,
+//! This crate owns the CRD types (`crd`), the product vocabulary (`conditions`, `names`,
 //! `requeue`), the pure planning logic (`planning`), the pipeline engine (`pipeline`), the
 //! Prometheus metrics (`metrics`), the Kubernetes Events (`events`), logs and traces
 //! (`telemetry`), the HTTP endpoints and admin UI (`http`) and the `cinder-operator` binary's
@@ -18,19 +18,14 @@ pub mod crd;
 pub mod embedded;
 pub mod events;
 pub mod http;
+pub mod kube_ext;
 pub mod metrics;
 pub mod names;
 pub mod pipeline;
 pub mod planning;
 pub mod requeue;
-pub mod satellites;
 pub mod steps;
+pub mod target_cluster;
 pub mod telemetry;
-
-use std::process::ExitCode;
-
-/// The exit of a subcommand that a later issue builds: status 2 and one line on stderr.
-pub fn not_built(what: &str) -> ExitCode {
-    eprintln!("cinder-operator: `{what}` is not built yet");
-    ExitCode::from(2)
-}
+#[cfg(test)]
+mod test_fixtures;

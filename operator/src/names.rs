@@ -1,4 +1,4 @@
-//! Object names, labels, annotations and finalizers of seed 001, in one place. Every child the
+//! Object names, labels, annotations and finalizers of the product, in one place. Every child the
 //! operator creates is named here, so the 43-character Cinder name limit keeps all of them within
 //! the 63-character label / DNS-label bound.
 
@@ -33,7 +33,7 @@ pub const LABEL_CINDER: &str = "cinder.openstack.c5c3.io/cinder";
 /// The backend a projection Secret / volume Deployment belongs to.
 pub const LABEL_BACKEND: &str = "cinder.openstack.c5c3.io/backend";
 
-/// Field index over the Secrets a Cinder / satellite references (seed 001, "Watches").
+/// Field index over the Secrets a Cinder / satellite references.
 pub const SECRET_REFS_INDEX: &str = "spec.secretRefs.name";
 /// Field index from a satellite to its parent Cinder.
 pub const CINDER_REF_INDEX: &str = "spec.cinderRef.name";

@@ -1,5 +1,5 @@
-//! The requeue intervals of seed 001 ("Requeue semantics") and the jittered form every periodic
-//! requeue goes through (seed 002: ±10%).
+//! The requeue intervals of the pipeline and the jittered form every periodic requeue goes
+//! through (±10 %, so that many Cinders requeued together spread out).
 
 use std::time::Duration;
 

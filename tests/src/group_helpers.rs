@@ -151,11 +151,15 @@ where
     .await
 }
 
-/// The passes the operator finished for Cinder `name` (the pipelines directory).
-pub fn passes(h: &crate::Harness, name: &str) -> u64 {
-    h.ctx
+/// The passes the operator finished for Cinder `name` (its record in the pipelines view).
+pub async fn passes(h: &crate::Harness, name: &str) -> u64 {
+    let records = h
+        .ctx
         .pipelines
-        .records()
+        .send(cinder_operator::pipeline::Inspect)
+        .await
+        .unwrap_or_default();
+    records
         .into_iter()
         .find(|r| r.namespace == NS && r.name == name)
         .map_or(0, |r| r.passes)

@@ -2,7 +2,7 @@
 //! labelled kubeconfig Secret that registers it on the management cluster.
 
 use crate::{Harness, NS};
-use cinder_operator::context::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
+use cinder_operator::target_cluster::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;

@@ -1,12 +1,9 @@
-//! Helpers of the workload, detach and purge tests (included by those test files through
-//! `#[path]`): the Deployments, Services, PDBs and CronJobs the workload steps create, Job
-//! outcome rules for the purge runs, the service-remove finalizer of a backend, and the
-//! pod-template annotations that roll a workload.
+//! Helpers of the workload, detach and purge scenarios: the Deployments, Services, PDBs and
+//! CronJobs the workload steps create, Job outcome rules for the purge runs, the service-remove
+//! finalizer of a backend, and the pod-template annotations that roll a workload.
 
-#![allow(dead_code)]
-
-use cinder_e2e::database_helpers::*;
-use cinder_e2e::*;
+use crate::database_helpers::*;
+use crate::*;
 use cinder_operator::crd::CinderBackend;
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};

@@ -1,33 +1,31 @@
-//! The Cinder reconcile: deletion (finalizer release after dropping the Cinder's metric series),
-//! the target-cluster gate, the first-pass finalizer add, then one pipeline pass through the
-//! Cinder's pipeline actor. The status is written on every exit path, only when it changed, and
-//! every requeue goes through the project's jitter.
+//! The Cinder reconcile: deletion (finalizer release after retiring the Cinder's pipeline), the
+//! target-cluster gate, the first-pass finalizer add, then one pass through the Cinder's pipeline
+//! actor ([`Reconcile`] to the registry). The status is written on every exit path, only when
+//! it changed, and every requeue goes through the project's jitter. A reconcile that ends before
+//! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
 use super::deletion;
-use super::finalizer;
 use super::status::{Written, gate_status, write_if_changed};
-use super::target_cluster;
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::Cinder;
+use crate::kube_ext::finalizer;
+use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
 use crate::names::CINDER_FINALIZER;
-use crate::pipeline::{CinderKey, Forget, PassEnd, Pipelines, Reconcile};
+use crate::pipeline::{CinderKey, Forget, GateStopped, PassEnd, PassNotWritten, Reconcile};
 use crate::requeue::{Requeue, jittered};
-use crate::steps::probe_cache::ProbeCache;
-use actix::Addr;
+use crate::target_cluster;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the Cinder reconcile needs.
 pub struct CinderReconciler {
     pub op: Arc<OperatorContext>,
-    pub engine: Addr<Pipelines>,
     /// Publishes the Cinder's events (deletion, condition transitions, upgrade phases).
     pub recorder: Recorder,
-    /// The /healthcheck probe cache the HealthCheck member shares (a deleted Cinder is evicted).
-    pub probe_cache: ProbeCache,
 }
 
 async fn publish(
@@ -49,6 +47,39 @@ async fn publish(
     }
 }
 
+/// When a reconcile started, to record one that ends before the steps.
+struct Started {
+    key: CinderKey,
+    at: chrono::DateTime<chrono::Utc>,
+    clock: Instant,
+}
+
+impl Started {
+    fn now(cinder: &Cinder) -> Self {
+        Started {
+            key: CinderKey::of(cinder),
+            at: chrono::Utc::now(),
+            clock: Instant::now(),
+        }
+    }
+
+    /// Records the reconcile as ended with `outcome` and `requeue` (nominal).
+    fn stopped(
+        self,
+        ctx: &CinderReconciler,
+        outcome: impl Into<String>,
+        requeue: Option<std::time::Duration>,
+    ) {
+        ctx.op.pipelines.do_send(GateStopped {
+            key: self.key,
+            started_at: self.at,
+            duration: self.clock.elapsed(),
+            outcome: outcome.into(),
+            requeue,
+        });
+    }
+}
+
 /// The deletion under the Cinder finalizer: children on a resolvable target cluster are deleted
 /// by the ownership label; a target deregistered meanwhile releases against no cleanup with a
 /// RemoteChildrenAbandoned Warning; otherwise Delete goes to the MariaDB Database/User/Grant and
@@ -61,11 +92,10 @@ async fn finalize(
 ) -> Result<Action, ReconcileError> {
     let namespace = cinder.namespace().unwrap_or_default();
     let name = cinder.name_any();
-    let directory = &ctx.op.pipelines;
-    directory.pass_started(&namespace, &name, "Finalize");
+    let started = Started::now(cinder);
     let mut abandoned = false;
     if let Some(target) = &cinder.spec.target_cluster_ref {
-        let owner = target_cluster::owner_value(&namespace, &name);
+        let owner = owner_value(&namespace, &name);
         match ctx.op.targets.resolve(&namespace, &target.name).await? {
             Ok(remote) => {
                 let deleted = target_cluster::delete_children(&remote, &namespace, &owner).await?;
@@ -82,7 +112,7 @@ async fn finalize(
                     event_reason::REMOTE_CHILDREN_ABANDONED,
                     format!(
                         "{why}; the children labelled {}={owner} stay behind on it (and the MariaDB Database/User/Grant {name} are not cleaned up)",
-                        target_cluster::OWNER_LABEL
+                        OWNER_LABEL
                     ),
                 )
                 .await;
@@ -101,25 +131,19 @@ async fn finalize(
             )
             .await;
             let requeue = Requeue::RequeueDatabaseWait;
-            directory.pass_finished(
-                &namespace,
-                &name,
+            started.stopped(
+                ctx,
                 format!("finalizing: {} still live", live.join(", ")),
                 Some(requeue.interval()),
             );
             return Ok(Action::requeue(requeue.jittered()));
         }
     }
-    ctx.engine
-        .send(Forget(CinderKey {
-            namespace: namespace.clone(),
-            name: name.clone(),
-        }))
+    ctx.op
+        .pipelines
+        .send(Forget(started.key))
         .await
         .map_err(|e| ReconcileError::Pipeline(e.to_string()))?;
-    ctx.op.metrics.forget_cinder(&namespace, &name);
-    ctx.probe_cache.evict(&namespace, &name);
-    directory.forget(&namespace, &name);
     finalizer::remove(api, cinder.as_ref(), CINDER_FINALIZER).await?;
     if !abandoned {
         publish(
@@ -173,7 +197,6 @@ async fn reconcile_in_span(
     let namespace = cinder.namespace().unwrap_or_default();
     let name = cinder.name_any();
     let api: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &namespace);
-    let directory = &ctx.op.pipelines;
 
     if cinder.metadata.deletion_timestamp.is_some() {
         if finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
@@ -182,7 +205,7 @@ async fn reconcile_in_span(
         return Ok(Action::await_change());
     }
 
-    directory.pass_started(&namespace, &name, "TargetCluster");
+    let started = Started::now(&cinder);
     let target = match ctx.op.targets.resolve_for(&cinder).await? {
         Ok(target) => target,
         Err(why) => {
@@ -196,9 +219,8 @@ async fn reconcile_in_span(
                 crate::events::status_changed(&ctx.recorder, &cinder, &status).await;
             }
             let requeue = Requeue::RequeueSecretPolling;
-            directory.pass_finished(
-                &namespace,
-                &name,
+            started.stopped(
+                &ctx,
                 "stopped at TargetCluster (TargetClusterUnavailable)",
                 Some(requeue.interval()),
             );
@@ -209,29 +231,23 @@ async fn reconcile_in_span(
     if !finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
         finalizer::add(&api, cinder.as_ref(), CINDER_FINALIZER).await?;
         let requeue = Requeue::RequeueNextPass;
-        directory.pass_finished(
-            &namespace,
-            &name,
-            "finalizer added",
-            Some(requeue.interval()),
-        );
+        started.stopped(&ctx, "finalizer added", Some(requeue.interval()));
         return Ok(Action::requeue(requeue.jittered()));
     }
 
-    directory.step_started(&namespace, &name, "pipeline");
-    let report = match ctx.engine.send(Reconcile(cinder.clone(), target)).await {
+    let report = match ctx
+        .op
+        .pipelines
+        .send(Reconcile(cinder.clone(), target))
+        .await
+    {
         Ok(Ok(report)) => report,
         Ok(Err(e)) => {
-            directory.pass_finished(
-                &namespace,
-                &name,
-                format!("pipeline unavailable: {e}"),
-                None,
-            );
+            started.stopped(&ctx, format!("pipeline unavailable: {e}"), None);
             return Err(ReconcileError::Pipeline(e.to_string()));
         }
         Err(e) => {
-            directory.pass_finished(&namespace, &name, "pipeline unavailable", None);
+            started.stopped(&ctx, "pipeline unavailable", None);
             return Err(ReconcileError::Pipeline(e.to_string()));
         }
     };
@@ -248,25 +264,14 @@ async fn reconcile_in_span(
     if written == Written::Stale {
         // The Cinder changed while the pass ran: its result is not written; a pass on the newer
         // version decides (the change's own watch event usually brings it first).
-        directory.pass_finished(
-            &namespace,
-            &name,
-            "not written: the Cinder changed during the pass",
-            Some(Requeue::RequeueNextPass.interval()),
-        );
+        ctx.op.pipelines.do_send(PassNotWritten {
+            key: started.key,
+            outcome: "not written: the Cinder changed during the pass".to_string(),
+            requeue: Some(Requeue::RequeueNextPass.interval()),
+        });
         return Ok(Action::requeue(Requeue::RequeueNextPass.jittered()));
     }
-    let requeue = match (report.requeue, report.errors.is_empty()) {
-        (Some(d), _) => Some(d),
-        (None, false) => Some(Requeue::RequeueDeploymentPolling.interval()),
-        (None, true) => None,
-    };
-    directory.pass_finished(
-        &namespace,
-        &name,
-        crate::pipeline::registry::summarize(&report),
-        requeue,
-    );
+    let requeue = report.requeue_after();
     for e in &report.errors {
         tracing::warn!(cinder = %name, namespace = %namespace, step = e.step, error = %e.message, "step failed");
     }

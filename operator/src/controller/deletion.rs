@@ -1,12 +1,14 @@
-//! The Cinder's deletion (seed 001, "Rotation and deletion"): under the
+//! The Cinder's deletion: under the
 //! `cinder.openstack.c5c3.io/finalizer`, Delete is issued on the Cinder's MariaDB Database, User
 //! and Grant (only the objects this Cinder owns, by owner reference UID or ownership label), and
 //! the finalizer stays while any of them is still live. Every other child goes by owner-reference
 //! garbage collection on the management cluster, or by the ownership label on a target cluster
-//! (see [`super::target_cluster`]).
+//! (see [`crate::target_cluster`]).
 
-use super::target_cluster::OWNER_LABEL;
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::delete_if_present;
+use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
 use crate::steps::database::provisioning::{SqlKind, sql_object_name};
 use kube::api::{DeleteParams, DynamicObject};
 use kube::{Api, Client, ResourceExt};
@@ -32,26 +34,24 @@ pub async fn delete_database_objects(
 ) -> Result<Vec<String>, kube::Error> {
     let ns = cinder.namespace().unwrap_or_default();
     let name = sql_object_name(&cinder.name_any());
-    let owner = super::target_cluster::owner_value(&ns, &cinder.name_any());
+    let owner = owner_value(&ns, &cinder.name_any());
     let mut live = Vec::new();
     for kind in SqlKind::ALL {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kind.resource());
         let found = match api.get_opt(&name).await {
             Ok(found) => found,
             // The mariadb-operator CRDs are not installed: nothing to clean up.
-            Err(kube::Error::Api(s)) if s.code == 404 => None,
+            Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         };
         let Some(obj) = found else { continue };
         if !owned_by(&obj, cinder.metadata.uid.as_deref(), &owner) {
             continue;
         }
-        if obj.metadata.deletion_timestamp.is_none() {
-            match api.delete(&name, &DeleteParams::background()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => continue,
-                Err(e) => return Err(e),
-            }
+        if obj.metadata.deletion_timestamp.is_none()
+            && !delete_if_present(&api, &name, &DeleteParams::background()).await?
+        {
+            continue;
         }
         live.push(format!("{}/{name}", kind.as_str()));
     }

@@ -1,5 +1,5 @@
 //! The index actor: one task owns the maps that turn a watch event on another kind into the
-//! Cinder requests it concerns (seed 001, "Watches and indexes"). It is fed from reflector
+//! Cinder requests it concerns. It is fed from reflector
 //! streams of Cinders, CinderBackends and CinderBackupBackends and publishes an immutable
 //! snapshot after every change, which the (synchronous) watch mappers read:
 //!

@@ -1,6 +1,6 @@
-//! The Cinder controller wiring: the index actor, the pipeline engine with the product step
-//! table, the kube-runtime Controller over Cinder (owned children and the watches of seed 001,
-//! "Watches and indexes"), the two satellite controllers, readiness, and the drain on shutdown.
+//! The controllers: the index actor, the kube-runtime Controller over Cinder (owned children and
+//! the watches that enqueue a Cinder; each reconcile goes to the context's pipelines registry),
+//! the two satellite controllers, readiness, and the drain on shutdown.
 //!
 //! Watches of the Cinder controller:
 //! - owned (controller ownerReference): Deployment, Service, ConfigMap, Secret,
@@ -10,19 +10,20 @@
 //! - MariaDB clusters named by `spec.database.clusterRef`;
 //! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate);
 //! - the same owned kinds on every resolved target cluster, by the ownership label
-//!   ([`target_cluster::TargetClusters`]).
+//!   ([`crate::target_cluster::TargetClusters`]).
 
 pub mod cinder;
 pub mod deletion;
-pub mod directory;
-pub mod finalizer;
 pub mod index;
+pub mod satellites;
 pub mod status;
-pub mod target_cluster;
 
 use crate::context::OperatorContext;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, SecretStoreKind};
-use crate::pipeline::Pipelines;
+use crate::kube_ext::resources::{
+    cluster_secret_store_resource, mariadb_resource, secret_store_resource,
+};
+use crate::kube_ext::{scoped, scoped_dynamic};
 use futures::StreamExt;
 use index::IndexHandle;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -31,60 +32,12 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ApiResource, DynamicObject};
-use kube::core::{GroupVersionKind, NamespaceResourceScope};
+use kube::api::DynamicObject;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use std::sync::Arc;
-
-/// The external-secrets SecretStore.
-pub fn secret_store_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("external-secrets.io", "v1", "SecretStore"),
-        "secretstores",
-    )
-}
-
-/// The external-secrets ClusterSecretStore.
-pub fn cluster_secret_store_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("external-secrets.io", "v1", "ClusterSecretStore"),
-        "clustersecretstores",
-    )
-}
-
-/// The mariadb-operator MariaDB.
-pub fn mariadb_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("k8s.mariadb.com", "v1alpha1", "MariaDB"),
-        "mariadbs",
-    )
-}
-
-/// An API over namespaced `K`: the watched namespace, or all of them.
-pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-fn scoped_dynamic(
-    client: &Client,
-    namespace: Option<&str>,
-    ar: &ApiResource,
-) -> Api<DynamicObject> {
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
-        None => Api::all_with(client.clone(), ar),
-    }
-}
 
 fn parent_ref(namespace: Option<String>, parent: &str) -> Option<ObjectRef<Cinder>> {
     let ns = namespace?;
@@ -112,59 +65,18 @@ where
     }
 }
 
-/// Starts the pipeline engine (registry actor with the product table) on the actor thread;
-/// the HealthCheck member shares `probe_cache`.
-pub async fn start_engine(
+/// The Cinder controller: the Cinder and its owned children, the kinds the index maps to Cinders
+/// (credential Secrets, stores, MariaDB clusters, satellites), and the wake-ups of the target
+/// cluster watchers (`woken`); it drains on `stop`.
+fn cinder_controller(
     ctx: &Arc<OperatorContext>,
-    probe_cache: crate::steps::probe_cache::ProbeCache,
-) -> anyhow::Result<actix::Addr<Pipelines>> {
-    let env = crate::steps::StepEnv {
-        client: ctx.client.clone(),
-        watch_namespace: ctx.options.namespace.clone(),
-        probe_cache,
-        services: Some(crate::steps::StepServices {
-            device_locks: ctx.device_locks.clone(),
-            metrics: Arc::clone(&ctx.metrics),
-        }),
-    };
-    let metrics = (*ctx.metrics).clone();
-    let addr = ctx
-        .actors
-        .run(move || -> anyhow::Result<actix::Addr<Pipelines>> {
-            use actix::Actor;
-            let table = crate::steps::table(env)?;
-            Ok(Pipelines::new(table, metrics).start())
-        })
-        .await??;
-    Ok(addr)
-}
-
-/// Runs the Cinder controller and the two satellite controllers until `shutdown` turns true,
-/// then lets in-flight passes finish and returns.
-pub async fn run_operator(
-    ctx: Arc<OperatorContext>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+    index: &IndexHandle,
+    woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
+    stop: satellites::StopSignal,
+) -> Controller<Cinder> {
     let client = ctx.client.clone();
-    let ns = ctx.options.namespace.clone();
-    let ns = ns.as_deref();
-    let (index, index_task) = IndexHandle::spawn(client.clone(), ns, shutdown.clone());
-    let probe_cache = crate::steps::probe_cache::ProbeCache::default();
-    let engine = start_engine(&ctx, probe_cache.clone()).await?;
-    ctx.pipelines.attach_engine(engine.clone());
-
-    let stop = {
-        let mut rx = shutdown.clone();
-        crate::satellites::stop_signal(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-    };
+    let ns = ctx.options.namespace.as_deref();
     let wc = watcher::Config::default();
-    // Children on target clusters wake their Cinder through the target watchers.
-    let (wake, woken) = futures::channel::mpsc::unbounded();
-    ctx.targets.watch_into(wake);
-
-    // The Cinder controller (set up first: it owns the indexes the satellites rely on).
     let mut cinders = Controller::new(scoped::<Cinder>(&client, ns), wc.clone())
         .owns(scoped::<Deployment>(&client, ns), wc.clone())
         .owns(scoped::<Service>(&client, ns), wc.clone())
@@ -246,13 +158,36 @@ pub async fn run_operator(
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.options.concurrency),
         )
-        .graceful_shutdown_on(stop.clone());
+        .graceful_shutdown_on(stop);
+    cinders
+}
+
+/// Runs the Cinder controller and the two satellite controllers until `shutdown` turns true,
+/// then lets in-flight passes finish and returns.
+pub async fn run_operator(
+    ctx: Arc<OperatorContext>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let client = ctx.client.clone();
+    let ns = ctx.options.namespace.clone();
+    let ns = ns.as_deref();
+    let (index, index_task) = IndexHandle::spawn(client.clone(), ns, shutdown.clone());
+
+    let stop = {
+        let mut rx = shutdown.clone();
+        satellites::stop_signal(async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+    };
+    // Children on target clusters wake their Cinder through the target watchers.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    ctx.targets.watch_into(wake);
+    // The Cinder controller is set up first: it owns the indexes the satellites rely on.
+    let cinders = cinder_controller(&ctx, &index, woken, stop.clone());
     let cinder_store = cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
-        engine,
         recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
-        probe_cache,
     });
     let cinder_run = cinders
         .run(cinder::reconcile, cinder::error_policy, reconciler)
@@ -264,7 +199,7 @@ pub async fn run_operator(
         });
 
     let satellites =
-        crate::satellites::SatelliteControllers::build(ctx.clone(), index.clone(), stop.clone());
+        satellites::SatelliteControllers::build(ctx.clone(), index.clone(), stop.clone());
     let backend_store = satellites.backend_store();
     let backup_store = satellites.backup_backend_store();
 
@@ -283,7 +218,7 @@ pub async fn run_operator(
         }
     };
     let readiness = tokio::spawn(readiness);
-    let departed = tokio::spawn(crate::satellites::forget_departed(
+    let departed = tokio::spawn(satellites::forget_departed(
         index.clone(),
         ctx.coordinator.clone(),
         shutdown.clone(),

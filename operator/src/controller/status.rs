@@ -6,13 +6,12 @@
 
 use crate::conditions::{self, Cond};
 use crate::crd::{Cinder, CinderStatus};
+use crate::kube_ext::{ApiErrorExt, FIELD_MANAGER};
+use crate::pipeline::pass::finish_status;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::Value;
-
-/// The field manager of every write the operator makes.
-pub const FIELD_MANAGER: &str = "cinder-operator";
 
 /// `cinder`'s status with `gate` set, the aggregate Ready recomputed and observedGeneration
 /// stamped (used for the checks that run ahead of the steps).
@@ -21,9 +20,7 @@ pub fn gate_status(cinder: &Cinder, gate: &Cond) -> CinderStatus {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut status = cinder.status.clone().unwrap_or_default();
     conditions::set_condition(&mut status.conditions, gate, generation, &now);
-    let ready = conditions::aggregate_ready(&status.conditions);
-    conditions::set_condition(&mut status.conditions, &ready, generation, &now);
-    status.observed_generation = generation;
+    finish_status(&mut status, generation, &now);
     status
 }
 
@@ -94,7 +91,7 @@ pub async fn write_if_changed(
         .await
     {
         Ok(_) => Ok(Written::Written),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Written::Stale),
+        Err(e) if e.is_conflict() => Ok(Written::Stale),
         Err(e) => Err(e),
     }
 }
@@ -118,16 +115,8 @@ mod tests {
 
     #[test]
     fn a_finished_upgrade_clears_its_fields_in_the_same_write_as_the_promotion() {
-        let mut cinder: Cinder = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "42"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap();
+        let mut cinder = crate::test_fixtures::cinder_named("ns", "c");
+        cinder.metadata.resource_version = Some("42".to_string());
         cinder.status = Some(CinderStatus {
             installed_release: Some("2025.2".into()),
             target_release: Some("2026.1".into()),

@@ -2,25 +2,7 @@
 //! broker port, the projected backends, the config map name. Values, never secrets: only
 //! digests and object names travel here.
 
-use crate::crd::BackendType;
-
-/// One backend (or the backup target) projected into a content-hashed Secret.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProjectedBackend {
-    /// The CinderBackend / CinderBackupBackend name.
-    pub name: String,
-    pub backend_type: Option<BackendType>,
-    /// The content-hashed projection Secret the workloads mount.
-    pub secret_name: String,
-    /// sha256 of the projected content (rolls the workloads that mount it).
-    pub content_hash: String,
-    /// NFS: `server` of the export (for the NetworkPolicy rule).
-    pub nfs_server: Option<String>,
-    /// RBD: the networks the backend names (for the NetworkPolicy rule).
-    pub rbd_networks: Vec<String>,
-    /// True while the CinderBackend is being deleted (detach in progress).
-    pub deleting: bool,
-}
+pub use crate::planning::backend_projection::ProjectedBackend;
 
 /// Everything earlier steps produced for later ones in one pass.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,22 +1,36 @@
-//! The pipeline engine (seed 001, "Pipeline"): a pipeline actor per Cinder serializes that
-//! Cinder's passes, one actor per step kind runs the steps, and each pass walks the twelve-step
-//! lane (ending at the first requeue or error) and then the five-member parallel group.
+//! The pipeline engine: a pipeline actor per Cinder ([`PipelineActor`]) runs that Cinder's
+//! passes one at a time and owns its `/pipelines` record; one actor per step kind
+//! ([`StepActor`]) runs the step for every Cinder and owns what the step remembers; each pass
+//! ([`run_pass`]) walks the twelve-step lane (ending at the first requeue or error) and then the
+//! five-member parallel group, exchanging [`RunStep`] with the step actors.
 //!
-//! Real steps implement [`Step`] and are put into a [`PipelineTable::product`]; the `run`
-//! command sends [`Reconcile`] to a [`Pipelines`] registry and writes
-//! [`PassReport::status_write`] when it is `Some`, requeueing after
-//! [`PassReport::requeue_jittered`].
+//! Real steps implement [`Step`] and are put into a [`PipelineTable::product`]; the Cinder
+//! controller sends [`Reconcile`] to the [`Pipelines`] registry, which forwards it to the
+//! Cinder's actor, then writes [`PassReport::status_write`] when it is `Some` and requeues after
+//! [`PassReport::requeue_after`] through the ±10 % jitter.
 
+pub mod actors;
 pub mod artefacts;
-pub mod cinder_actor;
+pub mod key;
+pub mod memory;
 pub mod pass;
-pub mod registry;
 pub mod step;
+pub mod step_name;
 pub mod table;
+pub mod view;
 
+pub use actors::{
+    Forget, GateStopped, Inspect, InspectPipeline, PassNotWritten, PipelineActor, PipelineError,
+    Pipelines, Reconcile, RunPass, snapshot,
+};
 pub use artefacts::{Artefacts, ProjectedBackend};
-pub use cinder_actor::{PipelineActor, RunPass};
+pub use key::CinderKey;
+pub use memory::StepMemory;
 pub use pass::{PassEnd, PassObserver, PassReport, StepFailure, run_pass};
-pub use registry::{CinderKey, Forget, Inspect, PipelineError, PipelineView, Pipelines, Reconcile};
-pub use step::{Clusters, Outcome, Step, StepContext, StepReport, TargetCluster};
-pub use table::{GROUP, LANE, PipelineTable, RunStep, StepActor, StepHandle, StepName, TableError};
+pub use step::{
+    Clusters, ForgetCinder, Outcome, RunStep, Step, StepActor, StepContext, StepError, StepFn,
+    StepReport, TargetCluster,
+};
+pub use step_name::{GROUP, LANE, StepName};
+pub use table::{PipelineTable, StepHandle, TableError};
+pub use view::{PassRecord, PipelineRecord, StepRecord};

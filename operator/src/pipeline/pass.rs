@@ -3,8 +3,10 @@
 //! shortest requeue wins), the aggregate Ready, and the decision whether the status changed.
 
 use super::artefacts::Artefacts;
+use super::step::RunStep;
 use super::step::{Outcome, StepContext, StepReport, TargetCluster};
-use super::table::{PipelineTable, RunStep, StepHandle};
+use super::table::{PipelineTable, StepHandle};
+use super::view::StepRecord;
 use crate::conditions::{self, Cond, kind, reason};
 use crate::crd::validation::validate_cinder;
 use crate::crd::{Cinder, CinderStatus};
@@ -46,6 +48,8 @@ pub struct PassReport {
     pub errors: Vec<StepFailure>,
     /// The artefacts at the end of the lane.
     pub artefacts: Artefacts,
+    /// The steps that ran (lane first, then the group), each with its duration and condition.
+    pub steps: Vec<StepRecord>,
 }
 
 impl PassReport {
@@ -53,9 +57,35 @@ impl PassReport {
     pub fn status_write(&self) -> Option<&CinderStatus> {
         self.status_changed.then_some(&self.status)
     }
-    /// The requeue through the project's jitter (seed 002: every periodic requeue).
-    pub fn requeue_jittered(&self) -> Option<Duration> {
-        self.requeue.map(crate::requeue::jittered)
+
+    /// When to reconcile again (nominal, before the jitter): the shortest requeue a step asked
+    /// for; after a step error without one, the Deployment polling interval; else on a change.
+    pub fn requeue_after(&self) -> Option<Duration> {
+        match (self.requeue, self.errors.is_empty()) {
+            (Some(d), _) => Some(d),
+            (None, false) => Some(crate::requeue::Requeue::RequeueDeploymentPolling.interval()),
+            (None, true) => None,
+        }
+    }
+
+    /// One line for the admin view: how the pass ended and what it asked for.
+    pub fn summary(&self) -> String {
+        let end = match &self.end {
+            PassEnd::Completed => "completed".to_string(),
+            PassEnd::ShortCircuited { step } => format!("stopped at {step}"),
+            PassEnd::InvalidSpec => "invalid spec".to_string(),
+        };
+        let requeue = self
+            .requeue
+            .map(|d| format!(", requeue after {}s", d.as_secs_f64()))
+            .unwrap_or_default();
+        let errors = if self.errors.is_empty() {
+            String::new()
+        } else {
+            let steps: Vec<&str> = self.errors.iter().map(|e| e.step).collect();
+            format!(", errors in {}", steps.join(", "))
+        };
+        format!("{end}{requeue}{errors}")
     }
 }
 
@@ -77,7 +107,11 @@ fn shorter(a: Option<Duration>, b: Duration) -> Option<Duration> {
 }
 
 /// Sends one step its context and times the run; a lost actor reply is an error outcome.
-async fn run_step(handle: &StepHandle, ctx: StepContext, metrics: &Metrics) -> StepReport {
+async fn run_step(
+    handle: &StepHandle,
+    ctx: StepContext,
+    metrics: &Metrics,
+) -> (StepReport, Duration) {
     let fallback = ctx.clone();
     let started = Instant::now();
     let span = crate::telemetry::step_span(&ctx.cinder, handle.name);
@@ -91,7 +125,12 @@ async fn run_step(handle: &StepHandle, ctx: StepContext, metrics: &Metrics) -> S
     let elapsed = started.elapsed();
     metrics.observe_step(handle.name, elapsed);
     span.in_scope(|| crate::telemetry::step_ran(&report.outcome, elapsed));
-    report
+    (report, elapsed)
+}
+
+/// The condition of `handle`'s own type a step run left in `conditions`.
+fn own_condition<'a>(handle: &StepHandle, conditions: &'a [Cond]) -> Option<&'a Cond> {
+    conditions.iter().find(|c| c.type_ == handle.condition_type)
 }
 
 /// The condition a failed step leaves when it reported none for its own type.
@@ -103,6 +142,106 @@ fn error_condition(handle: &StepHandle, message: &str) -> Cond {
     )
 }
 
+/// Ends a status the way every pass and every gate ahead of it does: the aggregate Ready
+/// recomputed from the sub-conditions and observedGeneration stamped.
+pub fn finish_status(status: &mut CinderStatus, generation: Option<i64>, stamp: &Time) {
+    let ready = conditions::aggregate_ready(&status.conditions);
+    conditions::set_condition(&mut status.conditions, &ready, generation, stamp);
+    status.observed_generation = generation;
+}
+
+/// The working state of one pass: what the steps produced so far.
+struct Pass<'a> {
+    metrics: &'a Metrics,
+    cinder: Arc<Cinder>,
+    target: Option<TargetCluster>,
+    generation: Option<i64>,
+    stamp: Time,
+    status: CinderStatus,
+    artefacts: Artefacts,
+    requeue: Option<Duration>,
+    errors: Vec<StepFailure>,
+    steps: Vec<StepRecord>,
+}
+
+impl Pass<'_> {
+    /// The context a step runs with: a copy of what the pass holds now.
+    fn context(&self) -> StepContext {
+        StepContext {
+            cinder: self.cinder.clone(),
+            target: self.target.clone(),
+            artefacts: self.artefacts.clone(),
+            status: self.status.clone(),
+            memory: Default::default(),
+        }
+    }
+
+    fn set(&mut self, condition: &Cond) {
+        conditions::set_condition(
+            &mut self.status.conditions,
+            condition,
+            self.generation,
+            &self.stamp,
+        );
+    }
+
+    /// Takes in how one step ended, with `own`, the condition of its type it reported: an error
+    /// is counted and leaves `own` or, without one, the engine's error condition; a requeue
+    /// shortens the pass's. Returns whether the step continued.
+    fn settle(
+        &mut self,
+        handle: &StepHandle,
+        outcome: Outcome,
+        own: Option<Cond>,
+        elapsed: Duration,
+    ) -> bool {
+        let (own, continued) = match outcome {
+            Outcome::Continue => (own, true),
+            Outcome::RequeueAfter(d) => {
+                self.requeue = shorter(self.requeue, d);
+                (own, false)
+            }
+            Outcome::Error(message) => {
+                self.metrics
+                    .count_step_error(handle.name, handle.condition_type);
+                let c = own.unwrap_or_else(|| error_condition(handle, &message));
+                self.errors.push(StepFailure {
+                    step: handle.name,
+                    condition_type: handle.condition_type,
+                    message,
+                });
+                (Some(c), false)
+            }
+        };
+        self.steps
+            .push(StepRecord::new(handle.name, elapsed, own.as_ref()));
+        if let Some(c) = own {
+            self.set(&c);
+        }
+        continued
+    }
+
+    /// The report of the pass that ended as `end`, with the aggregate Ready unless the spec was
+    /// refused.
+    fn finish(mut self, before: CinderStatus, end: PassEnd) -> PassReport {
+        if end == PassEnd::InvalidSpec {
+            self.status.observed_generation = self.generation;
+        } else {
+            finish_status(&mut self.status, self.generation, &self.stamp);
+        }
+        let status_changed = self.status != before;
+        PassReport {
+            status: self.status,
+            status_changed,
+            requeue: self.requeue,
+            end,
+            errors: self.errors,
+            artefacts: self.artefacts,
+            steps: self.steps,
+        }
+    }
+}
+
 /// Runs one pass of `cinder` through `table`.
 pub async fn run_pass(
     table: &PipelineTable,
@@ -112,142 +251,57 @@ pub async fn run_pass(
     observer: &mut dyn PassObserver,
 ) -> PassReport {
     let before = cinder.status.clone().unwrap_or_default();
-    let generation = cinder.metadata.generation;
-    let stamp = now();
-    let mut status = before.clone();
-    let mut artefacts = Artefacts::default();
-    let mut requeue = None;
-    let mut errors = Vec::new();
-    let mut end = PassEnd::Completed;
+    let mut pass = Pass {
+        metrics,
+        generation: cinder.metadata.generation,
+        cinder,
+        target,
+        stamp: now(),
+        status: before.clone(),
+        artefacts: Artefacts::default(),
+        requeue: None,
+        errors: Vec::new(),
+        steps: Vec::new(),
+    };
 
-    let name = cinder.metadata.name.clone().unwrap_or_default();
-    if let Err(e) = validate_cinder(&name, &cinder.spec) {
-        conditions::set_condition(
-            &mut status.conditions,
-            &Cond::false_(kind::READY, reason::INVALID_SPEC, e.to_string()),
-            generation,
-            &stamp,
-        );
-        status.observed_generation = generation;
-        return finish(
-            before,
-            status,
-            None,
-            PassEnd::InvalidSpec,
-            errors,
-            artefacts,
-        );
+    let name = pass.cinder.metadata.name.clone().unwrap_or_default();
+    if let Err(e) = validate_cinder(&name, &pass.cinder.spec) {
+        pass.set(&Cond::false_(
+            kind::READY,
+            reason::INVALID_SPEC,
+            e.to_string(),
+        ));
+        return pass.finish(before, PassEnd::InvalidSpec);
     }
 
+    // The lane: each step borrows the pass's state (its status and artefacts carry on).
     for handle in &table.lane {
         observer.step_started(handle.name);
-        let ctx = StepContext {
-            cinder: cinder.clone(),
-            target: target.clone(),
-            artefacts: artefacts.clone(),
-            status: status.clone(),
-        };
-        let report = run_step(handle, ctx, metrics).await;
-        let conds = std::mem::take(&mut status.conditions);
-        status = report.status;
-        status.conditions = conds;
-        artefacts = report.artefacts;
+        let (report, elapsed) = run_step(handle, pass.context(), metrics).await;
+        let conds = std::mem::take(&mut pass.status.conditions);
+        pass.status = report.status;
+        pass.status.conditions = conds;
+        pass.artefacts = report.artefacts;
         for c in &report.conditions {
-            conditions::set_condition(&mut status.conditions, c, generation, &stamp);
+            pass.set(c);
         }
-        match report.outcome {
-            Outcome::Continue => continue,
-            Outcome::RequeueAfter(d) => {
-                requeue = shorter(requeue, d);
-            }
-            Outcome::Error(message) => {
-                metrics.count_step_error(handle.name, handle.condition_type);
-                if !report
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == handle.condition_type)
-                {
-                    conditions::set_condition(
-                        &mut status.conditions,
-                        &error_condition(handle, &message),
-                        generation,
-                        &stamp,
-                    );
-                }
-                errors.push(StepFailure {
-                    step: handle.name,
-                    condition_type: handle.condition_type,
-                    message,
-                });
-            }
-        }
-        end = PassEnd::ShortCircuited { step: handle.name };
-        break;
-    }
-
-    if end == PassEnd::Completed && !table.group.is_empty() {
-        for handle in &table.group {
-            observer.step_started(handle.name);
-        }
-        let runs = table.group.iter().map(|handle| {
-            let ctx = StepContext {
-                cinder: cinder.clone(),
-                target: target.clone(),
-                artefacts: artefacts.clone(),
-                status: status.clone(),
-            };
-            async move { (handle, run_step(handle, ctx, metrics).await) }
-        });
-        for (handle, report) in futures::future::join_all(runs).await {
-            let own = report
-                .conditions
-                .iter()
-                .find(|c| c.type_ == handle.condition_type)
-                .cloned();
-            match report.outcome {
-                Outcome::Continue => {}
-                Outcome::RequeueAfter(d) => requeue = shorter(requeue, d),
-                Outcome::Error(message) => {
-                    metrics.count_step_error(handle.name, handle.condition_type);
-                    let c = own
-                        .clone()
-                        .unwrap_or_else(|| error_condition(handle, &message));
-                    conditions::set_condition(&mut status.conditions, &c, generation, &stamp);
-                    errors.push(StepFailure {
-                        step: handle.name,
-                        condition_type: handle.condition_type,
-                        message,
-                    });
-                    continue;
-                }
-            }
-            if let Some(c) = own {
-                conditions::set_condition(&mut status.conditions, &c, generation, &stamp);
-            }
+        let own = own_condition(handle, &report.conditions).cloned();
+        if !pass.settle(handle, report.outcome, own, elapsed) {
+            return pass.finish(before, PassEnd::ShortCircuited { step: handle.name });
         }
     }
 
-    let ready = conditions::aggregate_ready(&status.conditions);
-    conditions::set_condition(&mut status.conditions, &ready, generation, &stamp);
-    status.observed_generation = generation;
-    finish(before, status, requeue, end, errors, artefacts)
-}
-
-fn finish(
-    before: CinderStatus,
-    status: CinderStatus,
-    requeue: Option<Duration>,
-    end: PassEnd,
-    errors: Vec<StepFailure>,
-    artefacts: Artefacts,
-) -> PassReport {
-    let status_changed = status != before;
-    PassReport {
-        status,
-        status_changed,
-        requeue,
-        end,
-        errors,
-        artefacts,
+    // The group: every member on its own copy; only its own condition is taken.
+    for handle in &table.group {
+        observer.step_started(handle.name);
     }
+    let runs = table.group.iter().map(|handle| {
+        let ctx = pass.context();
+        async move { (handle, run_step(handle, ctx, metrics).await) }
+    });
+    for (handle, (report, elapsed)) in futures::future::join_all(runs).await {
+        let own = own_condition(handle, &report.conditions).cloned();
+        pass.settle(handle, report.outcome, own, elapsed);
+    }
+    pass.finish(before, PassEnd::Completed)
 }

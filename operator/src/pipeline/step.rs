@@ -1,13 +1,21 @@
 //! The contract between the engine and one pipeline step: what a step receives
-//! ([`StepContext`]), what it returns ([`StepReport`] with an [`Outcome`]), and the [`Step`]
-//! trait real steps implement (async, as trait objects).
+//! ([`StepContext`]), what it returns ([`StepReport`] with an [`Outcome`]), the [`Step`]
+//! trait real steps implement (async, as trait objects; [`StepFn`] makes one of a name and a
+//! function), and the actor that runs one step kind for every Cinder ([`StepActor`], message
+//! [`RunStep`]) and owns what that step remembers between runs ([`Memory`]).
 
 use super::artefacts::Artefacts;
+use super::key::CinderKey;
+use super::memory::{FirstTime, Memory, Recall, Remember, StepMemory, Unsee};
+use super::step_name::StepName;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderStatus};
+use actix::prelude::*;
+use futures::FutureExt;
 use futures::future::BoxFuture;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a step run ends with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +26,23 @@ pub enum Outcome {
     RequeueAfter(Duration),
     /// End the lane; the message is counted and reported, never containing a secret value.
     Error(String),
+}
+
+/// Why a step run failed. The engine counts it, sets the step's condition False with reason
+/// ReconcileError and the message (unless the step reported its own condition of that type),
+/// and ends the lane. Never carries a secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for StepError {
+    fn from(message: String) -> Self {
+        StepError::Failed(message)
+    }
 }
 
 /// The registered target cluster a pass projects the Cinder's children onto (resolved by the
@@ -59,6 +84,8 @@ pub struct StepContext {
     pub target: Option<TargetCluster>,
     pub artefacts: Artefacts,
     pub status: CinderStatus,
+    /// What the step's actor remembers of this Cinder (set by the actor that runs the step).
+    pub memory: StepMemory,
 }
 
 impl StepContext {
@@ -114,6 +141,12 @@ impl StepContext {
     pub fn fail(self, condition: Cond, error: impl Into<String>) -> StepReport {
         self.report(vec![condition], Outcome::Error(error.into()))
     }
+    /// The step failed while `doing` (e.g. "writing Secret x"): [`Outcome::Error`] with the
+    /// message `"{doing}: {error}"`, which the engine writes into the step's condition.
+    pub fn error(self, doing: impl std::fmt::Display, error: impl Into<StepError>) -> StepReport {
+        let message = format!("{doing}: {}", error.into());
+        self.report(Vec::new(), Outcome::Error(message))
+    }
 }
 
 /// What one step run returns.
@@ -131,10 +164,119 @@ pub struct StepReport {
 /// One pipeline step. Implementations are shared by every Cinder (one actor per step kind) and
 /// must be cheap to call concurrently; `run` owns what its future needs (clone a client in).
 pub trait Step: Send + Sync + 'static {
-    /// The `sub_reconciler` label: one of [`super::table::StepName`] in the product table.
+    /// The `sub_reconciler` label: one of [`StepName`] in the product table.
     fn name(&self) -> &'static str;
     /// The condition this step reports through (the `condition_type` label of its errors).
     fn condition_type(&self) -> &'static str;
     /// Runs the step once for one Cinder.
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport>;
+}
+
+/// A step made of its name (its condition follows from it) and the function that runs it.
+pub struct StepFn<F> {
+    pub name: StepName,
+    pub run: F,
+}
+
+impl<F, Fut> Step for StepFn<F>
+where
+    F: Fn(StepContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = StepReport> + Send + 'static,
+{
+    fn name(&self) -> &'static str {
+        self.name.as_str()
+    }
+    fn condition_type(&self) -> &'static str {
+        self.name.condition_type()
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        (self.run)(ctx).boxed()
+    }
+}
+
+/// Runs one step for one Cinder, inside the given span (the step's span under its pass: the
+/// step's future runs on the actor, outside the caller's task).
+#[derive(Message)]
+#[rtype(result = "StepReport")]
+pub struct RunStep(pub StepContext, pub tracing::Span);
+
+/// The Cinder is gone: the step actors drop what they remember of it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ForgetCinder(pub CinderKey);
+
+/// The actor of one step kind, shared by every Cinder. Runs are not serialized here (the
+/// per-Cinder pipeline actor does that); each run is its own future, which reaches the actor's
+/// [`Memory`] through the [`StepMemory`] in its context.
+pub struct StepActor {
+    step: Arc<dyn Step>,
+    memory: Memory,
+}
+
+impl StepActor {
+    pub fn new(step: Arc<dyn Step>) -> Self {
+        StepActor {
+            step,
+            memory: Memory::default(),
+        }
+    }
+}
+
+impl Actor for StepActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<RunStep> for StepActor {
+    type Result = ResponseFuture<StepReport>;
+
+    fn handle(&mut self, msg: RunStep, ctx: &mut Self::Context) -> Self::Result {
+        let RunStep(mut step_ctx, span) = msg;
+        step_ctx.memory = StepMemory::of(&ctx.address(), CinderKey::of(&step_ctx.cinder));
+        Box::pin(tracing::Instrument::instrument(
+            self.step.run(step_ctx),
+            span,
+        ))
+    }
+}
+
+impl Handler<ForgetCinder> for StepActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ForgetCinder, _ctx: &mut Self::Context) {
+        self.memory.forget(&msg.0);
+    }
+}
+
+impl Handler<FirstTime> for StepActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: FirstTime, _ctx: &mut Self::Context) -> bool {
+        self.memory.first_time(&msg.cinder, &msg.key)
+    }
+}
+
+impl Handler<Unsee> for StepActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsee, _ctx: &mut Self::Context) {
+        self.memory.unsee(&msg.cinder, &msg.key);
+    }
+}
+
+impl Handler<Recall> for StepActor {
+    type Result = Option<Cond>;
+
+    fn handle(&mut self, msg: Recall, _ctx: &mut Self::Context) -> Option<Cond> {
+        self.memory.recall(&msg.cinder, &msg.key, Instant::now())
+    }
+}
+
+impl Handler<Remember> for StepActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Remember, _ctx: &mut Self::Context) {
+        let now = Instant::now();
+        self.memory
+            .remember(&msg.cinder, &msg.key, msg.condition, msg.ttl, now);
+    }
 }

@@ -1,148 +1,10 @@
-//! The table of named steps: the seed's twelve-step lane and five-member parallel group, the
-//! actor that runs one step kind ([`StepActor`], message [`RunStep`]), and [`PipelineTable`],
-//! which holds the step actors a pipeline uses.
+//! [`PipelineTable`]: the step actors a pipeline uses, the lane in order and the group; the
+//! product table checks each step against [`StepName`].
 
-use super::step::{Step, StepContext, StepReport};
+use super::step::{Step, StepActor};
+use super::step_name::StepName;
 use actix::prelude::*;
 use std::sync::Arc;
-
-/// The seventeen steps of seed 001, by their `sub_reconciler` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum StepName {
-    Secrets,
-    DBConnectionSecret,
-    TransportURLSecret,
-    Backends,
-    BackupBackend,
-    Config,
-    Database,
-    Scheduler,
-    VolumeServices,
-    BackupService,
-    Deployment,
-    DBPurge,
-    HTTPRoute,
-    HealthCheck,
-    HPA,
-    VPA,
-    NetworkPolicy,
-}
-
-/// The sequential lane, in order.
-pub const LANE: [StepName; 12] = [
-    StepName::Secrets,
-    StepName::DBConnectionSecret,
-    StepName::TransportURLSecret,
-    StepName::Backends,
-    StepName::BackupBackend,
-    StepName::Config,
-    StepName::Database,
-    StepName::Scheduler,
-    StepName::VolumeServices,
-    StepName::BackupService,
-    StepName::Deployment,
-    StepName::DBPurge,
-];
-
-/// The parallel group.
-pub const GROUP: [StepName; 5] = [
-    StepName::HTTPRoute,
-    StepName::HealthCheck,
-    StepName::HPA,
-    StepName::VPA,
-    StepName::NetworkPolicy,
-];
-
-impl StepName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepName::Secrets => "Secrets",
-            StepName::DBConnectionSecret => "DBConnectionSecret",
-            StepName::TransportURLSecret => "TransportURLSecret",
-            StepName::Backends => "Backends",
-            StepName::BackupBackend => "BackupBackend",
-            StepName::Config => "Config",
-            StepName::Database => "Database",
-            StepName::Scheduler => "Scheduler",
-            StepName::VolumeServices => "VolumeServices",
-            StepName::BackupService => "BackupService",
-            StepName::Deployment => "Deployment",
-            StepName::DBPurge => "DBPurge",
-            StepName::HTTPRoute => "HTTPRoute",
-            StepName::HealthCheck => "HealthCheck",
-            StepName::HPA => "HPA",
-            StepName::VPA => "VPA",
-            StepName::NetworkPolicy => "NetworkPolicy",
-        }
-    }
-
-    /// The step of that label.
-    pub fn parse(s: &str) -> Option<StepName> {
-        LANE.iter()
-            .chain(GROUP.iter())
-            .copied()
-            .find(|n| n.as_str() == s)
-    }
-
-    /// The condition the step reports through (seed 001, "Pipeline" table).
-    pub fn condition_type(self) -> &'static str {
-        use crate::conditions::kind;
-        match self {
-            StepName::Secrets
-            | StepName::DBConnectionSecret
-            | StepName::TransportURLSecret
-            | StepName::Config => kind::SECRETS_READY,
-            StepName::Backends => kind::BACKENDS_READY,
-            StepName::BackupBackend => kind::BACKUP_BACKEND_READY,
-            StepName::Database => kind::DATABASE_READY,
-            StepName::Scheduler => kind::SCHEDULER_READY,
-            StepName::VolumeServices => kind::VOLUME_SERVICES_READY,
-            StepName::BackupService => kind::BACKUP_SERVICE_READY,
-            StepName::Deployment => kind::DEPLOYMENT_READY,
-            StepName::DBPurge => kind::DB_PURGE_READY,
-            StepName::HTTPRoute => kind::HTTP_ROUTE_READY,
-            StepName::HealthCheck => kind::CINDER_API_READY,
-            StepName::HPA => kind::HPA_READY,
-            StepName::VPA => kind::VPA_READY,
-            StepName::NetworkPolicy => kind::NETWORK_POLICY_READY,
-        }
-    }
-
-    /// True for the members of the parallel group.
-    pub fn in_group(self) -> bool {
-        GROUP.contains(&self)
-    }
-}
-
-/// Runs one step for one Cinder, inside the given span (the step's span under its pass: the
-/// step's future runs on the actor, outside the caller's task).
-#[derive(Message)]
-#[rtype(result = "StepReport")]
-pub struct RunStep(pub StepContext, pub tracing::Span);
-
-/// The actor of one step kind, shared by every Cinder. Runs are not serialized here (the
-/// per-Cinder pipeline actor does that); each run is its own future.
-pub struct StepActor {
-    step: Arc<dyn Step>,
-}
-
-impl StepActor {
-    pub fn new(step: Arc<dyn Step>) -> Self {
-        StepActor { step }
-    }
-}
-
-impl Actor for StepActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<RunStep> for StepActor {
-    type Result = ResponseFuture<StepReport>;
-
-    fn handle(&mut self, msg: RunStep, _ctx: &mut Self::Context) -> Self::Result {
-        Box::pin(tracing::Instrument::instrument(self.step.run(msg.0), msg.1))
-    }
-}
 
 /// One entry of the table: a step's names and the address of its actor.
 #[derive(Clone)]
@@ -194,8 +56,8 @@ impl PipelineTable {
         }
     }
 
-    /// The product table from the real steps that exist: each must carry a seed step name and
-    /// its seed condition; lane steps are ordered as [`LANE`], group members as [`GROUP`].
+    /// The product table from the real steps that exist: each must carry a pipeline step name
+    /// and that step's condition; lane steps are ordered as [`LANE`], group members as [`GROUP`].
     pub fn product(steps: Vec<Arc<dyn Step>>) -> Result<Self, TableError> {
         let mut named: Vec<(StepName, Arc<dyn Step>)> = Vec::new();
         for step in steps {
@@ -219,6 +81,11 @@ impl PipelineTable {
             lane.into_iter().map(|(_, s)| s).collect(),
             group.into_iter().map(|(_, s)| s).collect(),
         ))
+    }
+
+    /// Every step, lane first.
+    pub fn handles(&self) -> impl Iterator<Item = &StepHandle> {
+        self.lane.iter().chain(self.group.iter())
     }
 
     /// The step names, lane first.

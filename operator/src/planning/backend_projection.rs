@@ -8,8 +8,25 @@ use super::digest::map_digest;
 use super::ini::{ControlCharacter, IniDoc, has_control};
 use crate::crd::{BackendType, CinderBackendSpec, CinderBackupBackendSpec, NfsSpec, RbdSpec};
 use crate::names;
-use crate::pipeline::ProjectedBackend;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// One backend (or the backup target) projected into a content-hashed Secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectedBackend {
+    /// The CinderBackend / CinderBackupBackend name.
+    pub name: String,
+    pub backend_type: Option<BackendType>,
+    /// The content-hashed projection Secret the workloads mount.
+    pub secret_name: String,
+    /// sha256 of the projected content (rolls the workloads that mount it).
+    pub content_hash: String,
+    /// NFS: `server` of the export (for the NetworkPolicy rule).
+    pub nfs_server: Option<String>,
+    /// RBD: the networks the backend names (for the NetworkPolicy rule).
+    pub rbd_networks: Vec<String>,
+    /// True while the CinderBackend is being deleted (detach in progress).
+    pub deleting: bool,
+}
 
 /// Where a volume backend's Secret is mounted: `/etc/cinder/backends/{backend}`.
 pub fn backend_mount_dir(backend: &str) -> String {

@@ -1,5 +1,4 @@
-//! The MariaDB `max_user_connections` cap sized for a Cinder's own topology (seed 001,
-//! "Connection cap"):
+//! The MariaDB `max_user_connections` cap sized for a Cinder's own topology:
 //!
 //! ```text
 //! (apiPods + 1) x uwsgiProcesses x uwsgiThreads x 2

@@ -1,4 +1,4 @@
-//! DBPurge resolution (seed 001, "DBPurge"): the effective settings of the `{name}-db-purge`
+//! DBPurge resolution: the effective settings of the `{name}-db-purge`
 //! CronJob (`cinder-manage db purge <retentionDays>`, ConcurrencyPolicy Forbid,
 //! activeDeadlineSeconds 3600) and DBPurgeReady from the newest terminal Job the CronJob spawned;
 //! a suspended purge stays True under DBPurgeSuspended.

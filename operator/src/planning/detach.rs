@@ -1,4 +1,4 @@
-//! The detach planner (seed 001, "Volume services and the detach sequence"): a deleted
+//! The detach planner: a deleted
 //! CinderBackend is held by `cinder.openstack.c5c3.io/service-remove`; the VolumeServices step
 //! releases it one backend per pass, in name order:
 //!

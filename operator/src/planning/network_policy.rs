@@ -3,9 +3,9 @@
 //! the TransportURLSecret step resolved, Keystone, one rule for the NFS exports, one rule for the
 //! networks the RBD backends name — plus `additionalEgress`.
 
+use super::backend_projection::ProjectedBackend;
 use crate::crd::{BackendType, CinderSpec};
 use crate::names;
-use crate::pipeline::ProjectedBackend;
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
 };

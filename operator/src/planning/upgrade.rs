@@ -1,4 +1,4 @@
-//! The release upgrade phase machine (seed 001, "Release upgrade"): validates a
+//! The release upgrade phase machine: validates a
 //! `spec.openStackRelease` bump against `status.installedRelease`, then walks Expanding →
 //! Migrating → RollingUpdate → Contracting, promoting installedRelease after contract.
 //!

@@ -1,4 +1,4 @@
-//! The upgrade check's exit code (seed 001): `cinder-status upgrade check` exits 0 (clean),
+//! The upgrade check's exit code: `cinder-status upgrade check` exits 0 (clean),
 //! 1 (warnings) or 2 (a check failed, typically a NULL service_uuid the service backfills). The
 //! phase Job normalises 0–2 to success; the real code travels in the pod's termination message
 //! and becomes an UpgradeCheckCompleted or UpgradeCheckWarnings event. The message is read off

@@ -7,46 +7,26 @@
 //!
 //! BackendsReady reasons: AllBackendsProjected, NoBackends; WaitingForBackends.
 
-use super::StepEnv;
-use super::children::{ensure_secret, mounts, secret, selector, sweep_secrets};
-use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for};
+use super::children::{ensure_secret, secret};
+use super::env::StepEnv;
+use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for, sweep_projections};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackend;
 use crate::crd::validation::validate_backend;
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::planning::backend_projection::project_backend;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use std::collections::BTreeMap;
-
-/// The Backends step.
-pub struct BackendsStep {
-    env: StepEnv,
-}
-
-impl BackendsStep {
-    pub fn new(env: StepEnv) -> Self {
-        BackendsStep { env }
-    }
-}
-
-fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::BACKENDS_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
 
 /// String data as Secret bytes.
 pub fn bytes(data: BTreeMap<String, String>) -> BTreeMap<String, Vec<u8>> {
     data.into_iter().map(|(k, v)| (k, v.into_bytes())).collect()
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
@@ -58,7 +38,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             .into_iter()
             .filter(|b| b.spec.cinder_ref.name == cinder_name)
             .collect(),
-        Err(e) => return ctx.fail(api_error(&e), format!("listing CinderBackends: {e}")),
+        Err(e) => return ctx.error("listing CinderBackends", e),
     };
     attached.sort_by_key(|b| b.name_any());
 
@@ -73,7 +53,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         let key = match credentials_for(&env.client, &ns, b.spec.backend_type, b.spec.rbd.as_ref())
             .await
         {
-            Err(e) => return ctx.fail(api_error(&e), format!("reading the key of {bname}: {e}")),
+            Err(e) => return ctx.error(format!("reading the key of {bname}"), e),
             Ok(Err(why)) => {
                 waiting.push(format!("{bname} ({why})"));
                 continue;
@@ -104,24 +84,17 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             true,
         );
         if let Err(e) = ensure_secret(&children, desired).await {
-            return ctx.fail(
-                api_error(&e),
-                format!("writing Secret {}: {e}", projection.secret_name),
-            );
+            return ctx.error(format!("writing Secret {}", projection.secret_name), e);
         }
         let mut summary = projection.summary;
         summary.deleting = b.metadata.deletion_timestamp.is_some();
         projected.push(summary);
     }
 
-    let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
-    match mounts(&children, &ns, &cinder_name).await {
-        Ok(m) => keep.extend(m.secrets),
-        Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
-    }
-    let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_VOLUME)]);
-    if let Err(e) = sweep_secrets(&children, &ns, &sel, &keep).await {
-        return ctx.fail(api_error(&e), format!("sweeping backend Secrets: {e}"));
+    let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
+    let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_VOLUME, keep);
+    if let Err(e) = swept.await {
+        return ctx.error("sweeping backend Secrets", e);
     }
 
     let condition = if attached.is_empty() {
@@ -147,16 +120,4 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     ctx.artefacts.backends = projected;
     // Never short-circuits: a backend's credential flip re-enqueues through the watch.
     ctx.proceed(condition)
-}
-
-impl Step for BackendsStep {
-    fn name(&self) -> &'static str {
-        "Backends"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::BACKENDS_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

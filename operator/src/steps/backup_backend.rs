@@ -6,39 +6,18 @@
 //! BackupBackendReady reasons: BackupBackendProjected, NoBackupBackend; WaitingForBackupBackend,
 //! MultipleBackupBackends.
 
-use super::StepEnv;
 use super::backends::bytes;
-use super::children::{ensure_secret, mounts, secret, selector, sweep_secrets};
-use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for};
+use super::children::{ensure_secret, secret};
+use super::env::StepEnv;
+use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for, sweep_projections};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackupBackend;
 use crate::crd::validation::validate_backup_backend;
 use crate::names;
-use crate::pipeline::{ProjectedBackend, Step, StepContext, StepReport};
+use crate::pipeline::{ProjectedBackend, StepContext, StepReport};
 use crate::planning::backend_projection::project_backup_backend;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-
-/// The BackupBackend step.
-pub struct BackupBackendStep {
-    env: StepEnv,
-}
-
-impl BackupBackendStep {
-    pub fn new(env: StepEnv) -> Self {
-        BackupBackendStep { env }
-    }
-}
-
-fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::BACKUP_BACKEND_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
 
 /// Projects the one attached target: `Ok(Ok(summary))`, `Ok(Err(why it waits))`, or an API error.
 async fn project_one(
@@ -82,7 +61,8 @@ async fn project_one(
     Ok(Ok(summary))
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
@@ -93,7 +73,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             .into_iter()
             .filter(|b| b.spec.cinder_ref.name == cinder_name)
             .collect(),
-        Err(e) => return ctx.fail(api_error(&e), format!("listing CinderBackupBackends: {e}")),
+        Err(e) => return ctx.error("listing CinderBackupBackends", e),
     };
     attached.sort_by_key(|b| b.name_any());
 
@@ -107,7 +87,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             None,
         ),
         [b] => match project_one(&env.client, &ctx, b).await {
-            Err(e) => return ctx.fail(api_error(&e), format!("projecting {}: {e}", b.name_any())),
+            Err(e) => return ctx.error(format!("projecting {}", b.name_any()), e),
             Ok(Err(why)) => (
                 Cond::false_(
                     kind::BACKUP_BACKEND_READY,
@@ -144,28 +124,12 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         ),
     };
 
-    let mut keep: Vec<String> = projected.iter().map(|p| p.secret_name.clone()).collect();
-    match mounts(&children, &ns, &cinder_name).await {
-        Ok(m) => keep.extend(m.secrets),
-        Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
-    }
-    let sel = selector(&cinder_name, &[(PROJECTION_LABEL, PROJECTION_BACKUP)]);
-    if let Err(e) = sweep_secrets(&children, &ns, &sel, &keep).await {
-        return ctx.fail(api_error(&e), format!("sweeping backup Secrets: {e}"));
+    let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
+    let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_BACKUP, keep);
+    if let Err(e) = swept.await {
+        return ctx.error("sweeping backup Secrets", e);
     }
     let mut ctx = ctx;
     ctx.artefacts.backup_backend = projected;
     ctx.proceed(condition)
-}
-
-impl Step for BackupBackendStep {
-    fn name(&self) -> &'static str {
-        "BackupBackend"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::BACKUP_BACKEND_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

@@ -4,31 +4,16 @@
 //! and projects every RBD volume backend's keyring besides the backup target's Secret. It
 //! requeues every 10 s until its rollout converged (WaitingForBackupService).
 
-use super::StepEnv;
+use super::env::StepEnv;
 use super::workloads::{
-    ExtraVolume, WorkloadSpec, attached_backends, delete_deployment, desired_deployment,
-    ensure_converged, pod_annotations,
+    ExtraVolume, WorkloadSpec, attached_backends, converge, delete_deployment, desired_deployment,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::BackendType;
 use crate::names::{self, Component};
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use std::collections::BTreeMap;
-
-/// The BackupService step.
-pub struct BackupServiceStep {
-    env: StepEnv,
-}
-
-impl BackupServiceStep {
-    pub fn new(env: StepEnv) -> Self {
-        BackupServiceStep { env }
-    }
-}
 
 fn waiting(message: impl Into<String>) -> Cond {
     Cond::false_(
@@ -38,7 +23,8 @@ fn waiting(message: impl Into<String>) -> Cond {
     )
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
@@ -92,56 +78,25 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         }
     }
     let spec = WorkloadSpec {
-        component: Component::Backup,
-        name: deployment_name.clone(),
-        replicas: 1,
-        recreate: false,
-        command: vec![
-            "cinder-backup".to_string(),
-            "--config-dir".to_string(),
-            BACKUP_MOUNT_DIR.to_string(),
-        ],
-        extra_env: Vec::new(),
         extra_volumes,
-        extra_labels: Vec::new(),
-        object_annotations: BTreeMap::new(),
-        pod_annotations: pod_annotations(
+        ..WorkloadSpec::new(
             Component::Backup,
+            &deployment_name,
+            1,
+            &["cinder-backup", "--config-dir", BACKUP_MOUNT_DIR],
+            config_map,
             &ctx.artefacts,
             ctx.status.installed_release.as_deref(),
-        ),
-        config_map,
-        container_port: None,
+        )
     };
     let desired = desired_deployment(&ctx.cinder, &spec);
-    match ensure_converged(&children, &desired).await {
-        Err(e) => ctx.fail(
-            waiting(format!("kubernetes API error: {e}")),
-            format!("writing Deployment {deployment_name}: {e}"),
+    let ready = Cond::true_(
+        kind::BACKUP_SERVICE_READY,
+        reason::BACKUP_SERVICE_READY,
+        format!(
+            "Deployment {deployment_name} is ready (backup target {})",
+            target.name
         ),
-        Ok(false) => ctx.requeue(
-            waiting(format!("Deployment {deployment_name} is rolling out")),
-            REQUEUE_DEPLOYMENT_POLLING,
-        ),
-        Ok(true) => ctx.proceed(Cond::true_(
-            kind::BACKUP_SERVICE_READY,
-            reason::BACKUP_SERVICE_READY,
-            format!(
-                "Deployment {deployment_name} is ready (backup target {})",
-                target.name
-            ),
-        )),
-    }
-}
-
-impl Step for BackupServiceStep {
-    fn name(&self) -> &'static str {
-        "BackupService"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::BACKUP_SERVICE_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
+    );
+    converge(ctx, &children, &desired, waiting, ready).await
 }

@@ -3,6 +3,7 @@
 //! or removing the CRD is noticed without a restart. A 404 means "not installed"; any other
 //! failure is a probe error the caller reports (CapabilityProbeFailed), never a crash.
 
+use crate::kube_ext::ApiErrorExt;
 use kube::Client;
 
 /// A kind whose presence is probed.
@@ -60,18 +61,12 @@ pub struct ProbeError {
 pub async fn is_served(client: &Client, kind: OptionalKind) -> Result<bool, ProbeError> {
     match client.list_api_group_resources(&kind.api_version()).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == kind.plural)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) if e.is_not_found() => Ok(false),
         Err(source) => Err(ProbeError {
             api_version: kind.api_version(),
             source,
         }),
     }
-}
-
-/// Whether a kube error means the kind vanished under us (its CRD was removed between the probe
-/// and the call): 404 on a collection, treated as "not installed" by the callers.
-pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 #[cfg(test)]

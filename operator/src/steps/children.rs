@@ -4,8 +4,12 @@
 //! `cinder.openstack.c5c3.io/owner=<namespace>.<name>`; derived Secrets are created or replaced
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
+use crate::conditions::not_required;
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::delete_if_present;
 use crate::names;
+use crate::pipeline::{StepContext, StepReport};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -22,14 +26,13 @@ pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) ->
     }
     let mut meta = management_child_meta(cinder, name, extra_labels);
     meta.owner_references = None;
-    let owner = crate::controller::target_cluster::owner_value(
+    let owner = crate::kube_ext::ownership::owner_value(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
         cinder.metadata.name.as_deref().unwrap_or_default(),
     );
-    meta.labels.get_or_insert_with(Default::default).insert(
-        crate::controller::target_cluster::OWNER_LABEL.to_string(),
-        owner,
-    );
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(crate::kube_ext::ownership::OWNER_LABEL.to_string(), owner);
     meta
 }
 
@@ -72,8 +75,17 @@ pub fn secret(
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+/// Ensures the Cinder's derived Secret `name` holding `value` under `key` (one value the
+/// workloads mount, such as the database connection or the transport URL).
+pub async fn ensure_derived_secret(
+    client: &Client,
+    cinder: &Cinder,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<bool, kube::Error> {
+    let data = [(key.to_string(), value.as_bytes().to_vec())].into();
+    ensure_secret(client, secret(cinder, name, &[], data, false)).await
 }
 
 /// Creates `desired`, or replaces the existing Secret when its data or labels differ.
@@ -86,7 +98,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
         None => match api.create(&PostParams::default(), &desired).await {
             Ok(_) => Ok(true),
             // Created concurrently: the next pass compares it.
-            Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) if e.is_conflict() => Ok(false),
             Err(e) => Err(e),
         },
         Some(existing) => {
@@ -121,7 +133,7 @@ pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bo
     }
     match api.create(&PostParams::default(), &desired).await {
         Ok(_) => Ok(true),
-        Err(e) if is_conflict(&e) => Ok(false),
+        Err(e) if e.is_conflict() => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -136,61 +148,36 @@ pub fn selector(cinder_name: &str, extra: &[(&str, &str)]) -> String {
     parts.join(",")
 }
 
-/// Deletes the Secrets of `namespace` matching `selector` whose names are not in `keep`;
-/// returns the names deleted.
-pub async fn sweep_secrets(
-    client: &Client,
-    namespace: &str,
-    selector: &str,
-    keep: &[String],
-) -> Result<Vec<String>, kube::Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list_metadata(&ListParams::default().labels(selector))
-        .await?;
-    let mut deleted = Vec::new();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
-            continue;
-        };
-        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(name),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deleted)
+/// An optional child the spec does not ask for: its condition and the spec field that is unset.
+pub struct NotRequired {
+    pub condition_type: &'static str,
+    pub reason: &'static str,
+    pub field: &'static str,
 }
 
-/// Deletes the ConfigMaps of `namespace` matching `selector` whose names are not in `keep`.
-pub async fn sweep_config_maps(
-    client: &Client,
-    namespace: &str,
-    selector: &str,
-    keep: &[String],
-) -> Result<Vec<String>, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list_metadata(&ListParams::default().labels(selector))
-        .await?;
-    let mut deleted = Vec::new();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
-            continue;
-        };
-        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(name),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e),
-        }
+/// Ends the step of an optional child the spec does not ask for: deletes `what` `name` if it
+/// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
+/// `unwanted`.
+pub async fn remove_unwanted<K>(
+    ctx: StepContext,
+    api: &Api<K>,
+    what: &str,
+    name: &str,
+    unwanted: NotRequired,
+) -> StepReport
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match delete_if_present(api, name, &DeleteParams::default()).await {
+        Ok(deleted) => ctx.proceed(not_required(
+            unwanted.condition_type,
+            unwanted.reason,
+            unwanted.field,
+            &format!("{what} {name}"),
+            deleted,
+        )),
+        Err(e) => ctx.error(format!("deleting {what} {name}"), e),
     }
-    Ok(deleted)
 }
 
 /// What the Cinder's live Deployments mount.

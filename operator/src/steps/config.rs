@@ -6,28 +6,17 @@
 //! API Deployment mounts (if none, none) and reports SecretsReady=False / ConfigError. Old
 //! ConfigMaps no Deployment of the Cinder mounts are swept.
 
-use super::StepEnv;
-use super::children::{child_meta, ensure_config_map, mounts, selector, sweep_config_maps};
+use super::children::{child_meta, ensure_config_map, mounts, selector};
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::kube_ext::sweep;
+use crate::pipeline::{Outcome, StepContext, StepReport};
 use crate::planning::config::render_config;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 
 /// Label of the config ConfigMaps (what the sweep selects).
 pub const CONFIG_LABEL: &str = "cinder.openstack.c5c3.io/config";
-
-/// The Config step.
-pub struct ConfigStep {
-    env: StepEnv,
-}
-
-impl ConfigStep {
-    pub fn new(env: StepEnv) -> Self {
-        ConfigStep { env }
-    }
-}
 
 fn api_error(e: &kube::Error) -> Cond {
     Cond::false_(
@@ -37,7 +26,8 @@ fn api_error(e: &kube::Error) -> Cond {
     )
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
@@ -75,7 +65,13 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let mut keep = mounted.config_maps;
     keep.push(rendered.name.clone());
     let sel = selector(&name, &[(CONFIG_LABEL, "true")]);
-    if let Err(e) = sweep_config_maps(&children, &ns, &sel, &keep).await {
+    if let Err(e) = sweep(
+        &Api::<ConfigMap>::namespaced(children.clone(), &ns),
+        &sel,
+        |n| keep.iter().any(|k| k == n),
+    )
+    .await
+    {
         return ctx.fail(api_error(&e), format!("sweeping ConfigMaps: {e}"));
     }
     let mut ctx = ctx;
@@ -91,16 +87,4 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         ],
         Outcome::Continue,
     )
-}
-
-impl Step for ConfigStep {
-    fn name(&self) -> &'static str {
-        "Config"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::SECRETS_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

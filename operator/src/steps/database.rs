@@ -20,46 +20,20 @@ pub mod provisioning;
 pub mod services;
 pub mod upgrade_flow;
 
-use super::StepEnv;
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
-use crate::pipeline::{Clusters, Outcome, Step, StepContext, StepReport};
+use crate::pipeline::{Clusters, Outcome, StepContext, StepReport};
 use crate::planning::connection_cap::connection_cap;
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
 use crate::planning::upgrade::{ReleaseDecision, db_sync_step, decide, phase_step};
 use crate::requeue::{REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT};
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use jobs::{Act, SchemaJob};
 use provisioning::Provisioned;
 use services::DatabaseServices;
 use std::time::Duration;
-
-/// The Database step.
-pub struct DatabaseStep {
-    env: StepEnv,
-    services: DatabaseServices,
-}
-
-impl DatabaseStep {
-    /// With services built from `env` alone (see [`services`]).
-    pub fn new(env: StepEnv) -> Self {
-        let services = match &env.services {
-            Some(s) => {
-                DatabaseServices::new(env.client.clone(), s.device_locks.clone(), &s.metrics)
-            }
-            None => DatabaseServices::for_env(&env),
-        };
-        DatabaseStep { env, services }
-    }
-
-    /// With the operator context's device locks and metrics.
-    pub fn with_services(env: StepEnv, services: DatabaseServices) -> Self {
-        DatabaseStep { env, services }
-    }
-}
 
 fn db_cond(status: bool, reason: &'static str, message: impl Into<String>) -> Cond {
     if status {
@@ -67,14 +41,6 @@ fn db_cond(status: bool, reason: &'static str, message: impl Into<String>) -> Co
     } else {
         Cond::false_(kind::DATABASE_READY, reason, message)
     }
-}
-
-fn api_error(e: &dyn std::fmt::Display) -> Cond {
-    Cond::false_(
-        kind::DATABASE_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
 }
 
 /// What driving one Job came to this pass.
@@ -150,7 +116,10 @@ async fn drive_job(
                     JobResult::Failed
                 };
                 let duration = o.duration.unwrap_or_default();
-                if services.observe_job_once(&o.uid, ns, name, result, duration) {
+                if services
+                    .observe_job_once(&o.uid, ns, name, result, duration)
+                    .await
+                {
                     crate::events::job_finished(
                         services.recorder(),
                         cinder,
@@ -206,7 +175,7 @@ async fn steady(
     )
     .await;
     match driven {
-        Err(e) => ctx.fail(api_error(&e), e),
+        Err(e) => ctx.error("running the database Job", e.to_string()),
         Ok(Driven::Wait(after, note)) => {
             ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
         }
@@ -261,7 +230,7 @@ async fn upgrade_phase(
     )
     .await;
     match driven {
-        Err(e) => ctx.fail(api_error(&e), e),
+        Err(e) => ctx.error("running the database Job", e.to_string()),
         Ok(Driven::Wait(after, note)) => {
             ctx.requeue(db_cond(false, in_progress_reason(phase), note), after)
         }
@@ -296,7 +265,7 @@ async fn abort(
         .collect();
     let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names).await;
     match act {
-        Err(e) => ctx.fail(api_error(&e), format!("aborting the upgrade: {e}")),
+        Err(e) => ctx.error("aborting the upgrade", e.to_string()),
         Ok(Act::Done) => {
             ctx.status.target_release = None;
             ctx.status.upgrade_phase = None;
@@ -328,13 +297,14 @@ async fn abort(
     }
 }
 
-async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> StepReport {
     let cinder = ctx.cinder.clone();
     let clusters = ctx.clusters(&env.client);
 
     let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
     match provisioning::provision(&env.client, &cinder, cap).await {
-        Err(e) => return ctx.fail(api_error(&e), format!("provisioning the database: {e}")),
+        Err(e) => return ctx.error("provisioning the database", e),
         Ok(Provisioned::Waiting { condition, created }) => {
             let after = if created {
                 REQUEUE_NEXT_PASS
@@ -388,17 +358,5 @@ async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> 
         ReleaseDecision::Continue { target, phase } => {
             upgrade_phase(&clusters, &services, ctx, &config_map, target, phase).await
         }
-    }
-}
-
-impl Step for DatabaseStep {
-    fn name(&self) -> &'static str {
-        "Database"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::DATABASE_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), self.services.clone(), ctx).boxed()
     }
 }

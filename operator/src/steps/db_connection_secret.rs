@@ -3,21 +3,18 @@
 //! `{name}-db-connection` Secret (key `connection`) and digests it into the
 //! `cinder.c5c3.io/db-connection-hash` artefact. Reports through SecretsReady.
 
-use super::StepEnv;
-use super::children::{ensure_secret, secret};
+use super::children::ensure_derived_secret;
 use super::credentials;
-use super::secrets::{DB_KEYS, api_error};
+use super::env::StepEnv;
+use super::secrets::DB_KEYS;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::planning::connection_urls::{
     DB_CONNECTION_KEY, DEFAULT_DB_PORT, DbEndpoint, pymysql_dsn,
 };
 use crate::requeue::REQUEUE_SECRET_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use std::collections::BTreeMap;
 
 /// The database host and port of `cinder`: the managed cluster's Service
 /// (`{cluster}.{namespace}.svc`, 3306) or the brownfield `host` / `port`.
@@ -41,25 +38,15 @@ pub fn database_endpoint(cinder: &Cinder) -> DbEndpoint {
     }
 }
 
-/// The DBConnectionSecret step.
-pub struct DbConnectionSecretStep {
-    env: StepEnv,
-}
-
-impl DbConnectionSecretStep {
-    pub fn new(env: StepEnv) -> Self {
-        DbConnectionSecretStep { env }
-    }
-}
-
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let db = &cinder.spec.database;
     let values = match credentials::read(&env.client, &ns, &db.secret_ref.name, &DB_KEYS, &[]).await
     {
-        Err(e) => return ctx.fail(api_error(&e), format!("reading the database Secret: {e}")),
+        Err(e) => return ctx.error("reading the database Secret", e),
         Ok(Err(m)) => {
             let c = Cond::false_(
                 kind::SECRETS_READY,
@@ -90,13 +77,9 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     };
     let digest = dsn.digest();
     let name = names::db_connection_secret(ctx.name());
-    let data: BTreeMap<String, Vec<u8>> = [(
-        DB_CONNECTION_KEY.to_string(),
-        dsn.expose().as_bytes().to_vec(),
-    )]
-    .into();
-    if let Err(e) = ensure_secret(&children, secret(&cinder, &name, &[], data, false)).await {
-        return ctx.fail(api_error(&e), format!("writing Secret {name}: {e}"));
+    let written = ensure_derived_secret(&children, &cinder, &name, DB_CONNECTION_KEY, dsn.expose());
+    if let Err(e) = written.await {
+        return ctx.error(format!("writing Secret {name}"), e);
     }
     let mut ctx = ctx;
     ctx.artefacts.db_connection_hash = Some(digest);
@@ -105,16 +88,4 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         reason::SECRETS_AVAILABLE,
         format!("database connection materialized in Secret {name}"),
     ))
-}
-
-impl Step for DbConnectionSecretStep {
-    fn name(&self) -> &'static str {
-        "DBConnectionSecret"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::SECRETS_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

@@ -5,43 +5,30 @@
 //! db-purge component): DBPurgeScheduled, DBPurgeJobFailed with a Warning event, or
 //! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
 
-use super::StepEnv;
 use super::children::{child_meta, selector};
 use super::database::jobs::{CONNECTION_ENV, observe};
-use super::workloads::{JobReporting, SPEC_HASH_ANNOTATION, hash_of, spec_hash};
+use super::env::StepEnv;
+use super::workloads::{
+    JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
+};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::crd::Cinder;
-use crate::metrics::{JobKind, JobResult};
+use crate::kube_ext::ApiErrorExt;
+use crate::metrics::JobResult;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
-use crate::planning::config::CONFIG_DIR;
+use crate::pipeline::{Outcome, StepContext, StepReport};
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, SecretKeySelector, VolumeMount};
+use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// The DBPurge step.
-pub struct DbPurgeStep {
-    env: StepEnv,
-    reporting: JobReporting,
-}
-
-impl DbPurgeStep {
-    pub fn new(env: StepEnv) -> Self {
-        let reporting = JobReporting::for_env(&env, JobKind::DbPurge);
-        DbPurgeStep { env, reporting }
-    }
-}
 
 /// The desired CronJob of `cinder` mounting `config_map`, with its spec-hash annotation.
 pub fn desired_cron_job(
@@ -55,24 +42,12 @@ pub fn desired_cron_job(
         name: "db-purge".to_string(),
         image: Some(cinder.spec.image.reference()),
         command: Some(effective.command.clone()),
-        env: Some(vec![EnvVar {
-            name: CONNECTION_ENV.to_string(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: names::db_connection_secret(&name),
-                    key: DB_CONNECTION_KEY.to_string(),
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_string(),
-            mount_path: CONFIG_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        env: Some(vec![env_from_secret(
+            CONNECTION_ENV,
+            &names::db_connection_secret(&name),
+            DB_CONNECTION_KEY,
+        )]),
+        volume_mounts: Some(vec![config_mount()]),
         ..Default::default()
     };
     let spec = CronJobSpec {
@@ -113,7 +88,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
     match api.get_opt(&name).await? {
         None => match api.create(&PostParams::default(), desired).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) if e.is_conflict() => Ok(()),
             Err(e) => Err(e),
         },
         Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
@@ -127,7 +102,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
                 .await
             {
                 Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) if e.is_conflict() => Ok(()),
                 Err(e) => Err(e),
             }
         }
@@ -179,7 +154,8 @@ fn summary(job: &Job) -> (JobSummary, Duration) {
     )
 }
 
-async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
@@ -232,7 +208,10 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
             JobResult::Failed
         };
         let duration = durations.get(&s.uid).copied().unwrap_or_default();
-        if reporting.observe_once(&s.uid, &ns, &name, result, duration) {
+        if reporting
+            .observe_once(&s.uid, &ns, &name, result, duration)
+            .await
+        {
             crate::events::job_finished(
                 &reporting.recorder,
                 &ctx.cinder,
@@ -247,7 +226,7 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     let condition = db_purge_condition(&effective, &summaries);
     if !condition.status
         && let Some(newest) = crate::planning::db_purge::newest_terminal(&summaries)
-        && reporting.first_time(&format!("event/{}", newest.uid))
+        && reporting.first_time(&format!("event/{}", newest.uid)).await
     {
         let event = Event {
             type_: EventType::Warning,
@@ -267,18 +246,6 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     ctx.proceed(condition)
 }
 
-impl Step for DbPurgeStep {
-    fn name(&self) -> &'static str {
-        "DBPurge"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::DB_PURGE_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,16 +253,7 @@ mod tests {
 
     #[test]
     fn cron_job_runs_the_purge_with_forbid_and_the_deadline() {
-        let c: Cinder = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap();
+        let c = crate::test_fixtures::cinder();
         let e = effective_db_purge(&DbPurgeSpec::default());
         let cj = desired_cron_job(&c, &e, "c-config-1");
         assert_eq!(cj.metadata.name.as_deref(), Some("c-db-purge"));

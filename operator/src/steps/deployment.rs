@@ -5,40 +5,26 @@
 //! converged too (the scheduler, volume and backup steps before it only continue once theirs
 //! have), with a 1 s requeue (RequeueNextPass).
 
-use super::StepEnv;
 use super::children::child_meta;
+use super::env::StepEnv;
 use super::workloads::{
-    SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of,
-    pod_annotations, spec_hash,
+    SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, kind, reason};
+use crate::kube_ext::ApiErrorExt;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::pipeline::{Outcome, StepContext, StepReport};
 use crate::planning::upgrade::rollout_converged;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
-
-/// The Deployment step.
-pub struct DeploymentStep {
-    env: StepEnv,
-}
-
-impl DeploymentStep {
-    pub fn new(env: StepEnv) -> Self {
-        DeploymentStep { env }
-    }
-}
 
 fn waiting(message: impl Into<String>) -> Cond {
     Cond::false_(
@@ -62,17 +48,22 @@ pub fn desired_service(cinder: &crate::crd::Cinder) -> Service {
         }]),
         ..Default::default()
     };
-    let mut metadata = child_meta(
-        cinder,
-        &names::api_service(&name),
-        &[(names::LABEL_COMPONENT, Component::Api.as_str())],
-    );
-    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash_of(&spec))].into());
     Service {
-        metadata,
+        metadata: api_child_meta(cinder, &names::api_service(&name), &spec),
         spec: Some(spec),
         ..Default::default()
     }
+}
+
+/// Metadata of the API's child `name`, annotated with the hash of its `spec`.
+fn api_child_meta<S: Serialize>(cinder: &crate::crd::Cinder, name: &str, spec: &S) -> ObjectMeta {
+    let mut metadata = child_meta(
+        cinder,
+        name,
+        &[(names::LABEL_COMPONENT, Component::Api.as_str())],
+    );
+    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash_of(spec))].into());
+    metadata
 }
 
 /// The API PodDisruptionBudget: minAvailable 1.
@@ -86,14 +77,8 @@ pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
         }),
         ..Default::default()
     };
-    let mut metadata = child_meta(
-        cinder,
-        &names::api_pdb(&name),
-        &[(names::LABEL_COMPONENT, Component::Api.as_str())],
-    );
-    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash_of(&spec))].into());
     PodDisruptionBudget {
-        metadata,
+        metadata: api_child_meta(cinder, &names::api_pdb(&name), &spec),
         spec: Some(spec),
         ..Default::default()
     }
@@ -116,7 +101,7 @@ where
     match api.get_opt(&name).await? {
         None => match api.create(&PostParams::default(), desired).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) if e.is_conflict() => Ok(()),
             Err(e) => Err(e),
         },
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
@@ -134,7 +119,8 @@ where
     }
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
@@ -147,18 +133,16 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let cinder = ctx.cinder.clone();
     let deployment_name = names::api_deployment(&name);
     let spec = WorkloadSpec {
-        component: Component::Api,
-        name: deployment_name.clone(),
-        replicas: cinder.spec.api.replicas,
-        recreate: false,
-        command: vec!["cinder-api".to_string()],
-        extra_env: Vec::new(),
-        extra_volumes: Vec::new(),
-        extra_labels: Vec::new(),
-        object_annotations: BTreeMap::new(),
-        pod_annotations: pod_annotations(Component::Api, &ctx.artefacts, None),
-        config_map,
         container_port: Some(names::API_PORT),
+        ..WorkloadSpec::new(
+            Component::Api,
+            &deployment_name,
+            cinder.spec.api.replicas,
+            &["cinder-api"],
+            config_map,
+            &ctx.artefacts,
+            None,
+        )
     };
     let desired = desired_deployment(&cinder, &spec);
     let converged = match ensure_converged(&children, &desired).await {
@@ -201,16 +185,4 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         return ctx.report(vec![ready], Outcome::RequeueAfter(after));
     }
     ctx.proceed(ready)
-}
-
-impl Step for DeploymentStep {
-    fn name(&self) -> &'static str {
-        "Deployment"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::DEPLOYMENT_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

@@ -1,7 +1,8 @@
 //! The HealthCheck member of the parallel group (CinderAPIReady): `GET /healthcheck` of the API
-//! Service through the shared [`ProbeCache`] (a pass reused for 30 s, a failure retried after
-//! 10 s: the step requeues [`HEALTH_CHECK_RETRY`] after a failure and [`PROBE_CACHE_TTL`] after
-//! a pass, so health keeps being watched).
+//! Service, its condition cached by the step actor per Cinder and endpoint (a pass reused for
+//! [`PROBE_CACHE_TTL`], 30 s; a failure for [`HEALTH_CHECK_RETRY`], 10 s), so several passes in
+//! that window send one probe; the step requeues after the same intervals, so health keeps
+//! being watched.
 //!
 //! The probe goes through the API server's Service proxy
 //! (`/api/v1/namespaces/{ns}/services/{name}-api:8776/proxy/healthcheck`) with the operator's
@@ -14,17 +15,46 @@
 //! [`PROBE_TIMEOUT`]; ConnectionFailed when the API server cannot be reached; HealthCheckFailed
 //! for anything else.
 
-use super::StepEnv;
-use super::probe_cache::{ProbeCache, ProbeKey, ProbeResult};
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
+use crate::kube_ext::ApiErrorExt;
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::requeue::{HEALTH_CHECK_RETRY, PROBE_CACHE_TTL};
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::GetParams;
 use std::time::Duration;
+
+/// What one /healthcheck probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeResult {
+    /// 2xx.
+    Healthy,
+    /// The endpoint answered with a non-2xx status other than "no ready backend".
+    Unhealthy { status: u16 },
+    /// No Service, or 503 from the proxy: no ready backend behind the Service.
+    EndpointNotReady { detail: String },
+    /// No answer within the probe timeout.
+    Timeout,
+    /// The connection could not be made.
+    ConnectionFailed { detail: String },
+    /// Anything else (a malformed request, an unexpected client error).
+    Failed { detail: String },
+}
+
+impl ProbeResult {
+    pub fn is_healthy(&self) -> bool {
+        matches!(self, ProbeResult::Healthy)
+    }
+    /// How long the result may be reused.
+    pub fn ttl(&self) -> Duration {
+        if self.is_healthy() {
+            PROBE_CACHE_TTL
+        } else {
+            HEALTH_CHECK_RETRY
+        }
+    }
+}
 
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,7 +71,7 @@ pub fn proxy_path(namespace: &str, cinder: &str) -> String {
 /// Classifies the error of a proxied GET.
 pub fn classify_error(e: &kube::Error) -> ProbeResult {
     match e {
-        kube::Error::Api(s) if s.code == 404 => ProbeResult::EndpointNotReady {
+        e if e.is_not_found() => ProbeResult::EndpointNotReady {
             detail: "the API Service does not exist".to_string(),
         },
         kube::Error::Api(s) if s.code == 503 => ProbeResult::EndpointNotReady {
@@ -120,56 +150,26 @@ pub fn condition(result: &ProbeResult, endpoint: &str) -> Cond {
     }
 }
 
-/// The HealthCheck member.
-pub struct HealthCheckStep {
-    env: StepEnv,
-    cache: ProbeCache,
-}
-
-impl HealthCheckStep {
-    /// The step probing through `cache` (share one cache across the process).
-    pub fn new(env: StepEnv, cache: ProbeCache) -> Self {
-        HealthCheckStep { env, cache }
-    }
-    /// The cache the step uses.
-    pub fn cache(&self) -> &ProbeCache {
-        &self.cache
-    }
-}
-
-async fn run(client: Client, cache: ProbeCache, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let endpoint = names::api_endpoint(&name, &ns);
-    let key = ProbeKey {
-        namespace: ns.clone(),
-        name: name.clone(),
-        endpoint: proxy_path(&ns, &name),
+    let cache_key = proxy_path(&ns, &name);
+    let c = match ctx.memory.recall(&cache_key).await {
+        Some(cached) => cached,
+        None => {
+            let result = probe(&client, &ns, &name).await;
+            let c = condition(&result, &endpoint);
+            ctx.memory.remember(&cache_key, c.clone(), result.ttl());
+            c
+        }
     };
-    let (result, _hit) = cache
-        .get_or_probe(key, || {
-            let client = client.clone();
-            let (ns, name) = (ns.clone(), name.clone());
-            async move { probe(&client, &ns, &name).await }
-        })
-        .await;
-    let c = condition(&result, &endpoint);
-    if result.is_healthy() {
+    if c.status {
         ctx.requeue(c, PROBE_CACHE_TTL)
     } else {
         ctx.requeue(c, HEALTH_CHECK_RETRY)
-    }
-}
-
-impl Step for HealthCheckStep {
-    fn name(&self) -> &'static str {
-        "HealthCheck"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::CINDER_API_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(ctx.children(&self.env.client), self.cache.clone(), ctx).boxed()
     }
 }
 

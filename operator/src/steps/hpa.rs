@@ -3,22 +3,20 @@
 //! utilization target) is applied server-side (created or updated); unset, it is deleted
 //! (HPANotRequired). API errors propagate (Outcome::Error).
 
-use super::StepEnv;
 use super::children::child_meta;
-use super::http_route::FIELD_MANAGER;
+use super::children::{NotRequired, remove_unwanted};
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::AutoscalingSpec;
+use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use crate::pipeline::{StepContext, StepReport};
 use k8s_openapi::api::autoscaling::v2::{
     CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
     MetricTarget, ResourceMetricSource,
 };
-use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::Api;
 
 /// The desired HPA of `cinder`.
 pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> HorizontalPodAutoscaler {
@@ -51,46 +49,29 @@ pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> Horizontal
     }
 }
 
-fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::HPA_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
-
-async fn run(client: Client, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let hpa_name = names::api_hpa(&name);
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client, &ns);
     let Some(autoscaling) = ctx.cinder.spec.autoscaling.clone() else {
-        return match api.delete(&hpa_name, &DeleteParams::default()).await {
-            Ok(_) => ctx.proceed(Cond::true_(
-                kind::HPA_READY,
-                reason::HPA_NOT_REQUIRED,
-                format!("spec.autoscaling is unset; HPA {hpa_name} deleted"),
-            )),
-            Err(kube::Error::Api(s)) if s.code == 404 => ctx.proceed(Cond::true_(
-                kind::HPA_READY,
-                reason::HPA_NOT_REQUIRED,
-                "spec.autoscaling is unset",
-            )),
-            Err(e) => {
-                let msg = format!("deleting HPA {hpa_name}: {e}");
-                ctx.fail(api_error(&e), msg)
-            }
-        };
+        return remove_unwanted(
+            ctx,
+            &api,
+            "HPA",
+            &hpa_name,
+            NotRequired {
+                condition_type: kind::HPA_READY,
+                reason: reason::HPA_NOT_REQUIRED,
+                field: "spec.autoscaling",
+            },
+        )
+        .await;
     };
     let desired = desired_hpa(&ctx.cinder, &autoscaling);
-    match api
-        .patch(
-            &hpa_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await
-    {
+    match apply(&api, &hpa_name, &desired).await {
         Ok(_) => ctx.proceed(Cond::true_(
             kind::HPA_READY,
             reason::HPA_READY,
@@ -101,32 +82,6 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
                 autoscaling.target_cpu_utilization
             ),
         )),
-        Err(e) => {
-            let msg = format!("applying HPA {hpa_name}: {e}");
-            ctx.fail(api_error(&e), msg)
-        }
-    }
-}
-
-/// The HPA member.
-pub struct HpaStep {
-    env: StepEnv,
-}
-
-impl HpaStep {
-    pub fn new(env: StepEnv) -> Self {
-        HpaStep { env }
-    }
-}
-
-impl Step for HpaStep {
-    fn name(&self) -> &'static str {
-        "HPA"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::HPA_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(ctx.children(&self.env.client), ctx).boxed()
+        Err(e) => ctx.error(format!("applying HPA {hpa_name}"), e),
     }
 }

@@ -6,23 +6,21 @@
 //! [`super::capability`]: absent → GatewayAPINotInstalled (False), probe failure →
 //! CapabilityProbeFailed (False); neither stops the rest of the pipeline.
 
-use super::StepEnv;
 use super::capability::{self, HTTP_ROUTE};
 use super::children::child_meta;
+use super::children::{NotRequired, remove_unwanted};
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::GatewaySpec;
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
-
-/// The field manager of the operator's server-side applies of group children.
-pub const FIELD_MANAGER: &str = "cinder-operator";
 
 /// The desired HTTPRoute of `cinder` for `gateway`.
 pub fn desired_route(cinder: &Cinder, gateway: &GatewaySpec) -> DynamicObject {
@@ -69,14 +67,6 @@ pub fn accepted(route: &DynamicObject) -> bool {
         })
 }
 
-fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::HTTP_ROUTE_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
-
 fn not_installed() -> Cond {
     Cond::false_(
         kind::HTTP_ROUTE_READY,
@@ -88,7 +78,9 @@ fn not_installed() -> Cond {
     )
 }
 
-async fn run(client: Client, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let route_name = names::http_route(&name);
@@ -96,22 +88,18 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
         Api::namespaced_with(client.clone(), &ns, &HTTP_ROUTE.api_resource());
     let Some(gateway) = ctx.cinder.spec.gateway.clone() else {
         // Not wanted: delete it; a 404 (no route, or no Gateway API at all) is the goal state.
-        return match api.delete(&route_name, &DeleteParams::default()).await {
-            Ok(_) => ctx.proceed(Cond::true_(
-                kind::HTTP_ROUTE_READY,
-                reason::HTTP_ROUTE_NOT_REQUIRED,
-                format!("spec.gateway is unset; HTTPRoute {route_name} deleted"),
-            )),
-            Err(e) if capability::is_not_found(&e) => ctx.proceed(Cond::true_(
-                kind::HTTP_ROUTE_READY,
-                reason::HTTP_ROUTE_NOT_REQUIRED,
-                "spec.gateway is unset",
-            )),
-            Err(e) => {
-                let msg = format!("deleting HTTPRoute {route_name}: {e}");
-                ctx.fail(api_error(&e), msg)
-            }
-        };
+        return remove_unwanted(
+            ctx,
+            &api,
+            "HTTPRoute",
+            &route_name,
+            NotRequired {
+                condition_type: kind::HTTP_ROUTE_READY,
+                reason: reason::HTTP_ROUTE_NOT_REQUIRED,
+                field: "spec.gateway",
+            },
+        )
+        .await;
     };
     match capability::is_served(&client, HTTP_ROUTE).await {
         Ok(true) => {}
@@ -128,22 +116,15 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
         }
     }
     let desired = desired_route(&ctx.cinder, &gateway);
-    let applied = api
-        .patch(
-            &route_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await;
+    let applied = apply(&api, &route_name, &desired).await;
     let live = match applied {
         Ok(live) => live,
         // The CRD went away between the probe and the apply.
-        Err(e) if capability::is_not_found(&e) => {
+        Err(e) if e.is_not_found() => {
             return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
         }
         Err(e) => {
-            let msg = format!("applying HTTPRoute {route_name}: {e}");
-            return ctx.fail(api_error(&e), msg);
+            return ctx.error(format!("applying HTTPRoute {route_name}"), e);
         }
     };
     if accepted(&live) {
@@ -167,29 +148,6 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
             ),
             REQUEUE_DEPLOYMENT_POLLING,
         )
-    }
-}
-
-/// The HTTPRoute member.
-pub struct HttpRouteStep {
-    env: StepEnv,
-}
-
-impl HttpRouteStep {
-    pub fn new(env: StepEnv) -> Self {
-        HttpRouteStep { env }
-    }
-}
-
-impl Step for HttpRouteStep {
-    fn name(&self) -> &'static str {
-        "HTTPRoute"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::HTTP_ROUTE_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(ctx.children(&self.env.client), ctx).boxed()
     }
 }
 

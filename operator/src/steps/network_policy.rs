@@ -6,33 +6,25 @@
 //! left as it was), the condition is False with reason `EmptyIngress` and the step returns an
 //! error. API errors propagate.
 
-use super::StepEnv;
 use super::children::child_meta;
-use super::http_route::FIELD_MANAGER;
+use super::children::{NotRequired, remove_unwanted};
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
+use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::planning::network_policy::{NetworkPolicyError, derive_network_policy};
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::Api;
 
-/// Reason of the refusal of an empty ingress list (added to the seed vocabulary).
+/// Reason of the refusal of an empty ingress list (fail-closed: nothing is applied).
 pub const EMPTY_INGRESS: &str = "EmptyIngress";
-/// Reason while the broker port is not known yet (added).
+/// Reason while the broker port is not known yet.
 pub const BROKER_PORT_UNKNOWN: &str = "BrokerPortUnknown";
 
-fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::NETWORK_POLICY_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
-
-async fn run(client: Client, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let np_name = names::network_policy(&name);
@@ -48,22 +40,18 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
     let spec = match derived {
         Ok(Some(spec)) => spec,
         Ok(None) => {
-            return match api.delete(&np_name, &DeleteParams::default()).await {
-                Ok(_) => ctx.proceed(Cond::true_(
-                    kind::NETWORK_POLICY_READY,
-                    reason::NETWORK_POLICY_NOT_REQUIRED,
-                    format!("spec.networkPolicy is unset; NetworkPolicy {np_name} deleted"),
-                )),
-                Err(kube::Error::Api(s)) if s.code == 404 => ctx.proceed(Cond::true_(
-                    kind::NETWORK_POLICY_READY,
-                    reason::NETWORK_POLICY_NOT_REQUIRED,
-                    "spec.networkPolicy is unset",
-                )),
-                Err(e) => {
-                    let msg = format!("deleting NetworkPolicy {np_name}: {e}");
-                    ctx.fail(api_error(&e), msg)
-                }
-            };
+            return remove_unwanted(
+                ctx,
+                &api,
+                "NetworkPolicy",
+                &np_name,
+                NotRequired {
+                    condition_type: kind::NETWORK_POLICY_READY,
+                    reason: reason::NETWORK_POLICY_NOT_REQUIRED,
+                    field: "spec.networkPolicy",
+                },
+            )
+            .await;
         }
         Err(e) => {
             let why = match e {
@@ -81,45 +69,12 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
         metadata: child_meta(&ctx.cinder, &np_name, &[]),
         spec: Some(spec),
     };
-    match api
-        .patch(
-            &np_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&policy),
-        )
-        .await
-    {
+    match apply(&api, &np_name, &policy).await {
         Ok(_) => ctx.proceed(Cond::true_(
             kind::NETWORK_POLICY_READY,
             reason::NETWORK_POLICY_READY,
             format!("NetworkPolicy {np_name} applied"),
         )),
-        Err(e) => {
-            let msg = format!("applying NetworkPolicy {np_name}: {e}");
-            ctx.fail(api_error(&e), msg)
-        }
-    }
-}
-
-/// The NetworkPolicy member.
-pub struct NetworkPolicyStep {
-    env: StepEnv,
-}
-
-impl NetworkPolicyStep {
-    pub fn new(env: StepEnv) -> Self {
-        NetworkPolicyStep { env }
-    }
-}
-
-impl Step for NetworkPolicyStep {
-    fn name(&self) -> &'static str {
-        "NetworkPolicy"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::NETWORK_POLICY_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(ctx.children(&self.env.client), ctx).boxed()
+        Err(e) => ctx.error(format!("applying NetworkPolicy {np_name}"), e),
     }
 }

@@ -1,10 +1,14 @@
 //! What the Backends / BackupBackend steps and the satellite controllers share about projection
-//! Secrets: their labels, and the credential check (RBD key Secret present with its key; NFS
-//! needs none). The rendering itself is [`crate::planning::backend_projection`].
+//! Secrets: their labels, the sweep of superseded ones, and the credential check (RBD key Secret
+//! present with its key; NFS needs none). The rendering itself is
+//! [`crate::planning::backend_projection`].
 
+use super::children::{mounts, selector};
 use super::credentials::{self, Missing};
 use crate::crd::{BackendType, RbdSpec};
-use kube::Client;
+use crate::kube_ext::sweep;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
 
 /// Label telling which projection a Secret is: `volume` or `backup`.
 pub const PROJECTION_LABEL: &str = "cinder.openstack.c5c3.io/projection";
@@ -12,6 +16,22 @@ pub const PROJECTION_LABEL: &str = "cinder.openstack.c5c3.io/projection";
 pub const PROJECTION_VOLUME: &str = "volume";
 /// [`PROJECTION_LABEL`] value of the backup target's Secrets.
 pub const PROJECTION_BACKUP: &str = "backup";
+/// Deletes the Cinder's projection Secrets of `projection` ([`PROJECTION_VOLUME`] or
+/// [`PROJECTION_BACKUP`]) that neither `keep` names nor a Deployment of the Cinder still mounts
+/// (the pods of a rollout in progress mount the previous ones).
+pub async fn sweep_projections(
+    client: &Client,
+    namespace: &str,
+    cinder: &str,
+    projection: &str,
+    mut keep: Vec<String>,
+) -> Result<Vec<String>, kube::Error> {
+    keep.extend(mounts(client, namespace, cinder).await?.secrets);
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let sel = selector(cinder, &[(PROJECTION_LABEL, projection)]);
+    sweep(&api, &sel, |n| keep.iter().any(|k| k == n)).await
+}
+
 /// The key of the cephx key in the RBD key Secret unless `keySecretRef.key` says otherwise.
 pub const DEFAULT_RBD_KEY: &str = "key";
 

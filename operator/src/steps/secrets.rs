@@ -7,16 +7,15 @@
 //! WaitingForDBCredentials, WaitingForServiceUserCredentials, WaitingForMessagingCredentials
 //! (each requeues after 15 s). TargetClusterUnavailable is set by the gate ahead of the steps.
 
-use super::StepEnv;
 use super::credentials::{self, Missing};
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
-use crate::controller::{cluster_secret_store_resource, secret_store_resource};
 use crate::crd::{Cinder, SecretStoreKind};
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
+use crate::pipeline::{Outcome, StepContext, StepReport};
 use crate::planning::connection_urls::authtoken_hash;
 use crate::requeue::REQUEUE_SECRET_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use kube::api::DynamicObject;
 use kube::{Api, Client};
 
@@ -45,17 +44,6 @@ pub fn messaging_secret(cinder: &Cinder) -> Option<(String, String)> {
     })
 }
 
-/// The Secrets step.
-pub struct SecretsStep {
-    env: StepEnv,
-}
-
-impl SecretsStep {
-    pub fn new(env: StepEnv) -> Self {
-        SecretsStep { env }
-    }
-}
-
 fn waiting(reason: &'static str, what: &str, missing: &Missing) -> Cond {
     Cond::false_(
         kind::SECRETS_READY,
@@ -82,7 +70,7 @@ async fn store_ready(
     let store = match api.get_opt(name).await {
         Ok(s) => s,
         // The external-secrets CRDs are not installed.
-        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e),
     };
     let Some(store) = store else {
@@ -108,7 +96,20 @@ async fn store_ready(
     })
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// A credential Secret the step requires: where, which keys, and how to wait for it.
+struct Needed<'a> {
+    namespace: String,
+    name: String,
+    keys: Vec<&'a str>,
+    reason: &'static str,
+    what: &'static str,
+    /// The key whose value's hash the pass keeps (the service user's password, which rolls the
+    /// API pods).
+    hashed: Option<&'a str>,
+}
+
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let store = &cinder.spec.secret_store_ref;
@@ -126,7 +127,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         return requeue(ctx, c);
     }
     match store_ready(&env.client, &ns, store.kind, &store.name).await {
-        Err(e) => return ctx.fail(api_error(&e), format!("reading the secret store: {e}")),
+        Err(e) => return ctx.error("reading the secret store", e),
         Ok(Err(why)) => {
             let c = Cond::false_(kind::SECRETS_READY, reason::SECRET_STORE_NOT_READY, why);
             return requeue(ctx, c);
@@ -135,58 +136,55 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     }
 
     let db = &cinder.spec.database.secret_ref;
-    match credentials::read(&env.client, &ns, &db.name, &DB_KEYS, &[]).await {
-        Err(e) => return ctx.fail(api_error(&e), format!("reading the database Secret: {e}")),
-        Ok(Err(m)) => {
-            let c = waiting(
-                reason::WAITING_FOR_DB_CREDENTIALS,
-                "the database credentials",
-                &m,
-            );
-            return requeue(ctx, c);
-        }
-        Ok(Ok(_)) => {}
-    }
-
     let su = &cinder.spec.service_user.secret_ref;
     let su_key = su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY);
-    let password_hash = match credentials::read(&env.client, &ns, &su.name, &[su_key], &[]).await {
-        Err(e) => {
-            return ctx.fail(
-                api_error(&e),
-                format!("reading the service-user Secret: {e}"),
-            );
-        }
-        Ok(Err(m)) => {
-            let c = waiting(
-                reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
-                "the service-user credentials",
-                &m,
-            );
-            return requeue(ctx, c);
-        }
-        Ok(Ok(values)) => values.get(su_key).map(authtoken_hash),
-    };
-
-    let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
-        let c = Cond::false_(
-            kind::SECRETS_READY,
-            reason::WAITING_FOR_MESSAGING_CREDENTIALS,
-            "spec.messaging names neither clusterRef nor secretRef",
-        );
-        return requeue(ctx, c);
-    };
-    match credentials::read(&env.client, &msg_ns, &msg_name, &MESSAGING_KEYS, &[]).await {
-        Err(e) => return ctx.fail(api_error(&e), format!("reading the messaging Secret: {e}")),
-        Ok(Err(m)) => {
-            let c = waiting(
+    let messaging = messaging_secret(&cinder);
+    let needed = [
+        Some(Needed {
+            namespace: ns.clone(),
+            name: db.name.clone(),
+            keys: DB_KEYS.to_vec(),
+            reason: reason::WAITING_FOR_DB_CREDENTIALS,
+            what: "the database credentials",
+            hashed: None,
+        }),
+        Some(Needed {
+            namespace: ns.clone(),
+            name: su.name.clone(),
+            keys: vec![su_key],
+            reason: reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
+            what: "the service-user credentials",
+            hashed: Some(su_key),
+        }),
+        messaging.map(|(namespace, name)| Needed {
+            namespace,
+            name,
+            keys: MESSAGING_KEYS.to_vec(),
+            reason: reason::WAITING_FOR_MESSAGING_CREDENTIALS,
+            what: "the messaging credentials",
+            hashed: None,
+        }),
+    ];
+    let mut password_hash = None;
+    for need in needed {
+        let Some(need) = need else {
+            let c = Cond::false_(
+                kind::SECRETS_READY,
                 reason::WAITING_FOR_MESSAGING_CREDENTIALS,
-                "the messaging credentials",
-                &m,
+                "spec.messaging names neither clusterRef nor secretRef",
             );
             return requeue(ctx, c);
+        };
+        let read = credentials::read(&env.client, &need.namespace, &need.name, &need.keys, &[]);
+        match read.await {
+            Err(e) => return ctx.error(format!("reading {}", need.what), e),
+            Ok(Err(m)) => return requeue(ctx, waiting(need.reason, need.what, &m)),
+            Ok(Ok(values)) => {
+                if let Some(key) = need.hashed {
+                    password_hash = values.get(key).map(authtoken_hash);
+                }
+            }
         }
-        Ok(Ok(_)) => {}
     }
 
     let mut ctx = ctx;
@@ -199,25 +197,4 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         )],
         Outcome::Continue,
     )
-}
-
-/// The SecretsReady condition a failed API call leaves (the error propagates as the outcome).
-pub fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::SECRETS_READY,
-        reason::RECONCILE_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
-
-impl Step for SecretsStep {
-    fn name(&self) -> &'static str {
-        "Secrets"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::SECRETS_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

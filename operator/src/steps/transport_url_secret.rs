@@ -4,29 +4,15 @@
 //! `cinder.c5c3.io/transport-url-hash` artefact and resolves the broker port the NetworkPolicy
 //! member opens. Reports through SecretsReady.
 
-use super::StepEnv;
-use super::children::{ensure_secret, secret};
+use super::children::ensure_derived_secret;
 use super::credentials;
-use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, api_error, messaging_secret};
+use super::env::StepEnv;
+use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, messaging_secret};
 use crate::conditions::{Cond, kind, reason};
 use crate::names;
-use crate::pipeline::{Step, StepContext, StepReport};
+use crate::pipeline::{StepContext, StepReport};
 use crate::planning::connection_urls::{BrokerEndpoint, TRANSPORT_URL_KEY, rabbit_transport_url};
 use crate::requeue::REQUEUE_SECRET_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use std::collections::BTreeMap;
-
-/// The TransportURLSecret step.
-pub struct TransportUrlSecretStep {
-    env: StepEnv,
-}
-
-impl TransportUrlSecretStep {
-    pub fn new(env: StepEnv) -> Self {
-        TransportUrlSecretStep { env }
-    }
-}
 
 fn waiting(ctx: StepContext, why: String) -> StepReport {
     let c = Cond::false_(
@@ -37,7 +23,8 @@ fn waiting(ctx: StepContext, why: String) -> StepReport {
     ctx.requeue(c, REQUEUE_SECRET_POLLING)
 }
 
-async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
@@ -55,7 +42,7 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     )
     .await
     {
-        Err(e) => return ctx.fail(api_error(&e), format!("reading the messaging Secret: {e}")),
+        Err(e) => return ctx.error("reading the messaging Secret", e),
         Ok(Err(m)) => return waiting(ctx, m.to_string()),
         Ok(Ok(v)) => v,
     };
@@ -78,13 +65,9 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     };
     let digest = url.digest();
     let name = names::transport_url_secret(ctx.name());
-    let data: BTreeMap<String, Vec<u8>> = [(
-        TRANSPORT_URL_KEY.to_string(),
-        url.expose().as_bytes().to_vec(),
-    )]
-    .into();
-    if let Err(e) = ensure_secret(&children, secret(&cinder, &name, &[], data, false)).await {
-        return ctx.fail(api_error(&e), format!("writing Secret {name}: {e}"));
+    let written = ensure_derived_secret(&children, &cinder, &name, TRANSPORT_URL_KEY, url.expose());
+    if let Err(e) = written.await {
+        return ctx.error(format!("writing Secret {name}"), e);
     }
     let mut ctx = ctx;
     ctx.artefacts.transport_url_hash = Some(digest);
@@ -94,16 +77,4 @@ async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         reason::SECRETS_AVAILABLE,
         format!("transport URL materialized in Secret {name}"),
     ))
-}
-
-impl Step for TransportUrlSecretStep {
-    fn name(&self) -> &'static str {
-        "TransportURLSecret"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::SECRETS_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), ctx).boxed()
-    }
 }

@@ -9,42 +9,26 @@
 
 pub mod detach;
 
-use super::StepEnv;
 use super::children::selector;
+use super::env::StepEnv;
 use super::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
     backend_volumes, converged, delete_deployment, desired_deployment, ensure_deployment,
-    needs_write, pod_annotations,
+    needs_write,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{CinderBackend, VolumeServiceStatus};
-use crate::metrics::JobKind;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, Step, StepContext, StepReport};
+use crate::pipeline::{Outcome, ProjectedBackend, StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use cinder_lease::Priority;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// The VolumeServices step.
-pub struct VolumeServicesStep {
-    env: StepEnv,
-    reporting: JobReporting,
-}
-
-impl VolumeServicesStep {
-    pub fn new(env: StepEnv) -> Self {
-        let reporting = JobReporting::for_env(&env, JobKind::ServiceRemove);
-        VolumeServicesStep { env, reporting }
-    }
-}
 
 fn waiting(message: impl Into<String>) -> Cond {
     Cond::false_(
@@ -64,7 +48,7 @@ enum Applied {
 /// device lock together with its volume service.
 async fn under_backend_lock<F, Fut>(
     env: &StepEnv,
-    ns: &str,
+    _ns: &str,
     device: &str,
     service: &str,
     write: F,
@@ -73,8 +57,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    let locks = super::database::services::env_device_locks(env, ns).map_err(|e| e.to_string())?;
-    match lock_backend(&locks, device, service, Priority::Default).await? {
+    match lock_backend(&env.device_locks, device, service, Priority::Default).await? {
         Locked::Busy(after) => Ok(Applied::Busy(after)),
         Locked::Guard(guard) => {
             let result = write().await;
@@ -114,7 +97,105 @@ fn backend_label(d: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
-async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+/// The desired volume service of one backend.
+struct VolumeWorkload {
+    spec: WorkloadSpec,
+    /// The device the backend's writes lock.
+    device: String,
+    /// The `host` its cinder-volume registers as.
+    host: String,
+}
+
+/// The volume service of backend `b` of the Cinder `cinder`: one replica replaced with
+/// Recreate (a single writer per backend), the backend's config directory and volumes, annotated
+/// with its device and host.
+fn volume_workload(
+    cinder: &str,
+    b: &ProjectedBackend,
+    spec_obj: Option<&CinderBackend>,
+    config_map: &str,
+    ctx: &StepContext,
+) -> VolumeWorkload {
+    let host = names::volume_service_host(cinder, &b.name);
+    let device = spec_obj.map(backend_device).unwrap_or_default();
+    let spec = WorkloadSpec {
+        recreate: true,
+        extra_env: vec![EnvVar {
+            name: ENV_HOST.to_string(),
+            value: Some(cinder.to_string()),
+            ..Default::default()
+        }],
+        extra_volumes: backend_volumes(b, spec_obj),
+        extra_labels: vec![(names::LABEL_BACKEND.to_string(), b.name.clone())],
+        object_annotations: [
+            (DEVICE_ANNOTATION.to_string(), device.clone()),
+            (HOST_ANNOTATION.to_string(), host.clone()),
+        ]
+        .into(),
+        ..WorkloadSpec::new(
+            Component::Volume,
+            &names::volume_deployment(cinder, &b.name),
+            1,
+            &[
+                "cinder-volume",
+                "--config-dir",
+                &crate::planning::backend_projection::backend_mount_dir(&b.name),
+            ],
+            config_map.to_string(),
+            &ctx.artefacts,
+            ctx.status.installed_release.as_deref(),
+        )
+    };
+    VolumeWorkload { spec, device, host }
+}
+
+/// The volume Deployment of a backend that left the Cinder.
+#[derive(Debug, PartialEq, Eq)]
+struct Departed {
+    backend: String,
+    deployment: String,
+    /// The device its writes lock (from its annotation; `backend:<name>` without one).
+    device: String,
+}
+
+/// The volume Deployments in `existing` whose backend is neither `active` nor being detached
+/// (its CinderBackend in `specs` carries a deletion timestamp; the detach handles it), and that
+/// are not already being deleted.
+fn departed(
+    existing: &[Deployment],
+    active: &[ProjectedBackend],
+    specs: &BTreeMap<String, CinderBackend>,
+) -> Vec<Departed> {
+    existing
+        .iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+        .filter_map(|d| {
+            let backend = backend_label(d)?;
+            let stays = active.iter().any(|b| b.name == backend);
+            let detaching = specs
+                .get(backend)
+                .is_some_and(|b| b.metadata.deletion_timestamp.is_some());
+            if stays || detaching {
+                return None;
+            }
+            let device = d
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEVICE_ANNOTATION))
+                .cloned()
+                .unwrap_or_else(|| format!("backend:{backend}"));
+            Some(Departed {
+                backend: backend.to_string(),
+                deployment: d.metadata.name.clone().unwrap_or_default(),
+                device,
+            })
+        })
+        .collect()
+}
+
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let cinder = ctx.cinder.clone();
@@ -147,40 +228,9 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     let mut pending = Vec::new();
     if let Some(config_map) = config_map.as_deref() {
         for b in &active {
-            let spec_obj = specs.get(&b.name);
-            let host = names::volume_service_host(&name, &b.name);
-            let device = spec_obj.map(backend_device).unwrap_or_default();
-            let deployment_name = names::volume_deployment(&name, &b.name);
-            let spec = WorkloadSpec {
-                component: Component::Volume,
-                name: deployment_name.clone(),
-                replicas: 1,
-                recreate: true,
-                command: vec![
-                    "cinder-volume".to_string(),
-                    "--config-dir".to_string(),
-                    crate::planning::backend_projection::backend_mount_dir(&b.name),
-                ],
-                extra_env: vec![EnvVar {
-                    name: ENV_HOST.to_string(),
-                    value: Some(name.clone()),
-                    ..Default::default()
-                }],
-                extra_volumes: backend_volumes(b, spec_obj),
-                extra_labels: vec![(names::LABEL_BACKEND.to_string(), b.name.clone())],
-                object_annotations: [
-                    (DEVICE_ANNOTATION.to_string(), device.clone()),
-                    (HOST_ANNOTATION.to_string(), host.clone()),
-                ]
-                .into(),
-                pod_annotations: pod_annotations(
-                    Component::Volume,
-                    &ctx.artefacts,
-                    ctx.status.installed_release.as_deref(),
-                ),
-                config_map: config_map.to_string(),
-                container_port: None,
-            };
+            let VolumeWorkload { spec, device, host } =
+                volume_workload(&name, b, specs.get(&b.name), config_map, &ctx);
+            let deployment_name = spec.name.clone();
             let desired = desired_deployment(&cinder, &spec);
             let current = existing
                 .iter()
@@ -226,31 +276,18 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     }
 
     // Deployments of backends that left (a backend being detached is the detach's business).
-    for d in &existing {
-        let Some(backend) = backend_label(d) else {
-            continue;
-        };
-        let stays = active.iter().any(|b| b.name == backend);
-        let detaching = specs
-            .get(backend)
-            .is_some_and(|b| b.metadata.deletion_timestamp.is_some());
-        if stays || detaching || d.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let dname = d.metadata.name.clone().unwrap_or_default();
-        let device = d
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEVICE_ANNOTATION))
-            .cloned()
-            .unwrap_or_else(|| format!("backend:{backend}"));
+    for Departed {
+        backend,
+        deployment: dname,
+        device,
+    } in departed(&existing, &active, &specs)
+    {
         let (c, n, nm) = (children.clone(), ns.clone(), dname.clone());
         let applied = under_backend_lock(
             &env,
             &ns,
             &device,
-            &service_id(&ns, &name, backend),
+            &service_id(&ns, &name, &backend),
             || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
         )
         .await;
@@ -325,14 +362,72 @@ async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepRep
     ))
 }
 
-impl Step for VolumeServicesStep {
-    fn name(&self) -> &'static str {
-        "VolumeServices"
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn deployment(backend: &str, device: Option<&str>, deleting: bool) -> Deployment {
+        Deployment {
+            metadata: ObjectMeta {
+                name: Some(format!("c-volume-{backend}")),
+                labels: Some([(names::LABEL_BACKEND.to_string(), backend.to_string())].into()),
+                annotations: device
+                    .map(|d| [(DEVICE_ANNOTATION.to_string(), d.to_string())].into()),
+                deletion_timestamp: deleting.then(|| Time(k8s_openapi::jiff::Timestamp::now())),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
     }
-    fn condition_type(&self) -> &'static str {
-        kind::VOLUME_SERVICES_READY
+
+    fn backend_spec(name: &str, deleting: bool) -> CinderBackend {
+        let mut b: CinderBackend = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "CinderBackend",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"cinderRef": {"name": "c"}, "type": "NFS",
+                "nfs": {"server": "nfs.example", "path": "/export"}}
+        }))
+        .unwrap();
+        if deleting {
+            b.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        }
+        b
     }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(self.env.clone(), self.reporting.clone(), ctx).boxed()
+
+    #[test]
+    fn only_backends_that_left_and_are_not_detaching_depart() {
+        let existing = vec![
+            deployment("stays", Some("nfs:a"), false),
+            deployment("gone", Some("nfs:b"), false),
+            deployment("unannotated", None, false),
+            deployment("detaching", Some("nfs:c"), false),
+            deployment("already", Some("nfs:d"), true),
+        ];
+        let active = vec![ProjectedBackend {
+            name: "stays".into(),
+            ..Default::default()
+        }];
+        let specs: BTreeMap<String, CinderBackend> = [
+            ("stays".to_string(), backend_spec("stays", false)),
+            ("detaching".to_string(), backend_spec("detaching", true)),
+        ]
+        .into();
+        assert_eq!(
+            departed(&existing, &active, &specs),
+            vec![
+                Departed {
+                    backend: "gone".into(),
+                    deployment: "c-volume-gone".into(),
+                    device: "nfs:b".into(),
+                },
+                Departed {
+                    backend: "unannotated".into(),
+                    deployment: "c-volume-unannotated".into(),
+                    device: "backend:unannotated".into(),
+                },
+            ]
+        );
     }
 }

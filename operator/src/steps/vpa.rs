@@ -10,20 +10,19 @@
 //! now; a VPA of the Cinder whose target is not wanted or no longer exists (a detached backend,
 //! a removed backup target) is deleted with it.
 
-use super::StepEnv;
 use super::capability::{self, VERTICAL_POD_AUTOSCALER};
 use super::children::{child_meta, selector};
-use super::http_route::FIELD_MANAGER;
+use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{Artefacts, Step, StepContext, StepReport};
+use crate::pipeline::{Artefacts, StepContext, StepReport};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
 use serde_json::json;
 use std::collections::BTreeSet;
 
@@ -89,34 +88,21 @@ fn not_installed() -> Cond {
     )
 }
 
-/// Deletes the Cinder's VPAs whose names are not in `keep`; 404s count as gone.
+/// Deletes the Cinder's VPAs whose names are not in `keep`.
 async fn sweep(
     api: &Api<DynamicObject>,
     cinder: &str,
     keep: &BTreeSet<String>,
 ) -> Result<Vec<String>, kube::Error> {
-    let sel = selector(cinder, &[(VPA_LABEL, "true")]);
-    let list = api
-        .list_metadata(&ListParams::default().labels(&sel))
-        .await?;
-    let mut deleted = Vec::new();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
-            continue;
-        };
-        if keep.contains(&name) || item.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => deleted.push(name),
-            Err(e) if capability::is_not_found(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(deleted)
+    crate::kube_ext::sweep(api, &selector(cinder, &[(VPA_LABEL, "true")]), |n| {
+        keep.contains(n)
+    })
+    .await
 }
 
-async fn run(client: Client, ctx: StepContext) -> StepReport {
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+    let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let api: Api<DynamicObject> =
@@ -140,7 +126,7 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
     if !asked {
         if served
             && let Err(e) = sweep(&api, &name, &BTreeSet::new()).await
-            && !capability::is_not_found(&e)
+            && !e.is_not_found()
         {
             let msg = format!("deleting VPAs: {e}");
             return ctx.fail(vpa_error(msg.clone()), msg);
@@ -178,15 +164,8 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
     for deployment in &targets {
         let vpa = desired_vpa(&ctx.cinder, deployment);
         let vpa_name = names::vpa_for(deployment);
-        if let Err(e) = api
-            .patch(
-                &vpa_name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&vpa),
-            )
-            .await
-        {
-            if capability::is_not_found(&e) {
+        if let Err(e) = apply(&api, &vpa_name, &vpa).await {
+            if e.is_not_found() {
                 return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
             }
             let msg = format!("applying VPA {vpa_name}: {e}");
@@ -203,29 +182,6 @@ async fn run(client: Client, ctx: StepContext) -> StepReport {
         reason::VPA_READY,
         format!("VPAs for {} Deployment(s): {}", list.len(), list.join(", ")),
     ))
-}
-
-/// The VPA member.
-pub struct VpaStep {
-    env: StepEnv,
-}
-
-impl VpaStep {
-    pub fn new(env: StepEnv) -> Self {
-        VpaStep { env }
-    }
-}
-
-impl Step for VpaStep {
-    fn name(&self) -> &'static str {
-        "VPA"
-    }
-    fn condition_type(&self) -> &'static str {
-        kind::VPA_READY
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        run(ctx.children(&self.env.client), ctx).boxed()
-    }
 }
 
 #[cfg(test)]

@@ -7,14 +7,17 @@
 //! the workloads that carry it.
 
 use super::children::child_meta;
+use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
+use crate::kube_ext::ApiErrorExt;
 use crate::names::{self, Component};
-use crate::pipeline::Artefacts;
+use crate::pipeline::{Artefacts, StepContext, StepReport};
 use crate::planning::config::{
     CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL,
 };
 use crate::planning::connection_urls::{DB_CONNECTION_KEY, TRANSPORT_URL_KEY};
 use crate::planning::digest::sha256_hex;
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::steps::secrets::SERVICE_USER_PASSWORD_KEY;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
@@ -207,6 +210,36 @@ pub struct WorkloadSpec {
     pub container_port: Option<i32>,
 }
 
+impl WorkloadSpec {
+    /// A workload of `component` named `name` running `command` with the config ConfigMap
+    /// `config_map`: rolling updates, the pod annotations of `artefacts` (and of `release` for
+    /// the components that carry it), no extras.
+    pub fn new(
+        component: Component,
+        name: &str,
+        replicas: i32,
+        command: &[&str],
+        config_map: String,
+        artefacts: &Artefacts,
+        release: Option<&str>,
+    ) -> Self {
+        WorkloadSpec {
+            component,
+            name: name.to_string(),
+            replicas,
+            recreate: false,
+            command: command.iter().map(|c| c.to_string()).collect(),
+            extra_env: Vec::new(),
+            extra_volumes: Vec::new(),
+            extra_labels: Vec::new(),
+            object_annotations: BTreeMap::new(),
+            pod_annotations: pod_annotations(component, artefacts, release),
+            config_map,
+            container_port: None,
+        }
+    }
+}
+
 /// The desired Deployment of `spec` owned by `cinder`, with its spec-hash annotation.
 pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
@@ -222,12 +255,7 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
         }),
         ..Default::default()
     }];
-    let mut mounts = vec![VolumeMount {
-        name: "config".to_string(),
-        mount_path: CONFIG_DIR.to_string(),
-        read_only: Some(true),
-        ..Default::default()
-    }];
+    let mut mounts = vec![config_mount()];
     for extra in &spec.extra_volumes {
         volumes.push(extra.volume.clone());
         mounts.push(VolumeMount {
@@ -340,7 +368,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
     match existing {
         None => match api.create(&PostParams::default(), desired).await {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) if e.is_conflict() => Ok(false),
             Err(e) => Err(e),
         },
         Some(e) => {
@@ -352,7 +380,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
             {
                 Ok(_) => Ok(true),
                 // Changed concurrently: the next pass compares again.
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) if e.is_conflict() => Ok(false),
                 Err(e) => Err(e),
             }
         }
@@ -373,7 +401,7 @@ pub async fn delete_deployment(
     };
     match api.delete(name, &params).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) if e.is_not_found() => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -391,6 +419,29 @@ pub fn converged(d: &Deployment) -> bool {
         && status.ready_replicas.unwrap_or(0) == want
         && status.available_replicas.unwrap_or(0) == want
         && status.replicas.unwrap_or(0) == want
+}
+
+/// Ensures `desired` on `client` and ends the step with it: `waiting` (an API error, or the
+/// rollout still running: polled every [`REQUEUE_DEPLOYMENT_POLLING`]) or `ready` once converged.
+pub async fn converge(
+    ctx: StepContext,
+    client: &Client,
+    desired: &Deployment,
+    waiting: fn(String) -> Cond,
+    ready: Cond,
+) -> StepReport {
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    match ensure_converged(client, desired).await {
+        Err(e) => ctx.fail(
+            waiting(format!("kubernetes API error: {e}")),
+            format!("writing Deployment {name}: {e}"),
+        ),
+        Ok(false) => ctx.requeue(
+            waiting(format!("Deployment {name} is rolling out")),
+            REQUEUE_DEPLOYMENT_POLLING,
+        ),
+        Ok(true) => ctx.proceed(ready),
+    }
 }
 
 /// Ensures `desired` and reports whether it is converged (a Deployment just written is not).
@@ -446,52 +497,46 @@ pub fn backend_volumes(
 }
 
 /// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) share beyond
-/// the client: an event recorder, their metrics pair and the memory of which Job UIDs were
-/// already counted (metrics and events happen once per Job UID). Like the Database step's
-/// services, the pair is the step's own until the context's metrics travel in [`super::StepEnv`].
+/// the client: an event recorder, their metrics pair and, for one run, the step actor's memory
+/// of which Job UIDs were already counted (metrics and events happen once per Job UID).
 #[derive(Clone)]
 pub struct JobReporting {
     pub recorder: kube::runtime::events::Recorder,
     pub metrics: crate::metrics::JobMetrics,
-    counted: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    memory: crate::pipeline::StepMemory,
 }
 
 impl JobReporting {
-    /// A recorder reporting as `cinder-operator` and the `kind` pair of a registry of its own.
-    pub fn new(client: Client, kind: crate::metrics::JobKind) -> Self {
-        let (_registry, metrics) = crate::metrics::Metrics::new_registry();
+    /// A recorder reporting as `cinder-operator` and the served `kind` pair of `env`'s metrics.
+    pub fn new(env: &super::env::StepEnv, kind: crate::metrics::JobKind) -> Self {
         JobReporting {
             recorder: kube::runtime::events::Recorder::new(
-                client,
+                env.client.clone(),
                 kube::runtime::events::Reporter {
                     controller: "cinder-operator".to_string(),
                     instance: None,
                 },
             ),
-            metrics: metrics.job(kind).clone(),
-            counted: std::sync::Arc::default(),
+            metrics: env.metrics.job(kind).clone(),
+            memory: Default::default(),
         }
     }
 
-    /// With the operator context's served metrics when `env` carries them (else as [`Self::new`]).
-    pub fn for_env(env: &super::StepEnv, kind: crate::metrics::JobKind) -> Self {
-        let mut reporting = Self::new(env.client.clone(), kind);
-        if let Some(services) = &env.services {
-            reporting.metrics = services.metrics.job(kind).clone();
+    /// For one run: remembering through the run's step memory.
+    pub fn for_run(&self, memory: &crate::pipeline::StepMemory) -> Self {
+        JobReporting {
+            memory: memory.clone(),
+            ..self.clone()
         }
-        reporting
     }
 
     /// True the first time it is asked for `key` (a Job UID, or a backend/UID tuple).
-    pub fn first_time(&self, key: &str) -> bool {
-        self.counted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key.to_string())
+    pub async fn first_time(&self, key: &str) -> bool {
+        self.memory.first_time(key).await
     }
 
     /// Feeds the pair once per `key`; returns whether it counted.
-    pub fn observe_once(
+    pub async fn observe_once(
         &self,
         key: &str,
         namespace: &str,
@@ -499,11 +544,37 @@ impl JobReporting {
         result: crate::metrics::JobResult,
         duration: std::time::Duration,
     ) -> bool {
-        let first = self.first_time(key);
+        let first = self.first_time(key).await;
         if first {
             self.metrics.observe(namespace, cinder, result, duration);
         }
         first
+    }
+}
+
+/// The read-only mount of the `config` volume (the rendered config ConfigMap) at [`CONFIG_DIR`].
+pub fn config_mount() -> VolumeMount {
+    VolumeMount {
+        name: "config".to_string(),
+        mount_path: CONFIG_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    }
+}
+
+/// `name` set from `key` of the Cinder's derived Secret `secret` (which must exist).
+pub fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
+            secret_key_ref: Some(k8s_openapi::api::core::v1::SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -541,16 +612,7 @@ mod tests {
     use super::*;
 
     fn cinder() -> Cinder {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap()
+        crate::test_fixtures::cinder()
     }
 
     fn artefacts() -> Artefacts {

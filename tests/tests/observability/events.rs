@@ -139,10 +139,10 @@ async fn transitions_jobs_and_phases_become_events_and_steady_state_none() {
     for round in 0..10u32 {
         let before = condition_states(&h.client, "ev").await;
         let events_before = tally(&events_of(&h.client, "ev").await);
-        let before_passes = passes(&h, "ev");
+        let before_passes = passes(&h, "ev").await;
         poke(&h.client, "ev", round).await;
         eventually("two more passes", || async {
-            (passes(&h, "ev") >= before_passes + 2).then_some(())
+            (passes(&h, "ev").await >= before_passes + 2).then_some(())
         })
         .await
         .unwrap();

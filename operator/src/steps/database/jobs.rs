@@ -10,17 +10,17 @@
 
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
 use crate::names::{self, Component};
 use crate::pipeline::Clusters;
 use crate::planning::digest::sha256_hex;
 use crate::planning::job::JobState;
 use crate::steps::children::child_meta;
+use crate::steps::workloads::{config_mount, env_from_secret};
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, Pod, SecretKeySelector, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
@@ -127,24 +127,12 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
         name: format!("db-{}", which.label()),
         image: Some(cinder.spec.image.reference()),
         command: Some(which.command()),
-        env: Some(vec![EnvVar {
-            name: CONNECTION_ENV.to_string(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: names::db_connection_secret(&cinder_name),
-                    key: crate::planning::connection_urls::DB_CONNECTION_KEY.to_string(),
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_string(),
-            mount_path: CONFIG_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        env: Some(vec![env_from_secret(
+            CONNECTION_ENV,
+            &names::db_connection_secret(&cinder_name),
+            crate::planning::connection_urls::DB_CONNECTION_KEY,
+        )]),
+        volume_mounts: Some(vec![config_mount()]),
         termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_string()),
         termination_message_policy: Some("File".to_string()),
         ..Default::default()
@@ -383,9 +371,7 @@ async fn under_lock(
 ) -> Result<Act, ActError> {
     let ns = snapshot.metadata.namespace.as_deref().unwrap_or_default();
     let cinder = snapshot.metadata.name.as_deref().unwrap_or_default();
-    let locks = services
-        .device_locks(ns)
-        .map_err(|e| ActError::Lock(e.to_string()))?;
+    let locks = services.device_locks();
     let device = database_device(snapshot);
     let guard = match locks.lock(&device, job.priority()).await {
         Ok(g) => g,
@@ -424,7 +410,7 @@ async fn act_locked(
             }
             match api.create(&PostParams::default(), job).await {
                 Ok(_) => Ok(Act::Done),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Act::Done),
+                Err(e) if e.is_conflict() => Ok(Act::Done),
                 Err(e) => Err(e.into()),
             }
         }
@@ -436,7 +422,7 @@ async fn act_locked(
             for name in names {
                 match api.delete(name, &params).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) if e.is_not_found() => {}
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -488,16 +474,8 @@ mod tests {
     use super::*;
 
     fn cinder(tag: &str) -> Cinder {
-        let mut c: Cinder = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": tag},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap();
+        let mut c = crate::test_fixtures::cinder();
+        c.spec.image.tag = Some(tag.to_string());
         c.metadata.generation = Some(1);
         c
     }

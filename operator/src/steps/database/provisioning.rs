@@ -5,8 +5,9 @@
 //! owned by the Cinder and named after it. Brownfield (spec.database.host) provisions nothing.
 
 use crate::conditions::{Cond, kind, reason};
-use crate::controller::mariadb_resource;
 use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::resources::mariadb_resource;
 use crate::steps::children::management_child_meta;
 use crate::steps::credentials;
 use crate::steps::secrets::DB_KEYS;
@@ -143,7 +144,7 @@ pub async fn provision(
     let found = match mariadbs.get_opt(&cluster.name).await {
         Ok(found) => found,
         // The mariadb-operator CRDs are not installed.
-        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e),
     };
     match found {
@@ -188,7 +189,7 @@ pub async fn provision(
                 obj.metadata = management_child_meta(cinder, &object_name, &[]);
                 match api.create(&PostParams::default(), &obj).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) if e.is_conflict() => {}
                     Err(e) => return Err(e),
                 }
                 created = true;
@@ -228,16 +229,7 @@ mod tests {
     use super::*;
 
     fn cinder() -> Cinder {
-        serde_json::from_value(json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap()
+        crate::test_fixtures::cinder_named("ns", "c")
     }
 
     #[test]

@@ -1,91 +1,21 @@
-//! What the Database step needs beyond the Kubernetes client: the device locks of the database
-//! (one lock service per Lease namespace, sharing one lock coordinator), the db_sync metrics
-//! pair, the event recorder, and the memory of which Job UIDs were already counted / reported
-//! (so the metrics and the upgrade-check event happen once per Job UID).
-//!
-//! The step table only hands steps a [`StepEnv`] (client and watched namespace). Until the
-//! context's `device_locks` and `metrics` travel in it, [`DatabaseServices::for_env`] builds the
-//! lock service on the actor thread the step runs on, shared through a thread-local by every
-//! step of that operator context (one actor thread per context): the Leases exclude other
-//! operator processes and other contexts, and the in-process queue orders this context's own
-//! requests. [`DatabaseServices::new`] takes the context's own services when they are wired.
+//! What the Database step needs beyond the Kubernetes client: the operator's device locks (the
+//! database is one device), the db_sync metrics pair, the event recorder, and, for one run, the
+//! step actor's memory of which Job UIDs were already counted / reported (so the metrics and the
+//! upgrade-check event happen once per Job UID).
 
-use super::super::StepEnv;
 use crate::metrics::{JobMetrics, JobResult, Metrics};
-use cinder_actors::CoordinatorHandle;
-use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity, LeaseError};
+use crate::pipeline::StepMemory;
+use cinder_lease::DeviceLocks;
 use kube::runtime::events::{Recorder, Reporter};
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-
-/// Where the device locks come from.
-#[derive(Clone)]
-enum LockSource {
-    /// The operator context's lock service (Leases in its lease namespace).
-    Given(DeviceLocks),
-    /// Built on the step's actor thread, one per Lease namespace (the Cinder's namespace).
-    PerThread { client: kube::Client },
-}
-
-/// One actor thread's coordinator, holder identity and lock services by Lease namespace.
-struct ThreadLocks {
-    coordinator: CoordinatorHandle,
-    identity: HolderIdentity,
-    by_namespace: BTreeMap<String, DeviceLocks>,
-}
-
-thread_local! {
-    static THREAD_LOCKS: RefCell<Option<ThreadLocks>> = const { RefCell::new(None) };
-}
-
-/// The lock service of the current actor thread for Leases in `namespace` (built on first use;
-/// must be called on an actix arbiter thread, which is where steps run).
-pub fn thread_device_locks(
-    client: &kube::Client,
-    namespace: &str,
-) -> Result<DeviceLocks, LeaseError> {
-    THREAD_LOCKS.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let t = slot.get_or_insert_with(|| ThreadLocks {
-            coordinator: CoordinatorHandle::start_standard(),
-            identity: HolderIdentity::generate(),
-            by_namespace: BTreeMap::new(),
-        });
-        if let Some(locks) = t.by_namespace.get(namespace) {
-            return Ok(locks.clone());
-        }
-        let mut config = DeviceLocksConfig::new(namespace.to_string());
-        config.identity = t.identity.clone();
-        let locks = DeviceLocks::new(
-            t.coordinator.clone(),
-            client.clone(),
-            config,
-            DeviceLockMetrics::default(),
-        )?;
-        t.by_namespace.insert(namespace.to_string(), locks.clone());
-        Ok(locks)
-    })
-}
-
-/// The lock service the steps use for devices of a Cinder in `namespace`: the operator context's
-/// when `env` carries it, else the actor thread's (see [`thread_device_locks`]).
-pub fn env_device_locks(env: &StepEnv, namespace: &str) -> Result<DeviceLocks, LeaseError> {
-    match &env.services {
-        Some(s) => Ok(s.device_locks.clone()),
-        None => thread_device_locks(&env.client, namespace),
-    }
-}
 
 /// The services of the Database step (cheap to clone; clones share everything).
 #[derive(Clone)]
 pub struct DatabaseServices {
-    locks: LockSource,
+    locks: DeviceLocks,
     db_sync: JobMetrics,
     recorder: Recorder,
-    counted: Arc<Mutex<HashSet<String>>>,
-    reported: Arc<Mutex<HashSet<String>>>,
+    memory: StepMemory,
 }
 
 fn reporter(instance: String) -> Reporter {
@@ -100,35 +30,24 @@ impl DatabaseServices {
     pub fn new(client: kube::Client, device_locks: DeviceLocks, metrics: &Metrics) -> Self {
         let identity = device_locks.identity().as_str().to_string();
         DatabaseServices {
-            locks: LockSource::Given(device_locks),
+            locks: device_locks,
             db_sync: metrics.db_sync.clone(),
             recorder: Recorder::new(client, reporter(identity)),
-            counted: Arc::default(),
-            reported: Arc::default(),
+            memory: StepMemory::default(),
         }
     }
 
-    /// From a [`StepEnv`] alone: per-thread device locks (Leases in the Cinder's namespace) and
-    /// a db_sync pair of the step's own (not registered in the served registry).
-    pub fn for_env(env: &StepEnv) -> Self {
-        let (_registry, metrics) = Metrics::new_registry();
+    /// For one run: remembering through the run's step memory.
+    pub fn for_run(&self, memory: &StepMemory) -> Self {
         DatabaseServices {
-            locks: LockSource::PerThread {
-                client: env.client.clone(),
-            },
-            db_sync: metrics.db_sync,
-            recorder: Recorder::new(env.client.clone(), reporter("cinder-operator".to_string())),
-            counted: Arc::default(),
-            reported: Arc::default(),
+            memory: memory.clone(),
+            ..self.clone()
         }
     }
 
-    /// The lock service for a database device of a Cinder in `namespace`.
-    pub fn device_locks(&self, namespace: &str) -> Result<DeviceLocks, LeaseError> {
-        match &self.locks {
-            LockSource::Given(locks) => Ok(locks.clone()),
-            LockSource::PerThread { client } => thread_device_locks(client, namespace),
-        }
+    /// The lock service for the database device.
+    pub fn device_locks(&self) -> &DeviceLocks {
+        &self.locks
     }
 
     /// The event recorder.
@@ -142,7 +61,7 @@ impl DatabaseServices {
     }
 
     /// Feeds the db_sync pair for Job `uid`, once per UID; returns whether it counted.
-    pub fn observe_job_once(
+    pub async fn observe_job_once(
         &self,
         uid: &str,
         namespace: &str,
@@ -150,11 +69,7 @@ impl DatabaseServices {
         result: JobResult,
         duration: Duration,
     ) -> bool {
-        let first = self
-            .counted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uid.to_string());
+        let first = self.memory.first_time(&format!("counted/{uid}")).await;
         if first {
             self.db_sync.observe(namespace, cinder, result, duration);
         }
@@ -163,19 +78,13 @@ impl DatabaseServices {
 
     /// True the first time it is asked for `uid` (the upgrade-check event is emitted once per
     /// migrate Job UID).
-    pub fn first_report(&self, uid: &str) -> bool {
-        self.reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uid.to_string())
+    pub async fn first_report(&self, uid: &str) -> bool {
+        self.memory.first_time(&format!("reported/{uid}")).await
     }
 
     /// Forgets a report (the event could not be published; try again on a later pass).
     pub fn unreport(&self, uid: &str) {
-        self.reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid);
+        self.memory.unsee(&format!("reported/{uid}"));
     }
 }
 
@@ -183,42 +92,75 @@ impl DatabaseServices {
 mod tests {
     use super::*;
     use crate::metrics::JobResultLabels;
+    use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepReport};
+    use actix::Actor;
+    use futures::future::BoxFuture;
+    use std::sync::Arc;
 
+    /// Services whose client and locks are never used: metrics and memory only (call it inside
+    /// an actix System, where the lock coordinator starts).
     fn services() -> (DatabaseServices, Metrics) {
         let (_r, metrics) = Metrics::new_registry();
-        // A client that is never used: metrics and memory only.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
+        let locks = DeviceLocks::new(
+            cinder_actors::CoordinatorHandle::start_standard(),
+            client.clone(),
+            cinder_lease::DeviceLocksConfig::new("ns"),
+            cinder_lease::DeviceLockMetrics::default(),
+        )
+        .unwrap();
         let services = DatabaseServices {
-            locks: LockSource::PerThread {
-                client: client.clone(),
-            },
+            locks,
             db_sync: metrics.db_sync.clone(),
             recorder: Recorder::new(client, reporter("t".into())),
-            counted: Arc::default(),
-            reported: Arc::default(),
+            memory: StepMemory::default(),
         };
-        (services, metrics)
+        (services.for_run(&step_memory()), metrics)
     }
 
-    #[tokio::test]
+    /// A step that does nothing: its actor's memory is what the services remember through.
+    struct Idle;
+
+    impl Step for Idle {
+        fn name(&self) -> &'static str {
+            "Database"
+        }
+        fn condition_type(&self) -> &'static str {
+            crate::conditions::kind::DATABASE_READY
+        }
+        fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+            Box::pin(async move { ctx.report(Vec::new(), Outcome::Continue) })
+        }
+    }
+
+    /// The memory of a step actor about Cinder `ns/c`.
+    fn step_memory() -> StepMemory {
+        let addr = StepActor::new(Arc::new(Idle)).start();
+        let cinder = CinderKey {
+            namespace: "ns".into(),
+            name: "c".into(),
+        };
+        StepMemory::of(&addr, cinder)
+    }
+
+    #[actix::test]
     async fn each_job_uid_is_counted_once() {
         let (s, metrics) = services();
-        assert!(s.observe_job_once(
-            "u1",
-            "ns",
-            "c",
-            JobResult::Succeeded,
-            Duration::from_secs(3)
-        ));
-        assert!(!s.observe_job_once(
-            "u1",
-            "ns",
-            "c",
-            JobResult::Succeeded,
-            Duration::from_secs(3)
-        ));
-        assert!(s.observe_job_once("u2", "ns", "c", JobResult::Failed, Duration::from_secs(1)));
+        let three = Duration::from_secs(3);
+        assert!(
+            s.observe_job_once("u1", "ns", "c", JobResult::Succeeded, three)
+                .await
+        );
+        assert!(
+            !s.observe_job_once("u1", "ns", "c", JobResult::Succeeded, three)
+                .await
+        );
+        let one = Duration::from_secs(1);
+        assert!(
+            s.observe_job_once("u2", "ns", "c", JobResult::Failed, one)
+                .await
+        );
         let get = |result| {
             metrics
                 .db_sync
@@ -232,9 +174,9 @@ mod tests {
         };
         assert_eq!(get(JobResult::Succeeded), 1);
         assert_eq!(get(JobResult::Failed), 1);
-        assert!(s.first_report("m1"));
-        assert!(!s.first_report("m1"));
+        assert!(s.first_report("m1").await);
+        assert!(!s.first_report("m1").await);
         s.unreport("m1");
-        assert!(s.first_report("m1"));
+        assert!(s.first_report("m1").await);
     }
 }

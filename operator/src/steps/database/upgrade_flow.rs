@@ -59,7 +59,7 @@ pub async fn report_upgrade_check(
     cinder: &Cinder,
     job_uid: &str,
 ) {
-    if !services.first_report(job_uid) {
+    if !services.first_report(job_uid).await {
         return;
     }
     let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();

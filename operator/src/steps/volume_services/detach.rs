@@ -1,5 +1,4 @@
-//! The detach sequence of the VolumeServices step (seed 001, "Volume services and the detach
-//! sequence"): observes the first deleted CinderBackend (name order) that still holds
+//! The detach sequence of the VolumeServices step: observes the first deleted CinderBackend (name order) that still holds
 //! `cinder.openstack.c5c3.io/service-remove`, plans the pass with
 //! [`crate::planning::detach::plan_detach`] and applies it as ONE transaction of the lock
 //! coordinator — the backend's device lock together with the backend's volume-service entry
@@ -9,17 +8,18 @@
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
 //! feed the service_remove metrics once per (backend, Job UID).
 
-use super::super::StepEnv;
 use super::super::children::{child_meta, selector};
 use super::super::database::jobs::{
-    CONFIG_DIR, active_database_jobs, database_device, failed_exit_code, read_job,
+    active_database_jobs, database_device, failed_exit_code, read_job,
 };
-use super::super::database::services::env_device_locks;
+use super::super::env::StepEnv;
 use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
+use super::super::workloads::config_mount;
 use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
 use crate::conditions::event_reason;
-use crate::controller::finalizer;
 use crate::crd::{Cinder, CinderBackend};
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::finalizer;
 use crate::metrics::JobResult;
 use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
 use crate::pipeline::Clusters;
@@ -29,7 +29,7 @@ use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, Secret, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -64,12 +64,7 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
         image: Some(cinder.spec.image.reference()),
         command: Some(service_remove_command(&host)),
         env: Some(env),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "config".to_string(),
-            mount_path: CONFIG_DIR.to_string(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
+        volume_mounts: Some(vec![config_mount()]),
         ..Default::default()
     };
     Job {
@@ -247,9 +242,8 @@ pub async fn detach_pass(
         management: env.client.clone(),
         children: children.clone(),
     };
-    let locks = env_device_locks(env, &ns).map_err(|e| DetachError::Lock(e.to_string()))?;
     let guard = match lock_backend(
-        &locks,
+        &env.device_locks,
         &backend_device(backend),
         &service_id(&ns, &name, &bname),
         Priority::Default,
@@ -265,7 +259,15 @@ pub async fn detach_pass(
             });
         }
     };
-    let result = apply(&clusters, reporting, &locks, cinder, backend, config_map).await;
+    let result = apply(
+        &clusters,
+        reporting,
+        &env.device_locks,
+        cinder,
+        backend,
+        config_map,
+    )
+    .await;
     guard.release().await;
     result
 }
@@ -314,7 +316,7 @@ async fn apply(
                 for s in secrets {
                     match api.delete(s, &DeleteParams::default()).await {
                         Ok(_) => {}
-                        Err(kube::Error::Api(e)) if e.code == 404 => {}
+                        Err(e) if e.is_not_found() => {}
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -353,7 +355,10 @@ async fn apply(
                     JobResult::Failed
                 };
                 let duration = duration.unwrap_or_default();
-                if reporting.observe_once(&format!("{b}/{job_uid}"), &ns, &name, result, duration) {
+                if reporting
+                    .observe_once(&format!("{b}/{job_uid}"), &ns, &name, result, duration)
+                    .await
+                {
                     let job = names::service_remove_job(&name, b);
                     crate::events::job_finished(
                         &reporting.recorder,
@@ -400,7 +405,7 @@ async fn launch_under_database_lock(
         let api: Api<Job> = Api::namespaced(client.clone(), &ns);
         match api.create(&PostParams::default(), job).await {
             Ok(_) => Ok(None),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(e) if e.is_conflict() => Ok(None),
             Err(e) => Err(DetachError::from(e)),
         }
     }
@@ -440,16 +445,7 @@ mod tests {
 
     #[test]
     fn the_job_is_a_service_remove_of_the_backend_host() {
-        let c: Cinder = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap();
+        let c = crate::test_fixtures::cinder();
         let job = service_remove_job(&c, "a", "c-config-1");
         assert_eq!(job.metadata.name.as_deref(), Some("c-a-service-remove"));
         let labels = job.metadata.labels.clone().unwrap();

@@ -1,0 +1,248 @@
+//! The reconcile both satellite controllers run: the CinderBackend finalizer (added here; the
+//! VolumeServices step releases it after the detach, and this reconcile releases it with a
+//! ServiceRemoveSkipped event for a backend whose parent Cinder is gone), then CredentialsReady (RBD key Secret
+//! present with its key; NFS needs none; parent missing → WaitingForParent; parent's target
+//! cluster unresolvable → TargetClusterUnavailable), ConfigProjected (the parent's projection
+//! Secrets show this satellite) and Ready, written only when changed through the backend actor.
+
+use super::kind::SatelliteKind;
+use super::status::{
+    Credentials, actor_id, actor_value, conditions_for, forget_actor, next_status,
+    write_through_actor,
+};
+use crate::conditions::event_reason;
+use crate::conditions::{Cond, kind};
+use crate::context::OperatorContext;
+use crate::crd::{Cinder, SatelliteStatus};
+use crate::kube_ext::{FIELD_MANAGER, finalizer};
+use crate::names;
+use crate::pipeline::TargetCluster;
+use crate::requeue::Requeue;
+use crate::steps::children::selector;
+use crate::steps::projection::{PROJECTION_LABEL, credentials_for};
+use crate::target_cluster::Unresolvable;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, ResourceExt};
+use std::sync::Arc;
+
+/// What a satellite reconcile needs.
+pub struct SatelliteContext {
+    pub op: Arc<OperatorContext>,
+    pub recorder: Recorder,
+}
+
+/// A satellite reconcile that could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SatelliteError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Actor(String),
+}
+
+/// The retry after a failed reconcile.
+pub fn error_policy<S>(_obj: Arc<S>, _e: &SatelliteError, _ctx: Arc<SatelliteContext>) -> Action {
+    Action::requeue(Requeue::RequeueSecretPolling.jittered())
+}
+
+/// Where the parent's children live: its resolved target cluster, the management cluster
+/// (`Ok(None)`), or why its target does not resolve.
+type ParentPlacement = Result<Option<TargetCluster>, Unresolvable>;
+
+async fn credentials<S: SatelliteKind>(
+    obj: &S,
+    parent: Option<(&Cinder, &ParentPlacement)>,
+    ctx: &SatelliteContext,
+    ns: &str,
+) -> Result<Credentials, kube::Error> {
+    if let Err(m) = obj.validate() {
+        return Ok(Credentials::InvalidSpec(m));
+    }
+    let Some(parent) = parent else {
+        return Ok(Credentials::NoParent(format!(
+            "spec.cinderRef: Cinder {:?} does not exist",
+            obj.parent()
+        )));
+    };
+    if let (_, Err(why)) = parent {
+        return Ok(Credentials::TargetClusterUnavailable(format!(
+            "the parent's spec.targetClusterRef: {why}"
+        )));
+    }
+    Ok(
+        match credentials_for(&ctx.op.client, ns, obj.backend_type(), obj.rbd()).await? {
+            Ok(None) => Credentials::Ready("no credentials needed".to_string()),
+            Ok(Some(_)) => Credentials::Ready("the RBD key Secret is present".to_string()),
+            Err(why) => Credentials::Waiting(why),
+        },
+    )
+}
+
+/// Ready reason of a deleted CinderBackend while its parent detaches it.
+const DETACHING: &str = "Detaching";
+
+/// Writes `status` when it differs from what `obj` carries, through the backend actor (its value
+/// first, then the status subresource); with `refresh_actor`, also when the actor does not hold
+/// the satellite yet (then only the actor's value is written if the status is unchanged).
+async fn write_status<S: SatelliteKind>(
+    ctx: &SatelliteContext,
+    api: &Api<S>,
+    obj: &S,
+    status: &SatelliteStatus,
+    refresh_actor: bool,
+) -> Result<(), SatelliteError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let id = actor_id(S::KIND, &ns, &name);
+    let changed = obj.status() != Some(status);
+    let in_actor = !refresh_actor || ctx.op.coordinator.peek("backend", &id).is_some();
+    if !changed && in_actor {
+        return Ok(());
+    }
+    let patch = serde_json::json!({ "status": status });
+    let value = actor_value(
+        S::KIND,
+        &ns,
+        &name,
+        obj.parent(),
+        obj.backend_type().as_str(),
+        status,
+    );
+    write_through_actor(&ctx.op.coordinator, &id, value, async {
+        if !changed {
+            return Ok(());
+        }
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map(|_| ())
+    })
+    .await
+    .map_err(|e| SatelliteError::Actor(e.to_string()))
+}
+
+/// A deleted satellite that holds the finalizer: released at once (ServiceRemoveSkipped) when
+/// its parent Cinder is gone, else reported Detaching while the parent's VolumeServices step
+/// runs the detach.
+async fn on_deletion<S: SatelliteKind>(
+    obj: &S,
+    ctx: &SatelliteContext,
+    api: &Api<S>,
+    parent: Option<&Cinder>,
+    finalizer_name: &str,
+) -> Result<Action, SatelliteError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    if parent.is_none() {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: event_reason::SERVICE_REMOVE_SKIPPED.to_string(),
+            note: Some(format!(
+                "parent Cinder {:?} is gone; the service registry went with its database",
+                obj.parent()
+            )),
+            action: "ReleaseFinalizer".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(backend = %name, error = %e, "publishing ServiceRemoveSkipped failed");
+        }
+        forget_actor(&ctx.op.coordinator, &actor_id(S::KIND, &ns, &name))
+            .await
+            .map_err(|e| SatelliteError::Actor(e.to_string()))?;
+        finalizer::remove(api, obj, finalizer_name).await?;
+        return Ok(Action::await_change());
+    }
+    let detaching = [Cond::false_(
+        kind::READY,
+        DETACHING,
+        format!(
+            "Cinder {:?} is detaching this backend (volume service, service-remove Job)",
+            obj.parent()
+        ),
+    )];
+    let status = next_status(obj.status(), &detaching, obj.meta().generation);
+    write_status(ctx, api, obj, &status, false).await?;
+    Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()))
+}
+
+/// Whether the parent's projection Secrets show this satellite (they live with the parent's
+/// children: on its target cluster when it has one).
+async fn projected<S: SatelliteKind>(
+    obj: &S,
+    ctx: &SatelliteContext,
+    placement: Option<&Result<Option<TargetCluster>, Unresolvable>>,
+) -> Result<bool, kube::Error> {
+    let Some(Ok(target)) = placement else {
+        return Ok(false);
+    };
+    let client = target
+        .as_ref()
+        .map_or_else(|| ctx.op.client.clone(), |t| t.client.clone());
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    let sel = selector(
+        obj.parent(),
+        &[
+            (names::LABEL_BACKEND, name.as_str()),
+            (PROJECTION_LABEL, S::PROJECTION),
+        ],
+    );
+    let list = secrets
+        .list_metadata(&ListParams::default().labels(&sel))
+        .await?;
+    Ok(!list.items.is_empty())
+}
+
+/// One reconcile of one satellite.
+pub async fn reconcile<S: SatelliteKind>(
+    obj: Arc<S>,
+    ctx: Arc<SatelliteContext>,
+) -> Result<Action, SatelliteError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<S> = Api::namespaced(ctx.op.client.clone(), &ns);
+    let cinders: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &ns);
+    let parent = cinders.get_opt(obj.parent()).await?;
+
+    if obj.meta().deletion_timestamp.is_some() {
+        return match S::FINALIZER {
+            Some(f) if finalizer::has(obj.as_ref(), f) => {
+                on_deletion(obj.as_ref(), &ctx, &api, parent.as_ref(), f).await
+            }
+            _ => Ok(Action::await_change()),
+        };
+    }
+    if let Some(f) = S::FINALIZER {
+        finalizer::add(&api, obj.as_ref(), f).await?;
+    }
+
+    let placement = match &parent {
+        Some(p) => Some(ctx.op.targets.resolve_for(p).await?),
+        None => None,
+    };
+    let creds = credentials(
+        obj.as_ref(),
+        parent.as_ref().zip(placement.as_ref()),
+        &ctx,
+        &ns,
+    )
+    .await?;
+    let projected = projected(obj.as_ref(), &ctx, placement.as_ref()).await?;
+    let conds = conditions_for(&creds, projected);
+    let ready = conds.iter().all(|c| c.status);
+    let status = next_status(obj.status(), &conds, obj.meta().generation);
+    write_status(&ctx, &api, obj.as_ref(), &status, true).await?;
+    Ok(if ready {
+        Action::await_change()
+    } else {
+        // The projection backstop (the parent watch is the main wake signal).
+        Action::requeue(Requeue::RequeueSecretPolling.jittered())
+    })
+}

@@ -1,0 +1,40 @@
+//! What a `kube::Error` says about the object it was about: gone (404) or written concurrently
+//! (409), the two answers callers handle as part of the normal flow.
+
+/// The two API answers the operator handles as outcomes rather than failures.
+pub trait ApiErrorExt {
+    /// The API server answered 404 Not Found (the object, or its kind, is not there).
+    fn is_not_found(&self) -> bool;
+    /// The API server answered 409 Conflict (it exists already, or a precondition such as the
+    /// resourceVersion no longer holds).
+    fn is_conflict(&self) -> bool;
+}
+
+impl ApiErrorExt for kube::Error {
+    fn is_not_found(&self) -> bool {
+        matches!(self, kube::Error::Api(s) if s.code == 404)
+    }
+    fn is_conflict(&self) -> bool {
+        matches!(self, kube::Error::Api(s) if s.code == 409)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("m", "r")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn codes_are_told_apart() {
+        assert!(api(404).is_not_found() && !api(404).is_conflict());
+        assert!(api(409).is_conflict() && !api(409).is_not_found());
+        assert!(!api(500).is_not_found() && !api(500).is_conflict());
+    }
+}

@@ -1,0 +1,331 @@
+//! The two actors of the engine: the registry ([`Pipelines`]) and one pipeline actor per Cinder
+//! ([`PipelineActor`]).
+//!
+//! The registry finds (or starts) the Cinder's pipeline actor for each message about that Cinder
+//! and forwards it, retires the actor when the Cinder is deleted (dropping the Cinder's metric
+//! series and what the step actors remember of it), and gathers the `/pipelines` view from the
+//! pipeline actors.
+//!
+//! A pipeline actor runs its Cinder's passes one at a time (a pass that arrives while one runs
+//! waits in the actor's queue), while the actors of different Cinders run concurrently; and it
+//! owns the Cinder's record in the `/pipelines` view ([`PipelineRecord`]), which it answers from
+//! even while a pass runs (the pass is a future of the actor, not a blocked mailbox).
+
+use super::key::CinderKey;
+use super::pass::{PassObserver, PassReport, run_pass};
+use super::step::{ForgetCinder, TargetCluster};
+use super::table::PipelineTable;
+use super::view::{PassSummary, PipelineRecord};
+use crate::crd::Cinder;
+use crate::metrics::Metrics;
+use actix::prelude::*;
+use futures::channel::oneshot;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A pass could not be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PipelineError {
+    #[error("the pipeline actor of {0}/{1} is gone")]
+    ActorGone(String, String),
+}
+
+/// Runs a pass of this Cinder snapshot through its pipeline actor, projecting its children onto
+/// the resolved target cluster when there is one (`None`: the management cluster).
+#[derive(Message)]
+#[rtype(result = "Result<PassReport, PipelineError>")]
+pub struct Reconcile(pub Arc<Cinder>, pub Option<TargetCluster>);
+
+/// Retires a deleted Cinder's actor, drops its per-CR metric series and what the step actors
+/// remember of it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Forget(pub CinderKey);
+
+/// The record of every known pipeline, sorted by namespace and name.
+#[derive(Message)]
+#[rtype(result = "Vec<PipelineRecord>")]
+pub struct Inspect;
+
+/// The registry actor.
+pub struct Pipelines {
+    table: Arc<PipelineTable>,
+    metrics: Metrics,
+    actors: BTreeMap<CinderKey, Addr<PipelineActor>>,
+}
+
+impl Pipelines {
+    pub fn new(table: PipelineTable, metrics: Metrics) -> Self {
+        Pipelines {
+            table: Arc::new(table),
+            metrics,
+            actors: BTreeMap::new(),
+        }
+    }
+
+    /// The pipeline actor of `key`, started on first use.
+    fn actor(&mut self, key: &CinderKey) -> Addr<PipelineActor> {
+        self.actors
+            .entry(key.clone())
+            .or_insert_with(|| {
+                PipelineActor::new(key.clone(), self.table.clone(), self.metrics.clone()).start()
+            })
+            .clone()
+    }
+}
+
+impl Actor for Pipelines {
+    type Context = Context<Self>;
+}
+
+impl Handler<Reconcile> for Pipelines {
+    type Result = ResponseFuture<Result<PassReport, PipelineError>>;
+
+    fn handle(&mut self, msg: Reconcile, _ctx: &mut Self::Context) -> Self::Result {
+        let key = CinderKey::of(&msg.0);
+        let addr = self.actor(&key);
+        Box::pin(async move {
+            match addr.send(RunPass(msg.0, msg.1)).await {
+                Ok(Some(report)) => Ok(report),
+                _ => Err(PipelineError::ActorGone(key.namespace, key.name)),
+            }
+        })
+    }
+}
+
+impl Handler<GateStopped> for Pipelines {
+    type Result = ();
+
+    fn handle(&mut self, msg: GateStopped, _ctx: &mut Self::Context) {
+        self.actor(&msg.key).do_send(msg);
+    }
+}
+
+impl Handler<PassNotWritten> for Pipelines {
+    type Result = ();
+
+    fn handle(&mut self, msg: PassNotWritten, _ctx: &mut Self::Context) {
+        if let Some(addr) = self.actors.get(&msg.key) {
+            addr.do_send(msg);
+        }
+    }
+}
+
+impl Handler<Forget> for Pipelines {
+    type Result = ();
+
+    fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
+        // Dropping the last address stops the actor once its mailbox is empty.
+        self.actors.remove(&msg.0);
+        self.metrics.forget_cinder(&msg.0.namespace, &msg.0.name);
+        for step in self.table.handles() {
+            step.addr.do_send(ForgetCinder(msg.0.clone()));
+        }
+    }
+}
+
+impl Handler<Inspect> for Pipelines {
+    type Result = ResponseFuture<Vec<PipelineRecord>>;
+
+    fn handle(&mut self, _msg: Inspect, _ctx: &mut Self::Context) -> Self::Result {
+        let asks: Vec<_> = self
+            .actors
+            .values()
+            .map(|addr| addr.send(InspectPipeline))
+            .collect();
+        Box::pin(async move {
+            futures::future::join_all(asks)
+                .await
+                .into_iter()
+                .filter_map(Result::ok)
+                .collect()
+        })
+    }
+}
+
+/// The JSON the admin view shows: `{"pipelines": [PipelineRecord…]}` (empty when the registry
+/// is gone).
+pub async fn snapshot(pipelines: &Addr<Pipelines>) -> serde_json::Value {
+    let records = pipelines.send(Inspect).await.unwrap_or_default();
+    serde_json::json!({ "pipelines": records })
+}
+
+/// Runs one pass of the Cinder (a fresh snapshot of the CR), on the target cluster when there
+/// is one; answers when the pass ends (`None`: the actor stopped before running it).
+#[derive(Message)]
+#[rtype(result = "Option<PassReport>")]
+pub struct RunPass(pub Arc<Cinder>, pub Option<TargetCluster>);
+
+/// A reconcile of the Cinder ended before any step ran (a gate stopped it, or the finalizer
+/// work ran instead): recorded as a pass without steps.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct GateStopped {
+    pub key: CinderKey,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub duration: Duration,
+    pub outcome: String,
+    pub requeue: Option<Duration>,
+}
+
+/// The status of the last pass was not written after all (the Cinder changed meanwhile): its
+/// recorded outcome becomes `outcome`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PassNotWritten {
+    pub key: CinderKey,
+    pub outcome: String,
+    pub requeue: Option<Duration>,
+}
+
+/// The Cinder's record.
+#[derive(Message)]
+#[rtype(result = "PipelineRecord")]
+pub struct InspectPipeline;
+
+/// A step of pass `pass` started (sent by the running pass to its own actor).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StepStarted {
+    pass: u64,
+    step: &'static str,
+}
+
+/// A pass waiting for its turn.
+struct Waiting {
+    run: RunPass,
+    reply: oneshot::Sender<PassReport>,
+}
+
+/// The per-Cinder pipeline actor.
+pub struct PipelineActor {
+    table: Arc<PipelineTable>,
+    metrics: Metrics,
+    record: PipelineRecord,
+    queue: VecDeque<Waiting>,
+    /// The number of the pass running now, if one runs.
+    running: Option<u64>,
+    started: u64,
+}
+
+impl PipelineActor {
+    pub fn new(key: CinderKey, table: Arc<PipelineTable>, metrics: Metrics) -> Self {
+        PipelineActor {
+            table,
+            metrics,
+            record: PipelineRecord::new(&key.namespace, &key.name),
+            queue: VecDeque::new(),
+            running: None,
+            started: 0,
+        }
+    }
+
+    /// Starts the next waiting pass unless one runs.
+    fn start_next(&mut self, ctx: &mut Context<Self>) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some(Waiting { run, reply }) = self.queue.pop_front() else {
+            return;
+        };
+        self.started += 1;
+        let pass = self.started;
+        self.running = Some(pass);
+        self.record.pass_started();
+        let table = self.table.clone();
+        let metrics = self.metrics.clone();
+        let mut observer = ReportSteps {
+            pass,
+            to: ctx.address(),
+        };
+        let started_at = chrono::Utc::now();
+        let started = Instant::now();
+        let RunPass(cinder, target) = run;
+        let pass_future =
+            async move { run_pass(&table, &metrics, cinder, target, &mut observer).await };
+        ctx.spawn(pass_future.into_actor(self).map(move |report, act, ctx| {
+            let summary = PassSummary {
+                outcome: report.summary(),
+                requeue: report.requeue_after(),
+                steps: report.steps.clone(),
+            };
+            act.record
+                .pass_finished(started_at, started.elapsed(), summary);
+            let _ = reply.send(report);
+            act.running = None;
+            act.start_next(ctx);
+        }));
+    }
+}
+
+impl Actor for PipelineActor {
+    type Context = Context<Self>;
+}
+
+/// Tells the actor which step its running pass is at.
+struct ReportSteps {
+    pass: u64,
+    to: Addr<PipelineActor>,
+}
+
+impl PassObserver for ReportSteps {
+    fn step_started(&mut self, step: &'static str) {
+        self.to.do_send(StepStarted {
+            pass: self.pass,
+            step,
+        });
+    }
+}
+
+impl Handler<RunPass> for PipelineActor {
+    type Result = ResponseFuture<Option<PassReport>>;
+
+    fn handle(&mut self, msg: RunPass, ctx: &mut Self::Context) -> Self::Result {
+        let (reply, answer) = oneshot::channel();
+        self.queue.push_back(Waiting { run: msg, reply });
+        self.start_next(ctx);
+        Box::pin(async move { answer.await.ok() })
+    }
+}
+
+impl Handler<StepStarted> for PipelineActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: StepStarted, _ctx: &mut Self::Context) {
+        // A step of a pass that already ended arrives late: not the current step.
+        if self.running == Some(msg.pass) {
+            self.record.step_started(msg.step);
+        }
+    }
+}
+
+impl Handler<GateStopped> for PipelineActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: GateStopped, _ctx: &mut Self::Context) {
+        let summary = PassSummary {
+            outcome: msg.outcome,
+            requeue: msg.requeue,
+            steps: Vec::new(),
+        };
+        self.record
+            .pass_finished(msg.started_at, msg.duration, summary);
+    }
+}
+
+impl Handler<PassNotWritten> for PipelineActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PassNotWritten, _ctx: &mut Self::Context) {
+        self.record.last_pass_amended(&msg.outcome, msg.requeue);
+    }
+}
+
+impl Handler<InspectPipeline> for PipelineActor {
+    type Result = MessageResult<InspectPipeline>;
+
+    fn handle(&mut self, _msg: InspectPipeline, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.record.clone())
+    }
+}

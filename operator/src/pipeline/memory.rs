@@ -1,0 +1,282 @@
+//! What a step actor remembers between runs, per Cinder: the keys it acted on once (a Job UID
+//! counted in the metrics, an event published for a Job) and results it reuses for a while
+//! (the HealthCheck probe's condition). [`Memory`] is the plain state the step actor owns;
+//! a run reaches it through [`StepMemory`], which messages the actor, so nothing else holds it.
+//! Everything of a Cinder is dropped when the Cinder goes ([`Memory::forget`]).
+
+use super::key::CinderKey;
+use crate::conditions::Cond;
+use actix::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// A condition reused until `until`.
+#[derive(Clone, Debug)]
+struct Cached {
+    condition: Cond,
+    until: Instant,
+}
+
+/// What one step remembers of one Cinder.
+#[derive(Clone, Debug, Default)]
+struct CinderMemory {
+    seen: BTreeSet<String>,
+    cached: BTreeMap<String, Cached>,
+}
+
+/// The state of one step actor.
+#[derive(Debug, Default)]
+pub struct Memory {
+    by_cinder: BTreeMap<CinderKey, CinderMemory>,
+}
+
+impl Memory {
+    /// True the first time `key` is asked for `cinder` (it is remembered from then on).
+    pub fn first_time(&mut self, cinder: &CinderKey, key: &str) -> bool {
+        self.by_cinder
+            .entry(cinder.clone())
+            .or_default()
+            .seen
+            .insert(key.to_string())
+    }
+
+    /// Forgets `key` of `cinder` (what it stood for did not happen after all; try again).
+    pub fn unsee(&mut self, cinder: &CinderKey, key: &str) {
+        if let Some(m) = self.by_cinder.get_mut(cinder) {
+            m.seen.remove(key);
+        }
+    }
+
+    /// The condition cached under `key` for `cinder`, while it is fresh at `now`.
+    pub fn recall(&self, cinder: &CinderKey, key: &str, now: Instant) -> Option<Cond> {
+        let cached = self.by_cinder.get(cinder)?.cached.get(key)?;
+        (now < cached.until).then(|| cached.condition.clone())
+    }
+
+    /// Caches `condition` under `key` for `cinder` for `ttl` from `now`, dropping that
+    /// Cinder's expired entries.
+    pub fn remember(
+        &mut self,
+        cinder: &CinderKey,
+        key: &str,
+        condition: Cond,
+        ttl: Duration,
+        now: Instant,
+    ) {
+        let m = self.by_cinder.entry(cinder.clone()).or_default();
+        m.cached.retain(|_, c| now < c.until);
+        m.cached.insert(
+            key.to_string(),
+            Cached {
+                condition,
+                until: now + ttl,
+            },
+        );
+    }
+
+    /// Drops everything remembered of `cinder` (it was deleted).
+    pub fn forget(&mut self, cinder: &CinderKey) {
+        self.by_cinder.remove(cinder);
+    }
+
+    /// How many Cinders something is remembered of.
+    pub fn cinders(&self) -> usize {
+        self.by_cinder.len()
+    }
+}
+
+/// Asks whether `key` is seen for the first time (see [`Memory::first_time`]).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct FirstTime {
+    pub cinder: CinderKey,
+    pub key: String,
+}
+
+/// Forgets one key (see [`Memory::unsee`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unsee {
+    pub cinder: CinderKey,
+    pub key: String,
+}
+
+/// Asks for a cached condition (see [`Memory::recall`]).
+#[derive(Message)]
+#[rtype(result = "Option<Cond>")]
+pub struct Recall {
+    pub cinder: CinderKey,
+    pub key: String,
+}
+
+/// Caches a condition (see [`Memory::remember`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Remember {
+    pub cinder: CinderKey,
+    pub key: String,
+    pub condition: Cond,
+    pub ttl: Duration,
+}
+
+/// The addresses a run uses to reach its step actor's [`Memory`].
+#[derive(Clone)]
+struct MemoryAddr {
+    first_time: Recipient<FirstTime>,
+    unsee: Recipient<Unsee>,
+    recall: Recipient<Recall>,
+    remember: Recipient<Remember>,
+}
+
+/// A run's handle on what its step actor remembers of the run's Cinder. Without an actor (a
+/// step called directly, outside a step actor) nothing is remembered: every key is new and
+/// nothing is cached.
+#[derive(Clone, Default)]
+pub struct StepMemory {
+    cinder: Option<CinderKey>,
+    actor: Option<MemoryAddr>,
+}
+
+impl std::fmt::Debug for StepMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepMemory")
+            .field("cinder", &self.cinder)
+            .field("actor", &self.actor.is_some())
+            .finish()
+    }
+}
+
+impl StepMemory {
+    /// The memory of the actor at `addr` about `cinder`.
+    pub fn of<A>(addr: &Addr<A>, cinder: CinderKey) -> Self
+    where
+        A: Actor<Context = Context<A>>
+            + Handler<FirstTime>
+            + Handler<Unsee>
+            + Handler<Recall>
+            + Handler<Remember>,
+    {
+        StepMemory {
+            cinder: Some(cinder),
+            actor: Some(MemoryAddr {
+                first_time: addr.clone().recipient(),
+                unsee: addr.clone().recipient(),
+                recall: addr.clone().recipient(),
+                remember: addr.clone().recipient(),
+            }),
+        }
+    }
+
+    fn target(&self) -> Option<(&CinderKey, &MemoryAddr)> {
+        Some((self.cinder.as_ref()?, self.actor.as_ref()?))
+    }
+
+    /// True the first time `key` is asked for this Cinder; a lost actor answers true (acting
+    /// twice is the lesser harm than never).
+    pub async fn first_time(&self, key: &str) -> bool {
+        let Some((cinder, actor)) = self.target() else {
+            return true;
+        };
+        let ask = FirstTime {
+            cinder: cinder.clone(),
+            key: key.to_string(),
+        };
+        actor.first_time.send(ask).await.unwrap_or(true)
+    }
+
+    /// Forgets `key` of this Cinder.
+    pub fn unsee(&self, key: &str) {
+        if let Some((cinder, actor)) = self.target() {
+            actor.unsee.do_send(Unsee {
+                cinder: cinder.clone(),
+                key: key.to_string(),
+            });
+        }
+    }
+
+    /// The condition cached under `key`, while fresh.
+    pub async fn recall(&self, key: &str) -> Option<Cond> {
+        let (cinder, actor) = self.target()?;
+        let ask = Recall {
+            cinder: cinder.clone(),
+            key: key.to_string(),
+        };
+        actor.recall.send(ask).await.ok().flatten()
+    }
+
+    /// Caches `condition` under `key` for `ttl`.
+    pub fn remember(&self, key: &str, condition: Cond, ttl: Duration) {
+        if let Some((cinder, actor)) = self.target() {
+            actor.remember.do_send(Remember {
+                cinder: cinder.clone(),
+                key: key.to_string(),
+                condition,
+                ttl,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conditions::{kind, reason};
+
+    fn key(name: &str) -> CinderKey {
+        CinderKey {
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn healthy() -> Cond {
+        Cond::true_(kind::CINDER_API_READY, reason::API_HEALTHY, "ok")
+    }
+
+    #[test]
+    fn keys_are_new_once_per_cinder_until_unseen() {
+        let mut m = Memory::default();
+        assert!(m.first_time(&key("a"), "uid1"));
+        assert!(!m.first_time(&key("a"), "uid1"));
+        assert!(m.first_time(&key("b"), "uid1"), "per Cinder");
+        m.unsee(&key("a"), "uid1");
+        assert!(m.first_time(&key("a"), "uid1"));
+    }
+
+    #[test]
+    fn cached_conditions_expire_and_go_with_their_cinder() {
+        let mut m = Memory::default();
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        m.remember(&key("a"), "probe", healthy(), Duration::from_secs(30), t0);
+        m.remember(&key("b"), "probe", healthy(), Duration::from_secs(10), t0);
+        assert!(m.recall(&key("a"), "probe", at(29)).is_some());
+        assert!(m.recall(&key("a"), "probe", at(30)).is_none());
+        assert!(m.recall(&key("b"), "probe", at(9)).is_some());
+        assert!(m.recall(&key("b"), "probe", at(10)).is_none());
+        m.remember(
+            &key("b"),
+            "other",
+            healthy(),
+            Duration::from_secs(1),
+            at(11),
+        );
+        assert_eq!(
+            m.by_cinder[&key("b")].cached.len(),
+            1,
+            "expired entry pruned"
+        );
+        m.forget(&key("a"));
+        assert!(m.recall(&key("a"), "probe", t0).is_none());
+        assert_eq!(m.cinders(), 1);
+    }
+
+    #[tokio::test]
+    async fn without_an_actor_nothing_is_remembered() {
+        let m = StepMemory::default();
+        assert!(m.first_time("k").await);
+        m.remember("k", healthy(), Duration::from_secs(30));
+        assert!(m.recall("k").await.is_none());
+        assert!(m.first_time("k").await);
+    }
+}

@@ -1,0 +1,459 @@
+//! Target clusters (docs/target-clusters.md): registration, the
+//! gate that runs ahead of every step, and the cleanup of a Cinder's children on its target.
+//!
+//! A target cluster `<name>` is registered by a Secret labelled
+//! `cinder.openstack.c5c3.io/target-cluster=<name>` with a non-empty `kubeconfig` key, in the
+//! Cinder's namespace or in the operator's lease namespace. It resolves when that kubeconfig
+//! parses into a client. Unresolvable → SecretsReady=False / TargetClusterUnavailable, requeue
+//! after 15 s, no finalizer, nothing created. Children on a target carry the ownership label
+//! [`OWNER_LABEL`]`=<namespace>.<name>` instead of an owner reference (cross-cluster owner
+//! references do not work), and are deleted by that label when the Cinder is deleted.
+//!
+//! [`TargetClusters`] keeps one client per registered kubeconfig (rebuilt when it changes,
+//! dropped when its registration goes), ensures the Cinder's namespace on the target, and runs one
+//! watcher per target over the owned kinds by [`OWNER_LABEL`], mapping each event back to the
+//! owning Cinder.
+
+use crate::crd::Cinder;
+use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::delete_if_present;
+use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
+use crate::pipeline::TargetCluster;
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::NamespaceResourceScope;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
+/// in the operator's lease namespace (or the Cinder's namespace), with the key [`TARGET_CLUSTER_KUBECONFIG_KEY`].
+pub const TARGET_CLUSTER_LABEL: &str = "cinder.openstack.c5c3.io/target-cluster";
+/// The key of a target-cluster Secret holding the kubeconfig.
+pub const TARGET_CLUSTER_KUBECONFIG_KEY: &str = "kubeconfig";
+
+/// The registration Secrets of `name`, looking in `namespaces` (deduplicated), with a non-empty
+/// kubeconfig.
+async fn registration(
+    client: &Client,
+    namespaces: &[&str],
+    name: &str,
+) -> Result<Option<Vec<u8>>, kube::Error> {
+    let selector = format!("{TARGET_CLUSTER_LABEL}={name}");
+    let mut seen = Vec::new();
+    for ns in namespaces {
+        if seen.contains(ns) {
+            continue;
+        }
+        seen.push(ns);
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let list = api.list(&ListParams::default().labels(&selector)).await?;
+        let found = list.items.into_iter().find_map(|s| {
+            s.data
+                .and_then(|mut d| d.remove(TARGET_CLUSTER_KUBECONFIG_KEY))
+                .filter(|v| !v.0.is_empty())
+        });
+        if let Some(kubeconfig) = found {
+            return Ok(Some(kubeconfig.0));
+        }
+    }
+    Ok(None)
+}
+
+/// Why a target cluster does not resolve (no secret material in the message).
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolvable {
+    #[error("target cluster {0:?} is not registered")]
+    NotRegistered(String),
+    #[error("target cluster {0:?}: the registered kubeconfig does not load: {1}")]
+    BadKubeconfig(String, String),
+    #[error("target cluster {0:?} does not answer: {1}")]
+    Unreachable(String, String),
+    #[error(
+        "target cluster {0:?}: the ownership label value {1:?} of this Cinder is {len} characters, more than a label value may hold (63); use a shorter namespace or name",
+        len = .1.len()
+    )]
+    OwnerLabelTooLong(String, String),
+}
+
+/// The longest label value Kubernetes accepts.
+const MAX_LABEL_VALUE: usize = 63;
+
+/// The ownership label value of `cinder`, refused when it cannot be a label value.
+fn checked_owner(cinder: &Cinder, target: &str) -> Result<String, Unresolvable> {
+    let owner = owner_value(&cinder.namespace().unwrap_or_default(), &cinder.name_any());
+    if owner.len() > MAX_LABEL_VALUE {
+        return Err(Unresolvable::OwnerLabelTooLong(target.to_string(), owner));
+    }
+    Ok(owner)
+}
+
+/// Builds a client from kubeconfig bytes (its current context). The error names what failed,
+/// never the content.
+pub async fn client_from_kubeconfig(raw: &[u8]) -> Result<Client, String> {
+    let text = std::str::from_utf8(raw).map_err(|_| "not UTF-8".to_string())?;
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|_| "not a kubeconfig".to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|_| "incomplete kubeconfig (context, cluster or user)".to_string())?;
+    Client::try_from(config).map_err(|_| "no client could be built from it".to_string())
+}
+
+async fn delete_labelled<K>(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    deleted: &mut Vec<String>,
+) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await?;
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    for item in list.items {
+        let Some(name) = item.metadata.name else {
+            continue;
+        };
+        if item.metadata.deletion_timestamp.is_none()
+            && !delete_if_present(&api, &name, &DeleteParams::background()).await?
+        {
+            continue;
+        }
+        deleted.push(format!("{kind}/{name}"));
+    }
+    Ok(())
+}
+
+/// Deletes every child of the Cinder `owner` (`<namespace>.<name>`) on a target cluster by the
+/// ownership label, in the Cinder's namespace; returns the `Kind/name` of each child deleted.
+pub async fn delete_children(
+    target: &Client,
+    namespace: &str,
+    owner: &str,
+) -> Result<Vec<String>, kube::Error> {
+    let selector = format!("{OWNER_LABEL}={owner}");
+    let mut deleted = Vec::new();
+    delete_labelled::<Deployment>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<Service>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<ConfigMap>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<Secret>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<PodDisruptionBudget>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<HorizontalPodAutoscaler>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<NetworkPolicy>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<Job>(target, namespace, &selector, &mut deleted).await?;
+    delete_labelled::<CronJob>(target, namespace, &selector, &mut deleted).await?;
+    Ok(deleted)
+}
+
+/// The Cinder an [`OWNER_LABEL`] value names (namespaces hold no dots, so the first one splits).
+pub fn owner_of(value: &str) -> Option<ObjectRef<Cinder>> {
+    let (namespace, name) = value.split_once('.')?;
+    (!namespace.is_empty() && !name.is_empty()).then(|| ObjectRef::new(name).within(namespace))
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One resolved kubeconfig.
+struct Resolved {
+    client: Client,
+    /// The target names that resolved to this kubeconfig.
+    names: BTreeSet<String>,
+    /// The namespaces known to exist on the target.
+    namespaces: BTreeSet<String>,
+    /// The watcher over the owned kinds (while the controller runs).
+    _watch: Option<AbortOnDrop>,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// By the sha256 of the registered kubeconfig.
+    resolved: HashMap<String, Resolved>,
+    /// Where watch events wake the owning Cinder.
+    wake: Option<UnboundedSender<ObjectRef<Cinder>>>,
+}
+
+/// The target clusters the operator has resolved (see the module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct TargetClusters {
+    management: Client,
+    lease_namespace: String,
+    watch_namespace: Option<String>,
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl TargetClusters {
+    /// Registrations are read through `management` in the Cinder's namespace and in
+    /// `lease_namespace`; target watches are scoped to `watch_namespace` when set.
+    pub fn new(management: Client, lease_namespace: &str, watch_namespace: Option<&str>) -> Self {
+        TargetClusters {
+            management,
+            lease_namespace: lease_namespace.to_string(),
+            watch_namespace: watch_namespace.map(str::to_string),
+            registry: Arc::default(),
+        }
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// From now on every target resolved gets a watcher over the owned kinds whose events send
+    /// the owning Cinder to `wake`; targets resolved before are resolved again (with one).
+    pub fn watch_into(&self, wake: UnboundedSender<ObjectRef<Cinder>>) {
+        let mut registry = self.registry();
+        registry.resolved.clear();
+        registry.wake = Some(wake);
+    }
+
+    /// Stops every target watcher and forgets the resolved clients.
+    pub fn stop_watches(&self) {
+        let mut registry = self.registry();
+        registry.resolved.clear();
+        registry.wake = None;
+    }
+
+    /// A client for the target `name` as registered for a Cinder in `namespace` (`Ok(Err(..))`
+    /// when it does not resolve). A client is built once per kubeconfig content.
+    pub async fn resolve(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Result<Client, Unresolvable>, kube::Error> {
+        Ok(self.resolve_keyed(namespace, name).await?.map(|(_, c)| c))
+    }
+
+    /// [`Self::resolve`] with the key (kubeconfig digest) of the resolved entry.
+    async fn resolve_keyed(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Result<(String, Client), Unresolvable>, kube::Error> {
+        let namespaces = [namespace, self.lease_namespace.as_str()];
+        let Some(raw) = registration(&self.management, &namespaces, name).await? else {
+            self.forget_name(name);
+            return Ok(Err(Unresolvable::NotRegistered(name.to_string())));
+        };
+        let digest = crate::planning::digest::sha256_hex(&raw);
+        if let Some(r) = self.registry().resolved.get_mut(&digest) {
+            r.names.insert(name.to_string());
+            return Ok(Ok((digest, r.client.clone())));
+        }
+        let client = match client_from_kubeconfig(&raw).await {
+            Ok(c) => c,
+            Err(why) => {
+                self.forget_name(name);
+                return Ok(Err(Unresolvable::BadKubeconfig(name.to_string(), why)));
+            }
+        };
+        let mut registry = self.registry();
+        let watch = registry
+            .wake
+            .clone()
+            .map(|wake| self.spawn_watch(client.clone(), wake));
+        let entry = registry.resolved.entry(digest.clone()).or_insert(Resolved {
+            client,
+            names: BTreeSet::new(),
+            namespaces: BTreeSet::new(),
+            _watch: watch,
+        });
+        entry.names.insert(name.to_string());
+        Ok(Ok((digest, entry.client.clone())))
+    }
+
+    /// The target `cinder` projects onto (`Ok(Ok(None))` when it names none), with the Cinder's
+    /// namespace ensured on it.
+    pub async fn resolve_for(
+        &self,
+        cinder: &Cinder,
+    ) -> Result<Result<Option<TargetCluster>, Unresolvable>, kube::Error> {
+        let Some(target) = &cinder.spec.target_cluster_ref else {
+            return Ok(Ok(None));
+        };
+        if let Err(why) = checked_owner(cinder, &target.name) {
+            return Ok(Err(why));
+        }
+        let namespace = cinder.namespace().unwrap_or_default();
+        let (key, client) = match self.resolve_keyed(&namespace, &target.name).await? {
+            Ok(c) => c,
+            Err(why) => return Ok(Err(why)),
+        };
+        if let Err(e) = self.ensure_namespace(&key, &client, &namespace).await {
+            return Ok(Err(Unresolvable::Unreachable(
+                target.name.clone(),
+                short_error(&e),
+            )));
+        }
+        Ok(Ok(Some(TargetCluster {
+            name: target.name.clone(),
+            client,
+        })))
+    }
+
+    fn forget_name(&self, name: &str) {
+        let mut registry = self.registry();
+        registry.resolved.retain(|_, r| {
+            r.names.remove(name);
+            !r.names.is_empty()
+        });
+    }
+
+    /// Creates `namespace` on the target of entry `key` unless it is known to exist there.
+    async fn ensure_namespace(
+        &self,
+        key: &str,
+        client: &Client,
+        namespace: &str,
+    ) -> Result<(), kube::Error> {
+        let known = self
+            .registry()
+            .resolved
+            .get(key)
+            .is_some_and(|r| r.namespaces.contains(namespace));
+        if known {
+            return Ok(());
+        }
+        let api: Api<Namespace> = Api::all(client.clone());
+        if api.get_opt(namespace).await?.is_none() {
+            let ns = Namespace {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(namespace.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            match api.create(&PostParams::default(), &ns).await {
+                Ok(_) => {}
+                Err(e) if e.is_conflict() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(r) = self.registry().resolved.get_mut(key) {
+            r.namespaces.insert(namespace.to_string());
+        }
+        Ok(())
+    }
+
+    /// One task watching the owned kinds on a target by [`OWNER_LABEL`].
+    fn spawn_watch(&self, client: Client, wake: UnboundedSender<ObjectRef<Cinder>>) -> AbortOnDrop {
+        let ns = self.watch_namespace.as_deref();
+        let streams = vec![
+            owner_events::<Deployment>(&client, ns),
+            owner_events::<Service>(&client, ns),
+            owner_events::<ConfigMap>(&client, ns),
+            owner_events::<Secret>(&client, ns),
+            owner_events::<PodDisruptionBudget>(&client, ns),
+            owner_events::<HorizontalPodAutoscaler>(&client, ns),
+            owner_events::<NetworkPolicy>(&client, ns),
+            owner_events::<Job>(&client, ns),
+            owner_events::<CronJob>(&client, ns),
+        ];
+        let mut events = futures::stream::select_all(streams);
+        AbortOnDrop(tokio::spawn(async move {
+            while let Some(owner) = events.next().await {
+                if wake.unbounded_send(owner).is_err() {
+                    return;
+                }
+            }
+        }))
+    }
+}
+
+/// A kube error in one line without a response body.
+fn short_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}", s.code, s.reason),
+        other => other.to_string(),
+    }
+}
+
+/// The Cinders woken by the watch of one owned kind on a target.
+fn owner_events<K>(
+    client: &Client,
+    namespace: Option<&str>,
+) -> futures::stream::BoxStream<'static, ObjectRef<Cinder>>
+where
+    K: Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    K::DynamicType: Default,
+{
+    // Metadata-only: the label is all the mapping needs.
+    let api: Api<PartialObjectMeta<K>> = crate::kube_ext::scoped(client, namespace);
+    watcher(api, watcher::Config::default().labels(OWNER_LABEL))
+        .default_backoff()
+        .touched_objects()
+        .filter_map(|o| async move {
+            let o = o.ok()?;
+            owner_of(o.labels().get(OWNER_LABEL)?)
+        })
+        .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_broken_kubeconfig_names_the_problem_not_the_content() {
+        let Err(why) = client_from_kubeconfig(b"token: s3cr3t\n: [").await else {
+            panic!("a broken kubeconfig loaded");
+        };
+        assert!(!why.contains("s3cr3t"), "{why}");
+        let Err(why) = client_from_kubeconfig(b"apiVersion: v1\nkind: Config\n").await else {
+            panic!("an empty kubeconfig loaded");
+        };
+        assert!(why.contains("incomplete"), "{why}");
+    }
+
+    #[test]
+    fn an_ownership_label_longer_than_a_label_value_is_refused() {
+        let cinder = crate::test_fixtures::cinder_named;
+        assert_eq!(
+            checked_owner(&cinder("openstack", "cinder"), "edge").ok(),
+            Some("openstack.cinder".to_string())
+        );
+        let fits = cinder(&"n".repeat(19), &"c".repeat(43));
+        assert!(checked_owner(&fits, "edge").is_ok());
+        let long = cinder(&"n".repeat(20), &"c".repeat(43));
+        let why = checked_owner(&long, "edge").expect_err("64 characters");
+        assert!(why.to_string().contains("64 characters"), "{why}");
+    }
+
+    #[test]
+    fn the_owner_label_names_its_cinder() {
+        let value = owner_value("openstack", "cinder.a");
+        assert_eq!(value, "openstack.cinder.a");
+        let owner = owner_of(&value).expect("an owner");
+        assert_eq!(owner.name, "cinder.a");
+        assert_eq!(owner.namespace.as_deref(), Some("openstack"));
+        assert!(owner_of("nodot").is_none());
+        assert!(owner_of(".name").is_none());
+        assert!(owner_of("ns.").is_none());
+    }
+}

@@ -1,0 +1,509 @@
+//! The pipeline engine with fake steps: lane short-circuit, group merge, shortest requeue,
+//! error counting, unchanged status → no write, concurrency across Cinders, serialization per
+//! Cinder, the registry's view, and the product table's checks.
+
+use actix::Actor;
+use cinder_operator::conditions::{Cond, SUB_CONDITIONS, kind, reason};
+use cinder_operator::crd::Cinder;
+use cinder_operator::metrics::{Metrics, encode_openmetrics};
+use cinder_operator::pipeline::*;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Behaviour = Arc<dyn Fn(StepContext) -> BoxFuture<'static, StepReport> + Send + Sync>;
+
+struct Fake {
+    name: &'static str,
+    condition_type: &'static str,
+    calls: Arc<Mutex<Vec<String>>>,
+    behaviour: Behaviour,
+}
+
+impl Step for Fake {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn condition_type(&self) -> &'static str {
+        self.condition_type
+    }
+    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("{}:{}", ctx.name(), self.name));
+        (self.behaviour)(ctx)
+    }
+}
+
+fn fake(
+    name: &'static str,
+    condition_type: &'static str,
+    calls: &Arc<Mutex<Vec<String>>>,
+    f: impl Fn(StepContext) -> BoxFuture<'static, StepReport> + Send + Sync + 'static,
+) -> Arc<dyn Step> {
+    Arc::new(Fake {
+        name,
+        condition_type,
+        calls: calls.clone(),
+        behaviour: Arc::new(f),
+    })
+}
+
+/// A step that sets its condition True and continues.
+fn ok(name: &'static str, ct: &'static str, calls: &Arc<Mutex<Vec<String>>>) -> Arc<dyn Step> {
+    fake(name, ct, calls, move |ctx| {
+        async move { ctx.proceed(Cond::true_(ct, "Fine", "")) }.boxed()
+    })
+}
+
+fn cinder(name: &str) -> Arc<Cinder> {
+    let yaml = format!(
+        r#"
+apiVersion: cinder.openstack.c5c3.io/v1alpha1
+kind: Cinder
+metadata: {{name: {name}, namespace: ns, generation: 4}}
+spec:
+  openStackRelease: "2026.1"
+  image: {{repository: registry.example/cinder, tag: "2026.1"}}
+  database: {{clusterRef: {{name: mariadb}}, secretRef: {{name: cinder-db}}}}
+  messaging: {{clusterRef: {{name: rabbitmq}}}}
+  serviceUser: {{secretRef: {{name: cinder-keystone}}}}
+  keystoneEndpoint: https://keystone.example:5000/v3
+"#
+    );
+    Arc::new(serde_yaml::from_str(&yaml).unwrap())
+}
+
+fn calls() -> Arc<Mutex<Vec<String>>> {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+/// Nine lane steps covering the lane's sub-conditions, all True.
+fn healthy_lane(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
+    [
+        kind::SECRETS_READY,
+        kind::BACKENDS_READY,
+        kind::BACKUP_BACKEND_READY,
+        kind::DATABASE_READY,
+        kind::SCHEDULER_READY,
+        kind::VOLUME_SERVICES_READY,
+        kind::BACKUP_SERVICE_READY,
+        kind::DEPLOYMENT_READY,
+        kind::DB_PURGE_READY,
+    ]
+    .into_iter()
+    .map(|ct| ok(ct, ct, calls))
+    .collect()
+}
+
+fn healthy_group(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
+    [
+        kind::HTTP_ROUTE_READY,
+        kind::CINDER_API_READY,
+        kind::HPA_READY,
+        kind::VPA_READY,
+        kind::NETWORK_POLICY_READY,
+    ]
+    .into_iter()
+    .map(|ct| ok(ct, ct, calls))
+    .collect()
+}
+
+#[actix::test]
+async fn first_requeue_ends_the_lane_and_the_group_does_not_run() {
+    let c = calls();
+    let lane = vec![
+        ok("A", kind::SECRETS_READY, &c),
+        fake("B", kind::DATABASE_READY, &c, |ctx| {
+            async move {
+                ctx.requeue(
+                    Cond::false_(kind::DATABASE_READY, reason::WAITING_FOR_DATABASE, "gate"),
+                    Duration::from_secs(30),
+                )
+            }
+            .boxed()
+        }),
+        ok("C", kind::SCHEDULER_READY, &c),
+    ];
+    let table = PipelineTable::custom(lane, vec![ok("G", kind::HPA_READY, &c)]);
+    let (_r, metrics) = Metrics::new_registry();
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    assert_eq!(*c.lock().unwrap(), ["c1:A", "c1:B"]);
+    assert_eq!(report.end, PassEnd::ShortCircuited { step: "B" });
+    assert_eq!(report.requeue, Some(Duration::from_secs(30)));
+    let st = &report.status;
+    let db = st
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "DatabaseReady")
+        .unwrap();
+    assert_eq!(
+        (db.status.as_str(), db.reason.as_str()),
+        ("False", "WaitingForDatabase")
+    );
+    assert_eq!(db.observed_generation, Some(4));
+    let ready = st.conditions.iter().find(|x| x.type_ == "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NotAllReady")
+    );
+    assert_eq!(st.observed_generation, Some(4));
+    assert!(report.status_changed, "a fresh CR gets its first status");
+}
+
+#[actix::test]
+async fn lane_error_is_counted_and_becomes_the_step_condition() {
+    let c = calls();
+    let lane = vec![
+        ok("A", kind::SECRETS_READY, &c),
+        fake("Boom", kind::SCHEDULER_READY, &c, |ctx| {
+            async move { ctx.report(vec![], Outcome::Error("api said 500".into())) }.boxed()
+        }),
+        ok("C", kind::DEPLOYMENT_READY, &c),
+    ];
+    let table = PipelineTable::custom(lane, vec![]);
+    let (registry, metrics) = Metrics::new_registry();
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    assert_eq!(report.end, PassEnd::ShortCircuited { step: "Boom" });
+    assert_eq!(report.requeue, None);
+    assert_eq!(
+        report.errors,
+        [StepFailure {
+            step: "Boom",
+            condition_type: "SchedulerReady",
+            message: "api said 500".into()
+        }]
+    );
+    let sched = report
+        .status
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "SchedulerReady")
+        .unwrap();
+    assert_eq!(
+        (sched.status.as_str(), sched.message.as_str()),
+        ("False", "api said 500")
+    );
+    let text = encode_openmetrics(&registry).unwrap();
+    assert!(text.contains(r#"cinder_operator_reconcile_errors_total{sub_reconciler="Boom",condition_type="SchedulerReady"} 1"#));
+    assert!(
+        text.contains(r#"cinder_operator_reconcile_duration_seconds_count{sub_reconciler="A"} 1"#)
+    );
+    assert!(!text.contains(r#"sub_reconciler="C""#), "C never ran");
+}
+
+#[actix::test]
+async fn artefacts_and_status_fields_flow_down_the_lane() {
+    let c = calls();
+    let seen = Arc::new(Mutex::new(None));
+    let seen2 = seen.clone();
+    let lane = vec![
+        fake("Producer", kind::SECRETS_READY, &c, |mut ctx| {
+            async move {
+                ctx.artefacts.broker_port = Some(5672);
+                ctx.artefacts.config_map_name = Some("c1-config-abc".into());
+                ctx.status.endpoint = Some("http://c1-api.ns.svc:8776".into());
+                ctx.proceed(Cond::true_(
+                    kind::SECRETS_READY,
+                    reason::SECRETS_AVAILABLE,
+                    "",
+                ))
+            }
+            .boxed()
+        }),
+        fake("Consumer", kind::DATABASE_READY, &c, move |ctx| {
+            *seen2.lock().unwrap() = Some((ctx.artefacts.clone(), ctx.status.endpoint.clone()));
+            async move {
+                ctx.proceed(Cond::true_(
+                    kind::DATABASE_READY,
+                    reason::DATABASE_SYNCED,
+                    "",
+                ))
+            }
+            .boxed()
+        }),
+    ];
+    let table = PipelineTable::custom(lane, vec![]);
+    let (_r, metrics) = Metrics::new_registry();
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let (artefacts, endpoint) = seen.lock().unwrap().clone().unwrap();
+    assert_eq!(artefacts.broker_port, Some(5672));
+    assert_eq!(artefacts.config_map_name.as_deref(), Some("c1-config-abc"));
+    assert_eq!(endpoint.as_deref(), Some("http://c1-api.ns.svc:8776"));
+    assert_eq!(
+        report.status.endpoint.as_deref(),
+        Some("http://c1-api.ns.svc:8776")
+    );
+    assert_eq!(report.end, PassEnd::Completed);
+}
+
+#[actix::test]
+async fn group_runs_all_members_merges_one_condition_each_and_shortest_requeue_wins() {
+    let c = calls();
+    let group = vec![
+        fake("HTTPRoute", kind::HTTP_ROUTE_READY, &c, |ctx| {
+            async move {
+                // A member's own copy: a second condition and a status field never reach the CR.
+                let mut ctx = ctx;
+                ctx.status.endpoint = Some("leaked".into());
+                ctx.report(
+                    vec![
+                        Cond::true_(kind::HTTP_ROUTE_READY, reason::HTTP_ROUTE_NOT_REQUIRED, ""),
+                        Cond::false_(kind::SECRETS_READY, reason::CONFIG_ERROR, "must be ignored"),
+                    ],
+                    Outcome::RequeueAfter(Duration::from_secs(30)),
+                )
+            }
+            .boxed()
+        }),
+        fake("HealthCheck", kind::CINDER_API_READY, &c, |ctx| {
+            async move {
+                ctx.requeue(
+                    Cond::false_(kind::CINDER_API_READY, reason::API_UNHEALTHY, "503"),
+                    Duration::from_secs(10),
+                )
+            }
+            .boxed()
+        }),
+        fake("HPA", kind::HPA_READY, &c, |ctx| {
+            async move { ctx.report(vec![], Outcome::Error("hpa conflict".into())) }.boxed()
+        }),
+        ok("VPA", kind::VPA_READY, &c),
+        fake("NetworkPolicy", kind::NETWORK_POLICY_READY, &c, |ctx| {
+            async move { ctx.report(vec![], Outcome::Error("empty ingress".into())) }.boxed()
+        }),
+    ];
+    let table = PipelineTable::custom(healthy_lane(&c), group);
+    let (registry, metrics) = Metrics::new_registry();
+    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let called = c.lock().unwrap().clone();
+    for m in ["HTTPRoute", "HealthCheck", "HPA", "VPA", "NetworkPolicy"] {
+        assert!(called.contains(&format!("c1:{m}")), "{m} must run");
+    }
+    assert_eq!(report.end, PassEnd::Completed);
+    assert_eq!(report.requeue, Some(Duration::from_secs(10)));
+    let mut failed: Vec<_> = report.errors.iter().map(|e| e.step).collect();
+    failed.sort();
+    assert_eq!(failed, ["HPA", "NetworkPolicy"]);
+    let cond = |t: &str| {
+        report
+            .status
+            .conditions
+            .iter()
+            .find(|x| x.type_ == t)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        cond("SecretsReady").status,
+        "True",
+        "a member's foreign condition is not merged"
+    );
+    assert_eq!(cond("HTTPRouteReady").reason, "HTTPRouteNotRequired");
+    assert_eq!(cond("CinderAPIReady").reason, "APIUnhealthy");
+    assert_eq!(cond("HPAReady").status, "False");
+    assert_eq!(cond("NetworkPolicyReady").message, "empty ingress");
+    assert_eq!(cond("VPAReady").status, "True");
+    assert_eq!(
+        report.status.endpoint, None,
+        "members work on their own copy"
+    );
+    let text = encode_openmetrics(&registry).unwrap();
+    assert!(text.contains(r#"cinder_operator_reconcile_errors_total{sub_reconciler="HPA",condition_type="HPAReady"} 1"#));
+    assert!(text.contains(r#"cinder_operator_reconcile_errors_total{sub_reconciler="NetworkPolicy",condition_type="NetworkPolicyReady"} 1"#));
+}
+
+#[actix::test]
+async fn all_fourteen_true_is_ready_and_an_unchanged_pass_requests_no_write() {
+    let c = calls();
+    let table = PipelineTable::custom(healthy_lane(&c), healthy_group(&c));
+    let (_r, metrics) = Metrics::new_registry();
+    let first = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    assert!(first.status_write().is_some());
+    let ready = first
+        .status
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AllReady")
+    );
+    assert_eq!(first.status.conditions.len(), SUB_CONDITIONS.len() + 1);
+
+    let mut again = (*cinder("c1")).clone();
+    again.status = Some(first.status.clone());
+    let second = run_pass(&table, &metrics, Arc::new(again), None, &mut ()).await;
+    assert!(
+        !second.status_changed,
+        "same conditions, same generation: no status write"
+    );
+    assert!(second.status_write().is_none());
+    assert_eq!(second.status, first.status);
+}
+
+#[actix::test]
+async fn invalid_spec_runs_no_step_and_says_why() {
+    let c = calls();
+    let table = PipelineTable::custom(healthy_lane(&c), healthy_group(&c));
+    let (_r, metrics) = Metrics::new_registry();
+    let mut bad = (*cinder("c1")).clone();
+    bad.spec.image.digest = Some(format!("sha256:{}", "a".repeat(64)));
+    let report = run_pass(&table, &metrics, Arc::new(bad), None, &mut ()).await;
+    assert_eq!(report.end, PassEnd::InvalidSpec);
+    assert!(c.lock().unwrap().is_empty());
+    let ready = report
+        .status
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert!(ready.message.contains("tag and digest"));
+}
+
+#[actix::test]
+async fn different_cinders_run_concurrently() {
+    // Cinder "a" waits inside its step until cinder "b" has run its step: only possible when
+    // the two pipelines are not serialized against each other.
+    let c = calls();
+    let b_ran = Arc::new(tokio::sync::Notify::new());
+    let b_ran2 = b_ran.clone();
+    let lane = vec![fake("Gate", kind::SECRETS_READY, &c, move |ctx| {
+        let b_ran = b_ran2.clone();
+        async move {
+            if ctx.name() == "a" {
+                b_ran.notified().await;
+            } else {
+                b_ran.notify_one();
+            }
+            ctx.proceed(Cond::true_(
+                kind::SECRETS_READY,
+                reason::SECRETS_AVAILABLE,
+                "",
+            ))
+        }
+        .boxed()
+    })];
+    let (_r, metrics) = Metrics::new_registry();
+    let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
+    let a = pipelines.send(Reconcile(cinder("a"), None));
+    let b = pipelines.send(Reconcile(cinder("b"), None));
+    let both = tokio::time::timeout(Duration::from_secs(60), futures::future::join(a, b)).await;
+    let (ra, rb) = both.expect("the passes of two Cinders must not wait for each other");
+    assert_eq!(ra.unwrap().unwrap().end, PassEnd::Completed);
+    assert_eq!(rb.unwrap().unwrap().end, PassEnd::Completed);
+    drop(b_ran);
+}
+
+#[actix::test]
+async fn passes_of_one_cinder_are_serialized() {
+    let c = calls();
+    let in_flight: Arc<Mutex<HashMap<String, (usize, usize)>>> =
+        Arc::new(Mutex::new(HashMap::new()));
+    let f = in_flight.clone();
+    let lane = vec![fake("Slow", kind::SECRETS_READY, &c, move |ctx| {
+        let f = f.clone();
+        async move {
+            let key = ctx.name().to_string();
+            {
+                let mut m = f.lock().unwrap();
+                let e = m.entry(key.clone()).or_default();
+                e.0 += 1;
+                e.1 = e.1.max(e.0);
+            }
+            for _ in 0..20 {
+                tokio::task::yield_now().await;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            f.lock().unwrap().get_mut(&key).unwrap().0 -= 1;
+            ctx.proceed(Cond::true_(
+                kind::SECRETS_READY,
+                reason::SECRETS_AVAILABLE,
+                "",
+            ))
+        }
+        .boxed()
+    })];
+    let (_r, metrics) = Metrics::new_registry();
+    let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
+    let sends: Vec<_> = ["x", "x", "x", "x", "y", "y"]
+        .iter()
+        .map(|n| pipelines.send(Reconcile(cinder(n), None)))
+        .collect();
+    let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| matches!(r, Ok(Ok(_)))));
+    let (x_max, y_max) = {
+        let m = in_flight.lock().unwrap();
+        (m["x"].1, m["y"].1)
+    };
+    assert_eq!(x_max, 1, "two passes of Cinder x overlapped");
+    assert_eq!(y_max, 1);
+    assert_eq!(
+        c.lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.starts_with("x:"))
+            .count(),
+        4
+    );
+
+    let views = pipelines.send(Inspect).await.unwrap();
+    let x = views.iter().find(|v| v.name == "x").unwrap();
+    assert_eq!(x.passes, 4);
+    assert_eq!(x.last_outcome.as_deref(), Some("completed"));
+    assert_eq!(x.current_step, None);
+    pipelines
+        .send(Forget(CinderKey {
+            namespace: "ns".into(),
+            name: "x".into(),
+        }))
+        .await
+        .unwrap();
+    let views = pipelines.send(Inspect).await.unwrap();
+    assert_eq!(
+        views.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+        ["y"]
+    );
+}
+
+#[actix::test]
+async fn product_table_orders_pipeline_steps_and_refuses_strangers() {
+    let c = calls();
+    let table = PipelineTable::product(vec![
+        ok("HPA", kind::HPA_READY, &c),
+        ok("Database", kind::DATABASE_READY, &c),
+        ok("Secrets", kind::SECRETS_READY, &c),
+        ok("Config", kind::SECRETS_READY, &c),
+    ])
+    .unwrap();
+    assert_eq!(table.names(), ["Secrets", "Config", "Database", "HPA"]);
+    assert_eq!(table.group.len(), 1);
+    assert!(matches!(
+        PipelineTable::product(vec![ok("Fake", kind::HPA_READY, &c)]),
+        Err(TableError::UnknownStep(_))
+    ));
+    assert!(matches!(
+        PipelineTable::product(vec![ok("Database", kind::HPA_READY, &c)]),
+        Err(TableError::WrongCondition { .. })
+    ));
+    assert!(matches!(
+        PipelineTable::product(vec![
+            ok("HPA", kind::HPA_READY, &c),
+            ok("HPA", kind::HPA_READY, &c)
+        ]),
+        Err(TableError::Duplicate("HPA"))
+    ));
+    assert_eq!(LANE.len() + GROUP.len(), 17);
+    assert_eq!(StepName::Config.condition_type(), "SecretsReady");
+    assert_eq!(StepName::HealthCheck.condition_type(), "CinderAPIReady");
+}

@@ -1,0 +1,29 @@
+//! End-to-end scenarios of the operator against the embedded cluster, one module per scenario.
+//! Each test starts its own embedded cluster (listening on port 0) and its own operator, so the
+//! tests of this binary run concurrently without sharing state.
+
+mod config;
+mod database_provisioning;
+mod deletion_flow;
+mod detach_backend;
+mod first_pass;
+mod gates;
+mod group_autoscaling;
+mod group_health_check;
+mod group_http_route;
+mod group_network_policy;
+mod group_ready;
+mod invalid;
+mod no_secret_leaks;
+mod purge_runs;
+mod rotation;
+mod satellites;
+mod target_cluster_deletion;
+mod target_cluster_projection;
+mod two_operators_detach;
+mod upgrade_flow;
+mod upgrade_two_operators;
+mod workloads_backup;
+mod workloads_happy_path;
+mod workloads_rotation;
+mod workloads_upgrade_flip;
