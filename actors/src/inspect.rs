@@ -31,7 +31,7 @@ pub struct ResourceSnapshot {
     pub holders: Vec<u64>,
     /// Waiters, in arrival order.
     pub waiters: Vec<WaiterSnapshot>,
-    /// Messages sent to the actor and not yet handled.
+    /// Lock requests queued at the actor (its waiters): its backlog.
     pub mailbox_len: usize,
     /// Whether the resource has a value.
     pub exists: bool,

@@ -81,7 +81,10 @@ impl Engine for Actors {
 
     async fn preload(&self, kind: Kind, values: Vec<(String, Value)>) -> EngineResult<()> {
         for (id, value) in values {
-            self.handle.load(kind.name(), &id, value).map_err(failed)?;
+            self.handle
+                .load(kind.name(), &id, value)
+                .await
+                .map_err(failed)?;
         }
         Ok(())
     }

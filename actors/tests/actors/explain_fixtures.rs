@@ -5,7 +5,10 @@ use cinder_actors::{Schema, explain, explain_str};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/actors/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -72,7 +75,7 @@ fn refused_phases_report_codes() {
         lock_error(
             json!({"queries": [[{"call": "ListVolumes"}, {"call": "ListVolumesForBackend", "args": ["b"]}]]})
         ),
-        "duplicate_list"
+        "duplicate_operation"
     );
     assert_eq!(
         lock_error(

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
 
 use cinder_actors::{CoordinatorHandle, LockMode, LockStep, PlanEntry};
 use std::future::Future;

@@ -1,0 +1,13 @@
+//! Integration tests of the lock core: one module per scenario, `support` for the shared helpers.
+
+mod cancellation;
+mod concurrency;
+mod explain_fixtures;
+mod plan_properties;
+mod priority_and_interior;
+mod refusals;
+mod retirement;
+mod seed_examples;
+mod send_sync;
+mod shutdown;
+mod support;
