@@ -431,6 +431,7 @@ impl Handler<InspectResource> for ResourceActor {
             mailbox_len: waiters.len(),
             waiters,
             exists: self.value.is_some(),
+            value: self.value.clone(),
         })
     }
 }

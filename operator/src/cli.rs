@@ -129,6 +129,11 @@ pub struct RunArgs {
     /// third of it while held).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub lease_duration: u64,
+    /// How many arbiters (one thread each) the lock coordinator spreads its resource actors over
+    /// (1: the coordinator's own thread). Default: the number of cores.
+    #[arg(long, default_value_t = crate::context::default_lock_arbiters(),
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub lock_arbiters: u16,
 }
 
 #[derive(Debug, clap::Args)]

@@ -221,6 +221,7 @@ async fn serve_on(
         lease_namespace: lease_namespace(args),
         device_lock_metrics,
         lease_duration,
+        lock_arbiters: args.lock_arbiters,
         ..OperatorOptions::default()
     };
     let leader = if args.leader_elect {

@@ -197,7 +197,7 @@ pub async fn reconcile<S: SatelliteKind>(
     let ready = conds.iter().all(|c| c.status);
     let status = next_status(obj.status(), &conds, obj.meta().generation);
     let id = actor_id(S::KIND, &ns, &name);
-    let in_actor = ctx.op.coordinator.peek("backend", &id).is_some();
+    let in_actor = ctx.op.coordinator.peek("backend", &id).await.is_some();
     let changed = obj.status() != Some(&status);
     if changed || !in_actor {
         let patch = serde_json::json!({ "status": status });
