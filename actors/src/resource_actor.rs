@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`Acquire`] | fire-and-forget, with a reply channel | grants at once (the grant is the reply) or queues the request; a grant whose requester went away is released at once |
 //! | [`Release`] | fire-and-forget | releases the transaction's lock, grants the next waiters, retires the actor when it is idle |
+//! | [`Withdraw`] | fire-and-forget | removes the transaction's queued request (its caller was cancelled) and grants the next waiters |
 //! | [`Commit`] | awaited | sets or removes the value (exclusive holder only), reports it to the coordinator's catalog |
 //! | [`Mutate`] | awaited | a declared interior mutation (any holder), reported like a commit |
 //! | [`InspectResource`] | awaited | a snapshot of the lock state |
@@ -66,6 +67,15 @@ pub struct Acquire {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Release {
+    /// The transaction.
+    pub txn: u64,
+}
+
+/// The transaction no longer waits for the lock (its caller was cancelled): its queued request is
+/// removed and the next waiters are granted (a grant already sent is released by the sender).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Withdraw {
     /// The transaction.
     pub txn: u64,
 }
@@ -206,6 +216,11 @@ impl ResourceRef {
         self.addr.do_send(Release { txn });
     }
 
+    /// Withdraws `txn`'s queued request (fire-and-forget).
+    pub(crate) fn withdraw(&self, txn: u64) {
+        self.addr.do_send(Withdraw { txn });
+    }
+
     /// Whether the actor is still running.
     pub fn connected(&self) -> bool {
         self.addr.connected()
@@ -310,6 +325,14 @@ impl Handler<Release> for ResourceActor {
     type Result = ();
     fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) {
         self.queue.release(msg.txn);
+        self.retire_if_idle(ctx);
+    }
+}
+
+impl Handler<Withdraw> for ResourceActor {
+    type Result = ();
+    fn handle(&mut self, msg: Withdraw, ctx: &mut Context<Self>) {
+        self.queue.drop_waiters(|w| w.txn == msg.txn);
         self.retire_if_idle(ctx);
     }
 }

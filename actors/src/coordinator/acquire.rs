@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use tokio::sync::oneshot;
 
 /// A grant asked for and not yet taken. Dropped before it was taken (the caller was cancelled), it
-/// closes the channel and releases a grant that arrived meanwhile; a grant sent after the close
-/// fails and the resource actor releases it itself.
+/// closes the channel, withdraws the queued request and releases a grant that arrived meanwhile; a
+/// grant sent after the close fails and the resource actor releases it itself.
 struct PendingGrant {
     rx: Option<oneshot::Receiver<Grant>>,
     resource: ResourceRef,
@@ -45,6 +45,8 @@ impl Drop for PendingGrant {
             rx.close();
             if rx.try_recv().is_ok() {
                 self.resource.release(self.txn);
+            } else {
+                self.resource.withdraw(self.txn);
             }
         }
     }

@@ -8,7 +8,15 @@ use serde_json::json;
 
 #[actix::test]
 async fn a_cancelled_waiter_never_keeps_the_lock() {
-    let c = CoordinatorHandle::start_standard();
+    cancelled_waiter(CoordinatorHandle::start_standard()).await;
+}
+
+#[actix::test]
+async fn a_cancelled_waiter_never_keeps_the_lock_on_two_arbiters() {
+    cancelled_waiter(coordinator_on(2)).await;
+}
+
+async fn cancelled_waiter(c: CoordinatorHandle) {
     c.load("node", "n", json!({})).await.unwrap();
     for round in 0..40 {
         let holder = c.lock(vec![query([upsert_node("n")])]).await.unwrap();

@@ -1,6 +1,6 @@
-//! 1200 concurrent transactions of random queries, including nested locks that try inverted
-//! orders (refused, never deadlocked); transfers between volume counters under write locks keep
-//! the total constant.
+//! 10 000 concurrent transactions of random queries, on one arbiter and on two, including nested
+//! locks that try inverted orders (refused, never deadlocked); transfers between volume counters
+//! under write locks keep the total constant.
 
 use crate::support::*;
 use cinder_actors::query::*;
@@ -183,7 +183,15 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
 
 #[actix::test]
 async fn many_concurrent_transactions_keep_the_invariant() {
-    let c = CoordinatorHandle::start_standard();
+    random_transactions(CoordinatorHandle::start_standard(), 10_000).await;
+}
+
+#[actix::test]
+async fn many_concurrent_transactions_keep_the_invariant_on_two_arbiters() {
+    random_transactions(coordinator_on(2), 10_000).await;
+}
+
+async fn random_transactions(c: CoordinatorHandle, count: usize) {
     for b in 0..3 {
         c.load(
             "backend",
@@ -206,7 +214,7 @@ async fn many_concurrent_transactions_keep_the_invariant() {
         .unwrap();
     }
     let mut rng = StdRng::seed_from_u64(0x5eed);
-    let txns: Vec<Txn> = (0..1200)
+    let txns: Vec<Txn> = (0..count)
         .map(|_| {
             let a = rng.random_range(0..VOLUMES);
             let mut b = rng.random_range(0..VOLUMES);

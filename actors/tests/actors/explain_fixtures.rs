@@ -122,3 +122,56 @@ fn rename_takes_a_key_lock_first() {
         ])
     );
 }
+
+/// The plan of one query alone against the design's example cache: (op, kind, id, synthetic).
+fn plan_alone(call: Value) -> Vec<(String, String, String, bool)> {
+    let doc = json!({
+        "cache": {
+            "backend": [{"id": "backend1", "name": "b1"}],
+            "node": [{"id": "node1"}],
+            "volume": [{"id": "volume1", "backend": "backend1"}]
+        },
+        "queries": [[call]]
+    });
+    let out = explain(&Schema::standard(), &doc).unwrap();
+    out["lock"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["op"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+                e["id"].as_str().unwrap().to_string(),
+                e["synthetic"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn row(op: &str, kind: &str, id: &str, synthetic: bool) -> (String, String, String, bool) {
+    (op.into(), kind.into(), id.into(), synthetic)
+}
+
+#[test]
+fn synthetic_parent_reads_are_added_recursively() {
+    assert_eq!(
+        plan_alone(json!({"call": "UpsertVolumePublication", "args": ["volume1", "node1"]})),
+        vec![
+            row("read", "root", ".", true),
+            row("read", "backend", "backend1", true),
+            row("read", "node", "node1", true),
+            row("read", "volume", "volume1", true),
+            row("upsert", "volumePublication", "volume1.node1", false),
+        ]
+    );
+    assert_eq!(
+        plan_alone(json!({"call": "UpsertSnapshot", "args": ["volume1", "snap1"]})),
+        vec![
+            row("read", "root", ".", true),
+            row("read", "backend", "backend1", true),
+            row("read", "volume", "volume1", true),
+            row("upsert", "snapshot", "snap1", false),
+        ]
+    );
+}

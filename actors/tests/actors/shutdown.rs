@@ -8,7 +8,15 @@ use serde_json::json;
 
 #[actix::test]
 async fn root_write_blocks_consistent_locks_only() {
-    let c = CoordinatorHandle::start_standard();
+    root_write_blocks(CoordinatorHandle::start_standard()).await;
+}
+
+#[actix::test]
+async fn root_write_blocks_consistent_locks_only_on_two_arbiters() {
+    root_write_blocks(coordinator_on(2)).await;
+}
+
+async fn root_write_blocks(c: CoordinatorHandle) {
     c.load("node", "n1", json!({"a": 1})).await.unwrap();
     c.load("node", "n2", json!({"a": 2})).await.unwrap();
 
@@ -94,7 +102,15 @@ async fn root_write_blocks_consistent_locks_only() {
 
 #[actix::test]
 async fn a_stopped_coordinator_answers_shutting_down() {
-    let c = CoordinatorHandle::start_standard();
+    stopped_coordinator(CoordinatorHandle::start_standard()).await;
+}
+
+#[actix::test]
+async fn a_stopped_coordinator_answers_shutting_down_on_two_arbiters() {
+    stopped_coordinator(coordinator_on(2)).await;
+}
+
+async fn stopped_coordinator(c: CoordinatorHandle) {
     c.load("node", "n1", json!({})).await.unwrap();
     let g = c.shutdown().await.unwrap();
     g.release().await;
