@@ -213,6 +213,7 @@ impl Report {
                 "load_average_before": self.load.0,
                 "load_average_after": self.load.1,
             },
+            "arbiters": o.arbiters,
             "quick": o.quick,
             "overhead": overhead,
             "create_publish": cp,
@@ -329,10 +330,11 @@ impl Report {
             line(String::new());
         }
         line(format!(
-            "machine: {} cpus, 1-minute load average {} before, {} after",
+            "machine: {} cpus, 1-minute load average {} before, {} after; actors on {} arbiter(s)",
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             self.load.0.map_or("-".into(), |l| format!("{l:.2}")),
             self.load.1.map_or("-".into(), |l| format!("{l:.2}")),
+            o.arbiters,
         ));
         line(String::new());
         line("targets:".into());

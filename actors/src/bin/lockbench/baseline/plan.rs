@@ -92,9 +92,12 @@ fn plan_query(index: usize, query: &Query, store: &Store, out: &mut Vec<Step>) -
             filter,
         });
     }
-    // Synthetic parent reads for the caller's locked subqueries (not expanded further, as in
-    // the coordinator's planner).
-    for i in 0..steps.len() {
+    // Synthetic parent reads for the locked subqueries, recursively (a synthetic volume read
+    // brings its backend's read unless the query has the backend), as in the coordinator's planner.
+    let mut next = 0;
+    while next < steps.len() {
+        let i = next;
+        next += 1;
         if steps[i].is_consistent() {
             for &parent in steps[i].kind.parents() {
                 let present = steps.iter().any(|s| s.kind == parent && s.is_consistent());
