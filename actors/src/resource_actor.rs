@@ -155,10 +155,11 @@ impl Actor for ResourceActor {
     }
 }
 
-/// A cheap reference to a resource actor: its address and generation.
+/// A cheap reference to a resource actor: its address (shared: cloning a reference is one
+/// reference count, not a new mailbox sender) and generation.
 #[derive(Clone)]
 pub struct ResourceRef {
-    addr: Addr<ResourceActor>,
+    addr: Arc<Addr<ResourceActor>>,
     /// The generation of the actor (distinguishes a retired actor from its successor).
     pub generation: u64,
 }
@@ -190,7 +191,10 @@ impl ResourceRef {
             None => actor.start(),
             Some(arbiter) => ResourceActor::start_in_arbiter(arbiter, move |_| actor),
         };
-        ResourceRef { addr, generation }
+        ResourceRef {
+            addr: Arc::new(addr),
+            generation,
+        }
     }
 
     /// Asks for the lock; the receiver yields the grant, or an error when the actor stopped

@@ -112,7 +112,7 @@ pub struct ResourceResult {
 
 #[derive(Clone)]
 pub(crate) struct CommitTarget {
-    pub(crate) coordinator: Addr<Coordinator>,
+    pub(crate) coordinator: Arc<Addr<Coordinator>>,
     pub(crate) txn: u64,
     pub(crate) resource: Option<ResourceRef>,
 }

@@ -135,6 +135,8 @@ pub(crate) async fn acquire(
         }
     }
 
+    // One shared coordinator address for every commit handle of the phase.
+    let shared = std::sync::Arc::new(coordinator.clone());
     // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
     let mut covered: Option<HashMap<(&str, &str), usize>> = None;
     let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::default()).collect();
@@ -191,7 +193,7 @@ pub(crate) async fn acquire(
             },
         };
         let target = CommitTarget {
-            coordinator: coordinator.clone(),
+            coordinator: shared.clone(),
             txn,
             resource,
         };

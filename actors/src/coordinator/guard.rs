@@ -17,7 +17,7 @@ pub struct Locked {
     pub results: Vec<QueryResult>,
     /// Releases this phase's locks.
     pub guard: LockGuard,
-    /// The plan that was carried out.
+    /// The plan that was carried out (its `context_after` is in `context`).
     pub plan: Plan,
 }
 

@@ -84,8 +84,6 @@ struct PhaseRecord {
     started: Instant,
     /// Every lock of the phase, in acquisition order (key locks first).
     steps: Arc<[LockStep]>,
-    /// The context the phase issued (checked when a NestedLock presents it).
-    context: LockContext,
     /// The renames of the phase: (kind, new key, id), checked again once the key locks are held.
     new_keys: Vec<(String, String, String)>,
 }
@@ -135,9 +133,16 @@ impl Coordinator {
         }
     }
 
-    fn seal(&self, txn: u64, phase: u64) -> u64 {
+    /// The seal of a context: a keyed hash of everything it says (transaction, phase, held locks,
+    /// last lock held, root), so a context altered or built outside this coordinator does not match.
+    fn seal(&self, c: &LockContext) -> u64 {
         let mut h = self.seal_key.build_hasher();
-        (txn, phase).hash(&mut h);
+        (c.txn, c.phase, c.holds_root).hash(&mut h);
+        c.held.hash(&mut h);
+        c.last_lock_held
+            .as_ref()
+            .map(|l| (l.op.as_str(), l.kind.as_str(), l.id.as_str()))
+            .hash(&mut h);
         // Never 0, the seal of a context no coordinator issued.
         h.finish() | 1
     }
@@ -189,36 +194,35 @@ impl Coordinator {
         r
     }
 
-    /// Checks a presented lock context against the phase that issued it; returns the recorded one.
-    fn check_context(&self, presented: &LockContext) -> Result<LockContext, LockError> {
+    /// Checks a presented lock context: sealed by this coordinator, unchanged, and issued by a
+    /// phase that still holds its locks.
+    fn check_context(&self, presented: &LockContext) -> Result<(), LockError> {
         let txn = presented.txn;
-        if presented.seal != self.seal(txn, presented.phase) {
+        if presented.seal != self.seal(presented) {
             return Err(LockError::ForeignContext { txn });
         }
-        let Some(record) = self.phases.get(&presented.phase) else {
-            return Err(LockError::ReleasedContext { txn });
-        };
-        if record.context != *presented {
-            return Err(LockError::ForeignContext { txn });
+        match self.phases.get(&presented.phase) {
+            Some(record) if record.txn == txn => Ok(()),
+            Some(_) => Err(LockError::ForeignContext { txn }),
+            None => Err(LockError::ReleasedContext { txn }),
         }
-        Ok(record.context.clone())
     }
 
     fn begin(&mut self, msg: &Begin, ctx: &mut Context<Self>) -> Result<Planned, LockError> {
-        let recorded = match &msg.context {
-            Some(c) => Some(self.check_context(c)?),
-            None => None,
-        };
-        let plan = match msg.what {
+        if let Some(c) = &msg.context {
+            self.check_context(c)?;
+        }
+        let recorded = msg.context.as_ref();
+        let mut plan = match msg.what {
             PhaseKind::Shutdown => shutdown_plan(),
             _ => plan::plan(
                 self.catalog.schema(),
                 &self.catalog,
                 &msg.queries,
-                recorded.as_ref(),
+                recorded,
             )?,
         };
-        let txn = match &recorded {
+        let txn = match recorded {
             Some(c) => c.txn,
             None => {
                 self.next_txn += 1;
@@ -238,10 +242,12 @@ impl Coordinator {
             .map(|s| self.resolve(&s.kind, &s.id, None, ctx))
             .collect();
         let new_keys = self.new_keys(&msg.queries);
-        let mut context = plan.context_after.clone();
+        let check_keys = !new_keys.is_empty();
+        // The context moves to the caller's `Locked::context`; the plan keeps the default.
+        let mut context = std::mem::take(&mut plan.context_after);
         context.txn = txn;
         context.phase = phase;
-        context.seal = self.seal(txn, phase);
+        context.seal = self.seal(&context);
         let collect = plan.actions.iter().zip(&plan.entries).any(|(a, e)| {
             e.query.is_some()
                 && !e.synthetic
@@ -258,8 +264,7 @@ impl Coordinator {
                 priority: msg.priority,
                 started: Instant::now(),
                 steps: steps.clone(),
-                context: context.clone(),
-                new_keys: new_keys.clone(),
+                new_keys,
             },
         );
         Ok(Planned {
@@ -273,7 +278,7 @@ impl Coordinator {
             steps,
             refs,
             txn,
-            check_keys: !new_keys.is_empty(),
+            check_keys,
             collect,
         })
     }
