@@ -290,7 +290,7 @@ pub fn plan(
             }
             // Reads (and synthetic entries) of held resources are satisfied by the held lock. An
             // explicit write on a held resource asks to lock it again; it sorts at or before
-            // lastLockHeld, so it is refused (seed 000: "attempting to lock the volume or backend
+            // lastLockHeld, so it is refused (the reference design: "attempting to lock the volume or backend
             // for write would return an error because those locks are already held as writes").
             if mode == LockMode::Read || e.synthetic || e.kind == ROOT {
                 actions.push(EntryAction::Held);

@@ -1,4 +1,4 @@
-//! cinder-lease: per-device locks (seed 002, design section 4).
+//! cinder-lease: per-device locks (the device-locking decision, design section 4).
 //!
 //! This crate owns the device locks of the operator: the in-process lock (through the cinder-actors
 //! lock coordinator's device resource actor, waiters queued by priority with ageing), each device's

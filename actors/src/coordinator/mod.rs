@@ -215,12 +215,7 @@ impl Coordinator {
         let recorded = msg.context.as_ref();
         let mut plan = match msg.what {
             PhaseKind::Shutdown => shutdown_plan(),
-            _ => plan::plan(
-                self.catalog.schema(),
-                &self.catalog,
-                &msg.queries,
-                recorded,
-            )?,
+            _ => plan::plan(self.catalog.schema(), &self.catalog, &msg.queries, recorded)?,
         };
         let txn = match recorded {
             Some(c) => c.txn,

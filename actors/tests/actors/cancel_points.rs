@@ -23,7 +23,7 @@ async fn seeded(arbiters: usize) -> CoordinatorHandle {
     c
 }
 
-/// The seed's first example: six locks, lists (a message to the coordinator after the grants).
+/// The reference design's first worked example: six locks, lists (a message to the coordinator after the grants).
 fn example_one(c: &CoordinatorHandle) -> Pin<Box<dyn Future<Output = Result<Locked, LockError>>>> {
     let c = c.clone();
     Box::pin(async move {

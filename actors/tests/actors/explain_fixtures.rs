@@ -1,4 +1,4 @@
-//! `lock-plan` (explain) on the seed's two examples from JSON fixtures, comparing whole outputs,
+//! `lock-plan` (explain) on the reference design's two worked examples from JSON fixtures, comparing whole outputs,
 //! plus input errors naming the bad field and refused phases.
 
 use cinder_actors::{Schema, explain, explain_str};

@@ -1,4 +1,4 @@
-//! The two worked examples of seed 000 carried out by the actors: merged order, acquisition
+//! The reference design's two worked examples carried out by the actors: merged order, acquisition
 //! order, results present / absent, reverse release, and the lock context after each phase.
 
 use crate::support::*;

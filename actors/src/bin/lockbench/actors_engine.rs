@@ -42,7 +42,7 @@ fn parent(sub: &Sub, kind: Kind) -> &str {
         .map_or("", |(_, id)| id.as_str())
 }
 
-/// The coordinator's call for one of the benchmark's subqueries (its seed-named constructors).
+/// The coordinator's call for one of the benchmark's subqueries (its constructors named after the reference cache's calls).
 fn subquery(sub: &Sub) -> Subquery {
     match (sub.op, sub.kind) {
         (Op::Upsert, Kind::Volume) => {

@@ -1,7 +1,7 @@
 //! `lockbench`: runs the same workloads (overhead, create-publish, backend-update, scale) on
 //! three lock engines in one process — a global mutex, ordered per-resource rwlocks (the
 //! reference design) and the project's actor coordinator — and prints a table, or with
-//! `--json` one JSON object, with every figure and each target of the issue as PASS/MISS.
+//! `--json` one JSON object, with every figure and each target of the lock core as PASS/MISS.
 //!
 //! Usage: `cargo run --release -p cinder-actors --bin lockbench -- [--json] [--quick] [--arbiters N]`.
 

@@ -1,4 +1,4 @@
-//! The figures of a run, the targets of the issue with PASS/MISS, and the two outputs: a
+//! The figures of a run, the lock core's targets with PASS/MISS, and the two outputs: a
 //! human-readable table and one JSON object.
 
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ pub struct Report {
     pub load: (Option<f64>, Option<f64>),
 }
 
-/// One target of the issue.
+/// One target of the lock core.
 pub struct Target {
     pub name: String,
     /// The measured figure (a ratio, µs, bytes or ms), when both sides were measured.
@@ -71,7 +71,7 @@ impl Report {
         self.overhead.get(engine).map(|o| o.ns_per_txn)
     }
 
-    /// The issue's targets, evaluated on this run.
+    /// The lock core's targets, evaluated on this run.
     pub fn targets(&self) -> Vec<Target> {
         let actors_scale = self.scale.get("actors");
         let listed = actors_scale.map(|s| s.volumes).unwrap_or(0);
@@ -233,7 +233,7 @@ impl Report {
         };
         if !self.overhead.is_empty() {
             line(format!(
-                "overhead: seed example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
+                "overhead: worked example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
                 o.overhead_txns
             ));
             for (engine, oh) in &self.overhead {

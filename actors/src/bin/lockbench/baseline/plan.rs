@@ -1,4 +1,4 @@
-//! The baselines' planner, written after seed 000: dedupe per query, synthetic parent reads,
+//! The baselines' planner, written after the reference cache: dedupe per query, synthetic parent reads,
 //! id fill-in (from the caller's arguments or the cached child), merge, a synthetic root read,
 //! and the total order (lists first, then rank, declared kind position, id, operation).
 
@@ -28,7 +28,7 @@ impl Step {
         self.op != Op::List
     }
 
-    /// The total order of seed 000 / design section 3.
+    /// The total order of the reference cache / design section 3.
     pub fn order(&self, other: &Step) -> Ordering {
         (other.op == Op::List)
             .cmp(&(self.op == Op::List))
