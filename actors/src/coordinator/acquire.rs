@@ -13,7 +13,7 @@ use super::guard::{LockGuard, Locked};
 use super::{CheckNewKeys, Collect, Collected, Coordinator, Planned, Resolve};
 use crate::error::LockError;
 use crate::lock_queue::Priority;
-use crate::plan::EntryAction;
+use crate::plan::{EntryAction, LockStep};
 use crate::resource_actor::{Grant, ResourceRef};
 use crate::results::{CommitTarget, QueryResult, ResourceResult};
 use actix::Addr;
@@ -23,13 +23,27 @@ use tokio::sync::oneshot;
 /// A grant asked for and not yet taken. Dropped before it was taken (the caller was cancelled), it
 /// closes the channel, withdraws the queued request and releases a grant that arrived meanwhile; a
 /// grant sent after the close fails and the resource actor releases it itself.
-struct PendingGrant {
+pub(crate) struct PendingGrant {
     rx: Option<oneshot::Receiver<Grant>>,
     resource: ResourceRef,
     txn: u64,
 }
 
 impl PendingGrant {
+    /// Asks `resource` for the lock of `step` on behalf of `txn`.
+    pub(crate) fn ask(
+        resource: &ResourceRef,
+        txn: u64,
+        step: &LockStep,
+        priority: Priority,
+    ) -> Self {
+        PendingGrant {
+            rx: Some(resource.acquire(txn, step.mode, priority)),
+            resource: resource.clone(),
+            txn,
+        }
+    }
+
     /// The grant, or `None` when the actor stopped before granting.
     async fn wait(&mut self) -> Option<Grant> {
         let rx = self.rx.as_mut()?;
@@ -59,6 +73,7 @@ pub(crate) async fn acquire(
     priority: Priority,
 ) -> Result<Locked, LockError> {
     let Planned {
+        mut first,
         ticket,
         plan,
         context,
@@ -75,10 +90,10 @@ pub(crate) async fn acquire(
     for (i, mut r) in refs.into_iter().enumerate() {
         let step = &steps[i];
         loop {
-            let mut pending = PendingGrant {
-                rx: Some(r.acquire(txn, step.mode, priority)),
-                resource: r.clone(),
-                txn,
+            // The first lock was asked for by the coordinator with its answer to Begin.
+            let mut pending = match first.take() {
+                Some(asked) => asked,
+                None => PendingGrant::ask(&r, txn, step, priority),
             };
             if let Some(grant) = pending.wait().await {
                 grants.push(grant);

@@ -15,6 +15,7 @@ mod guard;
 mod handle;
 mod inspect;
 
+use acquire::PendingGrant;
 pub use guard::{LockGuard, Locked, ShutdownGuard};
 pub use handle::CoordinatorHandle;
 
@@ -232,10 +233,14 @@ impl Coordinator {
             .chain(&plan.acquire)
             .cloned()
             .collect();
-        let refs = steps
+        let refs: Vec<ResourceRef> = steps
             .iter()
             .map(|s| self.resolve(&s.kind, &s.id, None, ctx))
             .collect();
+        let first = refs
+            .first()
+            .zip(steps.first())
+            .map(|(r, step)| PendingGrant::ask(r, txn, step, msg.priority));
         let new_keys = self.new_keys(&msg.queries);
         let check_keys = !new_keys.is_empty();
         // The context moves to the caller's `Locked::context`; the plan keeps the default.
@@ -263,6 +268,7 @@ impl Coordinator {
             },
         );
         Ok(Planned {
+            first,
             ticket: PhaseTicket {
                 coordinator: ctx.address(),
                 phase,
@@ -314,6 +320,9 @@ impl Actor for Coordinator {
 /// What a Begin hands to the caller: the plan, the actors to ask, and the phase's ticket (whose
 /// drop ends the phase in the transaction table).
 pub(crate) struct Planned {
+    /// The first lock of the plan, asked for by the coordinator itself (saves the caller a round
+    /// trip). Declared before the ticket: dropped unused, it is given back before the phase ends.
+    pub(crate) first: Option<PendingGrant>,
     pub(crate) ticket: PhaseTicket,
     pub(crate) plan: Plan,
     pub(crate) context: LockContext,
