@@ -17,7 +17,9 @@ pub enum LockError {
         second: Op,
     },
     /// Two lists of one kind in one query.
-    #[error("query {query}: two lists of kind {kind} in one query")]
+    #[error(
+        "query {query}: two lists of kind {kind} in one query (two operations on one kind); use one query per list"
+    )]
     DuplicateList { query: usize, kind: String },
     /// A nested lock would take a lock that sorts before (or at) the last lock held.
     #[error(
@@ -59,6 +61,16 @@ pub enum LockError {
     /// A kind the schema does not declare.
     #[error("unknown kind {kind:?}")]
     UnknownKind { kind: String },
+    /// A NestedLock with the context of a phase that was unlocked (or never finished locking).
+    #[error(
+        "transaction {txn}: the lock context is no longer valid (its locks were released); NestedLock needs the context of a phase that still holds its locks"
+    )]
+    ReleasedContext { txn: u64 },
+    /// A NestedLock with a context this coordinator did not issue, or one that was altered.
+    #[error(
+        "transaction {txn}: the lock context was not issued by this coordinator or was altered; pass the context Lock or NestedLock returned, unchanged"
+    )]
+    ForeignContext { txn: u64 },
     /// The coordinator is stopped.
     #[error("the lock coordinator is shutting down")]
     ShuttingDown,
@@ -103,13 +115,15 @@ impl LockError {
     pub fn code(&self) -> &'static str {
         match self {
             LockError::DuplicateOperation { .. } => "duplicate_operation",
-            LockError::DuplicateList { .. } => "duplicate_list",
+            LockError::DuplicateList { .. } => "duplicate_operation",
             LockError::WouldDeadlock { .. } => "would_deadlock",
             LockError::LockUpgrade { .. } => "lock_upgrade",
             LockError::KeyUpdateInNested { .. } => "key_update_in_nested",
             LockError::NotFound { .. } => "not_found",
             LockError::KeyExists { .. } => "key_exists",
             LockError::UnknownKind { .. } => "unknown_kind",
+            LockError::ReleasedContext { .. } => "released_context",
+            LockError::ForeignContext { .. } => "foreign_context",
             LockError::ShuttingDown => "shutting_down",
             LockError::MissingId { .. } => "missing_id",
             LockError::WrongOperation { .. } => "wrong_operation",

@@ -4,6 +4,8 @@
 use crate::lock_queue::Priority;
 use crate::plan::{LockMode, LockStep};
 use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
 
 /// One queued lock request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,10 +33,13 @@ pub struct ResourceSnapshot {
     pub holders: Vec<u64>,
     /// Waiters, in arrival order.
     pub waiters: Vec<WaiterSnapshot>,
-    /// Messages sent to the actor and not yet handled.
+    /// Lock requests queued at the actor (its waiters): its backlog.
     pub mailbox_len: usize,
     /// Whether the resource has a value.
     pub exists: bool,
+    /// The value when the snapshot was taken (not serialized: callers redact it before showing it).
+    #[serde(skip)]
+    pub value: Option<Arc<Value>>,
 }
 
 /// A lock being acquired, or the locks of one Lock / NestedLock phase not yet released.

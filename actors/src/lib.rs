@@ -1,10 +1,12 @@
-//! cinder-actors: the concurrent resource cache of seed 000 expressed as actors.
+//! cinder-actors: the concurrent resource cache (schema, queries, lock ordering, Lock / NestedLock) expressed as actors.
 //!
 //! This crate owns the schema (kinds, dependencies, ranks), the pure query planner
 //! (dedupe, synthetic parent reads, id fill-in, merge and sort in the total order),
-//! one actix actor per (kind, id) holding its value and its shared/exclusive lock,
-//! the lock-coordinator actor that carries out Lock / NestedLock, the inspection
-//! snapshots the admin endpoint shows, and the `lock-plan` explain function.
+//! one actix actor per (kind, id) owning its value and its shared/exclusive lock queue,
+//! the lock-coordinator actor that owns the registry of those actors, the catalog of
+//! committed values and the transaction table, and plans and checks every Lock /
+//! NestedLock, the inspection snapshots the admin endpoint shows, and the `lock-plan`
+//! explain function. Every state change is a message handled by the actor that owns it.
 //!
 //! ```no_run
 //! use cinder_actors::query::{query, list_volumes_for_backend, upsert_backend, upsert_volume};
@@ -12,7 +14,7 @@
 //!
 //! # async fn example() -> Result<(), cinder_actors::LockError> {
 //! let cache = CoordinatorHandle::start_standard();
-//! cache.load("backend", "backend1", serde_json::json!({"name": "b1"}))?;
+//! cache.load("backend", "backend1", serde_json::json!({"name": "b1"})).await?;
 //! // Phase A: write-lock the backend and list its volumes.
 //! let outer = cache
 //!     .lock(vec![query([list_volumes_for_backend("backend1"), upsert_backend("backend1", "", "")])])
@@ -34,11 +36,11 @@
 //! # }
 //! ```
 
+pub mod catalog;
 pub mod coordinator;
 pub mod error;
 pub mod explain;
 pub(crate) mod fast_hash;
-pub mod index;
 pub mod inspect;
 pub mod lock_queue;
 pub mod plan;

@@ -110,6 +110,13 @@ pub struct LockContext {
     /// Whether the synthetic root read is held.
     #[serde(rename = "holdsRoot")]
     pub holds_root: bool,
+    /// The phase that issued the context (0: issued by no coordinator, e.g. a plan).
+    #[serde(skip)]
+    pub(crate) phase: u64,
+    /// The issuing coordinator's seal of (txn, phase): a context cannot be built or altered
+    /// outside this crate and still be accepted.
+    #[serde(skip)]
+    pub(crate) seal: u64,
 }
 
 fn serialize_held<S: serde::Serializer>(
@@ -283,7 +290,7 @@ pub fn plan(
             }
             // Reads (and synthetic entries) of held resources are satisfied by the held lock. An
             // explicit write on a held resource asks to lock it again; it sorts at or before
-            // lastLockHeld, so it is refused (seed 000: "attempting to lock the volume or backend
+            // lastLockHeld, so it is refused (the reference design: "attempting to lock the volume or backend
             // for write would return an error because those locks are already held as writes").
             if mode == LockMode::Read || e.synthetic || e.kind == ROOT {
                 actions.push(EntryAction::Held);
@@ -456,8 +463,7 @@ fn plan_query(
     }
 
     // Synthetic parent reads and id fill-in. A caller read of the parent kind serves as the
-    // dependency (its empty id is filled in); otherwise a synthetic read is appended. Synthetic
-    // reads are not expanded further, but they fill in the ids of caller reads of their parents.
+    // dependency (its empty id is filled in); otherwise a synthetic read is appended.
     let mut synthetic: Vec<PlanEntry> = Vec::new();
     for i in 0..caller.len() {
         let (s, op) = (caller[i].0, caller[i].1.op);
@@ -512,20 +518,43 @@ fn plan_query(
             }
         }
     }
-    for sy in &synthetic {
-        let Some(kind) = schema.kind(&sy.kind) else {
+    // Synthetic reads bring the reads of their own parents, recursively, as the reference cache's
+    // buildTrees does: a synthetic volume read brings its backend's read unless the query already
+    // has that backend. A caller read of the parent without an id is filled in and serves instead.
+    let mut next = 0;
+    while next < synthetic.len() {
+        let (kind_name, id) = (synthetic[next].kind.clone(), synthetic[next].id.clone());
+        next += 1;
+        let Some(kind) = schema.kind(&kind_name) else {
             continue;
         };
-        let Some(cached) = view.get(&sy.kind, &sy.id) else {
+        let Some(cached) = view.get(&kind_name, &id) else {
             continue;
         };
         for (parent, _) in &kind.parents {
-            if let Some(pid) = kind.owner_id(&cached, parent)
-                && let Some((_, c)) = caller
-                    .iter_mut()
-                    .find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
+            let Some(pid) = kind.owner_id(&cached, parent) else {
+                continue;
+            };
+            if let Some((_, c)) = caller
+                .iter_mut()
+                .find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
             {
                 c.id = pid;
+                continue;
+            }
+            let present = caller
+                .iter()
+                .any(|(_, c)| c.kind == *parent && c.id == pid && c.op.is_consistent())
+                || synthetic.iter().any(|e| e.kind == *parent && e.id == pid);
+            if !present {
+                synthetic.push(PlanEntry {
+                    op: Op::Read,
+                    kind: parent.clone(),
+                    id: pid,
+                    query: Some(qi),
+                    synthetic: true,
+                    filter: None,
+                });
             }
         }
     }

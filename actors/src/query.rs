@@ -1,6 +1,6 @@
 //! The query vocabulary: operations, subqueries, queries, the snake_case constructors of the
-//! seed's calls (`upsert_volume_publication`, `list_volumes_for_backend`, ...) and the parser of
-//! the seed's call names (`UpsertVolumePublication`, ...) used by `lock-plan`.
+//! reference cache's calls (`upsert_volume_publication`, `list_volumes_for_backend`, ...) and the parser of
+//! the reference cache's call names (`UpsertVolumePublication`, ...) used by `lock-plan`.
 
 use crate::schema::{KindInfo, Schema};
 use serde::Serialize;
@@ -149,7 +149,7 @@ impl Query {
     }
 }
 
-/// `Query::new(vec![...])`, the seed's `db.Query(...)`.
+/// `Query::new(vec![...])`, the reference cache's `db.Query(...)`.
 pub fn query(subqueries: impl IntoIterator<Item = Subquery>) -> Query {
     Query(subqueries.into_iter().collect())
 }
@@ -382,7 +382,7 @@ pub enum CallError {
     },
 }
 
-/// The seed's name of a kind in calls: `volumePublication` → `VolumePublication`.
+/// The reference cache's name of a kind in calls: `volumePublication` → `VolumePublication`.
 pub fn pascal(kind: &str) -> String {
     let mut c = kind.chars();
     match c.next() {
@@ -403,7 +403,7 @@ pub fn plural(kind: &str) -> String {
     }
 }
 
-/// The argument names of a call with the seed's conventions.
+/// The argument names of a call with the reference cache's conventions.
 fn arg_names(op: Op, kind: &KindInfo) -> &'static [&'static str] {
     match (op, kind.name.as_str()) {
         (Op::List, _) => &[],
@@ -416,7 +416,7 @@ fn arg_names(op: Op, kind: &KindInfo) -> &'static [&'static str] {
     }
 }
 
-/// Parses a seed call name with its arguments (`UpsertBackend`, `["backend1", "", ""]`) into a
+/// Parses a reference-cache call name with its arguments (`UpsertBackend`, `["backend1", "", ""]`) into a
 /// subquery of `schema`. List calls: `List<Plural>` and `List<Plural>For<Parent>(parentId)`.
 pub fn parse_call(schema: &Schema, call: &str, args: &[String]) -> Result<Subquery, CallError> {
     let unknown = || CallError::UnknownCall(call.to_string());

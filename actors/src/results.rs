@@ -2,10 +2,11 @@
 //! mutated copy changes nothing) and commit handles whose upsert / delete / interior mutation are
 //! messages to the owning resource actor.
 
-use crate::coordinator::Core;
+use crate::coordinator::{Coordinator, Resolve};
 use crate::error::LockError;
 use crate::query::Op;
 use crate::resource_actor::{Change, Commit, Mutate, ResourceRef};
+use actix::Addr;
 use serde_json::Value;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -109,11 +110,20 @@ pub struct ResourceResult {
     target: Option<CommitTarget>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct CommitTarget {
-    pub(crate) core: Arc<Core>,
+    pub(crate) coordinator: Arc<Addr<Coordinator>>,
     pub(crate) txn: u64,
     pub(crate) resource: Option<ResourceRef>,
+}
+
+impl std::fmt::Debug for CommitTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitTarget")
+            .field("txn", &self.txn)
+            .field("resource", &self.resource)
+            .finish()
+    }
 }
 
 impl ResourceResult {
@@ -142,6 +152,8 @@ impl ResourceResult {
         }
     }
 
+    /// The transaction and the actor that owns the resource (resolved through the coordinator
+    /// when the lock was taken by an earlier phase).
     async fn resource(&self, attempted: &str) -> Result<(u64, ResourceRef), LockError> {
         let t = self.target.as_ref().ok_or_else(|| self.wrong(attempted))?;
         if let Some(r) = &t.resource
@@ -149,27 +161,32 @@ impl ResourceResult {
         {
             return Ok((t.txn, r.clone()));
         }
-        if t.core.stopped() {
-            return Err(LockError::ShuttingDown);
-        }
-        Ok((t.txn, t.core.resolve(&self.kind, &self.id)))
+        let r = t
+            .coordinator
+            .send(Resolve {
+                kind: self.kind.clone(),
+                id: self.id.clone(),
+                stale: t.resource.as_ref().map(|r| r.generation),
+            })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?;
+        Ok((t.txn, r))
     }
 
     /// Commits `value` (a [`Value`], or a [`WorkingCopy`] without copying it) as the new value
-    /// (only through an upsert result, while locked).
+    /// (only through an upsert result, while locked): a message to the resource's actor, answered
+    /// once the value is set (or refused: lock not held, key taken).
     pub async fn upsert(&self, value: impl Into<Arc<Value>>) -> Result<(), LockError> {
         if self.op != Op::Upsert {
             return Err(self.wrong("upsert"));
         }
-        let value = value.into();
         let (txn, r) = self.resource("upsert").await?;
-        let change = match r.commit_direct(txn, Change::Upsert(value)) {
-            Ok(done) => return done,
-            Err(change) => change,
-        };
-        r.send(Commit { txn, change })
-            .await
-            .map_err(|_| LockError::ShuttingDown)?
+        r.send(Commit {
+            txn,
+            change: Change::Upsert(value.into()),
+        })
+        .await
+        .map_err(|_| LockError::ShuttingDown)?
     }
 
     /// Deletes the resource (only through a delete result, while locked).
@@ -178,9 +195,6 @@ impl ResourceResult {
             return Err(self.wrong("delete"));
         }
         let (txn, r) = self.resource("delete").await?;
-        if let Ok(done) = r.commit_direct(txn, Change::Delete) {
-            return done;
-        }
         r.send(Commit {
             txn,
             change: Change::Delete,
@@ -195,9 +209,6 @@ impl ResourceResult {
             return Err(self.wrong("interior mutation"));
         }
         let (txn, r) = self.resource("interior mutation").await?;
-        if let Some(done) = r.mutate_direct(txn, name, &args) {
-            return done;
-        }
         r.send(Mutate {
             txn,
             name: name.to_string(),

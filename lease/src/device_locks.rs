@@ -1,26 +1,31 @@
 //! `DeviceLocks`: the device-lock service the operator uses. A lock is first the in-process lock
 //! (an `UpsertDevice(id)` lock of the cinder-actors coordinator at the waiter's priority: waiters
-//! queue in the device actor, no polling, no API calls while waiting), then the device's Lease
-//! (one `LeaseLock` per device per process). A Lease held by another replica gives back the
-//! in-process lock and answers `DeviceBusy { retry_after: jitter(short_delay) }`.
+//! queue in the coordinator's device resource actor, no polling, no API calls while waiting), then
+//! the device's Lease, which the device's tenure actor (see `device_actor.rs`) takes or hands over.
+//! A Lease held by another replica gives back the in-process lock and answers
+//! `DeviceBusy { retry_after: jitter(short_delay) }`.
 //!
 //! Hand-over: when a guard is released while other in-process requests for the same device are
 //! pending, the Lease stays held (and renewed) and passes to the next in-process holder without any
 //! API call, at most `max_handovers` times in a row; so many in-process waiters cost the API no
 //! more than one (acquire + release + renewals per tenure).
 
+use crate::device_actor::{
+    Abandon, AllDevices, Device, DeviceActor, DeviceDirectory, EndHold, Pending, SlotView, Take,
+    ViewSlot, Withdrawn,
+};
 use crate::error::{DeviceLockError, LeaseError};
 use crate::held_lease::{HeldLease, LostSignal};
 use crate::holder_identity::HolderIdentity;
 use crate::jitter::jitter;
 use crate::lease_lock::{Acquired, LeaseLock, LeaseSettings};
 use crate::metrics::{DeviceLockMetrics, PriorityLabel, PriorityLabels};
+use actix::{Actor, Addr};
 use cinder_actors::query::{query, upsert_device};
 use cinder_actors::{CoordinatorHandle, Locked, Priority, Query, QueryResult};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
+use tokio::sync::oneshot;
 /// Default delay before a `DeviceBusy` waiter retries (jittered).
 pub const DEFAULT_SHORT_DELAY: Duration = Duration::from_secs(1);
 
@@ -65,41 +70,11 @@ pub fn priority_label(priority: Priority) -> PriorityLabel {
     }
 }
 
-/// Per-device state of this process.
-#[derive(Debug)]
-struct DeviceSlot {
-    /// The one Lease client of this device in this process.
-    lease: Arc<LeaseLock>,
-    /// The Lease while it is held between two in-process holders (hand-over).
-    parked: Option<HeldLease>,
-    /// In-process holders served by the current Lease tenure after the first one.
-    handovers: u32,
-    /// Requests waiting for the in-process lock.
-    pending: usize,
-    /// The current in-process holder.
-    holder: Option<InProcessHolder>,
-    /// Serializes a new acquisition with the release of an orphaned parked Lease (the one Lease
-    /// write that happens without the in-process lock), so the release never clears a Lease the
-    /// next holder has just re-acquired.
-    gate: Arc<tokio::sync::Mutex<()>>,
-}
-
-/// Who holds a device in this process.
-#[derive(Clone, Debug)]
-pub(crate) struct InProcessHolder {
-    pub(crate) priority: Priority,
-    pub(crate) since: Instant,
-    pub(crate) lost: LostSignal,
-}
-
 pub(crate) struct Inner {
     pub(crate) coordinator: CoordinatorHandle,
-    client: kube::Client,
     pub(crate) config: DeviceLocksConfig,
     pub(crate) metrics: DeviceLockMetrics,
-    /// `(leaseDurationSeconds, renew period)`, validated at construction.
-    lease_settings: (i32, Duration),
-    devices: Mutex<HashMap<String, DeviceSlot>>,
+    directory: Addr<DeviceDirectory>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -118,8 +93,8 @@ pub struct DeviceLocks {
 }
 
 impl DeviceLocks {
-    /// A service locking devices through `coordinator` and Leases through `client`. Rejects
-    /// invalid Lease settings.
+    /// A service locking devices through `coordinator` and Leases through `client`; its device
+    /// actors run on the coordinator's arbiter. Rejects invalid Lease settings.
     pub fn new(
         coordinator: CoordinatorHandle,
         client: kube::Client,
@@ -127,14 +102,28 @@ impl DeviceLocks {
         metrics: DeviceLockMetrics,
     ) -> Result<Self, LeaseError> {
         let lease_settings = config.lease.validate()?;
+        let (namespace, identity) = (config.namespace.clone(), config.identity.clone());
+        let lease_metrics = metrics.clone();
+        let new_lease = Box::new(move |device_id: &str| {
+            LeaseLock::with_validated(
+                client.clone(),
+                &namespace,
+                device_id,
+                identity.clone(),
+                lease_settings,
+            )
+            .with_metrics(lease_metrics.clone())
+        });
+        let max_handovers = config.max_handovers;
+        let directory = DeviceDirectory::start_in_arbiter(coordinator.arbiter(), move |_| {
+            DeviceDirectory::new(new_lease, max_handovers)
+        });
         Ok(Self {
             inner: Arc::new(Inner {
                 coordinator,
-                client,
                 config,
                 metrics,
-                lease_settings,
-                devices: Mutex::new(HashMap::new()),
+                directory,
             }),
         })
     }
@@ -154,9 +143,9 @@ impl DeviceLocks {
         &self.inner.coordinator
     }
 
-    /// Locks `device_id` at `priority`: the in-process lock (queued in the device actor), then the
-    /// Lease. `Err(DeviceBusy)` when another replica holds the Lease (the in-process lock is
-    /// released; requeue after `retry_after` at the same priority).
+    /// Locks `device_id` at `priority`: the in-process lock (queued in the device's resource
+    /// actor), then the Lease. `Err(DeviceBusy)` when another replica holds the Lease (the
+    /// in-process lock is released; requeue after `retry_after` at the same priority).
     pub async fn lock(
         &self,
         device_id: &str,
@@ -169,7 +158,8 @@ impl DeviceLocks {
     /// Locks `device_id` together with other queries of the coordinator in ONE Lock call (the
     /// device query is first, `queries` follow: the guard's `results()[0]` is the device's, then
     /// one per query), then takes the Lease. The coordinator acquires everything in its plan
-    /// order, and the Lease step never waits, so mixing device and resource locks cannot deadlock.
+    /// order, and the Lease step never waits for another lock, so mixing device and resource locks
+    /// cannot deadlock.
     #[tracing::instrument(name = "wait", level = "info", skip_all,
         fields(kind = "device", id = %device_id, priority = ?priority, otel.name = %format!("wait device {device_id}")))]
     pub async fn lock_with_queries(
@@ -179,11 +169,20 @@ impl DeviceLocks {
         queries: Vec<Query>,
     ) -> Result<DeviceGuard, DeviceLockError> {
         let requested = Instant::now();
+        let interrupted = || DeviceLockError::Interrupted {
+            device: device_id.to_owned(),
+        };
+        let device = self
+            .inner
+            .directory
+            .send(Device(device_id.to_owned()))
+            .await
+            .map_err(|_| interrupted())?;
         let mut all = Vec::with_capacity(queries.len() + 1);
         all.push(query([upsert_device(device_id)]));
         all.extend(queries);
 
-        let pending = PendingRequest::new(self.inner.clone(), device_id);
+        let pending = PendingRequest::new(device.clone());
         let locked = self
             .inner
             .coordinator
@@ -193,314 +192,144 @@ impl DeviceLocks {
                 device: device_id.to_owned(),
                 source,
             })?;
-        // Granted in process: no longer pending; take the parked Lease, if any.
-        let (lease, parked, gate) = pending.granted(priority);
-        // The Lease step runs in its own task so that a caller cancelled from here on cannot
-        // leave a half-acquired Lease or a stale holder behind: the task always ends with a
-        // guard (dropped, hence released in order, if nobody awaits it) or a released lock.
-        let finish = tokio::spawn(finish_lock(
-            self.inner.clone(),
-            device_id.to_owned(),
-            priority,
-            requested,
-            locked,
-            Grant {
-                lease,
-                parked,
-                gate,
-            },
-        ));
-        match finish.await {
-            Ok(result) => result,
-            Err(_) => Err(DeviceLockError::Interrupted {
-                device: device_id.to_owned(),
-            }),
-        }
-    }
-}
-
-/// What the in-process grant hands to the Lease step.
-struct Grant {
-    lease: Arc<LeaseLock>,
-    parked: Option<HeldLease>,
-    gate: Arc<tokio::sync::Mutex<()>>,
-}
-
-/// The Lease step after the in-process grant: reuse the parked Lease or acquire it; on refusal give
-/// back the in-process lock and answer `DeviceBusy`.
-async fn finish_lock(
-    inner: Arc<Inner>,
-    device: String,
-    priority: Priority,
-    requested: Instant,
-    locked: Locked,
-    grant: Grant,
-) -> Result<DeviceGuard, DeviceLockError> {
-    let fresh = grant.parked.is_none();
-    let held = match grant.parked {
-        Some(held) => held,
-        None => match acquire_through_gate(grant.lease, grant.gate).await {
-            Ok(held) => held,
-            Err(e) => {
-                inner.clear_holder(&device);
+        // Granted in process: the device actor hands over the parked Lease or acquires it.
+        let (reply, answer) = oneshot::channel();
+        pending.taken();
+        device.do_send(Take { priority, reply });
+        let mut answer = LeaseAnswer {
+            rx: Some(answer),
+            device: device.clone(),
+        };
+        let held = match answer.wait().await {
+            Some(Ok(held)) => held,
+            Some(Err(e)) => {
                 locked.unlock().await;
                 return Err(match e {
                     LeaseError::Held { holder, .. } => DeviceLockError::DeviceBusy {
-                        device,
+                        device: device_id.to_owned(),
                         holder,
-                        retry_after: jitter(inner.config.short_delay),
+                        retry_after: jitter(self.inner.config.short_delay),
                     },
                     other => DeviceLockError::Lease(other),
                 });
             }
-        },
-    };
-    let lost = held.lost_signal();
-    inner.set_holder_lost_signal(&device, lost.clone());
-    inner
-        .metrics
-        .wait_seconds
-        .get_or_create(&PriorityLabels {
-            priority: priority_label(priority),
+            None => return Err(interrupted()),
+        };
+        let lost = held.lost_signal();
+        self.inner
+            .metrics
+            .wait_seconds
+            .get_or_create(&PriorityLabels {
+                priority: priority_label(priority),
+            })
+            .observe(requested.elapsed().as_secs_f64());
+        self.inner.metrics.holds.inc();
+        let taken_over_from = match held.acquired() {
+            Acquired::TakenOver { previous_holder } => Some(previous_holder.clone()),
+            _ => None,
+        };
+        Ok(DeviceGuard {
+            device_actor: device,
+            device: device_id.to_owned(),
+            locked: Some(locked),
+            held: Some(held),
+            lost,
+            taken_over_from,
         })
-        .observe(requested.elapsed().as_secs_f64());
-    inner.metrics.holds.inc();
-    let taken_over_from = match held.acquired() {
-        Acquired::TakenOver { previous_holder } if fresh => Some(previous_holder.clone()),
-        _ => None,
-    };
-    Ok(DeviceGuard {
-        inner,
-        device,
-        locked: Some(locked),
-        held: Some(held),
-        lost,
-        taken_over_from,
-    })
+    }
 }
 
 impl Inner {
-    fn slots(&self) -> MutexGuard<'_, HashMap<String, DeviceSlot>> {
-        self.devices.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The device's slot, created with its one `LeaseLock` on first use.
-    fn with_slot<R>(&self, device_id: &str, f: impl FnOnce(&mut DeviceSlot) -> R) -> R {
-        let mut slots = self.slots();
-        let slot = slots
-            .entry(device_id.to_owned())
-            .or_insert_with(|| DeviceSlot {
-                lease: Arc::new(self.new_lease_lock(device_id)),
-                parked: None,
-                handovers: 0,
-                pending: 0,
-                holder: None,
-                gate: Arc::new(tokio::sync::Mutex::new(())),
-            });
-        f(slot)
-    }
-
-    fn new_lease_lock(&self, device_id: &str) -> LeaseLock {
-        LeaseLock::with_validated(
-            self.client.clone(),
-            &self.config.namespace,
-            device_id,
-            self.config.identity.clone(),
-            self.lease_settings,
-        )
-        .with_metrics(self.metrics.clone())
-    }
-
-    fn clear_holder(&self, device_id: &str) {
-        self.with_slot(device_id, |slot| slot.holder = None);
-    }
-
-    fn set_holder_lost_signal(&self, device_id: &str, lost: LostSignal) {
-        self.with_slot(device_id, |slot| {
-            if let Some(h) = slot.holder.as_mut() {
-                h.lost = lost;
-            }
-        });
-    }
-
-    /// Called when a guard ends: decides whether the Lease is handed over (parked for the next
-    /// in-process holder) or must be released; returns it when it must be released.
-    fn end_hold(&self, device_id: &str, held: HeldLease) -> Option<HeldLease> {
-        let max = self.config.max_handovers;
-        self.with_slot(device_id, |slot| {
-            slot.holder = None;
-            if slot.pending > 0 && slot.handovers < max && !held.is_lost() {
-                slot.handovers += 1;
-                slot.parked = Some(held);
-                None
-            } else {
-                slot.handovers = 0;
-                Some(held)
-            }
-        })
-    }
-
-    /// Takes a parked Lease that nobody is going to inherit (no pending request, no holder),
-    /// with the gate closed until it is released.
-    fn take_orphaned_parked(
-        &self,
-        device_id: &str,
-    ) -> Option<(HeldLease, Option<tokio::sync::OwnedMutexGuard<()>>)> {
-        self.with_slot(device_id, |slot| {
-            if slot.pending == 0 && slot.holder.is_none() {
-                slot.handovers = 0;
-                let held = slot.parked.take()?;
-                Some((held, slot.gate.clone().try_lock_owned().ok()))
-            } else {
-                None
-            }
-        })
-    }
-
-    pub(crate) fn slot_views(&self) -> Vec<SlotView> {
-        self.slots()
-            .iter()
-            .map(|(device, slot)| SlotView {
-                device: device.clone(),
-                lease: slot.lease.clone(),
-                pending: slot.pending,
-                holder: slot.holder.clone(),
-                parked: slot.parked.is_some(),
-                handovers: slot.handovers,
-            })
+    /// Every device's tenure, for inspection.
+    pub(crate) async fn slot_views(&self) -> Vec<SlotView> {
+        let Ok(devices) = self.directory.send(AllDevices).await else {
+            return Vec::new();
+        };
+        futures::future::join_all(devices.iter().map(|d| d.send(ViewSlot)))
+            .await
+            .into_iter()
+            .filter_map(Result::ok)
             .collect()
     }
 }
 
-/// A copy of one slot for inspection.
-pub(crate) struct SlotView {
-    pub(crate) device: String,
-    pub(crate) lease: Arc<LeaseLock>,
-    pub(crate) pending: usize,
-    pub(crate) holder: Option<InProcessHolder>,
-    pub(crate) parked: bool,
-    pub(crate) handovers: u32,
-}
-
-/// Counts a request as pending for the in-process lock until it is granted or dropped; a dropped
-/// (cancelled) request that leaves a parked Lease orphaned releases it.
+/// Counts a request as pending at the device actor until it is granted or dropped (cancelled or
+/// refused), so the device actor knows whether to park the Lease for it.
 struct PendingRequest {
-    inner: Arc<Inner>,
-    device: String,
+    device: Addr<DeviceActor>,
     done: bool,
 }
 
 impl PendingRequest {
-    fn new(inner: Arc<Inner>, device: &str) -> Self {
-        inner.with_slot(device, |slot| slot.pending += 1);
+    fn new(device: Addr<DeviceActor>) -> Self {
+        device.do_send(Pending);
         Self {
-            inner,
-            device: device.to_owned(),
+            device,
             done: false,
         }
     }
 
-    /// Granted: records the holder; returns the Lease client, the parked Lease (if it is not
-    /// lost) and the slot's gate.
-    fn granted(
-        mut self,
-        priority: Priority,
-    ) -> (
-        Arc<LeaseLock>,
-        Option<HeldLease>,
-        Arc<tokio::sync::Mutex<()>>,
-    ) {
+    /// Granted: the `Take` that follows counts it off.
+    fn taken(mut self) {
         self.done = true;
-        let (lease, parked, gate) = self.inner.with_slot(&self.device, |slot| {
-            slot.pending = slot.pending.saturating_sub(1);
-            let parked = slot.parked.take();
-            slot.holder = Some(InProcessHolder {
-                priority,
-                since: Instant::now(),
-                lost: parked
-                    .as_ref()
-                    .map(HeldLease::lost_signal)
-                    .unwrap_or_else(LostSignal::never),
-            });
-            (slot.lease.clone(), parked, slot.gate.clone())
-        });
-        match parked {
-            Some(held) if held.is_lost() => {
-                // A lost Lease is not handed over; acquire afresh.
-                drop(held);
-                (lease, None, gate)
-            }
-            other => (lease, other, gate),
-        }
     }
 }
 
 impl Drop for PendingRequest {
     fn drop(&mut self) {
-        if self.done {
-            return;
+        if !self.done {
+            self.device.do_send(Withdrawn);
         }
-        self.inner.with_slot(&self.device, |slot| {
-            slot.pending = slot.pending.saturating_sub(1)
-        });
-        if let Some((held, gate)) = self.inner.take_orphaned_parked(&self.device) {
-            match tokio::runtime::Handle::try_current() {
-                Ok(handle) => {
-                    handle.spawn(async move {
-                        release_in_order(Some(held), None).await;
-                        drop(gate);
-                    });
-                }
-                Err(_) => drop((held, gate)),
+    }
+}
+
+/// The device actor's answer to `Take`, awaited by the caller. Dropped before it was read (the
+/// caller was cancelled), a Lease that arrived meanwhile goes back to the device actor (released
+/// or handed over there, in order); one that arrives later is kept by the actor itself.
+struct LeaseAnswer {
+    rx: Option<oneshot::Receiver<Result<HeldLease, LeaseError>>>,
+    device: Addr<DeviceActor>,
+}
+
+impl LeaseAnswer {
+    async fn wait(&mut self) -> Option<Result<HeldLease, LeaseError>> {
+        let rx = self.rx.as_mut()?;
+        let answer = rx.await.ok();
+        self.rx = None;
+        answer
+    }
+}
+
+impl Drop for LeaseAnswer {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if let Ok(Ok(held)) = rx.try_recv() {
+                self.device.do_send(EndHold { held, done: None });
             }
         }
     }
 }
 
-/// Acquires the Lease once no orphaned parked Lease is being released (the gate is almost always
-/// open: it closes only for that one release).
-async fn acquire_through_gate(
-    lease: Arc<LeaseLock>,
-    gate: Arc<tokio::sync::Mutex<()>>,
-) -> Result<HeldLease, LeaseError> {
-    let _open = gate.lock().await;
-    HeldLease::acquire(lease).await
-}
-
-/// Releases the Lease first, then the in-process lock (so the next in-process holder never races
-/// our Lease release).
-async fn release_in_order(held: Option<HeldLease>, locked: Option<Locked>) {
-    if let Some(held) = held {
-        let name = held.lock().name().to_owned();
-        if let Err(e) = held.release().await {
-            tracing::warn!(lease = %name, error = %e, "releasing a device lease failed; it will expire");
-        }
-    }
-    if let Some(locked) = locked {
-        locked.unlock().await;
-    }
-}
-
-fn spawn_release(held: HeldLease, locked: Option<Locked>) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => {
-            handle.spawn(release_in_order(Some(held), locked));
-        }
-        // No runtime: dropping releases the in-process lock; the Lease expires.
-        Err(_) => drop((held, locked)),
-    }
-}
-
 /// A held device: the in-process lock (and any other locks taken with it) plus the Lease.
-/// Release with [`DeviceGuard::release`]; dropping it releases too (in a spawned task).
-#[derive(Debug)]
+/// Release with [`DeviceGuard::release`]; dropping it releases too.
 pub struct DeviceGuard {
-    inner: Arc<Inner>,
+    device_actor: Addr<DeviceActor>,
     device: String,
     locked: Option<Locked>,
     held: Option<HeldLease>,
     lost: LostSignal,
     taken_over_from: Option<String>,
+}
+
+impl std::fmt::Debug for DeviceGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceGuard")
+            .field("device", &self.device)
+            .field("locked", &self.locked)
+            .field("held", &self.held)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DeviceGuard {
@@ -541,35 +370,47 @@ impl DeviceGuard {
     /// that must stop at once, and for crash tests.
     pub async fn abandon(mut self) {
         if let Some(held) = self.held.take() {
-            self.inner.with_slot(&self.device, |slot| {
-                slot.holder = None;
-                slot.handovers = 0;
-            });
-            held.abandon().await;
+            let (done, finished) = oneshot::channel();
+            self.device_actor.do_send(Abandon { held, done });
+            let _ = finished.await;
         }
         if let Some(locked) = self.locked.take() {
             locked.unlock().await;
         }
     }
 
-    /// Releases: hands the Lease over to a pending in-process request or releases it, then
-    /// releases the in-process lock.
+    /// Releases: the device actor hands the Lease over to a pending in-process request or
+    /// releases it, then the in-process lock is released; returns once both are done. The Lease
+    /// step is queued at the device actor before the in-process lock is released, so the next
+    /// in-process holder's Lease step always comes after it.
     pub async fn release(mut self) {
-        let (held, locked) = (self.held.take(), self.locked.take());
-        let to_release = held.and_then(|h| self.inner.end_hold(&self.device, h));
-        release_in_order(to_release, locked).await;
+        let finished = self.end_hold(true);
+        if let Some(locked) = self.locked.take() {
+            locked.unlock().await;
+        }
+        if let Some(finished) = finished {
+            let _ = finished.await;
+        }
+    }
+
+    /// Hands the Lease back to the device actor; with `wait`, a receiver told when it is done.
+    fn end_hold(&mut self, wait: bool) -> Option<oneshot::Receiver<()>> {
+        let held = self.held.take()?;
+        let (done, finished) = if wait {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        self.device_actor.do_send(EndHold { held, done });
+        finished
     }
 }
 
 impl Drop for DeviceGuard {
     fn drop(&mut self) {
-        let Some(held) = self.held.take() else {
-            return;
-        };
-        let locked = self.locked.take();
-        match self.inner.end_hold(&self.device, held) {
-            Some(held) => spawn_release(held, locked),
-            None => drop(locked),
-        }
+        // The Lease step is queued first, then the in-process lock is released (dropping `locked`).
+        self.end_hold(false);
+        self.locked.take();
     }
 }

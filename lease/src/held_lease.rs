@@ -71,6 +71,13 @@ impl HeldLease {
         &self.acquired
     }
 
+    /// The Lease goes to the next in-process holder without an API call: for that holder it was
+    /// already this process's ([`Acquired::Reacquired`]), nothing was taken over.
+    pub(crate) fn handed_over(mut self) -> Self {
+        self.acquired = Acquired::Reacquired;
+        self
+    }
+
     /// The underlying lock.
     pub fn lock(&self) -> &Arc<LeaseLock> {
         &self.lock

@@ -118,6 +118,7 @@ impl DeviceLocks {
         let mut devices: Vec<DeviceSnapshot> = self
             .inner
             .slot_views()
+            .await
             .into_iter()
             .map(|slot| {
                 let waiters = resources

@@ -1,4 +1,4 @@
-//! `jitter`: the one function every periodic requeue of the project goes through (seed 002:
+//! `jitter`: the one function every periodic requeue of the project goes through (the device-locking decision:
 //! "a jitter of ±10% is applied to all periodic requeues to reduce lock convoy effects").
 
 use rand::Rng;

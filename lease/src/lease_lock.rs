@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::PostParams;
-use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// Default `leaseDurationSeconds`.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -136,11 +136,12 @@ pub struct LeaseLock {
     /// Whether the Lease belongs to a device (annotated with the device id on create).
     for_device: bool,
     metrics: Option<DeviceLockMetrics>,
-    /// The Lease as last seen by this process (any read or write), for inspection.
-    observed: Mutex<Option<ObservedLease>>,
-    /// The Lease as this holder last wrote it (saves a GET on renew and release; a stale copy only
-    /// costs a 409 and one GET, thanks to resourceVersion).
-    last_written: Mutex<Option<Lease>>,
+    /// The Lease as last seen by this process (any read or write), published for inspection (each
+    /// API call's answer replaces the snapshot whole).
+    observed: watch::Sender<Option<ObservedLease>>,
+    /// The Lease as this holder last wrote it, published the same way (saves a GET on renew and
+    /// release; a stale copy only costs a 409 and one GET, thanks to resourceVersion).
+    last_written: watch::Sender<Option<Lease>>,
 }
 
 impl LeaseLock {
@@ -177,8 +178,8 @@ impl LeaseLock {
             renew_period,
             for_device: true,
             metrics: None,
-            observed: Mutex::new(None),
-            last_written: Mutex::new(None),
+            observed: watch::Sender::new(None),
+            last_written: watch::Sender::new(None),
         }
     }
 
@@ -254,7 +255,7 @@ impl LeaseLock {
     /// The Lease as last read or written by this lock (no API call); `None` before the first call
     /// or when it was missing.
     pub fn observed(&self) -> Option<ObservedLease> {
-        self.observed.lock().map(|g| g.clone()).unwrap_or_default()
+        self.observed.borrow().clone()
     }
 
     fn observe(&self, lease: Option<&Lease>) {
@@ -270,9 +271,7 @@ impl LeaseLock {
                 observed_at: Timestamp::now().to_string(),
             }
         });
-        if let Ok(mut slot) = self.observed.lock() {
-            *slot = view;
-        }
+        self.observed.send_replace(view);
     }
 
     /// Acquires the Lease: creates it when absent, re-acquires it when this process holds it, takes
@@ -473,19 +472,14 @@ impl LeaseLock {
     }
 
     fn remembered(&self) -> Option<Lease> {
-        self.last_written
-            .lock()
-            .map(|g| g.clone())
-            .unwrap_or_default()
+        self.last_written.borrow().clone()
     }
 
     fn remember(&self, lease: Option<Lease>) {
         if lease.is_some() {
             self.observe(lease.as_ref());
         }
-        if let Ok(mut slot) = self.last_written.lock() {
-            *slot = lease;
-        }
+        self.last_written.send_replace(lease);
     }
 
     fn count(&self, verb: LeaseVerb) {

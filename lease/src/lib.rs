@@ -1,10 +1,12 @@
-//! cinder-lease: per-device locks (seed 002, design section 4).
+//! cinder-lease: per-device locks (the device-locking decision, design section 4).
 //!
 //! This crate owns the device locks of the operator: the in-process lock (through the cinder-actors
-//! lock coordinator's device actor, waiters queued by priority with ageing), the Kubernetes Lease
+//! lock coordinator's device resource actor, waiters queued by priority with ageing), each device's
+//! tenure actor (the held or parked Lease, hand-overs, the holder), the Kubernetes Lease
 //! that excludes other operator replicas, their metrics and inspection, and `jitter`, the one
 //! function every periodic requeue of the project goes through.
 
+mod device_actor;
 pub mod device_locks;
 pub mod devices;
 pub mod error;

@@ -271,6 +271,7 @@ async fn build_context(
         lease_namespace: lease_namespace(args),
         device_lock_metrics,
         lease_duration,
+        lock_arbiters: args.lock_arbiters,
         ..OperatorOptions::default()
     };
     let leader = if args.leader_elect {

@@ -8,7 +8,7 @@
 
 use crate::metrics::Metrics;
 use crate::pipeline::Pipelines;
-use cinder_actors::CoordinatorHandle;
+use cinder_actors::{CoordinatorConfig, CoordinatorHandle, Schema};
 use cinder_lease::{
     DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity, LeaseSettings,
 };
@@ -33,6 +33,16 @@ pub struct OperatorOptions {
     /// `leaseDurationSeconds` of the device Leases (`--lease-duration`; whole seconds, >= 1; the
     /// renew period is a third of it).
     pub lease_duration: std::time::Duration,
+    /// How many arbiters the lock coordinator spreads its resource actors over
+    /// (`--lock-arbiters`; 1: the coordinator's own thread).
+    pub lock_arbiters: u16,
+}
+
+/// The default of `--lock-arbiters`: the number of cores.
+pub fn default_lock_arbiters() -> u16 {
+    std::thread::available_parallelism()
+        .map(|n| u16::try_from(n.get()).unwrap_or(u16::MAX).min(256))
+        .unwrap_or(1)
 }
 
 impl Default for OperatorOptions {
@@ -44,6 +54,7 @@ impl Default for OperatorOptions {
             device_lock_metrics: DeviceLockMetrics::default(),
             concurrency: 8,
             lease_duration: cinder_lease::lease_lock::DEFAULT_LEASE_DURATION,
+            lock_arbiters: default_lock_arbiters(),
         }
     }
 }
@@ -122,7 +133,13 @@ impl OperatorContext {
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Arc<Self>> {
         let actors = ActorThread::start()?;
-        let coordinator = actors.run(CoordinatorHandle::start_standard).await?;
+        let config = CoordinatorConfig {
+            arbiters: usize::from(options.lock_arbiters),
+            ..CoordinatorConfig::default()
+        };
+        let coordinator = actors
+            .run(move || CoordinatorHandle::start(Schema::standard(), config))
+            .await?;
         let identity = if options.identity == HolderIdentity::process().as_str() {
             HolderIdentity::process()
         } else {

@@ -1,9 +1,9 @@
-//! The outcome of a phase and the release of its locks: `Locked` (context, results, guard,
-//! plan), `LockGuard` (reverse-order release on `unlock().await` or on drop) and `ShutdownGuard`.
+//! The outcome of a phase and the release of its locks: `Locked` (context, results, guard, plan),
+//! `LockGuard` (reverse-order release on `unlock()` or on drop) and `ShutdownGuard`.
 
-use super::Core;
+use super::PhaseTicket;
 use crate::plan::{LockContext, LockStep, Plan};
-use crate::resource_actor::{Release, ResourceRef};
+use crate::resource_actor::ResourceRef;
 use crate::results::QueryResult;
 use std::sync::Arc;
 
@@ -17,12 +17,13 @@ pub struct Locked {
     pub results: Vec<QueryResult>,
     /// Releases this phase's locks.
     pub guard: LockGuard,
-    /// The plan that was carried out.
+    /// The plan that was carried out (its `context_after` is in `context`).
     pub plan: Plan,
 }
 
 impl Locked {
     /// Releases this phase's locks in reverse acquisition order; returns them in release order.
+    /// See [`LockGuard::unlock`] for what is guaranteed when it returns.
     pub async fn unlock(self) -> Vec<LockStep> {
         self.guard.unlock().await
     }
@@ -30,72 +31,77 @@ impl Locked {
 
 /// The locks taken by one phase. Dropping it releases them (in reverse order) too.
 pub struct LockGuard {
-    pub(crate) txn: u64,
-    pub(crate) phase: u64,
+    txn: u64,
     /// Every lock of the phase, in acquisition order; the first `refs.len()` are held.
-    pub(crate) steps: Arc<[LockStep]>,
+    steps: Arc<[LockStep]>,
     /// The actors of the held locks, in acquisition order.
-    pub(crate) refs: Vec<ResourceRef>,
-    pub(crate) core: Arc<Core>,
-    pub(crate) released: bool,
+    refs: Vec<ResourceRef>,
+    /// The phase's entry in the coordinator's transaction table, ended after the releases.
+    ticket: Option<PhaseTicket>,
 }
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("txn", &self.txn)
-            .field("phase", &self.phase)
             .field("held", &&self.steps[..self.refs.len()])
             .finish()
     }
 }
 
 impl LockGuard {
+    pub(crate) fn new(txn: u64, steps: Arc<[LockStep]>, ticket: PhaseTicket) -> Self {
+        LockGuard {
+            txn,
+            refs: Vec::with_capacity(steps.len()),
+            steps,
+            ticket: Some(ticket),
+        }
+    }
+
+    /// Records the next lock of the plan as held.
+    pub(crate) fn push_held(&mut self, r: ResourceRef) {
+        self.refs.push(r);
+    }
+
+    /// The actor of the held lock at `at` (acquisition order).
+    pub(crate) fn resource(&self, at: usize) -> Option<&ResourceRef> {
+        self.refs.get(at)
+    }
+
     /// The locks held, in acquisition order.
     pub fn held(&self) -> Vec<LockStep> {
         self.steps[..self.refs.len()].to_vec()
     }
 
-    /// Releases the locks in reverse acquisition order; returns them in that order. The releases
-    /// are sent without awaiting each reply: every resource actor's mailbox is FIFO, so any
-    /// message sent to it after `unlock` returns (a new Acquire, an inspection) is handled after
-    /// the release.
-    pub async fn unlock(mut self) -> Vec<LockStep> {
-        self.released = true;
-        let refs = std::mem::take(&mut self.refs);
-        for r in refs.iter().rev() {
-            // A gone actor has nothing left to release.
+    /// Sends every release (reverse acquisition order), then ends the phase in the transaction
+    /// table.
+    fn release_all(&mut self) {
+        for r in self.refs.iter().rev() {
             r.release(self.txn);
         }
-        self.core.phase_done(self.phase);
-        let held = refs.len();
-        drop(refs);
-        // Once the phase is done the step list is normally this guard's alone (an inspection in
-        // progress may still share it): then the held steps are moved out instead of cloned.
-        match Arc::get_mut(&mut self.steps) {
-            Some(steps) => steps[..held]
-                .iter_mut()
-                .rev()
-                .map(|s| LockStep {
-                    mode: s.mode,
-                    kind: std::mem::take(&mut s.kind),
-                    id: std::mem::take(&mut s.id),
-                })
-                .collect(),
-            None => self.steps[..held].iter().rev().cloned().collect(),
-        }
+        self.ticket.take();
+    }
+
+    /// Releases the locks in reverse acquisition order; returns them in that order.
+    ///
+    /// The releases are messages sent without waiting for their handling. When `unlock` returns,
+    /// every release is in its resource actor's mailbox, ahead of any message sent to that actor
+    /// afterwards by anyone (a new Acquire, a commit, an inspection), so nothing can be granted,
+    /// committed or observed on these resources as if the locks were still held by this phase;
+    /// the phase is gone from the transaction table only after that (its end is sent after the
+    /// releases, and an inspection asks the resource actors only after handling it).
+    pub async fn unlock(mut self) -> Vec<LockStep> {
+        let held = self.refs.len();
+        self.release_all();
+        self.refs.clear();
+        self.steps[..held].iter().rev().cloned().collect()
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        for r in self.refs.iter().rev() {
-            r.do_send(Release { txn: self.txn });
-        }
-        self.core.phase_done(self.phase);
+        self.release_all();
     }
 }
 

@@ -1,24 +1,28 @@
 //! The cheap cloneable handle callers use: start, load, plan (explain), lock, nested lock,
-//! shutdown, inspect, peek.
+//! shutdown, inspect, peek. Every call is a message to the coordinator actor; Lock and NestedLock
+//! then ask the resource actors for their grants from the calling task.
 
+use super::acquire::acquire;
 use super::guard::{Locked, ShutdownGuard};
-use super::{Coordinator, CoordinatorConfig, Core, Inspect, PhaseKind, Stop};
+use super::inspect::Inspect;
+use super::{Begin, Coordinator, CoordinatorConfig, Explain, Peek, PhaseKind, Stop};
 use crate::error::LockError;
-use crate::index::Store;
 use crate::inspect::CoordinatorSnapshot;
 use crate::lock_queue::Priority;
-use crate::plan::{self, LockContext, Plan};
-use crate::query::Query;
-use crate::schema::{ROOT, ROOT_ID, Schema};
+use crate::plan::{LockContext, Plan};
+use crate::query::{Query, Subquery};
+use crate::schema::Schema;
 use actix::prelude::*;
 use serde_json::Value;
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 /// The cheap cloneable handle callers use.
 #[derive(Clone)]
 pub struct CoordinatorHandle {
     addr: Addr<Coordinator>,
-    core: Arc<Core>,
+    schema: Arc<Schema>,
+    arbiter: ArbiterHandle,
 }
 
 impl std::fmt::Debug for CoordinatorHandle {
@@ -30,21 +34,14 @@ impl std::fmt::Debug for CoordinatorHandle {
 impl CoordinatorHandle {
     /// Starts a coordinator for `schema` on the current actix arbiter (call it inside an actix
     /// System: `#[actix::main]`, `#[actix::test]`, an actix-web server). The resource actors run on
-    /// the same arbiter; the handle itself can be used from any thread or runtime.
+    /// the same arbiter, or on `config.arbiters` arbiters of their own; the handle itself can be
+    /// used from any thread or runtime.
     pub fn start(schema: Arc<Schema>, config: CoordinatorConfig) -> CoordinatorHandle {
-        let store = Arc::new(Store::new(schema));
-        // The root resource always exists, so its actor is never retired and re-created.
-        if let Some(root) = store.kind(ROOT) {
-            let _ = root.set(
-                ROOT_ID,
-                Some(Arc::new(Value::Object(serde_json::Map::new()))),
-            );
-        }
-        let core = Core::new(store, &config);
-        let actor = Coordinator::new(core.clone());
+        let addr = Coordinator::new(schema.clone(), &config).start();
         CoordinatorHandle {
-            addr: actor.start(),
-            core,
+            addr,
+            schema,
+            arbiter: Arbiter::current(),
         }
     }
 
@@ -55,45 +52,58 @@ impl CoordinatorHandle {
 
     /// The schema.
     pub fn schema(&self) -> &Arc<Schema> {
-        self.core.store.schema()
+        &self.schema
     }
 
-    /// Seeds the cache with a value without taking any lock (for bootstrapping, e.g. loading
-    /// persisted state at start); it bypasses the locks of transactions holding the resource.
-    pub fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
-        let index = self
-            .core
-            .store
+    /// The arbiter the coordinator runs on (where companions such as device actors start).
+    pub fn arbiter(&self) -> &ArbiterHandle {
+        &self.arbiter
+    }
+
+    /// Sets the value of (kind, id) as a transaction of its own: locks it for write (with its
+    /// parents' reads, their ids taken from `value`), commits `value` through its resource actor,
+    /// unlocks. For seeding the cache, e.g. with persisted state at start.
+    pub async fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
+        let info = self
+            .schema
             .kind(kind)
             .ok_or_else(|| LockError::UnknownKind {
                 kind: kind.to_string(),
             })?;
-        index
-            .set(id, Some(Arc::new(value)))
-            .map_err(|c| LockError::KeyExists {
+        let mut upsert = Subquery::upsert(kind, id);
+        for (parent, _) in &info.parents {
+            if let Some(pid) = info.owner_id(&value, parent) {
+                upsert = upsert.with_owner(parent, &pid);
+            }
+        }
+        let locked = self.lock(vec![Query::new(vec![upsert])]).await?;
+        let committed = match locked.results.first().and_then(|r| r.get(kind)) {
+            Some(r) => r.upsert(value).await,
+            None => Err(LockError::UnknownKind {
                 kind: kind.to_string(),
-                key: c.key,
-                owner: c.owner,
-                id: id.to_string(),
-            })
+            }),
+        };
+        locked.unlock().await;
+        committed
     }
 
     /// Plans `queries` against the live cache without taking anything (explain).
-    pub fn plan(
+    pub async fn plan(
         &self,
-        queries: &[Query],
+        queries: Vec<Query>,
         context: Option<&LockContext>,
     ) -> Result<Plan, LockError> {
-        plan::plan(
-            self.core.store.schema(),
-            &*self.core.store,
-            queries,
-            context,
-        )
+        self.addr
+            .send(Explain {
+                queries,
+                context: context.cloned(),
+            })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?
     }
 
-    /// Plans and acquires in the calling task (no round trip through the coordinator actor),
-    /// in a `wait` span (the time the caller waits for its locks).
+    /// A Begin message to the coordinator, then the acquisition in the calling task, in a
+    /// `wait` span (the time the caller waits for its locks).
     #[tracing::instrument(name = "wait", level = "info", skip_all,
         fields(kind = "lock", queries = queries.len(), priority = ?priority, otel.name = "wait lock"))]
     async fn begin(
@@ -103,7 +113,17 @@ impl CoordinatorHandle {
         priority: Priority,
         what: PhaseKind,
     ) -> Result<Locked, LockError> {
-        self.core.begin(&queries, context, priority, what).await
+        let (reply, answer) = oneshot::channel();
+        // A stopped coordinator drops the message, and with it the reply channel.
+        self.addr.do_send(Begin {
+            queries,
+            context: context.cloned(),
+            priority,
+            what,
+            reply,
+        });
+        let planned = answer.await.map_err(|_| LockError::ShuttingDown)??;
+        acquire(&self.addr, planned, priority).await
     }
 
     /// Lock with the default priority.
@@ -120,7 +140,8 @@ impl CoordinatorHandle {
         self.begin(queries, None, priority, PhaseKind::Lock).await
     }
 
-    /// NestedLock with the default priority: extends `context` (the context of a live phase).
+    /// NestedLock with the default priority: extends `context`, the unchanged context of a phase
+    /// whose locks are still held (any other is refused: `released_context`, `foreign_context`).
     pub async fn nested_lock(
         &self,
         context: &LockContext,
@@ -167,8 +188,15 @@ impl CoordinatorHandle {
             .map_err(|_| LockError::ShuttingDown)
     }
 
-    /// An inconsistent copy of one value (no lock, no message).
-    pub fn peek(&self, kind: &str, id: &str) -> Option<Arc<Value>> {
-        self.core.store.kind(kind).and_then(|k| k.get(id))
+    /// An inconsistent copy of one value (no lock): the value the coordinator's catalog has.
+    pub async fn peek(&self, kind: &str, id: &str) -> Option<Arc<Value>> {
+        self.addr
+            .send(Peek {
+                kind: kind.to_string(),
+                id: id.to_string(),
+            })
+            .await
+            .ok()
+            .flatten()
     }
 }

@@ -1,51 +1,60 @@
-//! The lock coordinator and its cheap cloneable handle: each Lock / NestedLock is planned purely,
-//! its resource actors are resolved (and created) in the shared registry, then the acquisition
-//! runs in the caller's task, asking for each lock in plan order and awaiting its grant before
-//! asking for the next. The coordinator actor stops the coordinator and answers inspection; the
-//! shared [`Core`] holds the registry, the counters and the in-flight phases. Also: shutdown (a
-//! write on root) and retirement bookkeeping.
+//! The lock-coordinator actor. It owns the registry of resource actors (started on first use,
+//! forgotten when they retire), the catalog of committed values and keys, the transaction table
+//! (every Lock / NestedLock / shutdown phase not yet released, with the lock context it issued)
+//! and the stop. Every Lock and NestedLock is a [`Begin`] message: the coordinator checks the lock
+//! context against the live phase that issued it, plans the queries with the pure planner against
+//! its catalog, records the phase and replies with the plan and the resource actors to ask. The
+//! caller's task then asks each resource actor for its grant in plan order (see `acquire.rs`).
 //!
-//! Files: this one holds the core, the actor and its messages; `phase.rs` the acquisition future,
-//! `guard.rs` the outcome and its release, `handle.rs` the callers' handle.
+//! Files: this one holds the actor, its state and its messages; `acquire.rs` the acquisition,
+//! `guard.rs` the outcome and its release, `handle.rs` the callers' handle, `inspect.rs` the
+//! transaction table's snapshot.
 
+mod acquire;
 mod guard;
 mod handle;
-mod phase;
+mod inspect;
 
+use acquire::PendingGrant;
 pub use guard::{LockGuard, Locked, ShutdownGuard};
 pub use handle::CoordinatorHandle;
 
+use crate::catalog::Catalog;
 use crate::error::LockError;
 use crate::fast_hash::FxHashMap;
-use crate::index::Store;
-use crate::inspect::{CoordinatorSnapshot, TransactionSnapshot, WaitSnapshot};
 use crate::lock_queue::{DEFAULT_AGE_STEP, Priority};
 use crate::plan::{
-    self, EntryAction, LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry,
+    self, CacheView, EntryAction, LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry,
 };
 use crate::query::{Op, Query};
-use crate::resource_actor::{InspectResource, ResourceRef, Retired};
-use crate::schema::{ROOT, ROOT_ID};
-use actix::ArbiterHandle;
+use crate::resource_actor::{ResourceRef, ResourceSpec, Retired};
+use crate::results::Listed;
+use crate::schema::{ROOT, ROOT_ID, Schema};
 use actix::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::thread::ThreadId;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// Tunables of a coordinator.
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
     /// A waiter's effective priority rises one level per `age_step` of waiting.
     pub age_step: Duration,
+    /// How many arbiters (one thread each) the resource actors are spread over, by a hash of
+    /// (kind, id). 0 or 1: every resource actor runs on the coordinator's own arbiter (one thread
+    /// for the whole lock core). From 2 on, the coordinator starts that many arbiters of its own
+    /// and stops them when it stops.
+    pub arbiters: usize,
 }
 
 impl Default for CoordinatorConfig {
     fn default() -> Self {
         CoordinatorConfig {
             age_step: DEFAULT_AGE_STEP,
+            arbiters: 1,
         }
     }
 }
@@ -67,264 +76,515 @@ impl PhaseKind {
     }
 }
 
+/// One phase of the transaction table.
 #[derive(Debug)]
-pub(crate) struct PhaseStatus {
-    phase: u64,
+struct PhaseRecord {
     txn: u64,
     what: PhaseKind,
     priority: Priority,
     started: Instant,
-    /// Every lock of the phase, in acquisition order (shared with the acquisition future).
+    /// Every lock of the phase, in acquisition order (key locks first).
     steps: Arc<[LockStep]>,
-    /// How many of `steps` are held.
-    held: usize,
-    /// The step waited on (an index into `steps`) and since when.
-    waiting: Option<(usize, Instant)>,
+    /// The renames of the phase: (kind, new key, id), checked again once the key locks are held.
+    new_keys: Vec<(String, String, String)>,
 }
 
-pub(crate) type SharedStatus = Arc<Mutex<PhaseStatus>>;
-
-/// A granted lock: the value at grant time and the actor that granted it.
-pub(crate) type GrantedLock = (Option<Arc<Value>>, ResourceRef);
-
-pub(crate) fn with_status<R>(s: &SharedStatus, f: impl FnOnce(&mut PhaseStatus) -> R) -> R {
-    let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
-    f(&mut g)
-}
-
-/// What the coordinator actor shares with its handles and its resource actors: the store, the
-/// registry of resource actors, the transaction and phase counters and the in-flight phases (for
-/// inspection). Lock and NestedLock run in the caller's task on this (planning is pure; the
-/// registry is a short mutex), so a lock costs no round trip through the coordinator's mailbox.
-pub(crate) struct Core {
-    pub(crate) store: Arc<Store>,
+/// The lock-coordinator actor. Use it through [`CoordinatorHandle`].
+pub struct Coordinator {
+    catalog: Catalog,
     age_step: Duration,
-    registry: Mutex<Registry>,
-    next_txn: AtomicU64,
-    next_phase: AtomicU64,
-    phases: Mutex<BTreeMap<u64, SharedStatus>>,
-    /// The arbiter the coordinator runs on (resource actors are started there) and its thread.
-    pub(crate) arbiter: ArbiterHandle,
-    pub(crate) thread: ThreadId,
-    stopped: AtomicBool,
-    me: Weak<Core>,
-}
-
-impl std::fmt::Debug for Core {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").finish_non_exhaustive()
-    }
-}
-
-#[derive(Default)]
-struct Registry {
-    /// kind -> id -> actor (looked up by `&str`, without building a key per lock).
-    actors: FxHashMap<String, FxHashMap<String, ResourceRef>>,
+    /// kind -> id -> actor.
+    registry: FxHashMap<String, FxHashMap<String, ResourceRef>>,
     kind_names: FxHashMap<String, Arc<str>>,
     next_generation: u64,
+    next_txn: u64,
+    next_phase: u64,
+    phases: BTreeMap<u64, PhaseRecord>,
+    /// The arbiters resource actors are spread over (empty: the coordinator's own).
+    arbiters: Vec<Arbiter>,
+    /// The key of the seal of issued lock contexts (random per coordinator).
+    seal_key: std::collections::hash_map::RandomState,
 }
 
-impl Core {
-    /// A core for a coordinator started on the current arbiter.
-    pub(crate) fn new(store: Arc<Store>, config: &CoordinatorConfig) -> Arc<Core> {
-        Arc::new_cyclic(|me| Core {
-            store,
+impl Coordinator {
+    pub(crate) fn new(schema: Arc<Schema>, config: &CoordinatorConfig) -> Coordinator {
+        let mut catalog = Catalog::new(schema);
+        // The root resource always exists, so its actor is never retired and re-created.
+        catalog.apply(
+            ROOT,
+            ROOT_ID,
+            Some(Arc::new(Value::Object(Default::default()))),
+        );
+        let arbiters = if config.arbiters >= 2 {
+            (0..config.arbiters).map(|_| Arbiter::new()).collect()
+        } else {
+            Vec::new()
+        };
+        Coordinator {
+            catalog,
             age_step: config.age_step,
-            registry: Mutex::new(Registry::default()),
-            next_txn: AtomicU64::new(0),
-            next_phase: AtomicU64::new(0),
-            phases: Mutex::new(BTreeMap::new()),
-            arbiter: Arbiter::current(),
-            thread: std::thread::current().id(),
-            stopped: AtomicBool::new(false),
-            me: me.clone(),
-        })
+            registry: FxHashMap::default(),
+            kind_names: FxHashMap::default(),
+            next_generation: 0,
+            next_txn: 0,
+            next_phase: 0,
+            phases: BTreeMap::new(),
+            arbiters,
+            seal_key: Default::default(),
+        }
     }
 
-    fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    /// The seal of a context: a keyed hash of everything it says (transaction, phase, held locks,
+    /// last lock held, root), so a context altered or built outside this coordinator does not match.
+    fn seal(&self, c: &LockContext) -> u64 {
+        let mut h = self.seal_key.build_hasher();
+        (c.txn, c.phase, c.holds_root).hash(&mut h);
+        c.held.hash(&mut h);
+        c.last_lock_held
+            .as_ref()
+            .map(|l| (l.op.as_str(), l.kind.as_str(), l.id.as_str()))
+            .hash(&mut h);
+        // Never 0, the seal of a context no coordinator issued.
+        h.finish() | 1
     }
 
-    fn phases(&self) -> MutexGuard<'_, BTreeMap<u64, SharedStatus>> {
-        self.phases.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether the coordinator was stopped (every later Lock answers `shutting_down`).
-    pub(crate) fn stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
-    }
-
-    /// The actor of (kind, id), started when it has none (or only a retired one).
-    pub(crate) fn resolve(&self, kind: &str, id: &str) -> ResourceRef {
-        let mut reg = self.registry();
-        self.resolve_in(&mut reg, kind, id)
-    }
-
-    /// The actors of every step, under one registry lock.
-    fn resolve_all(&self, steps: &[LockStep]) -> Vec<ResourceRef> {
-        let mut reg = self.registry();
-        steps
-            .iter()
-            .map(|s| self.resolve_in(&mut reg, &s.kind, &s.id))
-            .collect()
-    }
-
-    fn resolve_in(&self, reg: &mut Registry, kind: &str, id: &str) -> ResourceRef {
-        if let Some(r) = reg.actors.get(kind).and_then(|ids| ids.get(id))
+    /// The actor of (kind, id), started when it has none (or only `stale`, a generation that
+    /// stopped).
+    fn resolve(
+        &mut self,
+        kind: &str,
+        id: &str,
+        stale: Option<u64>,
+        ctx: &mut Context<Self>,
+    ) -> ResourceRef {
+        if let Some(r) = self.registry.get(kind).and_then(|ids| ids.get(id))
+            && Some(r.generation) != stale
             && r.connected()
         {
             return r.clone();
         }
-        reg.next_generation += 1;
-        let generation = reg.next_generation;
-        let index = self.store.kind(kind).cloned();
-        let kind_name = match reg.kind_names.get(kind) {
+        self.next_generation += 1;
+        let kind_name = match self.kind_names.get(kind) {
             Some(k) => k.clone(),
             None => {
                 let k: Arc<str> = Arc::from(kind);
-                reg.kind_names.insert(kind.to_string(), k.clone());
+                self.kind_names.insert(kind.to_string(), k.clone());
                 k
             }
         };
-        // On the coordinator's thread the actor starts on the current arbiter directly; from
-        // another thread it is started on the coordinator's arbiter.
-        let arbiter = (std::thread::current().id() != self.thread).then_some(&self.arbiter);
-        let r = ResourceRef::start(
-            kind_name,
-            id,
-            index,
-            self.age_step,
-            generation,
-            self.me.clone(),
-            arbiter,
-        );
-        match reg.actors.get_mut(kind) {
-            Some(ids) => {
-                ids.insert(id.to_string(), r.clone());
-            }
-            None => {
-                let mut ids = FxHashMap::default();
-                ids.insert(id.to_string(), r.clone());
-                reg.actors.insert(kind.to_string(), ids);
-            }
-        }
+        let spec = ResourceSpec {
+            kind: kind_name,
+            id: id.to_string(),
+            info: self.catalog.info(kind).cloned(),
+            value: self.catalog.get(kind, id),
+            age_step: self.age_step,
+            generation: self.next_generation,
+            coordinator: ctx.address(),
+        };
+        let arbiter = (!self.arbiters.is_empty()).then(|| {
+            let mut h = crate::fast_hash::FxHasher::default();
+            kind.hash(&mut h);
+            id.hash(&mut h);
+            self.arbiters[(h.finish() % self.arbiters.len() as u64) as usize].handle()
+        });
+        let r = ResourceRef::start(spec, arbiter.as_ref());
+        self.registry
+            .entry(kind.to_string())
+            .or_default()
+            .insert(id.to_string(), r.clone());
         r
     }
 
-    /// An actor retired: forget it unless a newer generation is registered.
-    pub(crate) fn retired(&self, kind: &str, id: &str, generation: u64) {
-        let mut reg = self.registry();
-        if let Some(ids) = reg.actors.get_mut(kind)
-            && ids.get(id).is_some_and(|r| r.generation == generation)
-        {
-            ids.remove(id);
+    /// Checks a presented lock context: sealed by this coordinator, unchanged, and issued by a
+    /// phase that still holds its locks.
+    fn check_context(&self, presented: &LockContext) -> Result<(), LockError> {
+        let txn = presented.txn;
+        if presented.seal != self.seal(presented) {
+            return Err(LockError::ForeignContext { txn });
+        }
+        match self.phases.get(&presented.phase) {
+            Some(record) if record.txn == txn => Ok(()),
+            Some(_) => Err(LockError::ForeignContext { txn }),
+            None => Err(LockError::ReleasedContext { txn }),
         }
     }
 
-    /// A phase released its locks (or failed): it is no longer in flight.
-    pub(crate) fn phase_done(&self, phase: u64) {
-        self.phases().remove(&phase);
-    }
-
-    /// Plans and carries out one Lock / NestedLock / shutdown in the caller's task.
-    pub(crate) async fn begin(
-        self: &Arc<Self>,
-        queries: &[Query],
-        context: Option<&LockContext>,
-        priority: Priority,
-        what: PhaseKind,
-    ) -> Result<Locked, LockError> {
-        if self.stopped() {
-            return Err(LockError::ShuttingDown);
+    fn begin(&mut self, msg: &Begin, ctx: &mut Context<Self>) -> Result<Planned, LockError> {
+        if let Some(c) = &msg.context {
+            self.check_context(c)?;
         }
-        let planned = match what {
-            PhaseKind::Shutdown => Ok(shutdown_plan()),
-            _ => plan::plan(self.store.schema(), &*self.store, queries, context),
+        let recorded = msg.context.as_ref();
+        let mut plan = match msg.what {
+            PhaseKind::Shutdown => shutdown_plan(),
+            _ => plan::plan(self.catalog.schema(), &self.catalog, &msg.queries, recorded)?,
         };
-        let plan = match planned {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::debug!(code = e.code(), error = %e, "lock refused");
-                return Err(e);
+        let txn = match recorded {
+            Some(c) => c.txn,
+            None => {
+                self.next_txn += 1;
+                self.next_txn
             }
         };
-        let txn = match context {
-            Some(c) => c.txn,
-            None => self.next_txn.fetch_add(1, Ordering::Relaxed) + 1,
-        };
-        let phase = self.next_phase.fetch_add(1, Ordering::Relaxed) + 1;
+        self.next_phase += 1;
+        let phase = self.next_phase;
         let steps: Arc<[LockStep]> = plan
             .key_locks
             .iter()
             .chain(&plan.acquire)
             .cloned()
             .collect();
-        let refs = self.resolve_all(&steps);
-        let status = Arc::new(Mutex::new(PhaseStatus {
+        let refs: Vec<ResourceRef> = steps
+            .iter()
+            .map(|s| self.resolve(&s.kind, &s.id, None, ctx))
+            .collect();
+        let first = refs
+            .first()
+            .zip(steps.first())
+            .map(|(r, step)| PendingGrant::ask(r, txn, step, msg.priority));
+        let new_keys = self.new_keys(&msg.queries);
+        let check_keys = !new_keys.is_empty();
+        // The context moves to the caller's `Locked::context`; the plan keeps the default.
+        let mut context = std::mem::take(&mut plan.context_after);
+        context.txn = txn;
+        context.phase = phase;
+        context.seal = self.seal(&context);
+        let collect = plan.actions.iter().zip(&plan.entries).any(|(a, e)| {
+            e.query.is_some()
+                && !e.synthetic
+                && matches!(
+                    a,
+                    EntryAction::List | EntryAction::InconsistentRead | EntryAction::Held
+                )
+        });
+        self.phases.insert(
             phase,
-            txn,
-            what,
-            priority,
-            started: Instant::now(),
-            steps: steps.clone(),
-            held: 0,
-            waiting: None,
-        }));
-        self.phases().insert(phase, status.clone());
-        let run = phase::Phase {
-            core: self.clone(),
+            PhaseRecord {
+                txn,
+                what: msg.what,
+                priority: msg.priority,
+                started: Instant::now(),
+                steps: steps.clone(),
+                new_keys,
+            },
+        );
+        Ok(Planned {
+            first,
+            ticket: PhaseTicket {
+                coordinator: ctx.address(),
+                phase,
+                armed: true,
+            },
             plan,
+            context,
             steps,
             refs,
             txn,
-            phase,
-            priority,
-            status,
-        };
-        run.run().await
+            check_keys,
+            collect,
+        })
     }
-}
 
-/// The coordinator actor (stop, inspection). Use it through [`CoordinatorHandle`].
-pub struct Coordinator {
-    core: Arc<Core>,
+    /// The renames of `queries`: (kind, new key, id).
+    fn new_keys(&self, queries: &[Query]) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for s in queries.iter().flat_map(|q| &q.0) {
+            let Some(new_key) = &s.new_key else { continue };
+            let id = if s.id.is_empty() {
+                s.key
+                    .as_ref()
+                    .and_then(|k| self.catalog.id_by_key(&s.kind, k))
+                    .unwrap_or_default()
+            } else {
+                s.id.clone()
+            };
+            out.push((s.kind.clone(), new_key.clone(), id));
+        }
+        out
+    }
 }
 
 impl Actor for Coordinator {
     type Context = Context<Self>;
 
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(crate::resource_actor::MAILBOX_CAPACITY);
+    }
+
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
-        self.core.stopped.store(true, Ordering::Release);
+        for a in &self.arbiters {
+            a.stop();
+        }
     }
 }
 
-impl Coordinator {
-    pub(crate) fn new(core: Arc<Core>) -> Coordinator {
-        Coordinator { core }
+/// What a Begin hands to the caller: the plan, the actors to ask, and the phase's ticket (whose
+/// drop ends the phase in the transaction table).
+pub(crate) struct Planned {
+    /// The first lock of the plan, asked for by the coordinator itself (saves the caller a round
+    /// trip). Declared before the ticket: dropped unused, it is given back before the phase ends.
+    pub(crate) first: Option<PendingGrant>,
+    pub(crate) ticket: PhaseTicket,
+    pub(crate) plan: Plan,
+    pub(crate) context: LockContext,
+    pub(crate) steps: Arc<[LockStep]>,
+    pub(crate) refs: Vec<ResourceRef>,
+    pub(crate) txn: u64,
+    /// The plan renames: check the new keys again once the key locks are held.
+    pub(crate) check_keys: bool,
+    /// The results need lists, inconsistent reads or held values from the catalog.
+    pub(crate) collect: bool,
+}
+
+/// A phase of the transaction table, ended (a [`PhaseDone`] message) when this is dropped.
+pub(crate) struct PhaseTicket {
+    pub(crate) coordinator: Addr<Coordinator>,
+    pub(crate) phase: u64,
+    armed: bool,
+}
+
+impl Drop for PhaseTicket {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            self.coordinator.do_send(PhaseDone { phase: self.phase });
+        }
     }
 }
 
-/// Look up (creating when needed) the actor of (kind, id).
-#[derive(Message, Debug)]
+/// Plan and record a Lock / NestedLock / shutdown phase; the answer goes to `reply` (a phase whose
+/// caller went away is ended at once).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Begin {
+    pub(crate) queries: Vec<Query>,
+    pub(crate) context: Option<LockContext>,
+    pub(crate) priority: Priority,
+    pub(crate) what: PhaseKind,
+    pub(crate) reply: oneshot::Sender<Result<Planned, LockError>>,
+}
+
+impl Handler<Begin> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, msg: Begin, ctx: &mut Context<Self>) {
+        let answer = self.begin(&msg, ctx);
+        if let Err(e) = &answer {
+            tracing::debug!(code = e.code(), error = %e, "lock refused");
+        }
+        // A caller that went away drops the answer, and with it the ticket that ends the phase.
+        let _ = msg.reply.send(answer);
+    }
+}
+
+/// A phase released its locks (or failed, or was abandoned): remove it from the table. Sent after
+/// the phase's releases, so an inspection that no longer shows the phase asks the resource actors
+/// after those releases.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct PhaseDone {
+    pub(crate) phase: u64,
+}
+
+impl Handler<PhaseDone> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, msg: PhaseDone, _ctx: &mut Context<Self>) {
+        self.phases.remove(&msg.phase);
+    }
+}
+
+/// The actor of (kind, id), started again when the one the caller had (`stale`) stopped.
+#[derive(Message)]
 #[rtype(result = "ResourceRef")]
-pub struct Resolve {
-    /// The kind.
-    pub kind: String,
-    /// The id.
-    pub id: String,
+pub(crate) struct Resolve {
+    pub(crate) kind: String,
+    pub(crate) id: String,
+    pub(crate) stale: Option<u64>,
 }
 
 impl Handler<Resolve> for Coordinator {
     type Result = MessageResult<Resolve>;
-    fn handle(&mut self, msg: Resolve, _ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.core.resolve(&msg.kind, &msg.id))
+    fn handle(&mut self, msg: Resolve, ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.resolve(&msg.kind, &msg.id, msg.stale, ctx))
     }
 }
 
 impl Handler<Retired> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: Retired, _ctx: &mut Context<Self>) {
-        self.core.retired(&msg.kind, &msg.id, msg.generation);
+        if let Some(ids) = self.registry.get_mut(&*msg.kind)
+            && ids
+                .get(&msg.id)
+                .is_some_and(|r| r.generation == msg.generation)
+        {
+            ids.remove(&msg.id);
+        }
+    }
+}
+
+/// A resource actor committed a value (or removed it): the catalog follows.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Committed {
+    /// The kind.
+    pub kind: Arc<str>,
+    /// The id.
+    pub id: String,
+    /// The new value (`None`: deleted).
+    pub value: Option<Arc<Value>>,
+}
+
+impl Handler<Committed> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, msg: Committed, _ctx: &mut Context<Self>) {
+        self.catalog.apply(&msg.kind, &msg.id, msg.value);
+    }
+}
+
+/// The key locks of a phase are held: are its new keys still free?
+#[derive(Message)]
+#[rtype(result = "Result<(), LockError>")]
+pub(crate) struct CheckNewKeys {
+    pub(crate) phase: u64,
+}
+
+impl Handler<CheckNewKeys> for Coordinator {
+    type Result = Result<(), LockError>;
+    fn handle(&mut self, msg: CheckNewKeys, _ctx: &mut Context<Self>) -> Self::Result {
+        let Some(record) = self.phases.get(&msg.phase) else {
+            return Ok(());
+        };
+        for (kind, key, id) in &record.new_keys {
+            self.catalog
+                .key_free(kind, key, id)
+                .map_err(|c| LockError::KeyExists {
+                    kind: kind.clone(),
+                    key: c.key,
+                    owner: c.owner,
+                    id: id.clone(),
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// A commit is about to give `id` the key `key`: claim it (refused when another id owns it).
+#[derive(Message)]
+#[rtype(result = "Result<(), LockError>")]
+pub(crate) struct ClaimKey {
+    pub(crate) kind: String,
+    pub(crate) key: String,
+    pub(crate) id: String,
+}
+
+impl Handler<ClaimKey> for Coordinator {
+    type Result = Result<(), LockError>;
+    fn handle(&mut self, msg: ClaimKey, _ctx: &mut Context<Self>) -> Self::Result {
+        self.catalog
+            .claim_key(&msg.kind, &msg.key, &msg.id)
+            .map_err(|c| LockError::KeyExists {
+                kind: msg.kind,
+                key: c.key,
+                owner: c.owner,
+                id: msg.id,
+            })
+    }
+}
+
+/// The commit after a [`ClaimKey`] was refused: give the key back.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct UnclaimKey {
+    pub(crate) kind: String,
+    pub(crate) key: String,
+    pub(crate) id: String,
+}
+
+impl Handler<UnclaimKey> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, msg: UnclaimKey, _ctx: &mut Context<Self>) {
+        self.catalog.unclaim_key(&msg.kind, &msg.key, &msg.id);
+    }
+}
+
+/// What the results of a granted phase need from the catalog: per plan entry (by position) a
+/// list, an inconsistent read or the value of a lock an earlier phase holds.
+#[derive(Message)]
+#[rtype(result = "Vec<Collected>")]
+pub(crate) struct Collect {
+    pub(crate) entries: Vec<(usize, PlanEntry, EntryAction)>,
+}
+
+/// One answer of a [`Collect`].
+pub(crate) enum Collected {
+    List(usize, Vec<Listed>),
+    Value(usize, Option<Arc<Value>>),
+}
+
+impl Handler<Collect> for Coordinator {
+    type Result = MessageResult<Collect>;
+    fn handle(&mut self, msg: Collect, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            msg.entries
+                .into_iter()
+                .map(|(at, e, action)| match action {
+                    EntryAction::List => Collected::List(
+                        at,
+                        self.catalog
+                            .list(&e.kind, e.filter.as_ref())
+                            .into_iter()
+                            .map(|(id, value)| Listed { id, value })
+                            .collect(),
+                    ),
+                    _ => Collected::Value(at, self.catalog.get(&e.kind, &e.id)),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// An inconsistent copy of one value (no lock).
+#[derive(Message)]
+#[rtype(result = "Option<Arc<Value>>")]
+pub(crate) struct Peek {
+    pub(crate) kind: String,
+    pub(crate) id: String,
+}
+
+impl Handler<Peek> for Coordinator {
+    type Result = Option<Arc<Value>>;
+    fn handle(&mut self, msg: Peek, _ctx: &mut Context<Self>) -> Self::Result {
+        self.catalog.get(&msg.kind, &msg.id)
+    }
+}
+
+/// Plan `queries` against the catalog without taking anything (explain).
+#[derive(Message)]
+#[rtype(result = "Result<Plan, LockError>")]
+pub(crate) struct Explain {
+    pub(crate) queries: Vec<Query>,
+    pub(crate) context: Option<LockContext>,
+}
+
+impl Handler<Explain> for Coordinator {
+    type Result = Result<Plan, LockError>;
+    fn handle(&mut self, msg: Explain, _ctx: &mut Context<Self>) -> Self::Result {
+        plan::plan(
+            self.catalog.schema(),
+            &self.catalog,
+            &msg.queries,
+            msg.context.as_ref(),
+        )
+    }
+}
+
+/// Stop the coordinator actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Stop;
+
+impl Handler<Stop> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 
@@ -348,77 +608,13 @@ fn shutdown_plan() -> Plan {
             id: ROOT_ID.to_string(),
         }],
         context_after: LockContext {
-            txn: 0,
-            held: BTreeMap::new(),
             last_lock_held: Some(LockedEntry {
                 op: Op::Upsert,
                 kind: ROOT.to_string(),
                 id: ROOT_ID.to_string(),
             }),
             holds_root: true,
+            ..LockContext::default()
         },
-    }
-}
-
-/// Stop the coordinator actor.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct Stop;
-
-impl Handler<Stop> for Coordinator {
-    type Result = ();
-    fn handle(&mut self, _msg: Stop, ctx: &mut Context<Self>) {
-        self.core.stopped.store(true, Ordering::Release);
-        ctx.stop();
-    }
-}
-
-#[derive(Message)]
-#[rtype(result = "CoordinatorSnapshot")]
-pub(crate) struct Inspect;
-
-impl Handler<Inspect> for Coordinator {
-    type Result = ResponseFuture<CoordinatorSnapshot>;
-    fn handle(&mut self, _msg: Inspect, _ctx: &mut Context<Self>) -> Self::Result {
-        let now = Instant::now();
-        let phases: Vec<SharedStatus> = self.core.phases().values().cloned().collect();
-        let transactions: Vec<TransactionSnapshot> = phases
-            .iter()
-            .map(|s| {
-                with_status(s, |p| TransactionSnapshot {
-                    phase: p.phase,
-                    txn: p.txn,
-                    what: p.what.name(),
-                    priority: p.priority,
-                    age_ms: now.saturating_duration_since(p.started).as_millis() as u64,
-                    held: p.steps.iter().take(p.held).cloned().collect(),
-                    waiting_on: p.waiting.and_then(|(i, since)| {
-                        p.steps.get(i).map(|l| WaitSnapshot {
-                            lock: l.clone(),
-                            waited_ms: now.saturating_duration_since(since).as_millis() as u64,
-                        })
-                    }),
-                })
-            })
-            .collect();
-        let refs: Vec<ResourceRef> = self
-            .core
-            .registry()
-            .actors
-            .values()
-            .flat_map(FxHashMap::values)
-            .filter(|r| r.connected())
-            .cloned()
-            .collect();
-        Box::pin(async move {
-            let snaps =
-                futures::future::join_all(refs.iter().map(|r| r.send(InspectResource))).await;
-            let mut resources: Vec<_> = snaps.into_iter().filter_map(Result::ok).collect();
-            resources.sort_by(|a, b| (&a.kind, &a.id).cmp(&(&b.kind, &b.id)));
-            CoordinatorSnapshot {
-                transactions,
-                resources,
-            }
-        })
     }
 }

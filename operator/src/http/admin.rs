@@ -48,13 +48,10 @@ pub enum AdminError {
 }
 
 /// One resource actor as shown: its lock state and (redacted) value.
-fn actor_view(coordinator: &CoordinatorHandle, r: &ResourceSnapshot) -> Value {
+fn actor_view(r: &ResourceSnapshot) -> Value {
     let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut v {
-        let value = coordinator
-            .peek(&r.kind, &r.id)
-            .map(|val| (*val).clone())
-            .unwrap_or(Value::Null);
+        let value = r.value.as_deref().cloned().unwrap_or(Value::Null);
         map.insert("value".to_string(), value);
     }
     redacted(v)
@@ -68,11 +65,7 @@ impl AdminSources {
     /// `/actors`: every live resource actor, sorted by kind and id.
     pub async fn actors(&self) -> Result<Value, AdminError> {
         let snapshot = self.snapshot().await?;
-        let actors: Vec<Value> = snapshot
-            .resources
-            .iter()
-            .map(|r| actor_view(&self.coordinator, r))
-            .collect();
+        let actors: Vec<Value> = snapshot.resources.iter().map(actor_view).collect();
         Ok(json!({ "count": actors.len(), "actors": actors }))
     }
 
@@ -83,7 +76,7 @@ impl AdminSources {
             .resources
             .iter()
             .find(|r| r.kind == kind && r.id == id)
-            .map(|r| actor_view(&self.coordinator, r)))
+            .map(actor_view))
     }
 
     /// `/transactions`: in-flight lock phases (held locks, what each waits on, age).

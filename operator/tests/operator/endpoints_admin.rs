@@ -40,6 +40,7 @@ async fn fixture() -> Fixture {
             json!({"name": "nfs", "type": "NFS", "password": SECRET,
                    "broker": format!("rabbit://cinder:{URL_PASSWORD}@rabbit:5672/")}),
         )
+        .await
         .unwrap();
     coordinator
         .load(
@@ -47,6 +48,7 @@ async fn fixture() -> Fixture {
             "openstack/ceph",
             json!({"name": "ceph", "type": "RBD", "key": SECRET}),
         )
+        .await
         .unwrap();
     // Resource actors start on the first transaction that touches a value; after that they
     // live as long as the value does.

@@ -24,7 +24,7 @@ fn run_with_stdin(input: &str) -> Output {
 
 fn fixture(name: &str) -> String {
     let path = format!(
-        "{}/../actors/tests/fixtures/{name}",
+        "{}/../actors/tests/actors/fixtures/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read_to_string(path).unwrap()
@@ -76,7 +76,7 @@ fn first_example_prints_acquisitions_and_reverse_release() {
 #[test]
 fn file_argument_and_second_example() {
     let path = format!(
-        "{}/../actors/tests/fixtures/example2.json",
+        "{}/../actors/tests/actors/fixtures/example2.json",
         env!("CARGO_MANIFEST_DIR")
     );
     let out = Command::new(env!("CARGO_BIN_EXE_cinder-operator"))

@@ -225,8 +225,16 @@ async fn backup_backends_project_one_and_refuse_two() {
     let backups: Api<CinderBackupBackend> = h.api();
     let id = |n: &str| format!("CinderBackupBackend/{NS}/{n}");
     eventually("both backup targets have actors", || async {
-        (h.ctx.coordinator.peek("backend", &id("target1")).is_some()
-            && h.ctx.coordinator.peek("backend", &id("target2")).is_some())
+        (h.ctx
+            .coordinator
+            .peek("backend", &id("target1"))
+            .await
+            .is_some()
+            && h.ctx
+                .coordinator
+                .peek("backend", &id("target2"))
+                .await
+                .is_some())
         .then_some(())
     })
     .await
@@ -248,11 +256,18 @@ async fn backup_backends_project_one_and_refuse_two() {
         h.ctx
             .coordinator
             .peek("backend", &id("target2"))
+            .await
             .is_none()
             .then_some(())
     })
     .await
     .unwrap();
-    assert!(h.ctx.coordinator.peek("backend", &id("target1")).is_some());
+    assert!(
+        h.ctx
+            .coordinator
+            .peek("backend", &id("target1"))
+            .await
+            .is_some()
+    );
     h.stop().await.unwrap();
 }

@@ -93,6 +93,7 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
         h.ctx
             .coordinator
             .peek("backend", &format!("CinderBackend/{NS}/child"))
+            .await
             .filter(|v| v["conditions"]["Ready"]["status"] == "True")
     })
     .await
@@ -103,6 +104,7 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
         h.ctx
             .coordinator
             .peek("backend", &format!("CinderBackend/{NS}/orphan"))
+            .await
             .is_none()
     );
 

@@ -3,13 +3,16 @@
 //! commits and interior mutations as messages to the owning resource actor, `Locked::unlock`.
 
 use cinder_actors::query as actor_query;
-use cinder_actors::{CoordinatorHandle, LockError, Locked, Query as ActorQuery, Subquery};
+use cinder_actors::{
+    CoordinatorConfig, CoordinatorHandle, LockError, Locked, Query as ActorQuery, Schema, Subquery,
+};
 use serde_json::{Value, json};
 
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{Kind, Op, Query, Sub};
 
-/// The coordinator of the standard schema, started on the current actix arbiter.
+/// The coordinator of the standard schema, started on the current actix arbiter (its resource
+/// actors there too, or spread over `arbiters` arbiters of their own).
 #[derive(Clone)]
 pub struct Actors {
     handle: CoordinatorHandle,
@@ -17,9 +20,13 @@ pub struct Actors {
 
 impl Actors {
     /// Start a fresh coordinator (needs a running actix system).
-    pub fn start() -> Self {
+    pub fn start(arbiters: usize) -> Self {
+        let config = CoordinatorConfig {
+            arbiters,
+            ..CoordinatorConfig::default()
+        };
         Actors {
-            handle: CoordinatorHandle::start_standard(),
+            handle: CoordinatorHandle::start(Schema::standard(), config),
         }
     }
 }
@@ -35,7 +42,7 @@ fn parent(sub: &Sub, kind: Kind) -> &str {
         .map_or("", |(_, id)| id.as_str())
 }
 
-/// The coordinator's call for one of the benchmark's subqueries (its seed-named constructors).
+/// The coordinator's call for one of the benchmark's subqueries (its constructors named after the reference cache's calls).
 fn subquery(sub: &Sub) -> Subquery {
     match (sub.op, sub.kind) {
         (Op::Upsert, Kind::Volume) => {
@@ -81,7 +88,10 @@ impl Engine for Actors {
 
     async fn preload(&self, kind: Kind, values: Vec<(String, Value)>) -> EngineResult<()> {
         for (id, value) in values {
-            self.handle.load(kind.name(), &id, value).map_err(failed)?;
+            self.handle
+                .load(kind.name(), &id, value)
+                .await
+                .map_err(failed)?;
         }
         Ok(())
     }

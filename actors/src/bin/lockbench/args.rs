@@ -24,6 +24,8 @@ usage: lockbench [--json] [--quick] [flags]
   --update-volumes N         backend-update: existing volumes updated by nested locks (default 1000)
   --update-creates N         backend-update: creates running meanwhile (default 1000)
   --scale-volumes N          scale: resident volumes (default 100000)
+  --arbiters N               actors: arbiters (threads) the resource actors are spread over, the
+                             coordinator on its own; 1 = everything on one thread (default 1)
   --help                     this text
 ";
 
@@ -46,6 +48,7 @@ pub struct Options {
     pub update_volumes: usize,
     pub update_creates: usize,
     pub scale_volumes: usize,
+    pub arbiters: usize,
     /// Internal: run only the scale measurement of this engine and print one JSON line.
     pub scale_child: Option<String>,
 }
@@ -72,6 +75,7 @@ impl Default for Options {
             update_volumes: 1000,
             update_creates: 1000,
             scale_volumes: 100_000,
+            arbiters: 1,
             scale_child: None,
         }
     }
@@ -135,6 +139,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--snapshot-percent" => o.snapshot_percent = number(&flag, args.next())?,
             "--global-sample" => o.global_sample = number(&flag, args.next())?,
             "--workers" => o.workers = number(&flag, args.next())?,
+            "--arbiters" => {
+                o.arbiters = number(&flag, args.next())?;
+                if o.arbiters == 0 {
+                    return Err("--arbiters must be at least 1".to_string());
+                }
+            }
             "--update-volumes" => {
                 o.update_volumes = number(&flag, args.next())?;
                 explicit.push("update_volumes");

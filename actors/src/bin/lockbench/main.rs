@@ -1,9 +1,9 @@
 //! `lockbench`: runs the same workloads (overhead, create-publish, backend-update, scale) on
 //! three lock engines in one process — a global mutex, ordered per-resource rwlocks (the
 //! reference design) and the project's actor coordinator — and prints a table, or with
-//! `--json` one JSON object, with every figure and each target of the issue as PASS/MISS.
+//! `--json` one JSON object, with every figure and each target of the lock core as PASS/MISS.
 //!
-//! Usage: `cargo run --release -p cinder-actors --bin lockbench -- [--json] [--quick]`.
+//! Usage: `cargo run --release -p cinder-actors --bin lockbench -- [--json] [--quick] [--arbiters N]`.
 
 mod actors_engine;
 mod args;
@@ -28,7 +28,7 @@ use workload::{backend_update, overhead, scale};
 
 /// Run `$body` with `$e` bound to a fresh engine named `$name`.
 macro_rules! with_engine {
-    ($name:expr, |$e:ident| $body:expr) => {
+    ($name:expr, $arbiters:expr, |$e:ident| $body:expr) => {
         match $name {
             "global" => {
                 let $e = Baseline::new(Flavor::Global);
@@ -39,7 +39,7 @@ macro_rules! with_engine {
                 $body.await
             }
             "actors" => {
-                let $e = Actors::start();
+                let $e = Actors::start($arbiters);
                 $body.await
             }
             other => Err(EngineError(format!("unknown engine {other:?}"))),
@@ -52,7 +52,10 @@ async fn run_in_process(o: &Options, report: &mut Report) {
     let shape = Shape::from_options(o);
     if wants("overhead") {
         for name in &o.engines {
-            let outcome = with_engine!(name.as_str(), |e| overhead::run(&e, o.overhead_txns));
+            let outcome = with_engine!(name.as_str(), o.arbiters, |e| overhead::run(
+                &e,
+                o.overhead_txns
+            ));
             match outcome {
                 Ok(r) => {
                     report.overhead.insert(name.clone(), r);
@@ -69,7 +72,7 @@ async fn run_in_process(o: &Options, report: &mut Report) {
             } else {
                 1.0
             };
-            let outcome = with_engine!(name.as_str(), |e| create_publish::run(
+            let outcome = with_engine!(name.as_str(), o.arbiters, |e| create_publish::run(
                 &e, shape, o.workers, sample
             ));
             match outcome {
@@ -83,7 +86,7 @@ async fn run_in_process(o: &Options, report: &mut Report) {
     if wants("backend_update") {
         // The global engine is serial by construction; it is left out of this workload.
         for name in o.engines.iter().filter(|n| *n != "global") {
-            let outcome = with_engine!(name.as_str(), |e| backend_update::run(
+            let outcome = with_engine!(name.as_str(), o.arbiters, |e| backend_update::run(
                 &e,
                 shape,
                 o.update_volumes,
@@ -102,8 +105,13 @@ async fn run_in_process(o: &Options, report: &mut Report) {
 /// Scale of one engine in this (child) process; prints one JSON line.
 fn scale_child(o: &Options, engine: &str) -> ExitCode {
     let system = actix::System::new();
-    let outcome: EngineResult<Scale> = system
-        .block_on(async { with_engine!(engine, |e| scale::run(&e, o.scale_volumes, o.backends)) });
+    let outcome: EngineResult<Scale> = system.block_on(async {
+        with_engine!(engine, o.arbiters, |e| scale::run(
+            &e,
+            o.scale_volumes,
+            o.backends
+        ))
+    });
     match outcome.and_then(|s| {
         serde_json::to_string(&s).map_err(|e| EngineError(format!("cannot encode: {e}")))
     }) {
@@ -134,6 +142,7 @@ fn run_scale(o: &Options, report: &mut Report) {
             .args(["--scale-child", name])
             .args(["--scale-volumes", &o.scale_volumes.to_string()])
             .args(["--backends", &o.backends.to_string()])
+            .args(["--arbiters", &o.arbiters.to_string()])
             .output();
         let parsed = match output {
             Ok(out) if out.status.success() => serde_json::from_slice::<Scale>(&out.stdout)

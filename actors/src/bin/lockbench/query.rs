@@ -1,4 +1,4 @@
-//! The benchmark's own query vocabulary: the handful of seed-000 calls the workloads use
+//! The benchmark's own query vocabulary: the handful of reference-cache calls the workloads use
 //! (a subset of the coordinator's vocabulary), kept engine-neutral so that every engine runs
 //! exactly the same transactions. Engines translate these into their own calls.
 
@@ -52,7 +52,7 @@ impl Kind {
         }
     }
 
-    /// Schema parents (seed 000's schema).
+    /// Schema parents (the reference cache's schema).
     pub fn parents(self) -> &'static [Kind] {
         match self {
             Kind::Root | Kind::Backend | Kind::Node => &[],

@@ -1,4 +1,4 @@
-//! The figures of a run, the targets of the issue with PASS/MISS, and the two outputs: a
+//! The figures of a run, the lock core's targets with PASS/MISS, and the two outputs: a
 //! human-readable table and one JSON object.
 
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ pub struct Report {
     pub load: (Option<f64>, Option<f64>),
 }
 
-/// One target of the issue.
+/// One target of the lock core.
 pub struct Target {
     pub name: String,
     /// The measured figure (a ratio, µs, bytes or ms), when both sides were measured.
@@ -71,7 +71,7 @@ impl Report {
         self.overhead.get(engine).map(|o| o.ns_per_txn)
     }
 
-    /// The issue's targets, evaluated on this run.
+    /// The lock core's targets, evaluated on this run.
     pub fn targets(&self) -> Vec<Target> {
         let actors_scale = self.scale.get("actors");
         let listed = actors_scale.map(|s| s.volumes).unwrap_or(0);
@@ -213,6 +213,7 @@ impl Report {
                 "load_average_before": self.load.0,
                 "load_average_after": self.load.1,
             },
+            "arbiters": o.arbiters,
             "quick": o.quick,
             "overhead": overhead,
             "create_publish": cp,
@@ -232,7 +233,7 @@ impl Report {
         };
         if !self.overhead.is_empty() {
             line(format!(
-                "overhead: seed example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
+                "overhead: worked example 1 (Lock of 2 queries, {LOCKS_PER_TXN} locks, 3 commits, unlock), uncontended, {} txns",
                 o.overhead_txns
             ));
             for (engine, oh) in &self.overhead {
@@ -329,10 +330,11 @@ impl Report {
             line(String::new());
         }
         line(format!(
-            "machine: {} cpus, 1-minute load average {} before, {} after",
+            "machine: {} cpus, 1-minute load average {} before, {} after; actors on {} arbiter(s)",
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             self.load.0.map_or("-".into(), |l| format!("{l:.2}")),
             self.load.1.map_or("-".into(), |l| format!("{l:.2}")),
+            o.arbiters,
         ));
         line(String::new());
         line("targets:".into());

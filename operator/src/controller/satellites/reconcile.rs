@@ -98,7 +98,7 @@ async fn write_status<S: SatelliteKind>(
     let name = obj.name_any();
     let id = actor_id(S::KIND, &ns, &name);
     let changed = obj.status() != Some(status);
-    let in_actor = !refresh_actor || ctx.op.coordinator.peek("backend", &id).is_some();
+    let in_actor = !refresh_actor || ctx.op.coordinator.peek("backend", &id).await.is_some();
     if !changed && in_actor {
         return Ok(());
     }

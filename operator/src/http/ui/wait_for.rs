@@ -227,6 +227,7 @@ mod tests {
                 }],
                 mailbox_len: 0,
                 exists: true,
+                value: None,
             }],
         }
     }

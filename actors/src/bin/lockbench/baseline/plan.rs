@@ -1,4 +1,4 @@
-//! The baselines' planner, written after seed 000: dedupe per query, synthetic parent reads,
+//! The baselines' planner, written after the reference cache: dedupe per query, synthetic parent reads,
 //! id fill-in (from the caller's arguments or the cached child), merge, a synthetic root read,
 //! and the total order (lists first, then rank, declared kind position, id, operation).
 
@@ -28,7 +28,7 @@ impl Step {
         self.op != Op::List
     }
 
-    /// The total order of seed 000 / design section 3.
+    /// The total order of the reference cache / design section 3.
     pub fn order(&self, other: &Step) -> Ordering {
         (other.op == Op::List)
             .cmp(&(self.op == Op::List))
@@ -92,9 +92,12 @@ fn plan_query(index: usize, query: &Query, store: &Store, out: &mut Vec<Step>) -
             filter,
         });
     }
-    // Synthetic parent reads for the caller's locked subqueries (not expanded further, as in
-    // the coordinator's planner).
-    for i in 0..steps.len() {
+    // Synthetic parent reads for the locked subqueries, recursively (a synthetic volume read
+    // brings its backend's read unless the query has the backend), as in the coordinator's planner.
+    let mut next = 0;
+    while next < steps.len() {
+        let i = next;
+        next += 1;
         if steps[i].is_consistent() {
             for &parent in steps[i].kind.parents() {
                 let present = steps.iter().any(|s| s.kind == parent && s.is_consistent());

@@ -1,5 +1,5 @@
 //! The baselines' resource cache: one table per kind (`id → Arc<Value>`) behind a short-held
-//! std read/write lock, as in the seed's concurrent cache (cache-level locks are taken only for
+//! std read/write lock, as in the reference orchestrator's concurrent cache (cache-level locks are taken only for
 //! the brief copy or commit, never across a transaction).
 
 use std::collections::HashMap;

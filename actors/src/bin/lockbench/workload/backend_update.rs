@@ -1,4 +1,4 @@
-//! Workload `backend_update`: the seed's second example while creates run. Each backend is
+//! Workload `backend_update`: the reference design's second worked example while creates run. Each backend is
 //! write-locked with a list of its volumes (1 device call to update it), then every listed
 //! volume is write-locked by a NestedLock, checked on the device (1 call each, concurrently)
 //! and committed; meanwhile new volumes are created on the same backends (3 calls each).

@@ -1,4 +1,4 @@
-//! The four workloads of the issue, each generic over [`crate::engine::Engine`] so that every
+//! The four workloads of the benchmark, each generic over [`crate::engine::Engine`] so that every
 //! engine runs exactly the same transactions.
 
 pub mod backend_update;

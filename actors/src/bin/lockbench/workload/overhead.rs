@@ -1,4 +1,4 @@
-//! Workload `overhead`: the seed's first example (Lock of two queries, six locks), its three
+//! Workload `overhead`: the reference design's first worked example (Lock of two queries, six locks), its three
 //! commits and the unlock, uncontended, many times in a row; reports ns per transaction.
 
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ struct Phases {
     unlock: Duration,
 }
 
-/// The locks the seed's first example takes (root, backend1, node1, volume1, volume1.node1, snap1).
+/// The locks the reference design's first worked example takes (root, backend1, node1, volume1, volume1.node1, snap1).
 pub const LOCKS_PER_TXN: usize = 6;
 
 fn example_queries() -> Vec<Query> {
@@ -48,7 +48,7 @@ fn example_queries() -> Vec<Query> {
     ]
 }
 
-/// One transaction of the seed's first example, with its checks and commits.
+/// One transaction of the reference design's first worked example, with its checks and commits.
 async fn example_txn<E: Engine>(engine: &E, phases: &mut Phases) -> EngineResult<()> {
     let start = Instant::now();
     let txn = engine.lock(&example_queries()).await?;

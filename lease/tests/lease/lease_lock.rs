@@ -1,11 +1,9 @@
 //! The eleven behaviours of the reference Lease lock, against the embedded cluster.
 
-mod common;
-
+use crate::common::*;
 use cinder_lease::{
     Acquired, HeldLease, HolderIdentity, LeaseError, LeaseLock, LeaseSettings, Released,
 };
-use common::*;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -136,7 +134,8 @@ async fn release_by_the_owner_clears_the_holder() {
     assert_eq!(spec.holder_identity, None);
     // Free again: anyone can take it at once.
     let other = HolderIdentity::generate();
-    let lock_other = common::lock(&cluster, "cinder-db", &other, &LeaseSettings::default()).await;
+    let lock_other =
+        crate::common::lock(&cluster, "cinder-db", &other, &LeaseSettings::default()).await;
     assert_eq!(lock_other.acquire().await.unwrap(), Acquired::Free);
     cluster.shutdown().await;
 }

@@ -1,20 +1,24 @@
 //! Priorities through the actors (High before Default; ageing lets Default through) and interior
 //! mutation of a read-held backend by concurrent transactions.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorConfig, CoordinatorHandle, Priority, Schema};
 use serde_json::json;
 use std::time::Duration;
-use support::*;
 use tokio::sync::mpsc;
 
 /// Holds node `n` for write, queues one Default waiter then five High waiters, releases, and
 /// returns the order in which the waiters got the lock.
 async fn grant_order(age_step: Duration) -> Vec<&'static str> {
-    let c = CoordinatorHandle::start(Schema::standard(), CoordinatorConfig { age_step });
-    c.load("node", "n", json!({})).unwrap();
+    let c = CoordinatorHandle::start(
+        Schema::standard(),
+        CoordinatorConfig {
+            age_step,
+            ..CoordinatorConfig::default()
+        },
+    );
+    c.load("node", "n", json!({})).await.unwrap();
     let holder = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let names: [&'static str; 6] = ["default", "high1", "high2", "high3", "high4", "high5"];
@@ -67,6 +71,7 @@ async fn ageing_lets_default_through_high_contention() {
 async fn interior_mutation_on_read_held_backend_serializes() {
     let c = CoordinatorHandle::start_standard();
     c.load("backend", "b", json!({"name": "b", "capacityBytes": 100}))
+        .await
         .unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Twenty transactions read-hold the backend at once and each reserves 5 bytes.
@@ -95,7 +100,7 @@ async fn interior_mutation_on_read_held_backend_serializes() {
     }
     // All of them ran while the gate still read-held the backend.
     let b = gate.results[0].get("backend").unwrap();
-    assert_eq!(c.peek("backend", "b").unwrap()["reservedBytes"], 100);
+    assert_eq!(c.peek("backend", "b").await.unwrap()["reservedBytes"], 100);
     let err = b
         .mutate("reserve_capacity", json!({"bytes": 1}))
         .await

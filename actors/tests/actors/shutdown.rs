@@ -1,18 +1,24 @@
 //! Shutdown: while the root write is held, consistent locks wait; lists and inconsistent reads
 //! proceed; in-flight locks are waited for.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockMode};
 use serde_json::json;
-use support::*;
 
 #[actix::test]
 async fn root_write_blocks_consistent_locks_only() {
-    let c = CoordinatorHandle::start_standard();
-    c.load("node", "n1", json!({"a": 1})).unwrap();
-    c.load("node", "n2", json!({"a": 2})).unwrap();
+    root_write_blocks(CoordinatorHandle::start_standard()).await;
+}
+
+#[actix::test]
+async fn root_write_blocks_consistent_locks_only_on_two_arbiters() {
+    root_write_blocks(coordinator_on(2)).await;
+}
+
+async fn root_write_blocks(c: CoordinatorHandle) {
+    c.load("node", "n1", json!({"a": 1})).await.unwrap();
+    c.load("node", "n2", json!({"a": 2})).await.unwrap();
 
     let inflight = c.lock(vec![query([upsert_node("n1")])]).await.unwrap();
 
@@ -96,8 +102,16 @@ async fn root_write_blocks_consistent_locks_only() {
 
 #[actix::test]
 async fn a_stopped_coordinator_answers_shutting_down() {
-    let c = CoordinatorHandle::start_standard();
-    c.load("node", "n1", json!({})).unwrap();
+    stopped_coordinator(CoordinatorHandle::start_standard()).await;
+}
+
+#[actix::test]
+async fn a_stopped_coordinator_answers_shutting_down_on_two_arbiters() {
+    stopped_coordinator(coordinator_on(2)).await;
+}
+
+async fn stopped_coordinator(c: CoordinatorHandle) {
+    c.load("node", "n1", json!({})).await.unwrap();
     let g = c.shutdown().await.unwrap();
     g.release().await;
     c.stop().await;

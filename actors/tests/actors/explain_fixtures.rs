@@ -1,11 +1,14 @@
-//! `lock-plan` (explain) on the seed's two examples from JSON fixtures, comparing whole outputs,
+//! `lock-plan` (explain) on the reference design's two worked examples from JSON fixtures, comparing whole outputs,
 //! plus input errors naming the bad field and refused phases.
 
 use cinder_actors::{Schema, explain, explain_str};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/actors/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -72,7 +75,7 @@ fn refused_phases_report_codes() {
         lock_error(
             json!({"queries": [[{"call": "ListVolumes"}, {"call": "ListVolumesForBackend", "args": ["b"]}]]})
         ),
-        "duplicate_list"
+        "duplicate_operation"
     );
     assert_eq!(
         lock_error(
@@ -117,5 +120,58 @@ fn rename_takes_a_key_lock_first() {
             {"mode": "read", "kind": "root", "id": "."},
             {"mode": "write", "kind": "backend", "id": "b1"}
         ])
+    );
+}
+
+/// The plan of one query alone against the design's example cache: (op, kind, id, synthetic).
+fn plan_alone(call: Value) -> Vec<(String, String, String, bool)> {
+    let doc = json!({
+        "cache": {
+            "backend": [{"id": "backend1", "name": "b1"}],
+            "node": [{"id": "node1"}],
+            "volume": [{"id": "volume1", "backend": "backend1"}]
+        },
+        "queries": [[call]]
+    });
+    let out = explain(&Schema::standard(), &doc).unwrap();
+    out["lock"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["op"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+                e["id"].as_str().unwrap().to_string(),
+                e["synthetic"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn row(op: &str, kind: &str, id: &str, synthetic: bool) -> (String, String, String, bool) {
+    (op.into(), kind.into(), id.into(), synthetic)
+}
+
+#[test]
+fn synthetic_parent_reads_are_added_recursively() {
+    assert_eq!(
+        plan_alone(json!({"call": "UpsertVolumePublication", "args": ["volume1", "node1"]})),
+        vec![
+            row("read", "root", ".", true),
+            row("read", "backend", "backend1", true),
+            row("read", "node", "node1", true),
+            row("read", "volume", "volume1", true),
+            row("upsert", "volumePublication", "volume1.node1", false),
+        ]
+    );
+    assert_eq!(
+        plan_alone(json!({"call": "UpsertSnapshot", "args": ["volume1", "snap1"]})),
+        vec![
+            row("read", "root", ".", true),
+            row("read", "backend", "backend1", true),
+            row("read", "volume", "volume1", true),
+            row("upsert", "snapshot", "snap1", false),
+        ]
     );
 }

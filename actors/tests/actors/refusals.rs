@@ -1,25 +1,31 @@
 //! Refusals: each returns its typed error (with its code) and takes no lock.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, LockedEntry, Op};
 use serde_json::json;
-use support::*;
 
-fn cache() -> CoordinatorHandle {
+async fn cache() -> CoordinatorHandle {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "b1", json!({"name": "n1"})).unwrap();
-    c.load("backend", "b2", json!({"name": "n2"})).unwrap();
-    c.load("node", "node1", json!({})).unwrap();
-    c.load("volume", "v1", json!({"backend": "b1"})).unwrap();
-    c.load("volume", "v2", json!({"backend": "b1"})).unwrap();
+    c.load("backend", "b1", json!({"name": "n1"}))
+        .await
+        .unwrap();
+    c.load("backend", "b2", json!({"name": "n2"}))
+        .await
+        .unwrap();
+    c.load("node", "node1", json!({})).await.unwrap();
+    c.load("volume", "v1", json!({"backend": "b1"}))
+        .await
+        .unwrap();
+    c.load("volume", "v2", json!({"backend": "b1"}))
+        .await
+        .unwrap();
     c
 }
 
 #[actix::test]
 async fn two_non_list_ops_of_one_kind_in_one_query() {
-    let c = cache();
+    let c = cache().await;
     let err = c
         .lock(vec![query([read_volume("v1"), upsert_volume("v2", "b1")])])
         .await
@@ -35,7 +41,7 @@ async fn two_non_list_ops_of_one_kind_in_one_query() {
 
 #[actix::test]
 async fn two_lists_of_one_kind_in_one_query() {
-    let c = cache();
+    let c = cache().await;
     let err = c
         .lock(vec![query([
             list_volumes(),
@@ -44,13 +50,13 @@ async fn two_lists_of_one_kind_in_one_query() {
         ])])
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "duplicate_list");
+    assert_eq!(err.code(), "duplicate_operation");
     assert_nothing_held(&c).await;
 }
 
 #[actix::test]
 async fn nested_lock_sorting_before_last_lock_held() {
-    let c = cache();
+    let c = cache().await;
     let outer = c
         .lock(vec![query([upsert_volume("v1", "")])])
         .await
@@ -95,7 +101,7 @@ async fn nested_lock_sorting_before_last_lock_held() {
 
 #[actix::test]
 async fn nested_read_to_write_upgrade() {
-    let c = cache();
+    let c = cache().await;
     let outer = c.lock(vec![query([read_node("node1")])]).await.unwrap();
     let err = c
         .nested_lock(&outer.context, vec![query([upsert_node("node1")])])
@@ -115,7 +121,7 @@ async fn nested_read_to_write_upgrade() {
 
 #[actix::test]
 async fn new_key_in_nested_lock() {
-    let c = cache();
+    let c = cache().await;
     let outer = c.lock(vec![query([read_node("node1")])]).await.unwrap();
     let err = c
         .nested_lock(
@@ -131,7 +137,7 @@ async fn new_key_in_nested_lock() {
 
 #[actix::test]
 async fn key_collision() {
-    let c = cache();
+    let c = cache().await;
     let err = c
         .lock(vec![query([upsert_backend("b2", "", "n1")])])
         .await
@@ -170,7 +176,7 @@ async fn key_collision() {
 
 #[actix::test]
 async fn list_only_nested_keeps_last_lock_held() {
-    let c = cache();
+    let c = cache().await;
     let outer = c
         .lock(vec![query([upsert_volume("v2", "")])])
         .await
@@ -209,7 +215,7 @@ async fn list_only_nested_keeps_last_lock_held() {
 
 #[actix::test]
 async fn missing_owner_and_unknown_kind() {
-    let c = cache();
+    let c = cache().await;
     let err = c
         .lock(vec![query([upsert_volume("new", "")])])
         .await

@@ -1,7 +1,6 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
 
-use cinder_actors::{CoordinatorHandle, LockMode, LockStep, PlanEntry};
+use cinder_actors::{CoordinatorConfig, CoordinatorHandle, LockMode, LockStep, PlanEntry, Schema};
 use std::future::Future;
 use std::time::Duration;
 
@@ -82,4 +81,16 @@ pub async fn wait_for_waiters(c: &CoordinatorHandle, kind: &str, id: &str, n: us
         }
     })
     .await;
+}
+
+/// A coordinator of the standard schema whose resource actors run on `arbiters` arbiters (1: the
+/// coordinator's own thread; 2 and more: threads of their own).
+pub fn coordinator_on(arbiters: usize) -> CoordinatorHandle {
+    CoordinatorHandle::start(
+        Schema::standard(),
+        CoordinatorConfig {
+            arbiters,
+            ..CoordinatorConfig::default()
+        },
+    )
 }

@@ -1,12 +1,10 @@
-//! The two worked examples of seed 000 carried out by the actors: merged order, acquisition
+//! The reference design's two worked examples carried out by the actors: merged order, acquisition
 //! order, results present / absent, reverse release, and the lock context after each phase.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, LockMode, LockedEntry, Op};
 use serde_json::json;
-use support::*;
 
 fn held(c: &cinder_actors::LockContext) -> Vec<(String, String, LockMode)> {
     c.held
@@ -23,13 +21,15 @@ fn h(kind: &str, id: &str, m: LockMode) -> (String, String, LockMode) {
 async fn first_example_publish_a_volume() {
     let c = CoordinatorHandle::start_standard();
     c.load("backend", "backend1", json!({"name": "b1"}))
+        .await
         .unwrap();
-    c.load("node", "node1", json!({})).unwrap();
+    c.load("node", "node1", json!({})).await.unwrap();
     c.load(
         "volume",
         "volume1",
         json!({"backend": "backend1", "size": 1}),
     )
+    .await
     .unwrap();
 
     let locked = c
@@ -113,12 +113,16 @@ async fn first_example_publish_a_volume() {
     backend["state"] = json!("unknown");
     assert!(
         c.peek("backend", "backend1")
+            .await
             .unwrap()
             .get("state")
             .is_none()
     );
     r1.get("backend").unwrap().upsert(backend).await.unwrap();
-    assert_eq!(c.peek("backend", "backend1").unwrap()["state"], "unknown");
+    assert_eq!(
+        c.peek("backend", "backend1").await.unwrap()["state"],
+        "unknown"
+    );
     r0.get("volumePublication")
         .unwrap()
         .upsert(json!({"volume": "volume1", "node": "node1"}))
@@ -181,21 +185,28 @@ async fn first_example_publish_a_volume() {
     assert_eq!(locked.unlock().await, release);
     assert_nothing_held(&c).await;
     assert_eq!(
-        c.peek("volumePublication", "volume1.node1").unwrap()["node"],
+        c.peek("volumePublication", "volume1.node1").await.unwrap()["node"],
         "node1"
     );
-    assert_eq!(c.peek("snapshot", "snap1").unwrap()["volume"], "volume1");
+    assert_eq!(
+        c.peek("snapshot", "snap1").await.unwrap()["volume"],
+        "volume1"
+    );
 }
 
 #[actix::test]
 async fn second_example_nested_lock_per_volume() {
     let c = CoordinatorHandle::start_standard();
     c.load("backend", "backend1", json!({"name": "b1", "uuid": "u-1"}))
+        .await
         .unwrap();
     for v in ["volume1", "volume2", "volume3"] {
-        c.load("volume", v, json!({"backend": "backend1"})).unwrap();
+        c.load("volume", v, json!({"backend": "backend1"}))
+            .await
+            .unwrap();
     }
     c.load("volume", "other", json!({"backend": "backend2"}))
+        .await
         .unwrap();
 
     // Phase A.
@@ -346,10 +357,11 @@ async fn second_example_nested_lock_per_volume() {
     );
     assert_nothing_held(&c).await;
     for v in ["volume1", "volume2", "volume3"] {
-        assert_eq!(c.peek("volume", v).unwrap()["backendUUID"], "u-1");
+        assert_eq!(c.peek("volume", v).await.unwrap()["backendUUID"], "u-1");
     }
     assert!(
         c.peek("volume", "other")
+            .await
             .unwrap()
             .get("backendUUID")
             .is_none()
@@ -359,7 +371,7 @@ async fn second_example_nested_lock_per_volume() {
 #[actix::test]
 async fn dropped_guard_releases_its_locks() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "n", json!({})).unwrap();
+    c.load("node", "n", json!({})).await.unwrap();
     {
         let locked = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
         assert_eq!(locked.guard.held().len(), 2);
@@ -376,11 +388,11 @@ async fn dropped_guard_releases_its_locks() {
 #[actix::test]
 async fn deleted_resource_retires_and_comes_back_empty() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "n", json!({"x": 1})).unwrap();
+    c.load("node", "n", json!({"x": 1})).await.unwrap();
     let l = c.lock(vec![query([delete_node("n")])]).await.unwrap();
     l.results[0].get("node").unwrap().delete().await.unwrap();
     l.unlock().await;
-    assert!(c.peek("node", "n").is_none());
+    assert!(c.peek("node", "n").await.is_none());
     eventually("node actor retired", || {
         let c = c.clone();
         async move {

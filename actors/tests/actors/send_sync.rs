@@ -15,9 +15,10 @@ fn types_are_send_and_sync() {
     assert_send_sync::<CoordinatorSnapshot>();
     fn locked_is_send<T: Send>() {}
     locked_is_send::<Locked>();
+    // Compiling this function is the check: every future of the API is Send.
+    let _check: fn(CoordinatorHandle, Locked) = futures_are_send;
 }
 
-#[allow(dead_code)]
 fn futures_are_send(c: CoordinatorHandle, l: Locked) {
     let f = async move {
         let n = c
@@ -48,7 +49,9 @@ fn handle_works_from_another_thread() {
             .build()
             .unwrap();
         rt.block_on(async move {
-            c2.load("node", "n", serde_json::json!({"v": 1})).unwrap();
+            c2.load("node", "n", serde_json::json!({"v": 1}))
+                .await
+                .unwrap();
             let l = tokio::spawn({
                 let c2 = c2.clone();
                 async move { c2.lock(vec![query([upsert_node("n")])]).await }
@@ -73,5 +76,6 @@ fn handle_works_from_another_thread() {
         }
     });
     assert_eq!(released, 2);
-    assert_eq!(c.peek("node", "n").unwrap()["v"], 2);
+    let peeked = system.block_on(async move { c.peek("node", "n").await });
+    assert_eq!(peeked.unwrap()["v"], 2);
 }

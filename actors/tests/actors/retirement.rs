@@ -1,14 +1,12 @@
 //! Actors of absent resources retire when idle and are re-created on demand; requests racing a
 //! retirement are re-resolved, and exclusive locks stay exclusive across generations.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::CoordinatorHandle;
 use cinder_actors::query::*;
 use serde_json::json;
 use std::cell::Cell;
 use std::rc::Rc;
-use support::*;
 
 #[actix::test]
 async fn exclusive_across_retirements() {
@@ -54,7 +52,7 @@ async fn exclusive_across_retirements() {
         "two transactions held the exclusive lock at once"
     );
     // Absent resources' actors retire once idle.
-    if c.peek("node", "ghost").is_none() {
+    if c.peek("node", "ghost").await.is_none() {
         eventually("the ghost node's actor retired", || {
             let c = c.clone();
             async move {
@@ -74,7 +72,7 @@ async fn exclusive_across_retirements() {
 #[actix::test]
 async fn a_lock_waiting_elsewhere_re_resolves_a_retired_actor() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "a", json!({})).unwrap();
+    c.load("node", "a", json!({})).await.unwrap();
     let holder = c.lock(vec![query([upsert_node("a")])]).await.unwrap();
     // B resolves the actors of "a" and "ghost", then waits on "a".
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -119,6 +117,6 @@ async fn a_lock_waiting_elsewhere_re_resolves_a_retired_actor() {
         .await
         .unwrap();
     b.unlock().await;
-    assert_eq!(c.peek("node", "ghost").unwrap()["x"], 1);
+    assert_eq!(c.peek("node", "ghost").await.unwrap()["x"], 1);
     assert_nothing_held(&c).await;
 }

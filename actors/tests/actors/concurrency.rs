@@ -1,16 +1,14 @@
-//! 1200 concurrent transactions of random queries, including nested locks that try inverted
-//! orders (refused, never deadlocked); transfers between volume counters under write locks keep
-//! the total constant.
+//! 10 000 concurrent transactions of random queries, on one arbiter and on two, including nested
+//! locks that try inverted orders (refused, never deadlocked); transfers between volume counters
+//! under write locks keep the total constant.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, Query};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::time::Duration;
-use support::*;
 
 const VOLUMES: usize = 24;
 const START: i64 = 100;
@@ -185,17 +183,26 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
 
 #[actix::test]
 async fn many_concurrent_transactions_keep_the_invariant() {
-    let c = CoordinatorHandle::start_standard();
+    random_transactions(CoordinatorHandle::start_standard(), 10_000).await;
+}
+
+#[actix::test]
+async fn many_concurrent_transactions_keep_the_invariant_on_two_arbiters() {
+    random_transactions(coordinator_on(2), 10_000).await;
+}
+
+async fn random_transactions(c: CoordinatorHandle, count: usize) {
     for b in 0..3 {
         c.load(
             "backend",
             &format!("b{b}"),
             json!({"name": format!("backend-{b}")}),
         )
+        .await
         .unwrap();
     }
     for n in 0..4 {
-        c.load("node", &format!("n{n}"), json!({})).unwrap();
+        c.load("node", &format!("n{n}"), json!({})).await.unwrap();
     }
     for i in 0..VOLUMES {
         c.load(
@@ -203,10 +210,11 @@ async fn many_concurrent_transactions_keep_the_invariant() {
             &vol(i),
             json!({"backend": format!("b{}", i % 3), "counter": START}),
         )
+        .await
         .unwrap();
     }
     let mut rng = StdRng::seed_from_u64(0x5eed);
-    let txns: Vec<Txn> = (0..1200)
+    let txns: Vec<Txn> = (0..count)
         .map(|_| {
             let a = rng.random_range(0..VOLUMES);
             let mut b = rng.random_range(0..VOLUMES);
@@ -272,17 +280,17 @@ async fn many_concurrent_transactions_keep_the_invariant() {
     }
     assert_eq!(refusals, expected_refusals);
 
-    let total: i64 = (0..VOLUMES)
-        .map(|i| counter(&c.peek("volume", &vol(i)).unwrap()))
-        .sum();
+    let mut total: i64 = 0;
+    for i in 0..VOLUMES {
+        total += counter(&c.peek("volume", &vol(i)).await.unwrap());
+    }
     assert_eq!(total, START * VOLUMES as i64, "transfers conserve the sum");
-    let reserved: u64 = (0..3)
-        .map(|b| {
-            c.peek("backend", &format!("b{b}")).unwrap()["reservedBytes"]
-                .as_u64()
-                .unwrap_or(0)
-        })
-        .sum();
+    let mut reserved: u64 = 0;
+    for b in 0..3 {
+        reserved += c.peek("backend", &format!("b{b}")).await.unwrap()["reservedBytes"]
+            .as_u64()
+            .unwrap_or(0);
+    }
     assert_eq!(reserved, reserves as u64);
     eventually("every lock released", || {
         let c = c.clone();

@@ -1,17 +1,23 @@
 //! A Lock cancelled while it waits never keeps a lock: the grant it was queued for is given back,
 //! whether the holder released before or after the cancellation.
 
-mod support;
-
+use crate::support::*;
 use cinder_actors::CoordinatorHandle;
 use cinder_actors::query::*;
 use serde_json::json;
-use support::*;
 
 #[actix::test]
 async fn a_cancelled_waiter_never_keeps_the_lock() {
-    let c = CoordinatorHandle::start_standard();
-    c.load("node", "n", json!({})).unwrap();
+    cancelled_waiter(CoordinatorHandle::start_standard()).await;
+}
+
+#[actix::test]
+async fn a_cancelled_waiter_never_keeps_the_lock_on_two_arbiters() {
+    cancelled_waiter(coordinator_on(2)).await;
+}
+
+async fn cancelled_waiter(c: CoordinatorHandle) {
+    c.load("node", "n", json!({})).await.unwrap();
     for round in 0..40 {
         let holder = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
         let waiter = {

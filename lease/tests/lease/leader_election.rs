@@ -3,10 +3,8 @@
 //! takes over only once the Lease expired; after a graceful release it takes over before the old
 //! Lease would have expired.
 
-mod common;
-
+use crate::common::*;
 use cinder_lease::{HolderIdentity, LeaderElector, LeaderHandle, LeaseSettings, Released};
-use common::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
 

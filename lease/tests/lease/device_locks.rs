@@ -2,11 +2,9 @@
 //! crash, a lost holder, Lease traffic independent of the number of in-process waiters, bounded
 //! waiting under High-priority contention, device + resource locks in one Lock call, inspection.
 
-mod common;
-
+use crate::common::*;
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::{DeviceLockError, LeaseSettings, Priority, lease_name};
-use common::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rand::Rng;
 use std::collections::HashMap;
@@ -574,5 +572,38 @@ async fn cancelled_waiters_never_leave_the_lease_held() {
             .iter()
             .all(|d| d.holder.is_none() && d.pending == 0)
     );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_interrupted_half_way_never_clears_the_next_holders_lease() {
+    let cluster = cluster().await;
+    let a = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;
+    let device = "nfs:filer-race";
+    let identity = a.identity().as_str().to_owned();
+    for round in 0..20 {
+        let guard = a.lock(device, Priority::Default).await.unwrap();
+        // The release is interrupted after its first poll (the caller is cancelled half-way).
+        let mut release = Box::pin(guard.release());
+        let _ = futures::poll!(release.as_mut());
+        drop(release);
+        // The next in-process holder takes the device (and the Lease) right away.
+        let next = tokio::time::timeout(Duration::from_secs(60), a.lock(device, Priority::Default))
+            .await
+            .expect("the in-process lock is released")
+            .unwrap();
+        // Whatever the interrupted release still does, the Lease stays the next holder's.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lease = read(&cluster, &lease_name(device))
+            .await
+            .expect("lease exists");
+        assert_eq!(
+            spec(&lease).holder_identity.as_deref(),
+            Some(identity.as_str()),
+            "round {round}: the Lease of the holder was cleared by an earlier release"
+        );
+        assert!(!next.is_lost());
+        next.release().await;
+    }
     cluster.shutdown().await;
 }

@@ -1,5 +1,4 @@
 //! Shared helpers of the lease tests: an embedded cluster, Lease reads, request counting.
-#![allow(dead_code)]
 
 use cinder_lease::{HolderIdentity, LeaseLock, LeaseSettings};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};

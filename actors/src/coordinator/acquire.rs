@@ -1,0 +1,229 @@
+//! The acquisition of one planned phase, driven by the caller's task: asks each resource actor for
+//! its lock in plan order, waiting for each grant (a message from that actor) before asking for the
+//! next; checks new keys again once their key locks are held; then builds the results (grants'
+//! values as working copies, lists and inconsistent reads from the coordinator's catalog, commit
+//! handles).
+//!
+//! Cancellation at any await releases at once what is held: the guard is built before the first
+//! request and releases its locks when dropped, and a grant that was asked for but not yet taken is
+//! given back (the closed reply channel makes the resource actor release it, or the grant that
+//! arrived meanwhile is released here).
+
+use super::guard::{LockGuard, Locked};
+use super::{CheckNewKeys, Collect, Collected, Coordinator, Planned, Resolve};
+use crate::error::LockError;
+use crate::lock_queue::Priority;
+use crate::plan::{EntryAction, LockStep};
+use crate::resource_actor::{Grant, ResourceRef};
+use crate::results::{CommitTarget, QueryResult, ResourceResult};
+use actix::Addr;
+use std::collections::HashMap;
+use tokio::sync::oneshot;
+
+/// A grant asked for and not yet taken. Dropped before it was taken (the caller was cancelled), it
+/// closes the channel, withdraws the queued request and releases a grant that arrived meanwhile; a
+/// grant sent after the close fails and the resource actor releases it itself.
+pub(crate) struct PendingGrant {
+    rx: Option<oneshot::Receiver<Grant>>,
+    resource: ResourceRef,
+    txn: u64,
+}
+
+impl PendingGrant {
+    /// Asks `resource` for the lock of `step` on behalf of `txn`.
+    pub(crate) fn ask(
+        resource: &ResourceRef,
+        txn: u64,
+        step: &LockStep,
+        priority: Priority,
+    ) -> Self {
+        PendingGrant {
+            rx: Some(resource.acquire(txn, step.mode, priority)),
+            resource: resource.clone(),
+            txn,
+        }
+    }
+
+    /// The grant, or `None` when the actor stopped before granting.
+    async fn wait(&mut self) -> Option<Grant> {
+        let rx = self.rx.as_mut()?;
+        let grant = rx.await.ok();
+        self.rx = None;
+        grant
+    }
+}
+
+impl Drop for PendingGrant {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.resource.release(self.txn);
+            } else {
+                self.resource.withdraw(self.txn);
+            }
+        }
+    }
+}
+
+/// Carries out `planned` in the calling task.
+pub(crate) async fn acquire(
+    coordinator: &Addr<Coordinator>,
+    planned: Planned,
+    priority: Priority,
+) -> Result<Locked, LockError> {
+    let Planned {
+        mut first,
+        ticket,
+        plan,
+        context,
+        steps,
+        refs,
+        txn,
+        check_keys,
+        collect,
+    } = planned;
+    let phase = ticket.phase;
+    let key_locks = plan.key_locks.len();
+    let mut guard = LockGuard::new(txn, steps.clone(), ticket);
+    let mut grants: Vec<Grant> = Vec::with_capacity(steps.len());
+    for (i, mut r) in refs.into_iter().enumerate() {
+        let step = &steps[i];
+        loop {
+            // The first lock was asked for by the coordinator with its answer to Begin.
+            let mut pending = match first.take() {
+                Some(asked) => asked,
+                None => PendingGrant::ask(&r, txn, step, priority),
+            };
+            if let Some(grant) = pending.wait().await {
+                grants.push(grant);
+                guard.push_held(r);
+                break;
+            }
+            // The actor retired before granting: its successor is asked instead.
+            tracing::trace!(kind = %step.kind, id = %step.id, "resolving a retired resource actor again");
+            r = coordinator
+                .send(Resolve {
+                    kind: step.kind.clone(),
+                    id: step.id.clone(),
+                    stale: Some(r.generation),
+                })
+                .await
+                .map_err(|_| LockError::ShuttingDown)?;
+        }
+        if check_keys && i + 1 == key_locks {
+            coordinator
+                .send(CheckNewKeys { phase })
+                .await
+                .map_err(|_| LockError::ShuttingDown)??;
+        }
+    }
+
+    // Lists, inconsistent reads and values of locks an earlier phase holds come from the catalog,
+    // read after every lock of the phase is granted.
+    let mut from_catalog: HashMap<usize, Collected> = HashMap::new();
+    if collect {
+        let entries = plan
+            .entries
+            .iter()
+            .zip(&plan.actions)
+            .enumerate()
+            .filter(|(_, (e, a))| {
+                e.query.is_some()
+                    && !e.synthetic
+                    && matches!(
+                        a,
+                        EntryAction::List | EntryAction::InconsistentRead | EntryAction::Held
+                    )
+            })
+            .map(|(at, (e, a))| (at, e.clone(), *a))
+            .collect();
+        let collected = coordinator
+            .send(Collect { entries })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?;
+        for c in collected {
+            let at = match &c {
+                Collected::List(at, _) | Collected::Value(at, _) => *at,
+            };
+            from_catalog.insert(at, c);
+        }
+    }
+
+    // One shared coordinator address for every commit handle of the phase.
+    let shared = std::sync::Arc::new(coordinator.clone());
+    // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
+    let mut covered: Option<HashMap<(&str, &str), usize>> = None;
+    let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::default()).collect();
+    for (at, (e, action)) in plan.entries.iter().zip(&plan.actions).enumerate() {
+        let Some(q) = e.query else { continue };
+        if e.synthetic {
+            continue;
+        }
+        let Some(result) = results.get_mut(q) else {
+            continue;
+        };
+        let acquired = |i: usize| {
+            let at = key_locks + i;
+            match (grants.get(at), guard.resource(at)) {
+                (Some(g), Some(r)) => (g.clone(), Some(r.clone())),
+                _ => (None, None),
+            }
+        };
+        let (value, resource) = match action {
+            EntryAction::List => {
+                if let Some(Collected::List(_, listed)) = from_catalog.remove(&at) {
+                    result.set_list(&e.kind, listed);
+                }
+                continue;
+            }
+            EntryAction::InconsistentRead => {
+                let v = match from_catalog.remove(&at) {
+                    Some(Collected::Value(_, v)) => v,
+                    _ => None,
+                };
+                result.set_resource(ResourceResult::new(&e.kind, &e.id, e.op, v, None));
+                continue;
+            }
+            EntryAction::Acquire(i) => acquired(*i),
+            EntryAction::Covered => {
+                let found = covered
+                    .get_or_insert_with(|| {
+                        let mut m = HashMap::with_capacity(plan.acquire.len());
+                        for (i, s) in plan.acquire.iter().enumerate() {
+                            m.entry((s.kind.as_str(), s.id.as_str())).or_insert(i);
+                        }
+                        m
+                    })
+                    .get(&(e.kind.as_str(), e.id.as_str()))
+                    .copied();
+                match found {
+                    Some(i) => acquired(i),
+                    None => (None, None),
+                }
+            }
+            EntryAction::Held => match from_catalog.remove(&at) {
+                Some(Collected::Value(_, v)) => (v, None),
+                _ => (None, None),
+            },
+        };
+        let target = CommitTarget {
+            coordinator: shared.clone(),
+            txn,
+            resource,
+        };
+        result.set_resource(ResourceResult::new(
+            &e.kind,
+            &e.id,
+            e.op,
+            value,
+            Some(target),
+        ));
+    }
+    Ok(Locked {
+        context,
+        results,
+        guard,
+        plan,
+    })
+}

@@ -1,0 +1,15 @@
+//! Integration tests of the lock core: one module per scenario, `support` for the shared helpers.
+
+mod cancel_points;
+mod cancellation;
+mod concurrency;
+mod contexts;
+mod explain_fixtures;
+mod plan_properties;
+mod priority_and_interior;
+mod refusals;
+mod retirement;
+mod seed_examples;
+mod send_sync;
+mod shutdown;
+mod support;

@@ -1,0 +1,303 @@
+//! The device actor: one per device in this process, owning the device's tenure — the Lease client,
+//! the Lease while it is held or parked between two in-process holders, the hand-over count, the
+//! number of requests waiting for the in-process lock and the current holder. Every Lease write of
+//! the device (acquire, release, abandon) runs inside this actor, one at a time and in mailbox
+//! order, so a release can never clear a Lease that a later holder acquired, whatever happens to
+//! the callers meanwhile. (The in-process wait queue itself is the lock coordinator's `device`
+//! resource actor, so a device lock can be taken in one Lock together with other resources.)
+//!
+//! Messages: [`Pending`] / [`Withdrawn`] (a request starts / gives up waiting in process), [`Take`]
+//! (granted in process: the parked Lease, or a fresh acquisition), [`EndHold`] (hand the Lease over
+//! or release it), [`Abandon`], [`ViewSlot`]. A [`DeviceDirectory`] actor maps device ids to their
+//! actors.
+
+use crate::error::LeaseError;
+use crate::held_lease::{HeldLease, LostSignal};
+use crate::lease_lock::LeaseLock;
+use actix::prelude::*;
+use cinder_actors::Priority;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// Who holds a device in this process.
+#[derive(Clone, Debug)]
+pub(crate) struct InProcessHolder {
+    pub(crate) priority: Priority,
+    pub(crate) since: Instant,
+    pub(crate) lost: LostSignal,
+}
+
+/// The tenure of one device.
+pub(crate) struct DeviceActor {
+    lease: Arc<LeaseLock>,
+    parked: Option<HeldLease>,
+    handovers: u32,
+    max_handovers: u32,
+    pending: usize,
+    holder: Option<InProcessHolder>,
+}
+
+impl Actor for DeviceActor {
+    type Context = Context<Self>;
+}
+
+impl DeviceActor {
+    /// A parked Lease that nobody is going to inherit (no pending request, no holder) is released.
+    fn release_orphan(&mut self, ctx: &mut Context<Self>) {
+        if self.pending == 0 && self.holder.is_none() {
+            self.handovers = 0;
+            if let Some(held) = self.parked.take() {
+                ctx.wait(release(held).into_actor(self));
+            }
+        }
+    }
+
+    /// The end of a holder's tenure: park the Lease for a pending request (hand-over) or release it.
+    fn end_hold(
+        &mut self,
+        held: HeldLease,
+        done: Option<oneshot::Sender<()>>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.holder = None;
+        if self.pending > 0 && self.handovers < self.max_handovers && !held.is_lost() {
+            self.handovers += 1;
+            self.parked = Some(held);
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+            return;
+        }
+        self.handovers = 0;
+        ctx.wait(
+            async move {
+                release(held).await;
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+async fn release(held: HeldLease) {
+    let name = held.lock().name().to_owned();
+    if let Err(e) = held.release().await {
+        tracing::warn!(lease = %name, error = %e, "releasing a device lease failed; it will expire");
+    }
+}
+
+/// A request starts waiting for the in-process lock.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Pending;
+
+impl Handler<Pending> for DeviceActor {
+    type Result = ();
+    fn handle(&mut self, _msg: Pending, _ctx: &mut Context<Self>) {
+        self.pending += 1;
+    }
+}
+
+/// A waiting request gave up (cancelled, or its in-process lock was refused).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Withdrawn;
+
+impl Handler<Withdrawn> for DeviceActor {
+    type Result = ();
+    fn handle(&mut self, _msg: Withdrawn, ctx: &mut Context<Self>) {
+        self.pending = self.pending.saturating_sub(1);
+        self.release_orphan(ctx);
+    }
+}
+
+/// A waiting request was granted the in-process lock: it becomes the holder and gets the parked
+/// Lease, or a fresh acquisition. A caller gone before the answer leaves the Lease to the actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Take {
+    pub(crate) priority: Priority,
+    pub(crate) reply: oneshot::Sender<Result<HeldLease, LeaseError>>,
+}
+
+impl Handler<Take> for DeviceActor {
+    type Result = ();
+    fn handle(&mut self, msg: Take, ctx: &mut Context<Self>) {
+        self.pending = self.pending.saturating_sub(1);
+        self.holder = Some(InProcessHolder {
+            priority: msg.priority,
+            since: Instant::now(),
+            lost: LostSignal::never(),
+        });
+        // A lost Lease is not handed over (dropping it writes nothing); acquire afresh.
+        let parked = self.parked.take().filter(|h| !h.is_lost());
+        if let Some(held) = parked {
+            self.answer_take(Ok(held.handed_over()), msg.reply, ctx);
+            return;
+        }
+        let lease = self.lease.clone();
+        ctx.wait(
+            HeldLease::acquire(lease)
+                .into_actor(self)
+                .map(move |acquired, act, ctx| act.answer_take(acquired, msg.reply, ctx)),
+        );
+    }
+}
+
+impl DeviceActor {
+    fn answer_take(
+        &mut self,
+        acquired: Result<HeldLease, LeaseError>,
+        reply: oneshot::Sender<Result<HeldLease, LeaseError>>,
+        ctx: &mut Context<Self>,
+    ) {
+        match &acquired {
+            Ok(held) => {
+                if let Some(h) = self.holder.as_mut() {
+                    h.lost = held.lost_signal();
+                }
+            }
+            Err(_) => self.holder = None,
+        }
+        match reply.send(acquired) {
+            Ok(()) => {}
+            // The caller went away: its tenure ends here.
+            Err(Ok(held)) => self.end_hold(held, None, ctx),
+            Err(Err(_)) => self.release_orphan(ctx),
+        }
+    }
+}
+
+/// The holder is done: hand the Lease over to a pending request or release it (`done` is told
+/// when that is finished).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct EndHold {
+    pub(crate) held: HeldLease,
+    pub(crate) done: Option<oneshot::Sender<()>>,
+}
+
+impl Handler<EndHold> for DeviceActor {
+    type Result = ();
+    fn handle(&mut self, msg: EndHold, ctx: &mut Context<Self>) {
+        self.end_hold(msg.held, msg.done, ctx);
+    }
+}
+
+/// The holder stops renewing without releasing (what a crash leaves behind).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Abandon {
+    pub(crate) held: HeldLease,
+    pub(crate) done: oneshot::Sender<()>,
+}
+
+impl Handler<Abandon> for DeviceActor {
+    type Result = ();
+    fn handle(&mut self, msg: Abandon, ctx: &mut Context<Self>) {
+        self.holder = None;
+        self.handovers = 0;
+        let Abandon { held, done } = msg;
+        ctx.wait(
+            async move {
+                held.abandon().await;
+                let _ = done.send(());
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+/// A copy of one device's tenure for inspection.
+pub(crate) struct SlotView {
+    pub(crate) device: String,
+    pub(crate) lease: Arc<LeaseLock>,
+    pub(crate) pending: usize,
+    pub(crate) holder: Option<InProcessHolder>,
+    pub(crate) parked: bool,
+    pub(crate) handovers: u32,
+}
+
+/// Report the tenure.
+#[derive(Message)]
+#[rtype(result = "SlotView")]
+pub(crate) struct ViewSlot;
+
+impl Handler<ViewSlot> for DeviceActor {
+    type Result = MessageResult<ViewSlot>;
+    fn handle(&mut self, _msg: ViewSlot, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(SlotView {
+            device: self.lease.device_id().to_owned(),
+            lease: self.lease.clone(),
+            pending: self.pending,
+            holder: self.holder.clone(),
+            parked: self.parked.is_some(),
+            handovers: self.handovers,
+        })
+    }
+}
+
+/// Maps device ids to their actors, starting one (with its one Lease client) on first use.
+pub(crate) struct DeviceDirectory {
+    devices: HashMap<String, Addr<DeviceActor>>,
+    new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
+    max_handovers: u32,
+}
+
+impl DeviceDirectory {
+    pub(crate) fn new(
+        new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
+        max_handovers: u32,
+    ) -> Self {
+        DeviceDirectory {
+            devices: HashMap::new(),
+            new_lease,
+            max_handovers,
+        }
+    }
+}
+
+impl Actor for DeviceDirectory {
+    type Context = Context<Self>;
+}
+
+/// The actor of a device.
+#[derive(Message)]
+#[rtype(result = "Addr<DeviceActor>")]
+pub(crate) struct Device(pub(crate) String);
+
+impl Handler<Device> for DeviceDirectory {
+    type Result = MessageResult<Device>;
+    fn handle(&mut self, msg: Device, _ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(addr) = self.devices.get(&msg.0) {
+            return MessageResult(addr.clone());
+        }
+        let actor = DeviceActor {
+            lease: Arc::new((self.new_lease)(&msg.0)),
+            parked: None,
+            handovers: 0,
+            max_handovers: self.max_handovers,
+            pending: 0,
+            holder: None,
+        };
+        let addr = actor.start();
+        self.devices.insert(msg.0, addr.clone());
+        MessageResult(addr)
+    }
+}
+
+/// Every device actor.
+#[derive(Message)]
+#[rtype(result = "Vec<Addr<DeviceActor>>")]
+pub(crate) struct AllDevices;
+
+impl Handler<AllDevices> for DeviceDirectory {
+    type Result = MessageResult<AllDevices>;
+    fn handle(&mut self, _msg: AllDevices, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.devices.values().cloned().collect())
+    }
+}
