@@ -25,7 +25,8 @@ usage: lockbench [--json] [--quick] [flags]
   --update-creates N         backend-update: creates running meanwhile (default 1000)
   --scale-volumes N          scale: resident volumes (default 100000)
   --arbiters N               actors: arbiters (threads) the resource actors are spread over, the
-                             coordinator on its own; 1 = everything on one thread (default 1)
+                             coordinator on its own; baselines: with N >= 2 a multi-thread
+                             runtime of N workers; 1 = everything on one thread (default 1)
   --help                     this text
 ";
 

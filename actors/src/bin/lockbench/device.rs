@@ -5,10 +5,9 @@
 //! and a permit held until the caller is polled again would charge the runtime's latency to
 //! the device). Counts calls per device and measures the time each call really took.
 
-use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -127,12 +126,13 @@ impl Server {
     }
 }
 
-/// The devices of one run (cheap to clone; used on one runtime thread).
+/// The devices of one run (cheap to clone; shared by the tasks of one runtime, on one thread
+/// or several).
 #[derive(Clone)]
 pub struct Devices {
     calls_to: Sender<Call>,
     call: Duration,
-    calls: Rc<RefCell<Vec<u64>>>,
+    calls: Arc<[AtomicU64]>,
     served: Arc<Mutex<Served>>,
 }
 
@@ -159,7 +159,7 @@ impl Devices {
         Devices {
             calls_to,
             call,
-            calls: Rc::new(RefCell::new(vec![0; count])),
+            calls: (0..count).map(|_| AtomicU64::new(0)).collect(),
             served,
         }
     }
@@ -175,8 +175,8 @@ impl Devices {
             // No device thread: fall back to tokio's (coarser) timer, without the slot limit.
             tokio::time::sleep(self.call).await;
         }
-        if let Some(count) = self.calls.borrow_mut().get_mut(backend) {
-            *count += 1;
+        if let Some(count) = self.calls.get(backend) {
+            count.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -188,6 +188,9 @@ impl Devices {
 
     /// Calls made so far, per device.
     pub fn calls(&self) -> Vec<u64> {
-        self.calls.borrow().clone()
+        self.calls
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .collect()
     }
 }

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use std::fmt;
+use std::future::Future;
 
 use crate::query::{Kind, Query};
 
@@ -21,19 +22,24 @@ impl std::error::Error for EngineError {}
 
 pub type EngineResult<T> = Result<T, EngineError>;
 
-/// A lock coordinator under test.
-pub trait Engine: Clone + 'static {
+/// A lock coordinator under test. Engines, transactions and their futures are `Send` so that
+/// the workloads can run on a multi-thread runtime as well as on one thread.
+pub trait Engine: Clone + Send + Sync + 'static {
     type Txn: Txn;
 
     /// Lock: plan the queries, acquire every lock in plan order, return the results.
-    async fn lock(&self, queries: &[Query]) -> EngineResult<Self::Txn>;
+    fn lock(&self, queries: &[Query]) -> impl Future<Output = EngineResult<Self::Txn>> + Send;
 
     /// Seed the cache with values without measuring (setup): one upsert transaction per value.
-    async fn preload(&self, kind: Kind, values: Vec<(String, Value)>) -> EngineResult<()>;
+    fn preload(
+        &self,
+        kind: Kind,
+        values: Vec<(String, Value)>,
+    ) -> impl Future<Output = EngineResult<()>> + Send;
 }
 
 /// Locks held by one Lock (or NestedLock) call, with its results.
-pub trait Txn: Sized {
+pub trait Txn: Sized + Send + Sync {
     /// Working copy of the value read (or upsert-locked) for `kind` in query `query`.
     fn read(&self, query: usize, kind: Kind) -> Option<&Value>;
 
@@ -47,15 +53,24 @@ pub trait Txn: Sized {
     fn list_values(&self, query: usize, kind: Kind) -> Vec<&Value>;
 
     /// Commit a new value for the resource `kind` of query `query`.
-    async fn upsert(&self, query: usize, kind: Kind, value: Value) -> EngineResult<()>;
+    fn upsert(
+        &self,
+        query: usize,
+        kind: Kind,
+        value: Value,
+    ) -> impl Future<Output = EngineResult<()>> + Send;
 
     /// Interior mutation of a backend held for read by query `query`: add `bytes` to its
     /// `reservedBytes`, serialized by the backend itself.
-    async fn reserve_on_backend(&self, query: usize, bytes: u64) -> EngineResult<()>;
+    fn reserve_on_backend(
+        &self,
+        query: usize,
+        bytes: u64,
+    ) -> impl Future<Output = EngineResult<()>> + Send;
 
     /// NestedLock: extend the held locks; the returned transaction owns only the new locks.
-    async fn nested(&self, queries: &[Query]) -> EngineResult<Self>;
+    fn nested(&self, queries: &[Query]) -> impl Future<Output = EngineResult<Self>> + Send;
 
     /// Release the locks of this call in reverse acquisition order.
-    async fn unlock(self);
+    fn unlock(self) -> impl Future<Output = ()> + Send;
 }

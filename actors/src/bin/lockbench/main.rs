@@ -12,6 +12,7 @@ mod device;
 mod engine;
 mod query;
 mod report;
+mod runtime;
 mod stats;
 mod workload;
 
@@ -22,37 +23,39 @@ use args::{Options, Parsed};
 use baseline::{Baseline, Flavor};
 use engine::{EngineError, EngineResult};
 use report::Report;
+use runtime::Runtimes;
 use workload::create_publish::{self, Shape};
 use workload::scale::Scale;
 use workload::{backend_update, overhead, scale};
 
-/// Run `$body` with `$e` bound to a fresh engine named `$name`.
+/// Run `$body` with `$e` bound to a fresh engine named `$name`, each engine on its runtime
+/// (see [`Runtimes`]).
 macro_rules! with_engine {
-    ($name:expr, $arbiters:expr, |$e:ident| $body:expr) => {
+    ($runtimes:expr, $name:expr, $arbiters:expr, |$e:ident| $body:expr) => {
         match $name {
-            "global" => {
+            "global" => $runtimes.baseline(async {
                 let $e = Baseline::new(Flavor::Global);
                 $body.await
-            }
-            "ordered_rwlock" => {
+            }),
+            "ordered_rwlock" => $runtimes.baseline(async {
                 let $e = Baseline::new(Flavor::OrderedRwLock);
                 $body.await
-            }
-            "actors" => {
+            }),
+            "actors" => $runtimes.actors(async {
                 let $e = Actors::start($arbiters);
                 $body.await
-            }
+            }),
             other => Err(EngineError(format!("unknown engine {other:?}"))),
         }
     };
 }
 
-async fn run_in_process(o: &Options, report: &mut Report) {
+fn run_in_process(runtimes: &Runtimes, o: &Options, report: &mut Report) {
     let wants = |w: &str| o.workloads.iter().any(|x| x == w);
     let shape = Shape::from_options(o);
     if wants("overhead") {
         for name in &o.engines {
-            let outcome = with_engine!(name.as_str(), o.arbiters, |e| overhead::run(
+            let outcome = with_engine!(runtimes, name.as_str(), o.arbiters, |e| overhead::run(
                 &e,
                 o.overhead_txns
             ));
@@ -72,9 +75,13 @@ async fn run_in_process(o: &Options, report: &mut Report) {
             } else {
                 1.0
             };
-            let outcome = with_engine!(name.as_str(), o.arbiters, |e| create_publish::run(
-                &e, shape, o.workers, sample
-            ));
+            let outcome =
+                with_engine!(
+                    runtimes,
+                    name.as_str(),
+                    o.arbiters,
+                    |e| create_publish::run(&e, shape, o.workers, sample)
+                );
             match outcome {
                 Ok(r) => {
                     report.create_publish.insert(name.clone(), r);
@@ -86,12 +93,13 @@ async fn run_in_process(o: &Options, report: &mut Report) {
     if wants("backend_update") {
         // The global engine is serial by construction; it is left out of this workload.
         for name in o.engines.iter().filter(|n| *n != "global") {
-            let outcome = with_engine!(name.as_str(), o.arbiters, |e| backend_update::run(
-                &e,
-                shape,
-                o.update_volumes,
-                o.update_creates
-            ));
+            let outcome =
+                with_engine!(
+                    runtimes,
+                    name.as_str(),
+                    o.arbiters,
+                    |e| backend_update::run(&e, shape, o.update_volumes, o.update_creates)
+                );
             match outcome {
                 Ok(r) => {
                     report.backend_update.insert(name.clone(), r);
@@ -104,14 +112,15 @@ async fn run_in_process(o: &Options, report: &mut Report) {
 
 /// Scale of one engine in this (child) process; prints one JSON line.
 fn scale_child(o: &Options, engine: &str) -> ExitCode {
-    let system = actix::System::new();
-    let outcome: EngineResult<Scale> = system.block_on(async {
-        with_engine!(engine, o.arbiters, |e| scale::run(
-            &e,
-            o.scale_volumes,
-            o.backends
-        ))
-    });
+    let outcome: EngineResult<Scale> = Runtimes::new(o.arbiters)
+        .map_err(|e| EngineError(format!("cannot start a runtime: {e}")))
+        .and_then(|runtimes| {
+            with_engine!(runtimes, engine, o.arbiters, |e| scale::run(
+                &e,
+                o.scale_volumes,
+                o.backends
+            ))
+        });
     match outcome.and_then(|s| {
         serde_json::to_string(&s).map_err(|e| EngineError(format!("cannot encode: {e}")))
     }) {
@@ -178,8 +187,14 @@ fn main() -> ExitCode {
         load: (stats::load_average(), None),
         ..Report::default()
     };
-    let system = actix::System::new();
-    system.block_on(run_in_process(&options, &mut report));
+    let runtimes = match Runtimes::new(options.arbiters) {
+        Ok(runtimes) => runtimes,
+        Err(e) => {
+            eprintln!("lockbench: cannot start a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    run_in_process(&runtimes, &options, &mut report);
     if options.workloads.iter().any(|w| w == "scale") {
         run_scale(&options, &mut report);
     }

@@ -329,8 +329,13 @@ impl Report {
             }
             line(String::new());
         }
+        let baselines = if o.arbiters >= 2 {
+            format!("a multi-thread runtime of {} workers", o.arbiters)
+        } else {
+            "the same thread".to_owned()
+        };
         line(format!(
-            "machine: {} cpus, 1-minute load average {} before, {} after; actors on {} arbiter(s)",
+            "machine: {} cpus, 1-minute load average {} before, {} after; actors on {} arbiter(s), baselines on {baselines}",
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             self.load.0.map_or("-".into(), |l| format!("{l:.2}")),
             self.load.1.map_or("-".into(), |l| format!("{l:.2}")),

@@ -29,7 +29,33 @@ pub fn rss_bytes() -> Option<u64> {
 /// CPU time (user + system) used so far by the calling thread, from /proc/thread-self/stat
 /// (clock ticks of 10 ms), if readable.
 pub fn thread_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    stat_cpu(&std::fs::read_to_string("/proc/thread-self/stat").ok()?)
+}
+
+/// CPU time used so far by every thread of this process named `name`, from
+/// /proc/self/task/*/stat, if readable.
+pub fn named_threads_cpu(name: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = task.ok()?.path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        if let Some(cpu) = std::fs::read_to_string(path.join("stat"))
+            .ok()
+            .and_then(|stat| stat_cpu(&stat))
+        {
+            total += cpu;
+        }
+    }
+    Some(total)
+}
+
+/// utime + stime of one /proc stat line (clock ticks of 10 ms).
+fn stat_cpu(stat: &str) -> Option<Duration> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let utime: u64 = fields.get(11)?.parse().ok()?;

@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::device::Devices;
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{self, Kind};
-use crate::stats::{ms, thread_cpu};
+use crate::runtime::{runtime_cpu, spawn};
+use crate::stats::ms;
 
 use super::create_publish::{Shape, create, prepare};
 use super::{backend_id, verify, volume_value};
@@ -26,7 +27,7 @@ pub struct BackendUpdate {
     pub device_calls: u64,
     /// Mean duration of one simulated device call as measured.
     pub mean_call_ms: f64,
-    /// CPU time of the runtime thread (the engine and the workflows) during the run.
+    /// CPU time of the runtime's threads (the engine and the workflows) during the run.
     pub cpu_ms: Option<f64>,
     /// The busiest device's calls divided by its concurrency, times the call duration.
     pub device_limit_ms: f64,
@@ -108,19 +109,19 @@ pub async fn run<E: Engine>(
     let devices = Devices::new(shape.backends, shape.device_concurrency, shape.call);
     let spawn_create = |i: usize| {
         let (engine, devices) = (engine.clone(), devices.clone());
-        tokio::task::spawn_local(async move {
+        spawn(async move {
             create(&engine, &devices, &format!("new{i}"), i % shape.backends)
                 .await
                 .map(|()| 0)
         })
     };
-    let cpu_before = thread_cpu();
+    let cpu_before = runtime_cpu();
     let start = Instant::now();
     let mut tasks = Vec::new();
     tasks.extend((0..creates / 2).map(spawn_create));
     tasks.extend((0..shape.backends).map(|b| {
         let (engine, devices) = (engine.clone(), devices.clone());
-        tokio::task::spawn_local(async move { update_backend(&engine, &devices, b).await })
+        spawn(async move { update_backend(&engine, &devices, b).await })
     }));
     tasks.extend((creates / 2..creates).map(spawn_create));
     let mut nested_volumes = 0;
@@ -133,7 +134,7 @@ pub async fn run<E: Engine>(
         }
     }
     let makespan = start.elapsed();
-    let cpu = thread_cpu()
+    let cpu = runtime_cpu()
         .zip(cpu_before)
         .map(|(after, before)| ms(after.saturating_sub(before)));
     if let Some(first) = failures.first() {

@@ -3,9 +3,7 @@
 //! mutation), then published on a node (1 call), and a share also gets a snapshot (1 call).
 //! Reports the makespan, transaction latency percentiles and the physical limit.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -15,7 +13,8 @@ use crate::args::Options;
 use crate::device::Devices;
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{self, Kind};
-use crate::stats::{ms, percentile_ms, thread_cpu};
+use crate::runtime::{runtime_cpu, spawn};
+use crate::stats::{ms, percentile_ms};
 
 use super::{
     RESERVED_PER_VOLUME, backend_id, backend_value, node_id, node_value, verify, volume_value,
@@ -38,7 +37,7 @@ pub struct CreatePublish {
     pub device_calls: u64,
     /// Mean duration of one simulated device call as measured.
     pub mean_call_ms: f64,
-    /// CPU time of the runtime thread (the engine and the workflows) during the run.
+    /// CPU time of the runtime's threads (the engine and the workflows) during the run.
     pub cpu_ms: Option<f64>,
 }
 
@@ -184,7 +183,8 @@ async fn snapshot<E: Engine>(
     outcome
 }
 
-type Latencies = Rc<RefCell<Vec<Duration>>>;
+/// Latencies of every transaction, pushed by the workflows (on one thread or several).
+type Latencies = Arc<Mutex<Vec<Duration>>>;
 
 async fn timed(
     latencies: &Latencies,
@@ -192,7 +192,12 @@ async fn timed(
 ) -> EngineResult<()> {
     let start = Instant::now();
     let outcome = txn.await;
-    latencies.borrow_mut().push(start.elapsed());
+    let elapsed = start.elapsed();
+    // A poisoned list only means another workflow panicked while pushing; the list is intact.
+    latencies
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .push(elapsed);
     outcome
 }
 
@@ -233,13 +238,13 @@ pub async fn run<E: Engine>(
     } else {
         shape.volumes
     };
-    let latencies: Latencies = Rc::new(RefCell::new(Vec::with_capacity(run_volumes * 3)));
+    let latencies: Latencies = Arc::new(Mutex::new(Vec::with_capacity(run_volumes * 3)));
     let pool = Arc::new(Semaphore::new(if workers == 0 {
         run_volumes
     } else {
         workers
     }));
-    let cpu_before = thread_cpu();
+    let cpu_before = runtime_cpu();
     let start = Instant::now();
     let tasks: Vec<_> = (0..run_volumes)
         .map(|volume| {
@@ -249,7 +254,7 @@ pub async fn run<E: Engine>(
                 latencies.clone(),
                 pool.clone(),
             );
-            tokio::task::spawn_local(async move {
+            spawn(async move {
                 let _worker = pool.acquire_owned().await;
                 workflow(engine, devices, shape, volume, latencies).await
             })
@@ -264,7 +269,7 @@ pub async fn run<E: Engine>(
         }
     }
     let measured = start.elapsed();
-    let cpu = thread_cpu()
+    let cpu = runtime_cpu()
         .zip(cpu_before)
         .map(|(after, before)| ms(after.saturating_sub(before)));
     if let Some(first) = failures.first() {
@@ -281,7 +286,10 @@ pub async fn run<E: Engine>(
         run_volumes,
     )
     .await?;
-    let mut samples = latencies.borrow().clone();
+    let mut samples = latencies
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .clone();
     let scale = shape.volumes as f64 / run_volumes as f64;
     Ok(CreatePublish {
         volumes_run: run_volumes,
