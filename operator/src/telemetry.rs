@@ -11,11 +11,8 @@
 //! per lock or device wait. Without it the trace ids still exist (they appear in the logs) and
 //! nothing is sent anywhere.
 
-use crate::crd::Cinder;
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::filter::{EnvFilter, FilterExt as _, dynamic_filter_fn, filter_fn};
@@ -205,31 +202,11 @@ pub fn init(options: &TelemetryOptions) -> anyhow::Result<Telemetry> {
     Ok(Telemetry { provider })
 }
 
-/// The span of the pass running for each Cinder (namespace, name). The steps run on actors,
-/// outside the reconcile task, so they find their parent here rather than in the task's context;
-/// one operator runs at most one pass of a Cinder at a time (two operators inside one process,
-/// as some tests run them, may attach a step to the other's pass: a tracing detail only).
-static PASSES: std::sync::LazyLock<Mutex<HashMap<(String, String), Span>>> =
-    std::sync::LazyLock::new(Mutex::default);
-
-fn passes() -> std::sync::MutexGuard<'static, HashMap<(String, String), Span>> {
-    PASSES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The pass of one Cinder while it runs: its span (namespace, name and trace id as fields; the
-/// trace id is empty when no trace layer is installed), found by the steps' [`step_span`] until
-/// this is dropped.
+/// The pass of one Cinder: its span (namespace, name and trace id as fields; the trace id is
+/// empty when no trace layer is installed). The pass runs inside it, and so do its steps
+/// ([`step_span`] is a child of the current span).
 pub struct PassSpan {
-    key: (String, String),
     pub span: Span,
-}
-
-impl Drop for PassSpan {
-    fn drop(&mut self) {
-        passes().remove(&self.key);
-    }
 }
 
 /// Starts the span of one reconcile pass of `namespace/name`.
@@ -244,22 +221,12 @@ pub fn pass_span(namespace: &str, name: &str) -> PassSpan {
     if let Some(id) = trace_id(&span) {
         span.record("trace_id", id.as_str());
     }
-    let key = (namespace.to_string(), name.to_string());
-    passes().insert(key.clone(), span.clone());
-    PassSpan { key, span }
+    PassSpan { span }
 }
 
-/// The span of one step of the pass running for `cinder` (a child of its [`pass_span`]; of the
-/// current span when none runs).
-pub fn step_span(cinder: &Cinder, step: &'static str) -> Span {
-    let key = (
-        cinder.metadata.namespace.clone().unwrap_or_default(),
-        cinder.metadata.name.clone().unwrap_or_default(),
-    );
-    match passes().get(&key) {
-        Some(pass) => tracing::info_span!(parent: pass, STEP_SPAN, step, otel.name = step),
-        None => tracing::info_span!(STEP_SPAN, step, otel.name = step),
-    }
+/// The span of one step of the pass running in the current span (its pass span).
+pub fn step_span(step: &'static str) -> Span {
+    tracing::info_span!(STEP_SPAN, step, otel.name = step)
 }
 
 /// Logs (at debug) how a step ended, in its span.
@@ -324,24 +291,14 @@ mod tests {
                 .with_tracer(provider.tracer(SERVICE_NAME))
                 .with_filter(traced()),
         );
-        let cinder: Cinder = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1", "kind": "Cinder",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"openStackRelease": "2026.1", "image": {"repository": "r", "tag": "2026.1"},
-                "database": {"clusterRef": {"name": "m"}, "secretRef": {"name": "d"}},
-                "messaging": {"clusterRef": {"name": "q"}}, "serviceUser": {"secretRef": {"name": "s"}},
-                "keystoneEndpoint": "https://k:5000/v3"}
-        }))
-        .unwrap();
         tracing::subscriber::with_default(subscriber, || {
             let pass = pass_span("ns", "c");
             let id = trace_id(&pass.span).unwrap_or_default();
             assert_eq!(id.len(), 32, "{id}");
-            // The step finds its pass from another context (an actor), not from the current span.
-            let step = step_span(&cinder, "Secrets");
+            // A step started inside its pass's span belongs to the pass's trace.
+            let step = pass.span.in_scope(|| step_span("Secrets"));
             assert_eq!(trace_id(&step).as_deref(), Some(id.as_str()));
-            drop(pass);
-            let orphan = step_span(&cinder, "Secrets");
+            let orphan = step_span("Secrets");
             assert_ne!(trace_id(&orphan).as_deref(), Some(id.as_str()));
         });
     }

@@ -238,7 +238,7 @@ async fn reconcile_in_span(
     let report = match ctx
         .op
         .pipelines
-        .send(Reconcile(cinder.clone(), target))
+        .send(Reconcile(cinder.clone(), target, tracing::Span::current()))
         .await
     {
         Ok(Ok(report)) => report,

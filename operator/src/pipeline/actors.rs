@@ -32,10 +32,15 @@ pub enum PipelineError {
 }
 
 /// Runs a pass of this Cinder snapshot through its pipeline actor, projecting its children onto
-/// the resolved target cluster when there is one (`None`: the management cluster).
+/// the resolved target cluster when there is one (`None`: the management cluster), inside the
+/// given span (the reconcile's pass span: the pass runs on the actor, outside the caller's task).
 #[derive(Message)]
 #[rtype(result = "Result<PassReport, PipelineError>")]
-pub struct Reconcile(pub Arc<Cinder>, pub Option<TargetCluster>);
+pub struct Reconcile(
+    pub Arc<Cinder>,
+    pub Option<TargetCluster>,
+    pub tracing::Span,
+);
 
 /// Retires a deleted Cinder's actor, drops its per-CR metric series and what the step actors
 /// remember of it.
@@ -86,7 +91,7 @@ impl Handler<Reconcile> for Pipelines {
         let key = CinderKey::of(&msg.0);
         let addr = self.actor(&key);
         Box::pin(async move {
-            match addr.send(RunPass(msg.0, msg.1)).await {
+            match addr.send(RunPass(msg.0, msg.1, msg.2)).await {
                 Ok(Some(report)) => Ok(report),
                 _ => Err(PipelineError::ActorGone(key.namespace, key.name)),
             }
@@ -152,10 +157,15 @@ pub async fn snapshot(pipelines: &Addr<Pipelines>) -> serde_json::Value {
 }
 
 /// Runs one pass of the Cinder (a fresh snapshot of the CR), on the target cluster when there
-/// is one; answers when the pass ends (`None`: the actor stopped before running it).
+/// is one, inside the given span; answers when the pass ends (`None`: the actor stopped before
+/// running it).
 #[derive(Message)]
 #[rtype(result = "Option<PassReport>")]
-pub struct RunPass(pub Arc<Cinder>, pub Option<TargetCluster>);
+pub struct RunPass(
+    pub Arc<Cinder>,
+    pub Option<TargetCluster>,
+    pub tracing::Span,
+);
 
 /// A reconcile of the Cinder ended before any step ran (a gate stopped it, or the finalizer
 /// work ran instead): recorded as a pass without steps.
@@ -241,9 +251,11 @@ impl PipelineActor {
         };
         let started_at = chrono::Utc::now();
         let started = Instant::now();
-        let RunPass(cinder, target) = run;
-        let pass_future =
-            async move { run_pass(&table, &metrics, cinder, target, &mut observer).await };
+        let RunPass(cinder, target, span) = run;
+        let pass_future = tracing::Instrument::instrument(
+            async move { run_pass(&table, &metrics, cinder, target, &mut observer).await },
+            span,
+        );
         ctx.spawn(pass_future.into_actor(self).map(move |report, act, ctx| {
             let summary = PassSummary {
                 outcome: report.summary(),

@@ -114,7 +114,7 @@ async fn run_step(
 ) -> (StepReport, Duration) {
     let fallback = ctx.clone();
     let started = Instant::now();
-    let span = crate::telemetry::step_span(&ctx.cinder, handle.name);
+    let span = crate::telemetry::step_span(handle.name);
     let report = match handle.addr.send(RunStep(ctx, span.clone())).await {
         Ok(report) => report,
         Err(e) => fallback.report(

@@ -394,8 +394,8 @@ async fn different_cinders_run_concurrently() {
     })];
     let (_r, metrics) = Metrics::new_registry();
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
-    let a = pipelines.send(Reconcile(cinder("a"), None));
-    let b = pipelines.send(Reconcile(cinder("b"), None));
+    let a = pipelines.send(Reconcile(cinder("a"), None, tracing::Span::none()));
+    let b = pipelines.send(Reconcile(cinder("b"), None, tracing::Span::none()));
     let both = tokio::time::timeout(Duration::from_secs(60), futures::future::join(a, b)).await;
     let (ra, rb) = both.expect("the passes of two Cinders must not wait for each other");
     assert_eq!(ra.unwrap().unwrap().end, PassEnd::Completed);
@@ -436,7 +436,7 @@ async fn passes_of_one_cinder_are_serialized() {
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
     let sends: Vec<_> = ["x", "x", "x", "x", "y", "y"]
         .iter()
-        .map(|n| pipelines.send(Reconcile(cinder(n), None)))
+        .map(|n| pipelines.send(Reconcile(cinder(n), None, tracing::Span::none())))
         .collect();
     let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))
         .await
