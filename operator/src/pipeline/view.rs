@@ -5,16 +5,17 @@
 //! are kept, never a value read from a Secret (condition messages never carry one).
 
 use crate::conditions::Cond;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
 
 /// How many finished passes a record keeps.
 pub const HISTORY_LEN: usize = 20;
 
-/// One step run of a finished pass, with the condition it produced.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One step run of a finished pass, with the condition it produced. Read back leniently (a
+/// missing field takes its default), as the admin pages read `/pipelines`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct StepRecord {
     pub step: String,
     pub duration_ms: u64,
@@ -43,8 +44,8 @@ impl StepRecord {
 }
 
 /// One finished pass.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PassRecord {
     /// RFC 3339 time the pass started (milliseconds).
     pub started_at: String,
@@ -56,8 +57,8 @@ pub struct PassRecord {
 }
 
 /// One Cinder's entry.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PipelineRecord {
     pub namespace: String,
     pub name: String,

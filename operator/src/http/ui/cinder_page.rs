@@ -122,12 +122,12 @@ fn history(c: &CinderView) -> String {
                     escape(&s.reason),
                     escape(&s.message),
                     escape(&s.step),
-                    s.duration_ms.map(millis).unwrap_or_default()
+                    millis(s.duration_ms as f64)
                 );
             }
             vec![
                 escape(&p.started_at),
-                p.duration_ms.map_or_else(|| "–".to_string(), millis),
+                millis(p.duration_ms as f64),
                 escape(&p.outcome),
                 escape(&seconds(p.requeue_seconds)),
                 chips,

@@ -3,52 +3,13 @@
 //! conditions, and which step of the lane and group it is on or waits in.
 
 use crate::crd::{Cinder, CinderBackend};
-use crate::pipeline::{GROUP, LANE, StepName};
+use crate::pipeline::{GROUP, LANE, PipelineRecord, StepName};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use serde::Deserialize;
 use serde_json::Value;
 
-/// One step of one finished pass.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct StepRecord {
-    pub step: String,
-    pub duration_ms: Option<f64>,
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-}
-
-/// One finished pass.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PassRecord {
-    pub started_at: String,
-    pub duration_ms: Option<f64>,
-    pub outcome: String,
-    pub requeue_seconds: Option<f64>,
-    pub steps: Vec<StepRecord>,
-}
-
-/// One entry of `/pipelines`.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PipelineRow {
-    pub namespace: String,
-    pub name: String,
-    pub current_step: Option<String>,
-    pub in_pass: bool,
-    pub last_outcome: Option<String>,
-    pub last_pass_at: Option<String>,
-    pub last_requeue_seconds: Option<f64>,
-    pub passes: u64,
-    pub last_pass_duration_ms: Option<f64>,
-    pub history: Vec<PassRecord>,
-}
-
 /// The rows of a `/pipelines` value (entries that do not parse are skipped).
-pub fn pipeline_rows(value: &Value) -> Vec<PipelineRow> {
+pub fn pipeline_rows(value: &Value) -> Vec<PipelineRecord> {
     value
         .get("pipelines")
         .and_then(Value::as_array)
@@ -89,7 +50,7 @@ pub struct CinderView {
     pub database_device: Option<String>,
     /// Its CinderBackends' names.
     pub backends: Vec<String>,
-    pub pipeline: PipelineRow,
+    pub pipeline: PipelineRecord,
 }
 
 impl CinderView {
@@ -137,7 +98,7 @@ impl CinderView {
                 r.status.clone(),
                 r.reason.clone(),
                 r.message.clone(),
-                r.duration_ms,
+                Some(r.duration_ms as f64),
             ),
             None => match self.condition(step.condition_type()) {
                 Some(c) => (c.status.clone(), c.reason.clone(), c.message.clone(), None),
@@ -182,7 +143,7 @@ impl CinderView {
 pub fn cinder_views(
     cinders: &[Cinder],
     backends: &[CinderBackend],
-    rows: Vec<PipelineRow>,
+    rows: Vec<PipelineRecord>,
 ) -> Vec<CinderView> {
     let mut views: Vec<CinderView> = cinders
         .iter()
@@ -209,7 +170,7 @@ pub fn cinder_views(
                 upgrade_phase: status.upgrade_phase.map(|p| p.as_str().to_string()),
                 installed_release: status.installed_release,
                 target_release: status.target_release,
-                pipeline: PipelineRow::default(),
+                pipeline: PipelineRecord::default(),
             }
         })
         .collect();
@@ -300,8 +261,8 @@ mod tests {
     fn history_wins_over_conditions_for_a_step() {
         let c = cinder(json!([cond("SecretsReady", "True", "SecretsAvailable")]));
         let rows = pipeline_rows(&json!({"pipelines": [{"namespace": "ns", "name": "c",
-            "history": [{"startedAt": "t", "durationMs": 12.0, "outcome": "o", "requeueSeconds": null,
-              "steps": [{"step": "Secrets", "durationMs": 5.0, "status": "False", "reason": "SecretNotFound", "message": "x"}]}]}]}));
+            "history": [{"startedAt": "t", "durationMs": 12, "outcome": "o", "requeueSeconds": null,
+              "steps": [{"step": "Secrets", "durationMs": 5, "status": "False", "reason": "SecretNotFound", "message": "x"}]}]}]}));
         let views = cinder_views(&[c], &[], rows);
         let secrets = &views[0].steps()[0];
         assert_eq!(secrets.status, "False");

@@ -66,7 +66,7 @@ fn row(c: &CinderView) -> Vec<String> {
         step,
         escape(p.last_outcome.as_deref().unwrap_or("no pass yet")),
         p.last_pass_duration_ms
-            .map_or_else(|| "–".to_string(), millis),
+            .map_or_else(|| "–".to_string(), |ms| millis(ms as f64)),
         escape(&seconds(p.last_requeue_seconds)),
         p.passes.to_string(),
         escape(p.last_pass_at.as_deref().unwrap_or("–")),
