@@ -510,13 +510,7 @@ impl JobReporting {
     /// A recorder reporting as `cinder-operator` and the served `kind` pair of `env`'s metrics.
     pub fn new(env: &super::env::StepEnv, kind: crate::metrics::JobKind) -> Self {
         JobReporting {
-            recorder: kube::runtime::events::Recorder::new(
-                env.client.clone(),
-                kube::runtime::events::Reporter {
-                    controller: "cinder-operator".to_string(),
-                    instance: None,
-                },
-            ),
+            recorder: crate::events::recorder(env.client.clone(), None),
             metrics: env.metrics.job(kind).clone(),
             memory: Default::default(),
         }

@@ -21,7 +21,6 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kind::SatelliteKind;
 use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -100,13 +99,7 @@ impl SatelliteControllers {
             |s, ns, secret| s.satellites_for_secret(ns, secret).1,
         )
         .graceful_shutdown_on(stop);
-        let recorder = Recorder::new(
-            client,
-            Reporter {
-                controller: "cinder-operator".to_string(),
-                instance: Some(op.options.identity.clone()),
-            },
-        );
+        let recorder = crate::events::recorder(client, Some(op.options.identity.clone()));
         SatelliteControllers {
             backends,
             backup_backends,

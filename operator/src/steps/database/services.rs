@@ -6,7 +6,7 @@
 use crate::metrics::{JobMetrics, JobResult, Metrics};
 use crate::pipeline::StepMemory;
 use cinder_lease::DeviceLocks;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Recorder;
 use std::time::Duration;
 
 /// The services of the Database step (cheap to clone; clones share everything).
@@ -18,13 +18,6 @@ pub struct DatabaseServices {
     memory: StepMemory,
 }
 
-fn reporter(instance: String) -> Reporter {
-    Reporter {
-        controller: "cinder-operator".to_string(),
-        instance: Some(instance),
-    }
-}
-
 impl DatabaseServices {
     /// With the operator context's device locks and metrics.
     pub fn new(client: kube::Client, device_locks: DeviceLocks, metrics: &Metrics) -> Self {
@@ -32,7 +25,7 @@ impl DatabaseServices {
         DatabaseServices {
             locks: device_locks,
             db_sync: metrics.db_sync.clone(),
-            recorder: Recorder::new(client, reporter(identity)),
+            recorder: crate::events::recorder(client, Some(identity)),
             memory: StepMemory::default(),
         }
     }
@@ -113,7 +106,7 @@ mod tests {
         let services = DatabaseServices {
             locks,
             db_sync: metrics.db_sync.clone(),
-            recorder: Recorder::new(client, reporter("t".into())),
+            recorder: crate::events::recorder(client, Some("t".into())),
             memory: StepMemory::default(),
         };
         (services.for_run(&step_memory()), metrics)
