@@ -234,15 +234,23 @@ fn satellite_refs(parent: &str, rbd_key: Option<&str>) -> SatelliteRefs {
 
 fn backend_refs(b: &CinderBackend) -> SatelliteRefs {
     satellite_refs(
-        &b.spec.cinder_ref.name,
-        b.spec.rbd.as_ref().map(|r| r.key_secret_ref.name.as_str()),
+        &b.spec.satellite.cinder_ref.name,
+        b.spec
+            .satellite
+            .rbd
+            .as_ref()
+            .map(|r| r.key_secret_ref.name.as_str()),
     )
 }
 
 fn backup_backend_refs(b: &CinderBackupBackend) -> SatelliteRefs {
     satellite_refs(
-        &b.spec.cinder_ref.name,
-        b.spec.rbd.as_ref().map(|r| r.key_secret_ref.name.as_str()),
+        &b.spec.satellite.cinder_ref.name,
+        b.spec
+            .satellite
+            .rbd
+            .as_ref()
+            .map(|r| r.key_secret_ref.name.as_str()),
     )
 }
 

@@ -12,7 +12,7 @@ use super::env::StepEnv;
 use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for, sweep_projections};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackend;
-use crate::crd::validation::validate_backend;
+use crate::crd::validation::validate_satellite;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
 use crate::planning::backend_projection::project_backend;
@@ -36,7 +36,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Ok(l) => l
             .items
             .into_iter()
-            .filter(|b| b.spec.cinder_ref.name == cinder_name)
+            .filter(|b| b.spec.satellite.cinder_ref.name == cinder_name)
             .collect(),
         Err(e) => return ctx.error("listing CinderBackends", e),
     };
@@ -46,12 +46,17 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let mut waiting = Vec::new();
     for b in &attached {
         let bname = b.name_any();
-        if let Err(e) = validate_backend(&b.spec) {
+        if let Err(e) = validate_satellite(&b.spec.satellite) {
             waiting.push(format!("{bname} ({e})"));
             continue;
         }
-        let key = match credentials_for(&env.client, &ns, b.spec.backend_type, b.spec.rbd.as_ref())
-            .await
+        let key = match credentials_for(
+            &env.client,
+            &ns,
+            b.spec.satellite.backend_type,
+            b.spec.satellite.rbd.as_ref(),
+        )
+        .await
         {
             Err(e) => return ctx.error(format!("reading the key of {bname}"), e),
             Ok(Err(why)) => {

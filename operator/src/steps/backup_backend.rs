@@ -12,7 +12,7 @@ use super::env::StepEnv;
 use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for, sweep_projections};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackupBackend;
-use crate::crd::validation::validate_backup_backend;
+use crate::crd::validation::validate_satellite;
 use crate::names;
 use crate::pipeline::{ProjectedBackend, StepContext, StepReport};
 use crate::planning::backend_projection::project_backup_backend;
@@ -27,14 +27,20 @@ async fn project_one(
 ) -> Result<Result<ProjectedBackend, String>, kube::Error> {
     let ns = ctx.namespace();
     let bname = b.name_any();
-    if let Err(e) = validate_backup_backend(&b.spec) {
+    if let Err(e) = validate_satellite(&b.spec.satellite) {
         return Ok(Err(e.to_string()));
     }
-    let key =
-        match credentials_for(management, ns, b.spec.backend_type, b.spec.rbd.as_ref()).await? {
-            Ok(k) => k,
-            Err(why) => return Ok(Err(why)),
-        };
+    let key = match credentials_for(
+        management,
+        ns,
+        b.spec.satellite.backend_type,
+        b.spec.satellite.rbd.as_ref(),
+    )
+    .await?
+    {
+        Ok(k) => k,
+        Err(why) => return Ok(Err(why)),
+    };
     let projection = match project_backup_backend(
         ctx.name(),
         &bname,
@@ -71,7 +77,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Ok(l) => l
             .items
             .into_iter()
-            .filter(|b| b.spec.cinder_ref.name == cinder_name)
+            .filter(|b| b.spec.satellite.cinder_ref.name == cinder_name)
             .collect(),
         Err(e) => return ctx.error("listing CinderBackupBackends", e),
     };

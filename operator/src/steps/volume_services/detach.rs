@@ -87,10 +87,10 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
 
 /// The storage device (lock id) of a backend.
 pub fn backend_device(b: &CinderBackend) -> String {
-    if let Some(rbd) = &b.spec.rbd {
+    if let Some(rbd) = &b.spec.satellite.rbd {
         return cinder_lease::devices::rbd_cluster(&rbd.monitors);
     }
-    if let Some(nfs) = &b.spec.nfs {
+    if let Some(nfs) = &b.spec.satellite.nfs {
         return cinder_lease::devices::nfs_server(&nfs.server);
     }
     format!("backend:{}", b.name_any())
