@@ -298,35 +298,33 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert_eq!(
-            refused_reason(decide("2026.3", Some("2026.1"), None, None)),
-            "VersionParseError"
-        );
-        assert_eq!(
-            refused_reason(decide("2026.2", Some("garbage"), None, None)),
-            "VersionParseError"
-        );
-        assert_eq!(
-            refused_reason(decide("2025.2", Some("2026.1"), None, None)),
-            "DowngradeNotSupported"
-        );
-        assert_eq!(
-            refused_reason(decide("2027.1", Some("2026.1"), None, None)),
-            "UpgradePathInvalid"
-        );
-        assert_eq!(
-            refused_reason(decide("2028.1", Some("2026.2"), None, None)),
-            "UpgradePathInvalid"
-        );
-        assert_eq!(
-            refused_reason(decide(
+        let cases = [
+            ("2026.3", Some("2026.1"), None, None, "VersionParseError"),
+            ("2026.2", Some("garbage"), None, None, "VersionParseError"),
+            (
+                "2025.2",
+                Some("2026.1"),
+                None,
+                None,
+                "DowngradeNotSupported",
+            ),
+            ("2027.1", Some("2026.1"), None, None, "UpgradePathInvalid"),
+            ("2028.1", Some("2026.2"), None, None, "UpgradePathInvalid"),
+            (
                 "2027.1",
                 Some("2026.1"),
                 Some("2026.2"),
-                Some(Migrating)
-            )),
-            "UpgradeTargetChanged"
-        );
+                Some(Migrating),
+                "UpgradeTargetChanged",
+            ),
+        ];
+        for (spec, installed, target, phase, reason) in cases {
+            assert_eq!(
+                refused_reason(decide(spec, installed, target, phase)),
+                reason,
+                "{spec} over {installed:?} (target {target:?}, {phase:?})"
+            );
+        }
     }
 
     #[test]
