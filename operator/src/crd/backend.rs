@@ -2,7 +2,7 @@
 //! attached to a parent Cinder, served by its own `{cinder}-volume-{backend}` Deployment.
 
 use super::common::ExtraOptions;
-use super::satellite::{SatelliteSpec, satellite_resource};
+use super::satellite::{Satellite, SatelliteSpec, satellite_resource};
 
 satellite_resource! {
     /// A volume backend of a Cinder. Exactly the block matching `type` is set.
@@ -13,5 +13,11 @@ satellite_resource! {
         /// Extra driver options for this backend's section of cinder.conf.
         #[serde(default, skip_serializing_if = "ExtraOptions::is_empty")]
         pub extra_options: ExtraOptions,
+    }
+}
+
+impl Satellite for CinderBackend {
+    fn satellite(&self) -> &SatelliteSpec {
+        &self.spec.satellite
     }
 }

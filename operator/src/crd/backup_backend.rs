@@ -2,7 +2,7 @@
 //! of a parent Cinder. At most one may be attached to a Cinder.
 
 use super::common::ExtraOptions;
-use super::satellite::{SatelliteSpec, satellite_resource};
+use super::satellite::{Satellite, SatelliteSpec, satellite_resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,12 @@ satellite_resource! {
         /// Compression of backup data (`backup_compression_algorithm`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub compression: Option<BackupCompression>,
+    }
+}
+
+impl Satellite for CinderBackupBackend {
+    fn satellite(&self) -> &SatelliteSpec {
+        &self.spec.satellite
     }
 }
 

@@ -14,7 +14,7 @@ pub use backend::{CinderBackend, CinderBackendSpec};
 pub use backup_backend::{BackupCompression, CinderBackupBackend, CinderBackupBackendSpec};
 pub use cinder::{Cinder, CinderSpec, CinderStatus, UpgradePhase, VolumeServiceStatus};
 pub use common::{BackendType, NfsSpec, RbdSpec, SecretRef, SecretStoreKind, SecretStoreRef};
-pub use satellite::{SatelliteSpec, SatelliteStatus};
+pub use satellite::{Satellite, SatelliteSpec, SatelliteStatus};
 pub use schema_rules::{cinder_backend_crd, cinder_backup_backend_crd, cinder_crd, crds};
 
 /// The API group of the three kinds.

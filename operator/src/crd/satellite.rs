@@ -25,6 +25,11 @@ pub struct SatelliteSpec {
     pub rbd: Option<RbdSpec>,
 }
 
+/// A satellite kind: the spec fields it shares with the other kind.
+pub trait Satellite {
+    fn satellite(&self) -> &SatelliteSpec;
+}
+
 /// The status both satellite kinds report: CredentialsReady, ConfigProjected and Ready.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -2,7 +2,7 @@
 //! `cinder.openstack.c5c3.io/service-remove`, volume projection) for the shared reconcile.
 
 use super::kind::SatelliteKind;
-use crate::crd::{CinderBackend, SatelliteSpec, SatelliteStatus};
+use crate::crd::{CinderBackend, SatelliteStatus};
 use crate::names::SERVICE_REMOVE_FINALIZER;
 use crate::steps::projection::PROJECTION_VOLUME;
 
@@ -11,9 +11,6 @@ impl SatelliteKind for CinderBackend {
     const PROJECTION: &'static str = PROJECTION_VOLUME;
     const FINALIZER: Option<&'static str> = Some(SERVICE_REMOVE_FINALIZER);
 
-    fn satellite(&self) -> &SatelliteSpec {
-        &self.spec.satellite
-    }
     fn status(&self) -> Option<&SatelliteStatus> {
         self.status.as_ref()
     }

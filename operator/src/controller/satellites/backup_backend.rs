@@ -2,7 +2,7 @@
 //! for the shared reconcile.
 
 use super::kind::SatelliteKind;
-use crate::crd::{CinderBackupBackend, SatelliteSpec, SatelliteStatus};
+use crate::crd::{CinderBackupBackend, SatelliteStatus};
 use crate::steps::projection::PROJECTION_BACKUP;
 
 impl SatelliteKind for CinderBackupBackend {
@@ -10,9 +10,6 @@ impl SatelliteKind for CinderBackupBackend {
     const PROJECTION: &'static str = PROJECTION_BACKUP;
     const FINALIZER: Option<&'static str> = None;
 
-    fn satellite(&self) -> &SatelliteSpec {
-        &self.spec.satellite
-    }
     fn status(&self) -> Option<&SatelliteStatus> {
         self.status.as_ref()
     }

@@ -1,13 +1,14 @@
 //! What differs between the two satellite kinds, behind one trait the shared reconcile uses.
 
 use crate::crd::validation::validate_satellite;
-use crate::crd::{BackendType, RbdSpec, SatelliteSpec, SatelliteStatus};
+use crate::crd::{BackendType, RbdSpec, Satellite, SatelliteStatus};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
 /// A CinderBackend or a CinderBackupBackend.
 pub trait SatelliteKind:
-    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    Satellite
+    + Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
     + Clone
     + std::fmt::Debug
     + DeserializeOwned
@@ -23,8 +24,6 @@ pub trait SatelliteKind:
     /// The finalizer the satellite controller adds, if any.
     const FINALIZER: Option<&'static str>;
 
-    /// The spec fields both kinds share (parent and storage).
-    fn satellite(&self) -> &SatelliteSpec;
     fn status(&self) -> Option<&SatelliteStatus>;
 
     /// The parent Cinder's name.
