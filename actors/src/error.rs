@@ -1,7 +1,7 @@
 //! The one error type of the lock coordinator: every refusal and failure of planning, locking,
 //! committing and explaining, each with a stable snake_case code (see [`LockError::code`]).
 
-use crate::query::Op;
+use crate::op::Op;
 
 /// Everything Lock / NestedLock / a commit can refuse. A refused lock takes no lock.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

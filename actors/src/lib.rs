@@ -43,6 +43,7 @@ pub mod explain;
 pub(crate) mod fast_hash;
 pub mod inspect;
 pub mod lock_queue;
+pub mod op;
 pub mod plan;
 pub mod query;
 pub mod resource_actor;

@@ -230,3 +230,15 @@ pub async fn wait_for_signal() {
 pub async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
+
+/// The multi-threaded async runtime a long-running subcommand runs on; when it cannot start,
+/// one line on stderr names the subcommand and the exit status is 1.
+pub fn async_runtime(subcommand: &str) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cinder-operator {subcommand}: cannot start the async runtime: {e}");
+            std::process::ExitCode::from(1)
+        })
+}

@@ -1,7 +1,7 @@
 //! The `cinder-operator crdgen` subcommand: prints the three CRDs as a YAML stream, or writes
 //! them to a directory (one file per CRD plus `kustomization.yaml`, what `deploy/crds/` holds).
 
-use crate::cli::{Cli, Command};
+use crate::cli::CrdgenArgs;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -51,13 +51,9 @@ pub fn write_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(cli: &Cli) -> ExitCode {
-    let out_dir = match &cli.command {
-        Command::Crdgen(args) => args.out_dir.clone(),
-        _ => None,
-    };
-    match out_dir {
-        Some(dir) => match write_dir(&dir) {
+pub fn run(args: &CrdgenArgs) -> ExitCode {
+    match &args.out_dir {
+        Some(dir) => match write_dir(dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!(

@@ -3,17 +3,12 @@
 //! Exit 0 when the document was understood (even if a phase is refused), 2 with one line on
 //! stderr naming the bad field otherwise.
 
-use crate::cli::{Cli, Command};
 use cinder_actors::{Schema, explain_str};
 use std::io::Read;
 use std::process::ExitCode;
 
-/// Runs the subcommand.
-pub fn run(cli: &Cli) -> ExitCode {
-    let Command::LockPlan { file } = &cli.command else {
-        eprintln!("cinder-operator lock-plan: called for another subcommand");
-        return ExitCode::from(2);
-    };
+/// Runs the subcommand on `file` (a path, or `-` for standard input).
+pub fn run(file: &str) -> ExitCode {
     let text = match read_input(file) {
         Ok(t) => t,
         Err(e) => {

@@ -13,7 +13,7 @@
 //! drains, then releases the Lease so a successor takes over at once. `--lease-duration` sets the
 //! duration of the leader Lease and of the device Leases.
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::RunArgs;
 use crate::context::{OperatorContext, OperatorOptions};
 use crate::crd::{Cinder, CinderBackend};
 use crate::embedded;
@@ -45,20 +45,10 @@ const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 const STUCK_AFTER: Duration = Duration::from_secs(60);
 
 /// Runs the subcommand.
-pub fn run(cli: &Cli) -> ExitCode {
-    let Command::Run(args) = &cli.command else {
-        eprintln!("cinder-operator run: called for another subcommand");
-        return ExitCode::from(1);
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+pub fn run(args: &RunArgs) -> ExitCode {
+    let runtime = match crate::cli::async_runtime("run") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cinder-operator run: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     // Logs go to stderr (stdout carries the bootstrap's output); the OTLP exporter needs the
     // runtime.

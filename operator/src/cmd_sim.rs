@@ -2,26 +2,16 @@
 //! injection its `--fault-*` flags ask for), writes a kubeconfig for it, prints
 //! `export KUBECONFIG=<path>` and the address, and serves until Ctrl-C or SIGTERM.
 
-use crate::cli::{Cli, Command, SimArgs};
+use crate::cli::SimArgs;
 use cinder_sim::{ClusterConfig, EmbeddedCluster, ErrorRule, FaultConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Runs the subcommand; exit 0 after a clean shutdown, 1 with one line on stderr on failure.
-pub fn run(cli: &Cli) -> ExitCode {
-    let Command::Sim(args) = &cli.command else {
-        eprintln!("cinder-operator sim: called for another subcommand");
-        return ExitCode::from(1);
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+pub fn run(args: &SimArgs) -> ExitCode {
+    let runtime = match crate::cli::async_runtime("sim") {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cinder-operator sim: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let faults = match fault_config(args) {
         Ok(f) => f,
@@ -125,6 +115,7 @@ async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Cli, Command};
     use clap::Parser;
 
     fn sim_args(args: &[&str]) -> SimArgs {

@@ -36,7 +36,8 @@ pub mod reason {
     // Ready
     pub const ALL_READY: &str = "AllReady";
     pub const NOT_ALL_READY: &str = "NotAllReady";
-    /// Added: the spec fails a check the CRD schema states but the API server did not enforce.
+    /// The operator's own: the spec fails a check the CRD schema states but the API server did
+    /// not enforce.
     pub const INVALID_SPEC: &str = "InvalidSpec";
     // SecretsReady
     pub const SECRETS_AVAILABLE: &str = "SecretsAvailable";
@@ -122,7 +123,7 @@ pub mod reason {
     pub const OWNED_KEYS_OVERRIDDEN: &str = "OwnedKeysOverridden";
     /// A step returned an error (HPAReady / NetworkPolicyReady: "errors propagate").
     pub const RECONCILE_ERROR: &str = "ReconcileError";
-    // Satellites (their vocabulary lives with the kinds; added here)
+    // CredentialsReady, ConfigProjected and Ready of the satellites
     pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
     pub const WAITING_FOR_CREDENTIALS: &str = "WaitingForCredentials";
     pub const PROJECTED: &str = "Projected";

@@ -168,10 +168,17 @@ impl OperatorContext {
                 Ok(Pipelines::new(table, engine_metrics).start())
             })
             .await??;
+        let target_registry = actors
+            .run(|| {
+                use actix::Actor;
+                crate::target_cluster::TargetRegistry::default().start()
+            })
+            .await?;
         let targets = crate::target_cluster::TargetClusters::new(
             client.clone(),
             &options.lease_namespace,
             options.namespace.as_deref(),
+            target_registry,
         );
         Ok(Arc::new(OperatorContext {
             targets,

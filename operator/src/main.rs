@@ -8,9 +8,9 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Run(_) => cmd_run::run(&cli),
-        Command::Crdgen(_) => cmd_crdgen::run(&cli),
-        Command::LockPlan { .. } => cmd_lock_plan::run(&cli),
-        Command::Sim(_) => cmd_sim::run(&cli),
+        Command::Run(args) => cmd_run::run(args),
+        Command::Crdgen(args) => cmd_crdgen::run(args),
+        Command::LockPlan { file } => cmd_lock_plan::run(file),
+        Command::Sim(args) => cmd_sim::run(args),
     }
 }

@@ -217,7 +217,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_object_names() {
+    fn documented_object_names() {
         assert_eq!(db_connection_secret("c"), "c-db-connection");
         assert_eq!(transport_url_secret("c"), "c-transport-url");
         assert_eq!(db_sync_job("c"), "c-db-sync");

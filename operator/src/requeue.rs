@@ -70,28 +70,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_intervals() {
-        assert_eq!(Requeue::RequeueNextPass.interval(), Duration::from_secs(1));
-        assert_eq!(
-            Requeue::RequeueDeploymentPolling.interval(),
-            Duration::from_secs(10)
-        );
-        assert_eq!(
-            Requeue::RequeueSecretPolling.interval(),
-            Duration::from_secs(15)
-        );
-        assert_eq!(
-            Requeue::RequeueDatabaseWait.interval(),
-            Duration::from_secs(30)
-        );
-        assert_eq!(
-            Requeue::RequeueUpgradeWait.interval(),
-            Duration::from_secs(30)
-        );
-        assert_eq!(
-            Requeue::HealthCheckRetry.interval(),
-            Duration::from_secs(10)
-        );
+    fn documented_intervals() {
+        let cases = [
+            (Requeue::RequeueNextPass, 1),
+            (Requeue::RequeueDeploymentPolling, 10),
+            (Requeue::RequeueSecretPolling, 15),
+            (Requeue::RequeueDatabaseWait, 30),
+            (Requeue::RequeueUpgradeWait, 30),
+            (Requeue::HealthCheckRetry, 10),
+        ];
+        for (requeue, secs) in cases {
+            assert_eq!(requeue.interval(), Duration::from_secs(secs), "{requeue:?}");
+        }
         assert_eq!(PROBE_CACHE_TTL, Duration::from_secs(30));
     }
 

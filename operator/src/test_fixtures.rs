@@ -23,3 +23,38 @@ pub fn cinder() -> Cinder {
     c.metadata.uid = Some("u".to_string());
     c
 }
+
+/// A scratch directory holding a stand-in `program` that exits with `code`, removed on drop.
+/// [`StubProgram::path`] is a `PATH` that finds the stand-in first.
+pub struct StubProgram {
+    pub dir: std::path::PathBuf,
+}
+
+impl StubProgram {
+    /// The stand-in `program` exiting with `code`, in a directory named after `tag` and `code`.
+    pub fn exiting(tag: &str, program: &str, code: i32) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cinder-{tag}-{}-{code}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let bin = dir.join(program);
+        std::fs::write(&bin, format!("#!/bin/sh\nexit {code}\n")).expect("the stand-in");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))
+            .expect("an executable stand-in");
+        StubProgram { dir }
+    }
+
+    /// `PATH` with the stand-in's directory first.
+    pub fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+}
+
+impl Drop for StubProgram {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod controllers;
 pub mod error;
 pub mod faults;
+pub mod groups;
 pub mod kubeconfig;
 pub mod objects;
 pub mod patch;
@@ -19,12 +20,10 @@ pub mod schema;
 pub mod store;
 pub mod writes;
 
-/// The core API group's name (empty).
-pub const CORE: &str = "";
-
 pub use cluster::{ClusterConfig, EmbeddedCluster, StoreView};
 pub use error::{ApiError, SimError};
 pub use faults::{ErrorRule, FaultConfig, FaultHandle, ServiceFault};
+pub use groups::CORE;
 pub use requests::RequestRecord;
 pub use writes::{LeaseSnapshot, LeaseState, WriteRecord};
 /// In-process store access (`EmbeddedCluster::store()` returns a `Store` view).

@@ -10,7 +10,7 @@
 //!
 //! A Secret several legs match yields one request (lookups return sets).
 
-use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, SecretStoreKind};
+use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, Satellite, SecretStoreKind};
 use futures::{Stream, StreamExt};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -225,25 +225,13 @@ fn key_of<K: ResourceExt>(o: &K) -> Key {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
 
-fn satellite_refs(parent: &str, rbd_key: Option<&str>) -> SatelliteRefs {
+/// What the index keeps of a satellite of either kind: its parent and its RBD key Secret.
+fn satellite_refs<K: Satellite>(b: &K) -> SatelliteRefs {
+    let spec = b.satellite();
     SatelliteRefs {
-        parent: parent.to_string(),
-        key_secret: rbd_key.map(str::to_string),
+        parent: spec.cinder_ref.name.clone(),
+        key_secret: spec.rbd.as_ref().map(|r| r.key_secret_ref.name.clone()),
     }
-}
-
-fn backend_refs(b: &CinderBackend) -> SatelliteRefs {
-    satellite_refs(
-        &b.spec.cinder_ref.name,
-        b.spec.rbd.as_ref().map(|r| r.key_secret_ref.name.as_str()),
-    )
-}
-
-fn backup_backend_refs(b: &CinderBackupBackend) -> SatelliteRefs {
-    satellite_refs(
-        &b.spec.cinder_ref.name,
-        b.spec.rbd.as_ref().map(|r| r.key_secret_ref.name.as_str()),
-    )
 }
 
 /// The state one source contributes while it relists: `Init` opens a buffer, `InitDone` swaps.
@@ -301,8 +289,8 @@ impl IndexState {
     pub fn apply(&mut self, event: IndexEvent) -> Option<IndexSnapshot> {
         match event {
             IndexEvent::Cinder(e) => self.cinders.apply(*e, CinderRefs::of),
-            IndexEvent::Backend(e) => self.backends.apply(*e, backend_refs),
-            IndexEvent::BackupBackend(e) => self.backup_backends.apply(*e, backup_backend_refs),
+            IndexEvent::Backend(e) => self.backends.apply(*e, satellite_refs),
+            IndexEvent::BackupBackend(e) => self.backup_backends.apply(*e, satellite_refs),
             IndexEvent::SourceError(_) => return None,
         }
         let mut snap = IndexSnapshot {

@@ -148,12 +148,12 @@ fn cinder_controller(
         .watches(
             scoped::<CinderBackend>(&client, ns),
             wc.clone(),
-            |b: CinderBackend| parent_ref(b.namespace(), &b.spec.cinder_ref.name),
+            |b: CinderBackend| parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name),
         )
         .watches(
             scoped::<CinderBackupBackend>(&client, ns),
             wc.clone(),
-            |b: CinderBackupBackend| parent_ref(b.namespace(), &b.spec.cinder_ref.name),
+            |b: CinderBackupBackend| parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name),
         )
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.options.concurrency),

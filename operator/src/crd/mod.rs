@@ -6,13 +6,15 @@ pub mod backend;
 pub mod backup_backend;
 pub mod cinder;
 pub mod common;
+pub mod satellite;
 pub mod schema_rules;
 pub mod validation;
 
-pub use backend::{CinderBackend, CinderBackendSpec, SatelliteStatus};
+pub use backend::{CinderBackend, CinderBackendSpec};
 pub use backup_backend::{BackupCompression, CinderBackupBackend, CinderBackupBackendSpec};
 pub use cinder::{Cinder, CinderSpec, CinderStatus, UpgradePhase, VolumeServiceStatus};
 pub use common::{BackendType, NfsSpec, RbdSpec, SecretRef, SecretStoreKind, SecretStoreRef};
+pub use satellite::{Satellite, SatelliteSpec, SatelliteStatus};
 pub use schema_rules::{cinder_backend_crd, cinder_backup_backend_crd, cinder_crd, crds};
 
 /// The API group of the three kinds.

@@ -3,10 +3,9 @@
 //! existed, may hold what the schema forbids. A failure is reported as
 //! `Ready=False` with reason [`crate::conditions::reason::INVALID_SPEC`] and nothing is created.
 
-use super::backend::CinderBackendSpec;
-use super::backup_backend::CinderBackupBackendSpec;
 use super::cinder::CinderSpec;
 use super::common::{BackendType, NfsSpec, RbdSpec};
+use super::satellite::SatelliteSpec;
 use crate::names::MAX_CINDER_NAME_LEN;
 
 /// Everything wrong with one spec, one line per problem.
@@ -130,20 +129,8 @@ fn validate_storage(
     }
 }
 
-/// Validates a CinderBackend spec.
-pub fn validate_backend(spec: &CinderBackendSpec) -> Result<(), SpecError> {
-    let mut p = Vec::new();
-    validate_storage(
-        spec.backend_type,
-        spec.nfs.as_ref(),
-        spec.rbd.as_ref(),
-        &mut p,
-    );
-    finish(p)
-}
-
-/// Validates a CinderBackupBackend spec.
-pub fn validate_backup_backend(spec: &CinderBackupBackendSpec) -> Result<(), SpecError> {
+/// Validates the parent and storage fields of a CinderBackend or CinderBackupBackend spec.
+pub fn validate_satellite(spec: &SatelliteSpec) -> Result<(), SpecError> {
     let mut p = Vec::new();
     validate_storage(
         spec.backend_type,

@@ -4,7 +4,6 @@
 //! before it leaves the process.
 
 use super::redact::redacted;
-use super::ui;
 use crate::crd::{Cinder, CinderBackend};
 use actix_web::{HttpResponse, web};
 use cinder_actors::{CoordinatorHandle, CoordinatorSnapshot, ResourceSnapshot};
@@ -165,9 +164,9 @@ async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
     )
 }
 
-/// The admin routes; the app must hold `web::Data<AdminSources>`.
+/// The JSON admin routes and the fallback for unknown paths (register the HTML pages of
+/// [`ui`](super::ui) first); the app must hold `web::Data<AdminSources>`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    ui::routes(cfg);
     cfg.route("/actors", web::get().to(actors))
         .route("/actors/{kind}/{id}", web::get().to(actor))
         .route("/transactions", web::get().to(transactions))

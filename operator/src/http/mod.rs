@@ -105,6 +105,7 @@ impl Endpoints {
         })?;
         let (admin_server, admin_addr) = bind("admin", &binds.admin, move |cfg| {
             cfg.app_data(admin.clone());
+            ui::routes(cfg);
             admin::routes(cfg);
         })?;
         let servers = [metrics_server, probes_server, admin_server];

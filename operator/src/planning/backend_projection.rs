@@ -6,7 +6,9 @@
 
 use super::digest::map_digest;
 use super::ini::{ControlCharacter, IniDoc, has_control};
-use crate::crd::{BackendType, CinderBackendSpec, CinderBackupBackendSpec, NfsSpec, RbdSpec};
+use crate::crd::{
+    BackendType, CinderBackendSpec, CinderBackupBackendSpec, NfsSpec, RbdSpec, SatelliteSpec,
+};
 use crate::names;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,12 +83,8 @@ pub enum ProjectionError {
     ControlCharacter(#[from] ControlCharacter),
 }
 
-fn storage<'a>(
-    t: BackendType,
-    nfs: Option<&'a NfsSpec>,
-    rbd: Option<&'a RbdSpec>,
-) -> Result<Storage<'a>, ProjectionError> {
-    match (t, nfs, rbd) {
+fn storage(spec: &SatelliteSpec) -> Result<Storage<'_>, ProjectionError> {
+    match (spec.backend_type, spec.nfs.as_ref(), spec.rbd.as_ref()) {
         (BackendType::Nfs, Some(n), None) => Ok(Storage::Nfs(n)),
         (BackendType::Rbd, None, Some(r)) => Ok(Storage::Rbd(r)),
         (t, _, _) => Err(ProjectionError::BlockMismatch(t.as_str())),
@@ -160,7 +158,7 @@ pub fn project_backend(
     spec: &CinderBackendSpec,
     rbd_key: Option<&str>,
 ) -> Result<Projection, ProjectionError> {
-    let st = storage(spec.backend_type, spec.nfs.as_ref(), spec.rbd.as_ref())?;
+    let st = storage(&spec.satellite)?;
     let dir = backend_mount_dir(backend);
     let mut conf = IniDoc::new();
     conf.set("DEFAULT", "enabled_backends", backend);
@@ -215,7 +213,7 @@ pub fn project_backend(
     Ok(finish(
         backend,
         names::backend_secret_base(cinder, backend),
-        spec.backend_type,
+        spec.satellite.backend_type,
         &st,
         data,
     ))
@@ -228,7 +226,7 @@ pub fn project_backup_backend(
     spec: &CinderBackupBackendSpec,
     rbd_key: Option<&str>,
 ) -> Result<Projection, ProjectionError> {
-    let st = storage(spec.backend_type, spec.nfs.as_ref(), spec.rbd.as_ref())?;
+    let st = storage(&spec.satellite)?;
     let mut conf = IniDoc::new();
     let mut data = BTreeMap::new();
     match &st {
@@ -284,7 +282,7 @@ pub fn project_backup_backend(
     Ok(finish(
         backend,
         names::backup_backend_secret_base(cinder),
-        spec.backend_type,
+        spec.satellite.backend_type,
         &st,
         data,
     ))

@@ -58,15 +58,20 @@ pub struct DbEndpoint {
     pub database: String,
 }
 
+/// The parts every connection URL carries: user name, password and host, each required.
+fn check_login(username: &str, password: &str, host: &str) -> Result<(), CredentialError> {
+    check("username", username, true)?;
+    check("password", password, true)?;
+    check("host", host, true)
+}
+
 /// `mysql+pymysql://user:password@host:port/database?charset=utf8`.
 pub fn pymysql_dsn(
     endpoint: &DbEndpoint,
     username: &str,
     password: &str,
 ) -> Result<Sensitive, CredentialError> {
-    check("username", username, true)?;
-    check("password", password, true)?;
-    check("host", &endpoint.host, true)?;
+    check_login(username, password, &endpoint.host)?;
     check("database", &endpoint.database, true)?;
     Ok(Sensitive::new(format!(
         "mysql+pymysql://{}:{}@{}:{}/{}?charset=utf8",
@@ -123,9 +128,7 @@ pub fn rabbit_transport_url(
     username: &str,
     password: &str,
 ) -> Result<Sensitive, CredentialError> {
-    check("username", username, true)?;
-    check("password", password, true)?;
-    check("host", &endpoint.host, true)?;
+    check_login(username, password, &endpoint.host)?;
     let vhost = if endpoint.vhost == "/" {
         String::new()
     } else {

@@ -70,7 +70,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_examples() {
+    fn documented_examples() {
         assert_eq!(
             check_image_release(&img(Some("2026.1"), None), "2026.1"),
             ImageReleaseCheck::Matches

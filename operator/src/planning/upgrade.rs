@@ -117,6 +117,21 @@ fn phase_job(cinder: &str, phase: UpgradePhase) -> Option<String> {
 }
 
 /// Advances `phase` from the state of its Job (ignored for RollingUpdate, which the Deployment
+/// The RollingUpdate phase: no Job; the workload steps after Database poll their own rollouts.
+fn rolling_update(target: &str) -> PhaseStep {
+    PhaseStep {
+        phase: Some(UpgradePhase::RollingUpdate),
+        job: None,
+        promote: false,
+        condition: Cond::false_(
+            kind::DATABASE_READY,
+            reason::UPGRADE_ROLLING_UPDATE,
+            format!("workloads rolling onto {target}"),
+        ),
+        requeue: None,
+    }
+}
+
 /// step ends through [`rollout_converged`]).
 pub fn phase_step(cinder: &str, target: &str, phase: UpgradePhase, job: JobState) -> PhaseStep {
     let job_name = phase_job(cinder, phase);
@@ -124,20 +139,7 @@ pub fn phase_step(cinder: &str, target: &str, phase: UpgradePhase, job: JobState
         UpgradePhase::Expanding => (reason::EXPAND_IN_PROGRESS, reason::EXPAND_FAILED),
         UpgradePhase::Migrating => (reason::MIGRATE_IN_PROGRESS, reason::MIGRATE_FAILED),
         UpgradePhase::Contracting => (reason::CONTRACT_IN_PROGRESS, reason::CONTRACT_FAILED),
-        UpgradePhase::RollingUpdate => {
-            return PhaseStep {
-                phase: Some(phase),
-                job: None,
-                promote: false,
-                condition: Cond::false_(
-                    kind::DATABASE_READY,
-                    reason::UPGRADE_ROLLING_UPDATE,
-                    format!("workloads rolling onto {target}"),
-                ),
-                // The workload steps after Database poll their own rollouts.
-                requeue: None,
-            };
-        }
+        UpgradePhase::RollingUpdate => return rolling_update(target),
     };
     let name = job_name.clone().unwrap_or_default();
     match job {
@@ -178,17 +180,7 @@ pub fn phase_step(cinder: &str, target: &str, phase: UpgradePhase, job: JobState
                 ),
                 requeue: Some(REQUEUE_NEXT_PASS),
             },
-            UpgradePhase::Migrating => PhaseStep {
-                phase: Some(UpgradePhase::RollingUpdate),
-                job: None,
-                promote: false,
-                condition: Cond::false_(
-                    kind::DATABASE_READY,
-                    reason::UPGRADE_ROLLING_UPDATE,
-                    format!("workloads rolling onto {target}"),
-                ),
-                requeue: None,
-            },
+            UpgradePhase::Migrating => rolling_update(target),
             _ => PhaseStep {
                 phase: None,
                 job: None,
@@ -298,35 +290,33 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert_eq!(
-            refused_reason(decide("2026.3", Some("2026.1"), None, None)),
-            "VersionParseError"
-        );
-        assert_eq!(
-            refused_reason(decide("2026.2", Some("garbage"), None, None)),
-            "VersionParseError"
-        );
-        assert_eq!(
-            refused_reason(decide("2025.2", Some("2026.1"), None, None)),
-            "DowngradeNotSupported"
-        );
-        assert_eq!(
-            refused_reason(decide("2027.1", Some("2026.1"), None, None)),
-            "UpgradePathInvalid"
-        );
-        assert_eq!(
-            refused_reason(decide("2028.1", Some("2026.2"), None, None)),
-            "UpgradePathInvalid"
-        );
-        assert_eq!(
-            refused_reason(decide(
+        let cases = [
+            ("2026.3", Some("2026.1"), None, None, "VersionParseError"),
+            ("2026.2", Some("garbage"), None, None, "VersionParseError"),
+            (
+                "2025.2",
+                Some("2026.1"),
+                None,
+                None,
+                "DowngradeNotSupported",
+            ),
+            ("2027.1", Some("2026.1"), None, None, "UpgradePathInvalid"),
+            ("2028.1", Some("2026.2"), None, None, "UpgradePathInvalid"),
+            (
                 "2027.1",
                 Some("2026.1"),
                 Some("2026.2"),
-                Some(Migrating)
-            )),
-            "UpgradeTargetChanged"
-        );
+                Some(Migrating),
+                "UpgradeTargetChanged",
+            ),
+        ];
+        for (spec, installed, target, phase, reason) in cases {
+            assert_eq!(
+                refused_reason(decide(spec, installed, target, phase)),
+                reason,
+                "{spec} over {installed:?} (target {target:?}, {phase:?})"
+            );
+        }
     }
 
     #[test]

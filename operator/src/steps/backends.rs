@@ -9,15 +9,16 @@
 
 use super::children::{ensure_secret, secret};
 use super::env::StepEnv;
-use super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME, credentials_for, sweep_projections};
+use super::projection::{
+    PROJECTION_LABEL, PROJECTION_VOLUME, attached, credentials_for, sweep_projections,
+};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackend;
-use crate::crd::validation::validate_backend;
+use crate::crd::validation::validate_satellite;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
 use crate::planning::backend_projection::project_backend;
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use std::collections::BTreeMap;
 
 /// String data as Secret bytes.
@@ -31,27 +32,26 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
-    let api: Api<CinderBackend> = Api::namespaced(env.client.clone(), &ns);
-    let mut attached: Vec<CinderBackend> = match api.list(&ListParams::default()).await {
-        Ok(l) => l
-            .items
-            .into_iter()
-            .filter(|b| b.spec.cinder_ref.name == cinder_name)
-            .collect(),
+    let attached: Vec<CinderBackend> = match attached(&env.client, &ns, &cinder_name).await {
+        Ok(a) => a,
         Err(e) => return ctx.error("listing CinderBackends", e),
     };
-    attached.sort_by_key(|b| b.name_any());
 
     let mut projected = Vec::new();
     let mut waiting = Vec::new();
     for b in &attached {
         let bname = b.name_any();
-        if let Err(e) = validate_backend(&b.spec) {
+        if let Err(e) = validate_satellite(&b.spec.satellite) {
             waiting.push(format!("{bname} ({e})"));
             continue;
         }
-        let key = match credentials_for(&env.client, &ns, b.spec.backend_type, b.spec.rbd.as_ref())
-            .await
+        let key = match credentials_for(
+            &env.client,
+            &ns,
+            b.spec.satellite.backend_type,
+            b.spec.satellite.rbd.as_ref(),
+        )
+        .await
         {
             Err(e) => return ctx.error(format!("reading the key of {bname}"), e),
             Ok(Err(why)) => {

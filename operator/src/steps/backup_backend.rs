@@ -9,15 +9,16 @@
 use super::backends::bytes;
 use super::children::{ensure_secret, secret};
 use super::env::StepEnv;
-use super::projection::{PROJECTION_BACKUP, PROJECTION_LABEL, credentials_for, sweep_projections};
+use super::projection::{
+    PROJECTION_BACKUP, PROJECTION_LABEL, attached, credentials_for, sweep_projections,
+};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackupBackend;
-use crate::crd::validation::validate_backup_backend;
+use crate::crd::validation::validate_satellite;
 use crate::names;
 use crate::pipeline::{ProjectedBackend, StepContext, StepReport};
 use crate::planning::backend_projection::project_backup_backend;
-use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 /// Projects the one attached target: `Ok(Ok(summary))`, `Ok(Err(why it waits))`, or an API error.
 async fn project_one(
@@ -27,14 +28,20 @@ async fn project_one(
 ) -> Result<Result<ProjectedBackend, String>, kube::Error> {
     let ns = ctx.namespace();
     let bname = b.name_any();
-    if let Err(e) = validate_backup_backend(&b.spec) {
+    if let Err(e) = validate_satellite(&b.spec.satellite) {
         return Ok(Err(e.to_string()));
     }
-    let key =
-        match credentials_for(management, ns, b.spec.backend_type, b.spec.rbd.as_ref()).await? {
-            Ok(k) => k,
-            Err(why) => return Ok(Err(why)),
-        };
+    let key = match credentials_for(
+        management,
+        ns,
+        b.spec.satellite.backend_type,
+        b.spec.satellite.rbd.as_ref(),
+    )
+    .await?
+    {
+        Ok(k) => k,
+        Err(why) => return Ok(Err(why)),
+    };
     let projection = match project_backup_backend(
         ctx.name(),
         &bname,
@@ -66,16 +73,10 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let children = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
-    let api: Api<CinderBackupBackend> = Api::namespaced(env.client.clone(), &ns);
-    let mut attached: Vec<CinderBackupBackend> = match api.list(&ListParams::default()).await {
-        Ok(l) => l
-            .items
-            .into_iter()
-            .filter(|b| b.spec.cinder_ref.name == cinder_name)
-            .collect(),
+    let attached: Vec<CinderBackupBackend> = match attached(&env.client, &ns, &cinder_name).await {
+        Ok(a) => a,
         Err(e) => return ctx.error("listing CinderBackupBackends", e),
     };
-    attached.sort_by_key(|b| b.name_any());
 
     let (condition, projected) = match attached.as_slice() {
         [] => (

@@ -70,7 +70,10 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
                 backend_mount_dir(&b.name),
             )),
             Some(BackendType::Nfs) => {
-                if let Some(nfs) = specs.get(&b.name).and_then(|s| s.spec.nfs.as_ref()) {
+                if let Some(nfs) = specs
+                    .get(&b.name)
+                    .and_then(|s| s.spec.satellite.nfs.as_ref())
+                {
                     extra_volumes.push(ExtraVolume::nfs(&format!("nfs-{}", b.name), &b.name, nfs));
                 }
             }

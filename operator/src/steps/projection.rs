@@ -5,10 +5,13 @@
 
 use super::children::{mounts, selector};
 use super::credentials::{self, Missing};
-use crate::crd::{BackendType, RbdSpec};
+use crate::crd::{BackendType, RbdSpec, Satellite};
 use crate::kube_ext::sweep;
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Client};
+use kube::api::ListParams;
+use kube::core::NamespaceResourceScope;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
 /// Label telling which projection a Secret is: `volume` or `backup`.
 pub const PROJECTION_LABEL: &str = "cinder.openstack.c5c3.io/projection";
@@ -16,6 +19,31 @@ pub const PROJECTION_LABEL: &str = "cinder.openstack.c5c3.io/projection";
 pub const PROJECTION_VOLUME: &str = "volume";
 /// [`PROJECTION_LABEL`] value of the backup target's Secrets.
 pub const PROJECTION_BACKUP: &str = "backup";
+/// The satellites of kind `K` in `namespace` whose parent is Cinder `cinder`, in name order.
+pub async fn attached<K>(
+    client: &Client,
+    namespace: &str,
+    cinder: &str,
+) -> Result<Vec<K>, kube::Error>
+where
+    K: Satellite
+        + Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let mut attached: Vec<K> = api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|b| b.satellite().cinder_ref.name == cinder)
+        .collect();
+    attached.sort_by_key(|b| b.name_any());
+    Ok(attached)
+}
+
 /// Deletes the Cinder's projection Secrets of `projection` ([`PROJECTION_VOLUME`] or
 /// [`PROJECTION_BACKUP`]) that neither `keep` names nor a Deployment of the Cinder still mounts
 /// (the pods of a rollout in progress mount the previous ones).

@@ -468,7 +468,7 @@ pub async fn attached_backends(
         .await?
         .items
         .into_iter()
-        .filter(|b| b.spec.cinder_ref.name == cinder)
+        .filter(|b| b.spec.satellite.cinder_ref.name == cinder)
         .map(|b| (b.name_any(), b))
         .collect())
 }
@@ -484,7 +484,7 @@ pub fn backend_volumes(
         &backend.secret_name,
         crate::planning::backend_projection::backend_mount_dir(&backend.name),
     )];
-    if let Some(nfs) = spec.and_then(|b| b.spec.nfs.as_ref())
+    if let Some(nfs) = spec.and_then(|b| b.spec.satellite.nfs.as_ref())
         && backend.backend_type == Some(crate::crd::BackendType::Nfs)
     {
         out.push(ExtraVolume::nfs(

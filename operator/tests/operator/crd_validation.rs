@@ -2,7 +2,7 @@
 //! and the defaults the types fill in.
 
 use cinder_operator::crd::validation::{
-    check_immutable, is_release, validate_backend, validate_cinder,
+    check_immutable, is_release, validate_cinder, validate_satellite,
 };
 use cinder_operator::crd::{BackendType, CinderBackendSpec, CinderSpec};
 
@@ -84,19 +84,19 @@ fn satellite_needs_exactly_the_block_matching_its_type() {
         "{cinderRef: {name: c}, type: NFS, nfs: {server: nfs.example, path: /export}}",
     )
     .unwrap();
-    assert!(validate_backend(&nfs).is_ok());
+    assert!(validate_satellite(&nfs.satellite).is_ok());
     let mut wrong = nfs.clone();
-    wrong.backend_type = BackendType::Rbd;
-    assert!(validate_backend(&wrong).is_err());
+    wrong.satellite.backend_type = BackendType::Rbd;
+    assert!(validate_satellite(&wrong.satellite).is_err());
     let both: CinderBackendSpec = serde_yaml::from_str(
         "{cinderRef: {name: c}, type: NFS, nfs: {server: s, path: /e}, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}",
     )
     .unwrap();
-    assert!(validate_backend(&both).is_err());
+    assert!(validate_satellite(&both.satellite).is_err());
     let rbd: CinderBackendSpec =
         serde_yaml::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
-    assert!(validate_backend(&rbd).is_ok());
-    assert_eq!(rbd.rbd.unwrap().cluster_name, "ceph");
+    assert!(validate_satellite(&rbd.satellite).is_ok());
+    assert_eq!(rbd.satellite.rbd.unwrap().cluster_name, "ceph");
     assert!(check_immutable("type", "NFS", "RBD").is_err());
     assert!(check_immutable("type", "NFS", "NFS").is_ok());
 }

@@ -1,7 +1,6 @@
-//! Object metadata rules: validation (see `validation`), fresh metadata on create (uid, creationTimestamp,
+//! Object metadata rules: fresh metadata on create (uid, creationTimestamp,
 //! generation, generateName), immutable fields on update, generation bumps on spec changes only.
 
-use super::validation::{NameRule, metadata_causes};
 use crate::error::ApiError;
 use rand::Rng;
 use serde_json::{Map, Value, json};
@@ -37,17 +36,6 @@ pub fn meta_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.get("metadata")
         .and_then(|m| m.get(key))
         .and_then(Value::as_str)
-}
-
-/// The metadata checks every kind gets (`validation::metadata_causes`), as a 422 Invalid.
-pub fn validate_meta(obj: &Value, kind: &str, group: &str, rule: NameRule) -> Result<(), ApiError> {
-    let causes = metadata_causes(obj, rule);
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        let name = meta_str(obj, "name").unwrap_or_default();
-        Err(ApiError::invalid(group, kind, name, causes))
-    }
 }
 
 /// The object without metadata and status: what `generation` tracks.

@@ -333,7 +333,7 @@ impl Engine {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
         let rv = txn.rv();
         kinds::on_write(self, t, None, &mut obj, rv, opts.strict())?;
-        meta::validate_meta(&obj, &t.info.kind, &t.info.group, t.name_rule())?;
+        validation::validate_meta(&obj, &t.info.kind, &t.info.group, t.name_rule())?;
         if t.info.namespaced {
             let ns_key = ObjKey::new("", "namespaces", "", &t.namespace);
             match txn.get(&ns_key) {
@@ -487,7 +487,7 @@ impl Engine {
         }
         new = present(&t.info, &t.version, new);
         kinds::on_write(self, t, Some(old), &mut new, txn.rv(), opts.strict())?;
-        meta::validate_meta(&new, &t.info.kind, &t.info.group, t.name_rule())?;
+        validation::validate_meta(&new, &t.info.kind, &t.info.group, t.name_rule())?;
         let old_gen = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
@@ -508,7 +508,7 @@ impl Engine {
         let key = t.key();
         if old.pointer("/metadata/deletionTimestamp").is_some()
             && meta::finalizers(&new).is_empty()
-            && !t.info.is(crate::CORE, "namespaces")
+            && !t.info.is(crate::groups::CORE, "namespaces")
         {
             if opts.dry_run {
                 return Ok(new);
@@ -661,7 +661,9 @@ impl Engine {
 
     /// DELETE one object.
     pub fn delete(&self, t: &Target, opts: &DeleteOptions) -> Result<Deleted, ApiError> {
-        if t.info.is(crate::CORE, "namespaces") && PROTECTED_NAMESPACES.contains(&t.name.as_str()) {
+        if t.info.is(crate::groups::CORE, "namespaces")
+            && PROTECTED_NAMESPACES.contains(&t.name.as_str())
+        {
             return Err(ApiError::forbidden(
                 "",
                 "namespaces",
@@ -730,7 +732,7 @@ impl Engine {
         {
             fins.push(f.to_string());
         }
-        let is_namespace = t.info.is(crate::CORE, "namespaces");
+        let is_namespace = t.info.is(crate::groups::CORE, "namespaces");
         if fins.is_empty() && !is_namespace {
             let gone = txn.remove(&key).unwrap_or(Value::Null);
             kinds::after_delete(self, txn, t, &gone);

@@ -314,6 +314,17 @@ pub fn check_field_manager(manager: Option<&str>, options_kind: &str) -> Result<
     }
 }
 
+/// The metadata checks every kind gets ([`metadata_causes`]), as a 422 Invalid.
+pub fn validate_meta(obj: &Value, kind: &str, group: &str, rule: NameRule) -> Result<(), ApiError> {
+    let causes = metadata_causes(obj, rule);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = super::meta::meta_str(obj, "name").unwrap_or_default();
+        Err(ApiError::invalid(group, kind, name, causes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,20 +1,9 @@
 //! Turning a CustomResourceDefinition object into a served resource, and the status the server
 //! gives a CRD (NamesAccepted, Established).
 
-use super::{CrdFacts, ResourceInfo};
+use super::resource_info::{CrdFacts, PrinterColumn, ResourceInfo};
 use crate::error::{ApiError, Cause};
 use serde_json::{Value, json};
-
-/// An `additionalPrinterColumns` entry.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
-    pub format: String,
-    pub description: String,
-    pub json_path: String,
-    pub priority: i64,
-}
 
 fn s(v: &Value, key: &str) -> String {
     v.get(key)

@@ -1,12 +1,14 @@
 //! What differs between the two satellite kinds, behind one trait the shared reconcile uses.
 
-use crate::crd::{BackendType, NfsSpec, RbdSpec, SatelliteStatus};
+use crate::crd::validation::validate_satellite;
+use crate::crd::{BackendType, RbdSpec, Satellite, SatelliteStatus};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
 /// A CinderBackend or a CinderBackupBackend.
 pub trait SatelliteKind:
-    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    Satellite
+    + Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
     + Clone
     + std::fmt::Debug
     + DeserializeOwned
@@ -22,11 +24,20 @@ pub trait SatelliteKind:
     /// The finalizer the satellite controller adds, if any.
     const FINALIZER: Option<&'static str>;
 
-    fn parent(&self) -> &str;
-    fn backend_type(&self) -> BackendType;
-    fn nfs(&self) -> Option<&NfsSpec>;
-    fn rbd(&self) -> Option<&RbdSpec>;
     fn status(&self) -> Option<&SatelliteStatus>;
+
+    /// The parent Cinder's name.
+    fn parent(&self) -> &str {
+        &self.satellite().cinder_ref.name
+    }
+    fn backend_type(&self) -> BackendType {
+        self.satellite().backend_type
+    }
+    fn rbd(&self) -> Option<&RbdSpec> {
+        self.satellite().rbd.as_ref()
+    }
     /// The spec check the schema states (CEL-only rules included); the message names the field.
-    fn validate(&self) -> Result<(), String>;
+    fn validate(&self) -> Result<(), String> {
+        validate_satellite(self.satellite()).map_err(|e| format!("spec: {e}"))
+    }
 }

@@ -160,7 +160,7 @@ pub fn cinder_views(
                     .iter()
                     .filter(|b| {
                         b.namespace().as_deref() == Some(namespace.as_str())
-                            && b.spec.cinder_ref.name == name
+                            && b.spec.satellite.cinder_ref.name == name
                     })
                     .map(ResourceExt::name_any)
                     .collect(),

@@ -473,6 +473,10 @@ pub async fn delete_jobs(
 mod tests {
     use super::*;
 
+    fn pod_spec(job: &Job) -> &k8s_openapi::api::core::v1::PodSpec {
+        job.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+    }
+
     fn cinder(tag: &str) -> Cinder {
         let mut c = crate::test_fixtures::cinder();
         c.spec.image.tag = Some(tag.to_string());
@@ -484,7 +488,7 @@ mod tests {
     fn jobs_mount_the_config_and_take_the_connection_from_the_secret() {
         let job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "c-config-abc");
         assert_eq!(job.metadata.name.as_deref(), Some("c-db-sync"));
-        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let pod = pod_spec(&job);
         let c = &pod.containers[0];
         assert_eq!(c.image.as_deref(), Some("r:2026.1"));
         assert_eq!(
@@ -525,15 +529,7 @@ mod tests {
         assert_eq!(expand.metadata.name.as_deref(), Some("c-db-expand"));
         assert_eq!(expand.spec.as_ref().unwrap().backoff_limit, Some(4));
         let migrate = desired_job(&c, SchemaJob::Migrate, "cm");
-        let mc = &migrate
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0];
+        let mc = &pod_spec(&migrate).containers[0];
         let script = mc.command.as_ref().unwrap().join(" ");
         assert!(script.contains("cinder-status upgrade check"));
         assert!(script.contains("/dev/termination-log"));
@@ -542,15 +538,7 @@ mod tests {
             Some("/dev/termination-log")
         );
         let contract = desired_job(&c, SchemaJob::Contract, "cm");
-        let cc = &contract
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .spec
-            .as_ref()
-            .unwrap()
-            .containers[0];
+        let cc = &pod_spec(&contract).containers[0];
         assert_eq!(
             cc.command.as_ref().unwrap().join(" "),
             "cinder-manage db online_data_migrations"
@@ -573,24 +561,14 @@ mod tests {
     fn the_upgrade_check_wrapper_normalises_0_to_2() {
         // Run the wrapper with a stand-in `cinder-status` that exits with each code.
         for (code, expect_exit) in [(0, 0), (1, 0), (2, 0), (3, 3)] {
-            let dir = std::env::temp_dir().join(format!("cinder-uc-{}-{code}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let bin = dir.join("cinder-status");
-            std::fs::write(&bin, format!("#!/bin/sh\nexit {code}\n")).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let msg = dir.join("termination-log");
+            let stub = crate::test_fixtures::StubProgram::exiting("uc", "cinder-status", code);
+            let msg = stub.dir.join("termination-log");
             let script =
                 UPGRADE_CHECK_SCRIPT.replace("/dev/termination-log", msg.to_str().unwrap());
-            let path = format!(
-                "{}:{}",
-                dir.display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
             let status = std::process::Command::new("/bin/sh")
                 .arg("-c")
                 .arg(&script)
-                .env("PATH", path)
+                .env("PATH", stub.path())
                 .status()
                 .unwrap();
             assert_eq!(status.code(), Some(expect_exit), "code {code}");
@@ -598,7 +576,6 @@ mod tests {
                 std::fs::read_to_string(&msg).unwrap().trim(),
                 code.to_string()
             );
-            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 

@@ -87,10 +87,10 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
 
 /// The storage device (lock id) of a backend.
 pub fn backend_device(b: &CinderBackend) -> String {
-    if let Some(rbd) = &b.spec.rbd {
+    if let Some(rbd) = &b.spec.satellite.rbd {
         return cinder_lease::devices::rbd_cluster(&rbd.monitors);
     }
-    if let Some(nfs) = &b.spec.nfs {
+    if let Some(nfs) = &b.spec.satellite.nfs {
         return cinder_lease::devices::nfs_server(&nfs.server);
     }
     format!("backend:{}", b.name_any())
@@ -421,25 +421,14 @@ mod tests {
     #[test]
     fn the_wrapper_tolerates_exit_2_only() {
         for (code, expect) in [(0, 0), (2, 0), (1, 1), (3, 3)] {
-            let dir = std::env::temp_dir().join(format!("cinder-sr-{}-{code}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let bin = dir.join("cinder-manage");
-            std::fs::write(&bin, format!("#!/bin/sh\nexit {code}\n")).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let stub = crate::test_fixtures::StubProgram::exiting("sr", "cinder-manage", code);
             let cmd = service_remove_command("c@a");
-            let path = format!(
-                "{}:{}",
-                dir.display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
             let status = std::process::Command::new(&cmd[0])
                 .args(&cmd[1..])
-                .env("PATH", path)
+                .env("PATH", stub.path())
                 .status()
                 .unwrap();
             assert_eq!(status.code(), Some(expect), "exit {code}");
-            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 

@@ -9,7 +9,7 @@
 //! [`OWNER_LABEL`]`=<namespace>.<name>` instead of an owner reference (cross-cluster owner
 //! references do not work), and are deleted by that label when the Cinder is deleted.
 //!
-//! [`TargetClusters`] keeps one client per registered kubeconfig (rebuilt when it changes,
+//! [`TargetClusters`] keeps (in its [`TargetRegistry`] actor) one client per registered kubeconfig (rebuilt when it changes,
 //! dropped when its registration goes), ensures the Cinder's namespace on the target, and runs one
 //! watcher per target over the owned kinds by [`OWNER_LABEL`], mapping each event back to the
 //! owning Cinder.
@@ -19,6 +19,7 @@ use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
 use crate::pipeline::TargetCluster;
+use actix::Addr;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -35,8 +36,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+mod registry;
+pub use registry::TargetRegistry;
+use registry::{
+    AbortOnDrop, CachedClient, ForgetTarget, NamespaceExists, NamespaceKnown, RecordClient,
+    WakeChannel, WatchInto,
+};
 
 /// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
 /// in the operator's lease namespace (or the Cinder's namespace), with the key [`TARGET_CLUSTER_KUBECONFIG_KEY`].
@@ -167,72 +173,43 @@ pub fn owner_of(value: &str) -> Option<ObjectRef<Cinder>> {
     (!namespace.is_empty() && !name.is_empty()).then(|| ObjectRef::new(name).within(namespace))
 }
 
-/// Aborts a spawned task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// One resolved kubeconfig.
-struct Resolved {
-    client: Client,
-    /// The target names that resolved to this kubeconfig.
-    names: BTreeSet<String>,
-    /// The namespaces known to exist on the target.
-    namespaces: BTreeSet<String>,
-    /// The watcher over the owned kinds (while the controller runs).
-    _watch: Option<AbortOnDrop>,
-}
-
-#[derive(Default)]
-struct Registry {
-    /// By the sha256 of the registered kubeconfig.
-    resolved: HashMap<String, Resolved>,
-    /// Where watch events wake the owning Cinder.
-    wake: Option<UnboundedSender<ObjectRef<Cinder>>>,
-}
-
-/// The target clusters the operator has resolved (see the module docs). Cheap to clone.
+/// The target clusters the operator has resolved (see the module docs). Cheap to clone; the
+/// resolved state lives in the [`TargetRegistry`] actor.
 #[derive(Clone)]
 pub struct TargetClusters {
     management: Client,
     lease_namespace: String,
     watch_namespace: Option<String>,
-    registry: Arc<Mutex<Registry>>,
+    registry: Addr<TargetRegistry>,
 }
 
 impl TargetClusters {
     /// Registrations are read through `management` in the Cinder's namespace and in
-    /// `lease_namespace`; target watches are scoped to `watch_namespace` when set.
-    pub fn new(management: Client, lease_namespace: &str, watch_namespace: Option<&str>) -> Self {
+    /// `lease_namespace`; target watches are scoped to `watch_namespace` when set. `registry` is
+    /// the started actor holding the resolved state.
+    pub fn new(
+        management: Client,
+        lease_namespace: &str,
+        watch_namespace: Option<&str>,
+        registry: Addr<TargetRegistry>,
+    ) -> Self {
         TargetClusters {
             management,
             lease_namespace: lease_namespace.to_string(),
             watch_namespace: watch_namespace.map(str::to_string),
-            registry: Arc::default(),
+            registry,
         }
     }
 
-    fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// From now on every target resolved gets a watcher over the owned kinds whose events send
+    /// From here on every target resolved gets a watcher over the owned kinds whose events send
     /// the owning Cinder to `wake`; targets resolved before are resolved again (with one).
     pub fn watch_into(&self, wake: UnboundedSender<ObjectRef<Cinder>>) {
-        let mut registry = self.registry();
-        registry.resolved.clear();
-        registry.wake = Some(wake);
+        self.registry.do_send(WatchInto(Some(wake)));
     }
 
     /// Stops every target watcher and forgets the resolved clients.
     pub fn stop_watches(&self) {
-        let mut registry = self.registry();
-        registry.resolved.clear();
-        registry.wake = None;
+        self.registry.do_send(WatchInto(None));
     }
 
     /// A client for the target `name` as registered for a Cinder in `namespace` (`Ok(Err(..))`
@@ -257,9 +234,13 @@ impl TargetClusters {
             return Ok(Err(Unresolvable::NotRegistered(name.to_string())));
         };
         let digest = crate::planning::digest::sha256_hex(&raw);
-        if let Some(r) = self.registry().resolved.get_mut(&digest) {
-            r.names.insert(name.to_string());
-            return Ok(Ok((digest, r.client.clone())));
+        let cached = CachedClient {
+            digest: digest.clone(),
+            name: name.to_string(),
+        };
+        // A registry that is gone (shutdown) only costs the cache: the client is built anew.
+        if let Ok(Some(client)) = self.registry.send(cached).await {
+            return Ok(Ok((digest, client)));
         }
         let client = match client_from_kubeconfig(&raw).await {
             Ok(c) => c,
@@ -268,19 +249,18 @@ impl TargetClusters {
                 return Ok(Err(Unresolvable::BadKubeconfig(name.to_string(), why)));
             }
         };
-        let mut registry = self.registry();
-        let watch = registry
-            .wake
-            .clone()
-            .map(|wake| self.spawn_watch(client.clone(), wake));
-        let entry = registry.resolved.entry(digest.clone()).or_insert(Resolved {
-            client,
-            names: BTreeSet::new(),
-            namespaces: BTreeSet::new(),
-            _watch: watch,
-        });
-        entry.names.insert(name.to_string());
-        Ok(Ok((digest, entry.client.clone())))
+        let watch = match self.registry.send(WakeChannel).await {
+            Ok(Some(wake)) => Some(self.spawn_watch(client.clone(), wake)),
+            _ => None,
+        };
+        let record = RecordClient {
+            digest: digest.clone(),
+            name: name.to_string(),
+            client: client.clone(),
+            watch,
+        };
+        let client = self.registry.send(record).await.unwrap_or(client);
+        Ok(Ok((digest, client)))
     }
 
     /// The target `cinder` projects onto (`Ok(Ok(None))` when it names none), with the Cinder's
@@ -313,11 +293,7 @@ impl TargetClusters {
     }
 
     fn forget_name(&self, name: &str) {
-        let mut registry = self.registry();
-        registry.resolved.retain(|_, r| {
-            r.names.remove(name);
-            !r.names.is_empty()
-        });
+        self.registry.do_send(ForgetTarget(name.to_string()));
     }
 
     /// Creates `namespace` on the target of entry `key` unless it is known to exist there.
@@ -327,12 +303,11 @@ impl TargetClusters {
         client: &Client,
         namespace: &str,
     ) -> Result<(), kube::Error> {
-        let known = self
-            .registry()
-            .resolved
-            .get(key)
-            .is_some_and(|r| r.namespaces.contains(namespace));
-        if known {
+        let known = NamespaceKnown {
+            digest: key.to_string(),
+            namespace: namespace.to_string(),
+        };
+        if self.registry.send(known).await.unwrap_or(false) {
             return Ok(());
         }
         let api: Api<Namespace> = Api::all(client.clone());
@@ -350,9 +325,10 @@ impl TargetClusters {
                 Err(e) => return Err(e),
             }
         }
-        if let Some(r) = self.registry().resolved.get_mut(key) {
-            r.namespaces.insert(namespace.to_string());
-        }
+        self.registry.do_send(NamespaceExists {
+            digest: key.to_string(),
+            namespace: namespace.to_string(),
+        });
         Ok(())
     }
 
