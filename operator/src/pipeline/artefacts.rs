@@ -19,6 +19,9 @@ pub struct Artefacts {
     pub backends: Vec<ProjectedBackend>,
     /// The projected backup target, if any.
     pub backup_backend: Option<ProjectedBackend>,
+    /// The attached backup target(s) not projected this pass (waiting for credentials, invalid,
+    /// or more than one): the running backup service is kept as it is meanwhile.
+    pub backup_backend_held: Vec<String>,
     /// The content-addressed config ConfigMap the workloads mount.
     pub config_map_name: Option<String>,
 }

@@ -13,6 +13,7 @@ pub mod image_release;
 pub mod ini;
 pub mod job;
 pub mod network_policy;
+pub mod process_model;
 pub mod release;
 pub mod upgrade;
 pub mod upgrade_check;

@@ -132,13 +132,15 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     };
     let cinder = ctx.cinder.clone();
     let deployment_name = names::api_deployment(&name);
+    let command = crate::planning::process_model::api_command();
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let spec = WorkloadSpec {
         container_port: Some(names::API_PORT),
         ..WorkloadSpec::new(
             Component::Api,
             &deployment_name,
             cinder.spec.api.replicas,
-            &["cinder-api"],
+            &command,
             config_map,
             &ctx.artefacts,
             None,

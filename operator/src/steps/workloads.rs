@@ -117,7 +117,7 @@ fn secret_env(name: &str, secret: String, key: &str) -> EnvVar {
 }
 
 /// The environment of `component`: the DSN and transport URL from the derived Secrets, and for
-/// the API the service-user password from its credential Secret.
+/// the API the service-user password from its derived Secret (all three beside the pods).
 pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let mut env = vec![
@@ -133,11 +133,10 @@ pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
         ),
     ];
     if Carries::of(component).authtoken {
-        let su = &cinder.spec.service_user.secret_ref;
         env.push(secret_env(
             ENV_AUTHTOKEN_PASSWORD,
-            su.name.clone(),
-            su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY),
+            names::service_user_secret(&name),
+            SERVICE_USER_PASSWORD_KEY,
         ));
     }
     env

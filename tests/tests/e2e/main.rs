@@ -2,6 +2,7 @@
 //! Each test starts its own embedded cluster (listening on port 0) and its own operator, so the
 //! tests of this binary run concurrently without sharing state.
 
+mod backend_hiccups;
 mod config;
 mod database_provisioning;
 mod deletion_flow;
@@ -20,6 +21,7 @@ mod rotation;
 mod satellites;
 mod target_cluster_deletion;
 mod target_cluster_projection;
+mod target_cluster_references;
 mod two_operators_detach;
 mod upgrade_flow;
 mod upgrade_two_operators;
