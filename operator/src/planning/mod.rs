@@ -6,6 +6,7 @@ pub mod backend_projection;
 pub mod config;
 pub mod connection_cap;
 pub mod connection_urls;
+pub mod containers;
 pub mod db_purge;
 pub mod detach;
 pub mod digest;

@@ -16,6 +16,7 @@ use crate::planning::config::{
     CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL,
 };
 use crate::planning::connection_urls::{DB_CONNECTION_KEY, TRANSPORT_URL_KEY};
+use crate::planning::containers;
 use crate::planning::digest::sha256_hex;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::steps::secrets::SERVICE_USER_PASSWORD_KEY;
@@ -207,6 +208,9 @@ pub struct WorkloadSpec {
     pub pod_annotations: BTreeMap<String, String>,
     pub config_map: String,
     pub container_port: Option<i32>,
+    /// An HPA owns the replica count: the Deployment is written without `spec.replicas`, and a
+    /// replacement keeps the live count.
+    pub hpa_owns_replicas: bool,
 }
 
 impl WorkloadSpec {
@@ -235,6 +239,7 @@ impl WorkloadSpec {
             pod_annotations: pod_annotations(component, artefacts, release),
             config_map,
             container_port: None,
+            hpa_owns_replicas: false,
         }
     }
 }
@@ -266,7 +271,12 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
     }
     let mut env = workload_env(cinder, spec.component);
     env.extend(spec.extra_env.iter().cloned());
+    let (startup_probe, readiness_probe, liveness_probe) = containers::probes(spec.component);
     let container = Container {
+        resources: containers::resources(&cinder.spec, spec.component),
+        startup_probe,
+        readiness_probe,
+        liveness_probe,
         name: spec.component.as_str().to_string(),
         image: Some(cinder.spec.image.reference()),
         command: Some(spec.command.clone()),
@@ -282,7 +292,8 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
         ..Default::default()
     };
     let deployment_spec = DeploymentSpec {
-        replicas: Some(spec.replicas),
+        // An HPA owns the count: the field is left out, so no write of the operator's sets it.
+        replicas: (!spec.hpa_owns_replicas).then_some(spec.replicas),
         selector: LabelSelector {
             match_labels: Some(labels.clone()),
             ..Default::default()
@@ -373,6 +384,11 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
         Some(e) => {
             let mut replacement = desired.clone();
             replacement.metadata.resource_version = e.metadata.resource_version;
+            if replacement.spec.replicas.is_none() {
+                // The count belongs to an HPA: keep what it set (a conflict with its write
+                // retries on the next pass).
+                replacement.spec.replicas = e.spec.replicas;
+            }
             match api
                 .replace(&name, &PostParams::default(), &replacement)
                 .await
