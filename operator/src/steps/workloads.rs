@@ -647,7 +647,20 @@ mod tests {
             pod_annotations: pod_annotations(component, artefacts, Some("2026.1")),
             config_map: "c-config-1".into(),
             container_port: None,
+            hpa_owns_replicas: false,
         }
+    }
+
+    #[test]
+    fn an_hpa_owned_deployment_carries_no_replica_count() {
+        let a = artefacts();
+        let c = crate::test_fixtures::cinder();
+        let mut s = spec(Component::Api, &a);
+        assert_eq!(desired_deployment(&c, &s).spec.replicas, Some(1));
+        s.hpa_owns_replicas = true;
+        let d = desired_deployment(&c, &s);
+        assert_eq!(d.spec.replicas, None);
+        assert_ne!(spec_hash(&d.metadata), None);
     }
 
     #[test]
