@@ -513,7 +513,8 @@ pub fn backend_volumes(
 
 /// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) share beyond
 /// the client: an event recorder, their metrics pair and, for one run, the step actor's memory
-/// of which Job UIDs were already counted (metrics and events happen once per Job UID).
+/// of which Job UIDs were already counted (metrics and events happen once per Job UID; the
+/// Job's counted marker carries that across restarts).
 #[derive(Clone)]
 pub struct JobReporting {
     pub recorder: kube::runtime::events::Recorder,
@@ -544,9 +545,11 @@ impl JobReporting {
         self.memory.first_time(key).await
     }
 
-    /// Feeds the pair once per `key`; returns whether it counted.
+    /// Feeds the pair once for `job` (remembered under `key` in this process, and by the
+    /// Job's counted marker across processes); returns whether it counted.
     pub async fn observe_once(
         &self,
+        job: &super::job_marker::CountedJob<'_>,
         key: &str,
         namespace: &str,
         cinder: &str,
@@ -554,10 +557,13 @@ impl JobReporting {
         duration: std::time::Duration,
     ) -> bool {
         let first = self.first_time(key).await;
-        if first {
-            self.metrics.observe(namespace, cinder, result, duration);
-        }
-        first
+        super::job_marker::count_once(
+            first,
+            || job.claim(namespace, result),
+            || self.memory.unsee(key),
+            || self.metrics.observe(namespace, cinder, result, duration),
+        )
+        .await
     }
 }
 

@@ -15,6 +15,7 @@ mod group_http_route;
 mod group_network_policy;
 mod group_ready;
 mod invalid;
+mod job_counters_restart;
 mod no_secret_leaks;
 mod process_model;
 mod purge_runs;

@@ -25,6 +25,7 @@ use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
 use crate::pipeline::Clusters;
 use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_detach};
 use crate::planning::job::JobState;
+use crate::steps::job_marker::CountedJob;
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
@@ -411,8 +412,21 @@ async fn apply(
                     JobResult::Failed
                 };
                 let duration = duration.unwrap_or_default();
+                let job = names::service_remove_job(&name, b);
+                let counted = CountedJob {
+                    client,
+                    name: &job,
+                    uid: job_uid,
+                };
                 if reporting
-                    .observe_once(&format!("{b}/{job_uid}"), &ns, &name, result, duration)
+                    .observe_once(
+                        &counted,
+                        &format!("{b}/{job_uid}"),
+                        &ns,
+                        &name,
+                        result,
+                        duration,
+                    )
                     .await
                 {
                     let job = names::service_remove_job(&name, b);
