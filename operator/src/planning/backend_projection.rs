@@ -24,6 +24,8 @@ pub struct ProjectedBackend {
     pub nfs_server: Option<String>,
     /// RBD: the networks the backend names (for the NetworkPolicy rule).
     pub rbd_networks: Vec<String>,
+    /// RBD: the Ceph monitors (for the NetworkPolicy rule of a backend naming no networks).
+    pub rbd_monitors: Vec<String>,
     /// True while the CinderBackend is being deleted (detach in progress).
     pub deleting: bool,
 }
@@ -138,6 +140,10 @@ fn finish(
         },
         rbd_networks: match storage {
             Storage::Rbd(r) => r.networks.clone(),
+            Storage::Nfs(_) => Vec::new(),
+        },
+        rbd_monitors: match storage {
+            Storage::Rbd(r) => r.monitors.clone(),
             Storage::Nfs(_) => Vec::new(),
         },
         deleting: false,
