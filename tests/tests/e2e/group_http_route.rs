@@ -7,6 +7,8 @@
 use cinder_e2e::group_helpers::*;
 use cinder_e2e::*;
 
+const OPERATOR_AGENT: &str = "cinder-operator-route-watch";
+
 fn gateway_block() -> serde_json::Value {
     serde_json::json!({"gateway": {
         "parentRef": {"name": "public"},
@@ -133,7 +135,12 @@ async fn without_the_gateway_api_the_condition_says_so_and_the_rest_converges() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_gateway_api_installed_the_http_route_is_watched() {
-    let h = Harness::start().await.unwrap();
+    // The operator's own user agent tells its requests from the simulated controllers'.
+    let config = HarnessConfig {
+        operator_user_agent: Some(OPERATOR_AGENT.to_string()),
+        ..Default::default()
+    };
+    let h = Harness::start_with(config).await.unwrap();
     group_cinder(&h.client, "watched", gateway_block())
         .await
         .unwrap();
@@ -153,8 +160,12 @@ async fn with_the_gateway_api_installed_the_http_route_is_watched() {
         .requests()
         .into_iter()
         .filter(|r| r.verb == "watch" && r.resource == "httproutes")
+        .filter(|r| r.user_agent == OPERATOR_AGENT)
         .collect();
-    assert!(!watches.is_empty(), "no watch of httproutes");
+    assert!(
+        !watches.is_empty(),
+        "the operator does not watch httproutes"
+    );
 
     // A deleted route wakes its Cinder, which puts it back.
     let route = http_route(&h.client, "watched-api").await.unwrap();
