@@ -17,6 +17,9 @@ pub struct Artefacts {
     pub broker_port: Option<u16>,
     /// The projected volume backends, in name order.
     pub backends: Vec<ProjectedBackend>,
+    /// The attached volume backends not projected this pass (waiting, invalid), from their
+    /// specs: their running volume services keep their egress and their VPAs.
+    pub held_backends: Vec<ProjectedBackend>,
     /// The projected backup target, if any.
     pub backup_backend: Option<ProjectedBackend>,
     /// The attached backup target(s) not projected this pass (waiting for credentials, invalid,

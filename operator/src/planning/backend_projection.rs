@@ -160,6 +160,27 @@ fn finish(
 
 /// Projects volume backend `backend` of Cinder `cinder`. `rbd_key` is the cephx key read from
 /// `spec.rbd.keySecretRef` (ignored for NFS).
+/// What is known of an attached backend that is not projected this pass (from its spec alone,
+/// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
+pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+    ProjectedBackend {
+        name: backend.to_string(),
+        backend_type: Some(spec.backend_type),
+        nfs_server: spec.nfs.as_ref().map(|n| n.server.clone()),
+        rbd_networks: spec
+            .rbd
+            .as_ref()
+            .map(|r| r.networks.clone())
+            .unwrap_or_default(),
+        rbd_monitors: spec
+            .rbd
+            .as_ref()
+            .map(|r| r.monitors.clone())
+            .unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
 pub fn project_backend(
     cinder: &str,
     backend: &str,
@@ -329,6 +350,17 @@ mod tests {
              extraOptions: {rbd_flatten_volume_from_snapshot: 'true'}}",
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_held_backend_keeps_what_its_egress_needs_and_no_secret() {
+        let h = held_backend("r", &rbd());
+        assert_eq!(h.rbd_networks, ["10.1.0.0/24"]);
+        assert_eq!(h.rbd_monitors, ["10.1.0.1:6789", "10.1.0.2:6789"]);
+        assert!(h.secret_name.is_empty() && !h.deleting);
+        let h = held_backend("n", &nfs());
+        assert_eq!(h.nfs_server.as_deref(), Some("10.0.0.5"));
+        assert_eq!(h.backend_type, Some(BackendType::Nfs));
     }
 
     #[test]

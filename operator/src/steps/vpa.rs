@@ -40,7 +40,13 @@ pub fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<Strin
     let mut out = BTreeSet::new();
     out.insert(names::api_deployment(cinder));
     out.insert(names::scheduler_deployment(cinder));
-    for b in artefacts.backends.iter().filter(|b| !b.deleting) {
+    let held = artefacts.held_backends.iter();
+    for b in artefacts
+        .backends
+        .iter()
+        .filter(|b| !b.deleting)
+        .chain(held)
+    {
         out.insert(names::volume_deployment(cinder, &b.name));
     }
     if artefacts

@@ -1,12 +1,15 @@
 //! A backend that is only not projected for a while keeps its running volume service: its key
 //! Secret is deleted and recreated, BackendsReady goes False (WaitingForBackends) and back, and
-//! the simulator's write record shows no delete of its Deployment. Only a backend that left
-//! loses it.
+//! the simulator's write record shows no delete of its Deployment, and its Ceph egress stays in
+//! the NetworkPolicy. Only a backend that left loses it; a backend recreated under the name of
+//! a detached one is detached again.
 
 use cinder_e2e::database_helpers::*;
 use cinder_e2e::workload_helpers::*;
 use cinder_e2e::*;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::DeleteParams;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,9 +18,13 @@ async fn a_backend_whose_key_secret_disappears_keeps_its_volume_service() {
     config.cluster.record_writes = true;
     let h = Harness::start_with(config).await.unwrap();
     database_environment(&h.client, "hiccup").await.unwrap();
-    create_cinder(&h.client, "hiccup", serde_json::json!({}))
-        .await
-        .unwrap();
+    create_cinder(
+        &h.client,
+        "hiccup",
+        serde_json::json!({"networkPolicy": {"ingress": [{"ports": [{"port": 8776, "protocol": "TCP"}]}]}}),
+    )
+    .await
+    .unwrap();
     put_secret(&h.client, "hiccup-key", &[("key", "AQBfirstkey==")])
         .await
         .unwrap();
@@ -56,6 +63,17 @@ async fn a_backend_whose_key_secret_disappears_keeps_its_volume_service() {
         during.and_then(|d| d.metadata.uid),
         before.metadata.uid,
         "the volume Deployment was replaced or deleted while its key was missing"
+    );
+    // Its egress to the Ceph monitors stays in the NetworkPolicy meanwhile.
+    let policy = h.api::<NetworkPolicy>().get("hiccup").await.unwrap();
+    let egress = policy.spec.and_then(|s| s.egress).unwrap_or_default();
+    assert!(
+        egress.iter().any(|r| r
+            .ports
+            .iter()
+            .flatten()
+            .any(|p| p.port == Some(IntOrString::Int(6789)))),
+        "the Ceph egress left the policy while the key was missing: {egress:?}"
     );
     let status = cinder_status(&h.client, "hiccup").await;
     assert!(
