@@ -70,35 +70,19 @@ pub fn resources(spec: &CinderSpec, component: Component) -> Option<ResourceRequ
 pub fn probes(component: Component) -> (Option<Probe>, Option<Probe>, Option<Probe>) {
     match component {
         Component::Api => {
-            let get = || {
-                Some(HTTPGetAction {
+            let check = |period: i32, failures: i32| Probe {
+                http_get: Some(HTTPGetAction {
                     path: Some(HEALTHCHECK_PATH.to_string()),
                     port: IntOrString::Int(names::API_PORT),
                     ..Default::default()
-                })
-            };
-            let startup = Probe {
-                http_get: get(),
-                period_seconds: Some(10),
+                }),
+                period_seconds: Some(period),
                 timeout_seconds: Some(5),
-                failure_threshold: Some(30),
+                failure_threshold: Some(failures),
                 ..Default::default()
             };
-            let readiness = Probe {
-                http_get: get(),
-                period_seconds: Some(10),
-                timeout_seconds: Some(5),
-                failure_threshold: Some(3),
-                ..Default::default()
-            };
-            let liveness = Probe {
-                http_get: get(),
-                period_seconds: Some(15),
-                timeout_seconds: Some(5),
-                failure_threshold: Some(4),
-                ..Default::default()
-            };
-            (Some(startup), Some(readiness), Some(liveness))
+            // Startup: up to five minutes to load; then readiness and liveness.
+            (Some(check(10, 30)), Some(check(10, 3)), Some(check(15, 4)))
         }
         Component::Scheduler | Component::Volume | Component::Backup => {
             let check = |period: i32| Probe {
@@ -133,13 +117,18 @@ mod tests {
     use super::*;
 
     fn spec() -> CinderSpec {
-        serde_yaml::from_str(
-            r#"{openStackRelease: "2026.1", image: {repository: r, tag: "2026.1"},
-                database: {clusterRef: {name: m}, secretRef: {name: d}}, messaging: {clusterRef: {name: q}},
-                serviceUser: {secretRef: {name: s}}, keystoneEndpoint: "https://k:5000/v3",
-                volume: {resources: {requests: {cpu: "2", memory: 4Gi}}}}"#,
-        )
-        .unwrap()
+        let mut s = crate::test_fixtures::cinder().spec;
+        s.volume.resources = Some(ResourceRequirements {
+            requests: Some(
+                [
+                    ("cpu".to_string(), Quantity("2".into())),
+                    ("memory".to_string(), Quantity("4Gi".into())),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        });
+        s
     }
 
     #[test]

@@ -252,6 +252,14 @@ mod tests {
         }
     }
 
+    /// The CIDRs a rule allows.
+    fn cidrs(r: &NetworkPolicyEgressRule) -> Vec<String> {
+        r.to.iter()
+            .flatten()
+            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
+            .collect()
+    }
+
     fn ports_of(r: &NetworkPolicyEgressRule) -> Vec<i32> {
         r.ports
             .as_ref()
@@ -295,21 +303,9 @@ mod tests {
                 vec![9999]
             ]
         );
-        let nfs_to: Vec<String> = egress[4]
-            .to
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
-            .collect();
+        let nfs_to = cidrs(&egress[4]);
         assert_eq!(nfs_to, ["10.0.0.5/32", "10.0.0.6/32"]);
-        let rbd_to: Vec<String> = egress[5]
-            .to
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
-            .collect();
+        let rbd_to = cidrs(&egress[5]);
         assert_eq!(rbd_to, ["10.1.0.0/24", "10.2.0.0/24"]);
         assert_eq!(egress[5].ports.as_ref().unwrap()[2].end_port, Some(7300));
         assert_eq!(
@@ -350,13 +346,7 @@ mod tests {
             .unwrap();
         let egress = np.egress.unwrap();
         assert_eq!(ports_of(&egress[4]), [3300, 6789]);
-        let to: Vec<String> = egress[4]
-            .to
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
-            .collect();
+        let to = cidrs(&egress[4]);
         assert_eq!(to, ["10.3.0.1/32", "10.3.0.2/32"]);
         assert_eq!(ports_of(&egress[5]), [6800]);
         assert_eq!(egress[5].ports.as_ref().unwrap()[0].end_port, Some(7300));
