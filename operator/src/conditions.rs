@@ -100,6 +100,7 @@ pub mod reason {
     // HPAReady
     pub const HPA_READY: &str = "HPAReady";
     pub const HPA_NOT_REQUIRED: &str = "HPANotRequired";
+    pub const HPA_NOT_SCALING: &str = "HPANotScaling";
     // VPAReady
     pub const VPA_READY: &str = "VPAReady";
     pub const VPA_NOT_REQUIRED: &str = "VPANotRequired";

@@ -94,6 +94,11 @@ pub fn component_labels(
 pub fn db_connection_secret(cinder: &str) -> String {
     format!("{cinder}-db-connection")
 }
+/// `{name}-service-user`: the derived Secret holding the service user's password, written where
+/// the API pods run (which may be a target cluster the credential Secret never reaches).
+pub fn service_user_secret(cinder: &str) -> String {
+    format!("{cinder}-service-user")
+}
 /// `{name}-transport-url`: the derived Secret holding the rabbit:// URL.
 pub fn transport_url_secret(cinder: &str) -> String {
     format!("{cinder}-transport-url")

@@ -238,6 +238,9 @@ pub fn step_ran(outcome: &crate::pipeline::Outcome, elapsed: std::time::Duration
             tracing::debug!(ms, requeue_s = d.as_secs_f64(), "step asked to requeue");
         }
         crate::pipeline::Outcome::Error(e) => tracing::debug!(ms, error = %e, "step failed"),
+        crate::pipeline::Outcome::ContinueDespite(e) => {
+            tracing::debug!(ms, error = %e, "step failed and continued with last-good artefacts");
+        }
     }
 }
 

@@ -4,7 +4,9 @@
 //!
 //! Watches of the Cinder controller:
 //! - owned (controller ownerReference): Deployment, Service, ConfigMap, Secret,
-//!   PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, Job, CronJob;
+//!   PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, Job, CronJob, and the
+//!   HTTPRoute when the Gateway API CRD is served at start-up (a CRD installed later is watched
+//!   from the next start; until then the HTTPRoute step's passes notice changes);
 //! - Secrets through the `spec.secretRefs.name` legs of the index (one request per Cinder);
 //! - SecretStores, and ClusterSecretStores unless `--namespace` is set;
 //! - MariaDB clusters named by `spec.database.clusterRef`;
@@ -24,6 +26,7 @@ use crate::kube_ext::resources::{
     cluster_secret_store_resource, mariadb_resource, secret_store_resource,
 };
 use crate::kube_ext::{scoped, scoped_dynamic};
+use crate::steps::capability::{HTTP_ROUTE, is_served};
 use futures::StreamExt;
 use index::IndexHandle;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -73,6 +76,7 @@ fn cinder_controller(
     index: &IndexHandle,
     woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
     stop: satellites::StopSignal,
+    gateway_api: bool,
 ) -> Controller<Cinder> {
     let client = ctx.client.clone();
     let ns = ctx.options.namespace.as_deref();
@@ -88,6 +92,10 @@ fn cinder_controller(
         .owns(scoped::<Job>(&client, ns), wc.clone())
         .owns(scoped::<CronJob>(&client, ns), wc.clone())
         .reconcile_on(woken);
+    if gateway_api {
+        let ar = HTTP_ROUTE.api_resource();
+        cinders = cinders.owns_with(scoped_dynamic(&client, ns, &ar), ar, wc.clone());
+    }
     {
         let ix = index.clone();
         cinders = cinders.watches(
@@ -182,8 +190,15 @@ pub async fn run_operator(
     // Children on target clusters wake their Cinder through the target watchers.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     ctx.targets.watch_into(wake);
+    let gateway_api = match is_served(&client, HTTP_ROUTE).await {
+        Ok(served) => served,
+        Err(e) => {
+            tracing::warn!(error = %e, "probing the Gateway API failed; HTTPRoutes are not watched");
+            false
+        }
+    };
     // The Cinder controller is set up first: it owns the indexes the satellites rely on.
-    let cinders = cinder_controller(&ctx, &index, woken, stop.clone());
+    let cinders = cinder_controller(&ctx, &index, woken, stop.clone(), gateway_api);
     let cinder_store = cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),

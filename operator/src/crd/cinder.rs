@@ -2,6 +2,7 @@
 //! service per backend, backup service, database and purge), and its status.
 
 use super::common::{ClusterRef, NamedRef, SecretRef, SecretStoreRef};
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::networking::v1::{NetworkPolicyEgressRule, NetworkPolicyIngressRule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -76,6 +77,10 @@ pub struct CinderSpec {
     /// Let a HorizontalPodAutoscaler own the API replica count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
+    /// VerticalPodAutoscalers for the API, scheduler, volume and backup Deployments. Under an
+    /// HPA the API's VPA controls memory only, so the two never act on the same CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vertical_autoscaling: Option<VerticalAutoscalingSpec>,
     /// Overlay on the rendered cinder.conf: section → key → value. The reserved section `policy`
     /// (rule → check string) renders policy.yaml instead.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -202,14 +207,18 @@ fn default_uwsgi_threads() -> i32 {
 }
 
 /// The cinder-api Deployment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiSpec {
+    /// The replica count; ignored while `spec.autoscaling` lets an HPA own it.
     #[serde(default = "default_api_replicas")]
     #[schemars(range(min = 0, max = 100))]
     pub replicas: i32,
     #[serde(default)]
     pub uwsgi: UwsgiSpec,
+    /// Requests and limits of the cinder-api container (documented defaults when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 impl Default for ApiSpec {
@@ -217,6 +226,7 @@ impl Default for ApiSpec {
         ApiSpec {
             replicas: default_api_replicas(),
             uwsgi: UwsgiSpec::default(),
+            resources: None,
         }
     }
 }
@@ -247,32 +257,43 @@ fn default_scheduler_replicas() -> i32 {
 }
 
 /// The cinder-scheduler Deployment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SchedulerSpec {
     #[serde(default = "default_scheduler_replicas")]
     #[schemars(range(min = 0, max = 100))]
     pub replicas: i32,
+    /// Requests and limits of the cinder-scheduler container (documented defaults when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 impl Default for SchedulerSpec {
     fn default() -> Self {
         SchedulerSpec {
             replicas: default_scheduler_replicas(),
+            resources: None,
         }
     }
 }
 
-/// The volume services. Each is a single writer for its backend (one replica per backend), so
-/// there is nothing to size here yet; the block exists so the API stays stable when it grows.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The volume services. Each is a single writer for its backend (one replica per backend).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct VolumeSpec {}
+pub struct VolumeSpec {
+    /// Requests and limits of every cinder-volume container (documented defaults when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
 
 /// The backup service (single writer; the target is the attached CinderBackupBackend).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct BackupSpec {}
+pub struct BackupSpec {
+    /// Requests and limits of the cinder-backup container (documented defaults when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
 
 /// Default retention of soft-deleted rows, in days.
 pub const DEFAULT_DB_PURGE_RETENTION_DAYS: i32 = 30;
@@ -363,6 +384,39 @@ pub struct AutoscalingSpec {
     #[serde(default = "default_target_cpu", rename = "targetCPUUtilization")]
     #[schemars(range(min = 1, max = 100))]
     pub target_cpu_utilization: i32,
+}
+
+/// How the VPAs apply their recommendations (the VPA's `updatePolicy.updateMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum VpaUpdateMode {
+    /// Recommend only.
+    Off,
+    /// Set requests when pods are created.
+    Initial,
+    /// Evict pods to apply new requests.
+    Recreate,
+    /// The VPA's choice of the above (the default).
+    #[default]
+    Auto,
+}
+
+impl VpaUpdateMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VpaUpdateMode::Off => "Off",
+            VpaUpdateMode::Initial => "Initial",
+            VpaUpdateMode::Recreate => "Recreate",
+            VpaUpdateMode::Auto => "Auto",
+        }
+    }
+}
+
+/// VerticalPodAutoscalers for the workloads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerticalAutoscalingSpec {
+    #[serde(default)]
+    pub update_mode: VpaUpdateMode,
 }
 
 /// The phases of a release upgrade (status.upgradePhase).

@@ -17,8 +17,14 @@ pub struct Artefacts {
     pub broker_port: Option<u16>,
     /// The projected volume backends, in name order.
     pub backends: Vec<ProjectedBackend>,
+    /// The attached volume backends not projected this pass (waiting, invalid), from their
+    /// specs: their running volume services keep their egress and their VPAs.
+    pub held_backends: Vec<ProjectedBackend>,
     /// The projected backup target, if any.
     pub backup_backend: Option<ProjectedBackend>,
+    /// The attached backup target(s) not projected this pass (waiting for credentials, invalid,
+    /// or more than one): the running backup service is kept as it is meanwhile.
+    pub backup_backend_held: Vec<String>,
     /// The content-addressed config ConfigMap the workloads mount.
     pub config_map_name: Option<String>,
 }

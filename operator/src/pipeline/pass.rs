@@ -197,6 +197,11 @@ impl Pass<'_> {
     ) -> bool {
         let (own, continued) = match outcome {
             Outcome::Continue => (own, true),
+            Outcome::ContinueDespite(_) => {
+                self.metrics
+                    .count_step_error(handle.name, handle.condition_type);
+                (own, true)
+            }
             Outcome::RequeueAfter(d) => {
                 self.requeue = shorter(self.requeue, d);
                 (own, false)

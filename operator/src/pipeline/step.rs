@@ -26,6 +26,10 @@ pub enum Outcome {
     RequeueAfter(Duration),
     /// End the lane; the message is counted and reported, never containing a secret value.
     Error(String),
+    /// Counted as an error (the message never contains a secret value), yet the lane goes on:
+    /// the step reported its own condition and handed on last-good artefacts (a refused
+    /// spec.extraConfig keeps the running config).
+    ContinueDespite(String),
 }
 
 /// Why a step run failed. The engine counts it, sets the step's condition False with reason

@@ -26,6 +26,8 @@ pub struct ProjectedBackend {
     pub nfs_server: Option<String>,
     /// RBD: the networks the backend names (for the NetworkPolicy rule).
     pub rbd_networks: Vec<String>,
+    /// RBD: the Ceph monitors (for the NetworkPolicy rule of a backend naming no networks).
+    pub rbd_monitors: Vec<String>,
     /// True while the CinderBackend is being deleted (detach in progress).
     pub deleting: bool,
 }
@@ -138,6 +140,10 @@ fn finish(
             Storage::Rbd(r) => r.networks.clone(),
             Storage::Nfs(_) => Vec::new(),
         },
+        rbd_monitors: match storage {
+            Storage::Rbd(r) => r.monitors.clone(),
+            Storage::Nfs(_) => Vec::new(),
+        },
         deleting: false,
     };
     Projection {
@@ -147,6 +153,29 @@ fn finish(
         content_hash,
         data,
         summary,
+    }
+}
+
+/// What is known of an attached backend that is not projected this pass (from its spec alone,
+/// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
+pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+    ProjectedBackend {
+        name: backend.to_string(),
+        backend_type: Some(spec.satellite.backend_type),
+        nfs_server: spec.satellite.nfs.as_ref().map(|n| n.server.clone()),
+        rbd_networks: spec
+            .satellite
+            .rbd
+            .as_ref()
+            .map(|r| r.networks.clone())
+            .unwrap_or_default(),
+        rbd_monitors: spec
+            .satellite
+            .rbd
+            .as_ref()
+            .map(|r| r.monitors.clone())
+            .unwrap_or_default(),
+        ..Default::default()
     }
 }
 
@@ -321,6 +350,17 @@ mod tests {
              extraOptions: {rbd_flatten_volume_from_snapshot: 'true'}}",
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_held_backend_keeps_what_its_egress_needs_and_no_secret() {
+        let h = held_backend("r", &rbd());
+        assert_eq!(h.rbd_networks, ["10.1.0.0/24"]);
+        assert_eq!(h.rbd_monitors, ["10.1.0.1:6789", "10.1.0.2:6789"]);
+        assert!(h.secret_name.is_empty() && !h.deleting);
+        let h = held_backend("n", &nfs());
+        assert_eq!(h.nfs_server.as_deref(), Some("10.0.0.5"));
+        assert_eq!(h.backend_type, Some(BackendType::Nfs));
     }
 
     #[test]

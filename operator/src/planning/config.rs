@@ -1,4 +1,5 @@
-//! Config rendering (the Config step's pure part): cinder.conf, scheduler.conf, logging.ini and,
+//! Config rendering (the Config step's pure part): cinder.conf, scheduler.conf, logging.ini,
+//! the API's uWSGI config and cinder.conf overlay ([`super::process_model`]) and,
 //! when the user gives policy overrides, policy.yaml, into an immutable content-addressed
 //! ConfigMap (name + data). The operator owns the keys it sets; `spec.extraConfig` is laid over
 //! them (an owned key it sets makes ExtraConfigHealthy False / OwnedKeysOverridden). A control
@@ -10,6 +11,7 @@
 
 use super::digest::map_digest;
 use super::ini::{ControlCharacter, IniDoc};
+use super::process_model::{API_CONF, API_UWSGI_INI, api_conf, api_uwsgi_ini};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderSpec;
 use crate::names;
@@ -92,8 +94,7 @@ fn cinder_conf(cinder: &str, spec: &CinderSpec) -> IniDoc {
         names::API_PORT.to_string(),
     );
     d.set("DEFAULT", "storage_availability_zone", "nova");
-    d.set("database", "max_pool_size", "1");
-    d.set("database", "max_overflow", "1");
+    super::process_model::set_single_writer_pool(&mut d);
     d.set("keystone_authtoken", "auth_type", "password");
     d.set(
         "keystone_authtoken",
@@ -216,6 +217,8 @@ pub fn render_config(cinder: &str, spec: &CinderSpec) -> Result<RenderedConfig, 
     }
     data.insert("cinder.conf".to_string(), conf.render()?);
     data.insert("scheduler.conf".to_string(), scheduler_conf().render()?);
+    data.insert(API_UWSGI_INI.to_string(), api_uwsgi_ini(spec).render()?);
+    data.insert(API_CONF.to_string(), api_conf(spec).render()?);
     data.insert("logging.ini".to_string(), LOGGING_INI.to_string());
     overridden.sort();
     let content_hash = map_digest(&data);
@@ -252,7 +255,13 @@ mod tests {
         let r = render_config("c1", &spec()).unwrap();
         assert_eq!(
             r.data.keys().collect::<Vec<_>>(),
-            ["cinder.conf", "logging.ini", "scheduler.conf"]
+            [
+                "api-uwsgi.ini",
+                "api.conf",
+                "cinder.conf",
+                "logging.ini",
+                "scheduler.conf"
+            ]
         );
         assert!(r.name.starts_with("c1-config-"));
         assert_eq!(r.name, names::config_map("c1", &r.content_hash));

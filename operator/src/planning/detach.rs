@@ -9,7 +9,9 @@
 //!    (backend, Job UID).
 //!
 //! A failed Job stops at step 2 and keeps the finalizer (VolumeServicesReady=False /
-//! ServiceRemoveJobFailed naming the Job); deleting that Job retries.
+//! ServiceRemoveJobFailed naming the Job); deleting that Job retries. The Job is keyed on the
+//! backend's UID: a Job an earlier CinderBackend of the same name left behind is deleted, never
+//! taken for this backend's removal.
 
 use super::job::JobState;
 use crate::conditions::{Cond, kind, reason};
@@ -30,6 +32,9 @@ pub struct DetachingBackend {
     pub job: JobState,
     /// UID of the service-remove Job, when it exists.
     pub job_uid: Option<String>,
+    /// The existing service-remove Job detached an earlier CinderBackend of the same name (its
+    /// backend UID differs): it says nothing about this backend and is deleted first.
+    pub job_of_earlier_backend: bool,
     /// The backend's projection Secrets that still exist.
     pub secrets: Vec<String>,
 }
@@ -38,6 +43,10 @@ pub struct DetachingBackend {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DetachAction {
     DeleteDeployment {
+        name: String,
+    },
+    /// Delete the service-remove Job an earlier backend of the same name left behind.
+    DeleteEarlierJob {
         name: String,
     },
     /// Create the Job running `cinder-manage service remove cinder-volume {host}`.
@@ -87,6 +96,8 @@ pub fn plan_detach(cinder: &str, detaching: &[DetachingBackend]) -> Option<Detac
         actions.push(DetachAction::DeleteDeployment {
             name: names::volume_deployment(cinder, &b.name),
         });
+    } else if b.job_of_earlier_backend {
+        actions.push(DetachAction::DeleteEarlierJob { name: job_name });
     } else {
         let removed = match b.job {
             JobState::Absent => {
@@ -162,6 +173,7 @@ mod tests {
             deployment_exists: deployment,
             job,
             job_uid: (job != JobState::Absent).then(|| format!("uid-{name}")),
+            job_of_earlier_backend: false,
             secrets: vec![format!("c-backend-{name}-2"), format!("c-backend-{name}-1")],
         }
     }
@@ -198,6 +210,31 @@ mod tests {
         );
         let plan = plan_detach("c", &[b("a", false, JobState::Running)]).unwrap();
         assert!(plan.actions.is_empty() && plan.condition.is_none());
+    }
+
+    #[test]
+    fn a_job_of_an_earlier_backend_of_the_same_name_is_deleted_not_believed() {
+        for job in [JobState::Succeeded, JobState::Running] {
+            let mut reused = b("a", false, job);
+            reused.job_of_earlier_backend = true;
+            let plan = plan_detach("c", &[reused]).unwrap();
+            assert_eq!(
+                plan.actions,
+                [DetachAction::DeleteEarlierJob {
+                    name: "c-a-service-remove".into()
+                }]
+            );
+        }
+        // The Deployment still goes first.
+        let mut reused = b("a", true, JobState::Succeeded);
+        reused.job_of_earlier_backend = true;
+        let plan = plan_detach("c", &[reused]).unwrap();
+        assert_eq!(
+            plan.actions,
+            [DetachAction::DeleteDeployment {
+                name: "c-volume-a".into()
+            }]
+        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! NetworkPolicy derivation (the NetworkPolicy member's pure part): ingress as the user gives it
 //! (an empty list is refused, fail-closed), egress derived — DNS, the database, the broker port
 //! the TransportURLSecret step resolved, Keystone, one rule for the NFS exports, one rule for the
-//! networks the RBD backends name — plus `additionalEgress`.
+//! networks the RBD backends name — plus `additionalEgress`. An RBD backend naming no networks
+//! still reaches its Ceph cluster: the monitor ports (3300, 6789) to its monitors' addresses
+//! (port-scoped when a monitor is given by name), and the OSD ports (6800-7300) port-scoped,
+//! because OSD addresses come from the monitors' map at run time, not from the spec.
 
 use super::backend_projection::ProjectedBackend;
 use crate::crd::{BackendType, CinderSpec};
@@ -55,6 +58,48 @@ fn cidr_peer(cidr: String) -> NetworkPolicyPeer {
         ip_block: Some(IPBlock { cidr, except: None }),
         ..Default::default()
     }
+}
+
+/// The single-address peer of `ip`.
+fn host_peer(ip: IpAddr) -> NetworkPolicyPeer {
+    cidr_peer(if ip.is_ipv4() {
+        format!("{ip}/32")
+    } else {
+        format!("{ip}/128")
+    })
+}
+
+/// The addresses of one `monitors` entry (`10.0.0.1`, `10.0.0.1:6789`, `[::1]:3300` or
+/// `[v2:10.0.0.1:3300/0,v1:10.0.0.1:6789/0]`); None when it names a host by name.
+pub fn monitor_addresses(entry: &str) -> Option<Vec<IpAddr>> {
+    let inner = entry
+        .strip_prefix('[')
+        .and_then(|e| e.strip_suffix(']'))
+        .filter(|e| e.contains(','));
+    let parts: Vec<&str> = match inner {
+        Some(list) => list.split(',').collect(),
+        None => vec![entry],
+    };
+    parts
+        .into_iter()
+        .map(|p| {
+            let p = p.trim();
+            let p = p
+                .strip_prefix("v1:")
+                .or_else(|| p.strip_prefix("v2:"))
+                .unwrap_or(p);
+            let p = p.split('/').next().unwrap_or(p);
+            p.parse::<std::net::SocketAddr>()
+                .map(|s| s.ip())
+                .or_else(|_| p.parse::<IpAddr>())
+                .or_else(|_| {
+                    p.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .parse::<IpAddr>()
+                })
+                .ok()
+        })
+        .collect()
 }
 
 /// The port of the Keystone endpoint URL (443 / 80 by scheme when absent).
@@ -111,17 +156,7 @@ pub fn derive_network_policy(
             .iter()
             .map(|s| s.parse::<IpAddr>().ok())
             .collect();
-        let to = ips.map(|ips| {
-            ips.into_iter()
-                .map(|ip| {
-                    cidr_peer(if ip.is_ipv4() {
-                        format!("{ip}/32")
-                    } else {
-                        format!("{ip}/128")
-                    })
-                })
-                .collect()
-        });
+        let to = ips.map(|ips| ips.into_iter().map(host_peer).collect());
         egress.push(rule(
             NFS_PORTS.iter().map(|(p, proto)| port(*p, proto)).collect(),
             to,
@@ -132,14 +167,16 @@ pub fn derive_network_policy(
         .filter(|b| b.backend_type == Some(BackendType::Rbd))
         .flat_map(|b| b.rbd_networks.iter().map(String::as_str))
         .collect();
+    let mon_ports =
+        || -> Vec<NetworkPolicyPort> { CEPH_MON_PORTS.iter().map(|p| port(*p, "TCP")).collect() };
+    let osd_ports = || NetworkPolicyPort {
+        port: Some(IntOrString::Int(CEPH_OSD_PORTS.0)),
+        end_port: Some(CEPH_OSD_PORTS.1),
+        protocol: Some("TCP".into()),
+    };
     if !rbd_networks.is_empty() {
-        let mut ports: Vec<NetworkPolicyPort> =
-            CEPH_MON_PORTS.iter().map(|p| port(*p, "TCP")).collect();
-        ports.push(NetworkPolicyPort {
-            port: Some(IntOrString::Int(CEPH_OSD_PORTS.0)),
-            end_port: Some(CEPH_OSD_PORTS.1),
-            protocol: Some("TCP".into()),
-        });
+        let mut ports = mon_ports();
+        ports.push(osd_ports());
         egress.push(rule(
             ports,
             Some(
@@ -149,6 +186,23 @@ pub fn derive_network_policy(
                     .collect(),
             ),
         ));
+    }
+    let monitors: BTreeSet<&str> = backends
+        .iter()
+        .filter(|b| b.backend_type == Some(BackendType::Rbd) && b.rbd_networks.is_empty())
+        .flat_map(|b| b.rbd_monitors.iter().map(String::as_str))
+        .collect();
+    if !monitors.is_empty() {
+        let ips: Option<BTreeSet<IpAddr>> = monitors.iter().map(|m| monitor_addresses(m)).try_fold(
+            BTreeSet::new(),
+            |mut all, ips| {
+                all.extend(ips?);
+                Some(all)
+            },
+        );
+        let to = ips.map(|ips| ips.into_iter().map(host_peer).collect());
+        egress.push(rule(mon_ports(), to));
+        egress.push(rule(vec![osd_ports()], None));
     }
     egress.extend(np.additional_egress.iter().cloned());
     Ok(Some(NetworkPolicySpec {
@@ -198,6 +252,14 @@ mod tests {
         }
     }
 
+    /// The CIDRs a rule allows.
+    fn cidrs(r: &NetworkPolicyEgressRule) -> Vec<String> {
+        r.to.iter()
+            .flatten()
+            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
+            .collect()
+    }
+
     fn ports_of(r: &NetworkPolicyEgressRule) -> Vec<i32> {
         r.ports
             .as_ref()
@@ -241,21 +303,9 @@ mod tests {
                 vec![9999]
             ]
         );
-        let nfs_to: Vec<String> = egress[4]
-            .to
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
-            .collect();
+        let nfs_to = cidrs(&egress[4]);
         assert_eq!(nfs_to, ["10.0.0.5/32", "10.0.0.6/32"]);
-        let rbd_to: Vec<String> = egress[5]
-            .to
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
-            .collect();
+        let rbd_to = cidrs(&egress[5]);
         assert_eq!(rbd_to, ["10.1.0.0/24", "10.2.0.0/24"]);
         assert_eq!(egress[5].ports.as_ref().unwrap()[2].end_port, Some(7300));
         assert_eq!(
@@ -280,6 +330,37 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(np.egress.unwrap().len(), 5);
+    }
+
+    #[test]
+    fn rbd_without_networks_reaches_its_monitors_and_the_osd_ports() {
+        let s = spec(vec![NetworkPolicyIngressRule::default()]);
+        let mut r = backend("r", BackendType::Rbd, None, &[]);
+        r.rbd_monitors = vec![
+            "10.3.0.1:6789".into(),
+            "[v2:10.3.0.2:3300/0,v1:10.3.0.2:6789/0]".into(),
+            "10.3.0.1".into(),
+        ];
+        let np = derive_network_policy("c1", &s, Some(5672), std::slice::from_ref(&r))
+            .unwrap()
+            .unwrap();
+        let egress = np.egress.unwrap();
+        assert_eq!(ports_of(&egress[4]), [3300, 6789]);
+        let to = cidrs(&egress[4]);
+        assert_eq!(to, ["10.3.0.1/32", "10.3.0.2/32"]);
+        assert_eq!(ports_of(&egress[5]), [6800]);
+        assert_eq!(egress[5].ports.as_ref().unwrap()[0].end_port, Some(7300));
+        assert!(egress[5].to.is_none());
+        // A monitor by name: the monitor rule is port-scoped.
+        r.rbd_monitors.push("mon.ceph.example:6789".into());
+        let np = derive_network_policy("c1", &s, Some(5672), &[r])
+            .unwrap()
+            .unwrap();
+        assert!(np.egress.unwrap()[4].to.is_none());
+        assert_eq!(
+            monitor_addresses("[::1]:3300"),
+            Some(vec!["::1".parse().unwrap()])
+        );
     }
 
     #[test]

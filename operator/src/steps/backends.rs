@@ -3,7 +3,9 @@
 //! (`{name}-backend-{backend}-{hash}`) and sweeps the projection Secrets nothing projects
 //! anymore: a backend that left, and an older hash after a rotation unless a live Deployment of
 //! the Cinder still mounts it. Waiting states never short-circuit: a Cinder without backends
-//! still converges.
+//! still converges. An attached backend that is not projected this pass is handed on as held
+//! (what its spec says, no Secret), so its running volume service keeps its NetworkPolicy
+//! egress and its VPA.
 //!
 //! BackendsReady reasons: AllBackendsProjected, NoBackends; WaitingForBackends.
 
@@ -17,7 +19,7 @@ use crate::crd::CinderBackend;
 use crate::crd::validation::validate_satellite;
 use crate::names;
 use crate::pipeline::{StepContext, StepReport};
-use crate::planning::backend_projection::project_backend;
+use crate::planning::backend_projection::{held_backend, project_backend};
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 
@@ -39,8 +41,13 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
 
     let mut projected = Vec::new();
     let mut waiting = Vec::new();
+    let mut held = Vec::new();
     for b in &attached {
         let bname = b.name_any();
+        if b.metadata.deletion_timestamp.is_none() {
+            // Until it is projected below, the backend is held as it runs.
+            held.push(held_backend(&bname, &b.spec));
+        }
         if let Err(e) = validate_satellite(&b.spec.satellite) {
             waiting.push(format!("{bname} ({e})"));
             continue;
@@ -88,6 +95,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         }
         let mut summary = projection.summary;
         summary.deleting = b.metadata.deletion_timestamp.is_some();
+        held.retain(|h| h.name != bname);
         projected.push(summary);
     }
 
@@ -118,6 +126,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     };
     let mut ctx = ctx;
     ctx.artefacts.backends = projected;
+    ctx.artefacts.held_backends = held;
     // Never short-circuits: a backend's credential flip re-enqueues through the watch.
     ctx.proceed(condition)
 }

@@ -131,6 +131,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         return ctx.error("sweeping backup Secrets", e);
     }
     let mut ctx = ctx;
+    if projected.is_none() {
+        ctx.artefacts.backup_backend_held = attached.iter().map(|b| b.name_any()).collect();
+    }
     ctx.artefacts.backup_backend = projected;
     ctx.proceed(condition)
 }

@@ -1,5 +1,7 @@
 //! The BackupService step: ensures the `{name}-backup` Deployment when a backup target is
-//! projected, or deletes it when none is (BackupServiceReady=True / BackupNotConfigured). The
+//! projected, or deletes it when no target is attached (BackupServiceReady=True /
+//! BackupNotConfigured); an attached target that is not projected this pass (waiting for its
+//! credentials) leaves the running Deployment as it is (WaitingForBackupService). The
 //! backup service reads source volumes itself, so it mounts every NFS volume backend's export
 //! and projects every RBD volume backend's keyring besides the backup target's Secret. It
 //! requeues every 10 s until its rollout converged (WaitingForBackupService).
@@ -30,6 +32,14 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let ns = ctx.namespace().to_string();
     let deployment_name = names::backup_deployment(&name);
     let Some(target) = ctx.artefacts.backup_backend.clone() else {
+        if !ctx.artefacts.backup_backend_held.is_empty() {
+            // A target that only waits this pass keeps the running backup service: only a
+            // target that left takes it away.
+            let held = ctx.artefacts.backup_backend_held.join(", ");
+            return ctx.proceed(waiting(format!(
+                "backup target {held} is not projected; Deployment {deployment_name} is kept as it is"
+            )));
+        }
         if let Err(e) = delete_deployment(&children, &ns, &deployment_name).await {
             return ctx.fail(
                 waiting(format!("kubernetes API error: {e}")),

@@ -3,7 +3,8 @@
 //! content-addressed ConfigMap (`{name}-config-{hash}`), and keeps the informational
 //! ExtraConfigHealthy condition (NoOwnedKeysOverridden / OwnedKeysOverridden). A section, key or
 //! value carrying a control character is not rendered: the step returns the ConfigMap the live
-//! API Deployment mounts (if none, none) and reports SecretsReady=False / ConfigError. Old
+//! API Deployment mounts (if none, none), reports SecretsReady=False / ConfigError and counts
+//! the error in `cinder_operator_reconcile_errors_total` while the lane goes on. Old
 //! ConfigMaps no Deployment of the Cinder mounts are swept.
 
 use super::children::{child_meta, ensure_config_map, mounts, selector};
@@ -46,7 +47,8 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             );
             let mut ctx = ctx;
             ctx.artefacts.config_map_name = mounted.api_config_map;
-            return ctx.report(vec![error], Outcome::Continue);
+            let message = error.message.clone();
+            return ctx.report(vec![error], Outcome::ContinueDespite(message));
         }
     };
     let health = rendered.extra_config_condition();

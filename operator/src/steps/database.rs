@@ -30,6 +30,7 @@ use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
 use crate::planning::upgrade::{ReleaseDecision, db_sync_step, decide, phase_step};
 use crate::requeue::{REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT};
+use crate::steps::job_marker::CountedJob;
 use jobs::{Act, SchemaJob};
 use provisioning::Provisioned;
 use services::DatabaseServices;
@@ -116,8 +117,13 @@ async fn drive_job(
                     JobResult::Failed
                 };
                 let duration = o.duration.unwrap_or_default();
+                let counted = CountedJob {
+                    client: &clusters.children,
+                    name: &job_name,
+                    uid: &o.uid,
+                };
                 if services
-                    .observe_job_once(&o.uid, ns, name, result, duration)
+                    .observe_job_once(&counted, ns, name, result, duration)
                     .await
                 {
                     crate::events::job_finished(

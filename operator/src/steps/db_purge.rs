@@ -21,6 +21,7 @@ use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use crate::steps::job_marker::CountedJob;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -208,8 +209,13 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
             JobResult::Failed
         };
         let duration = durations.get(&s.uid).copied().unwrap_or_default();
+        let counted = CountedJob {
+            client: &children,
+            name: &s.name,
+            uid: &s.uid,
+        };
         if reporting
-            .observe_once(&s.uid, &ns, &name, result, duration)
+            .observe_once(&counted, &s.uid, &ns, &name, result, duration)
             .await
         {
             crate::events::job_finished(

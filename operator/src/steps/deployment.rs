@@ -1,4 +1,5 @@
-//! The Deployment step: ensures the API Deployment (`{name}-api`), its Service (port 8776) and
+//! The Deployment step: ensures the API Deployment (`{name}-api`, uWSGI; written without
+//! `spec.replicas` when an HPA owns the count, so a roll-out keeps the HPA's), its Service (port 8776) and
 //! its PodDisruptionBudget (minAvailable 1), and stamps `status.endpoint`
 //! (`http://{svc}.{ns}.svc:8776`); DeploymentReady / WaitingForDeployment, requeueing every 10 s
 //! until the rollout converged. Mid-upgrade it flips RollingUpdate → Contracting once the API has
@@ -132,13 +133,16 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     };
     let cinder = ctx.cinder.clone();
     let deployment_name = names::api_deployment(&name);
+    let command = crate::planning::process_model::api_command();
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
     let spec = WorkloadSpec {
         container_port: Some(names::API_PORT),
+        hpa_owns_replicas: cinder.spec.autoscaling.is_some(),
         ..WorkloadSpec::new(
             Component::Api,
             &deployment_name,
             cinder.spec.api.replicas,
-            &["cinder-api"],
+            &command,
             config_map,
             &ctx.artefacts,
             None,

@@ -1,7 +1,8 @@
 //! The HPA member of the parallel group (HPAReady): with `spec.autoscaling` set, the
 //! autoscaling/v2 HorizontalPodAutoscaler `{name}-api` of the API Deployment (min, max, a CPU
 //! utilization target) is applied server-side (created or updated); unset, it is deleted
-//! (HPANotRequired). API errors propagate (Outcome::Error).
+//! (HPANotRequired). HPAReady reflects the applied HPA's AbleToScale and ScalingActive
+//! conditions (HPANotScaling while either is False). API errors propagate (Outcome::Error).
 
 use super::children::child_meta;
 use super::children::{NotRequired, remove_unwanted};
@@ -71,17 +72,98 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         .await;
     };
     let desired = desired_hpa(&ctx.cinder, &autoscaling);
-    match apply(&api, &hpa_name, &desired).await {
-        Ok(_) => ctx.proceed(Cond::true_(
-            kind::HPA_READY,
-            reason::HPA_READY,
+    let applied = match apply(&api, &hpa_name, &desired).await {
+        Ok(a) => a,
+        Err(e) => return ctx.error(format!("applying HPA {hpa_name}"), e),
+    };
+    let summary = format!(
+        "HPA {hpa_name}: {}..{} replicas at {}% CPU",
+        autoscaling.min_replicas, autoscaling.max_replicas, autoscaling.target_cpu_utilization
+    );
+    ctx.proceed(hpa_condition(&summary, &applied))
+}
+
+/// HPAReady from the HPA's own conditions: False (HPANotScaling) while AbleToScale or
+/// ScalingActive is False (no metrics, no scale subresource, …), True otherwise (also before
+/// the HPA controller first reported).
+pub fn hpa_condition(summary: &str, hpa: &HorizontalPodAutoscaler) -> Cond {
+    let conditions = hpa
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let failing: Vec<String> = conditions
+        .iter()
+        .filter(|c| (c.type_ == "AbleToScale" || c.type_ == "ScalingActive") && c.status == "False")
+        .map(|c| {
             format!(
-                "HPA {hpa_name}: {}..{} replicas at {}% CPU",
-                autoscaling.min_replicas,
-                autoscaling.max_replicas,
-                autoscaling.target_cpu_utilization
-            ),
-        )),
-        Err(e) => ctx.error(format!("applying HPA {hpa_name}"), e),
+                "{} is False ({}: {})",
+                c.type_,
+                c.reason.as_deref().unwrap_or("no reason"),
+                c.message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    if failing.is_empty() {
+        Cond::true_(kind::HPA_READY, reason::HPA_READY, summary.to_string())
+    } else {
+        Cond::false_(
+            kind::HPA_READY,
+            reason::HPA_NOT_SCALING,
+            format!("{summary}; {}", failing.join("; ")),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::autoscaling::v2::{
+        HorizontalPodAutoscalerCondition, HorizontalPodAutoscalerStatus,
+    };
+
+    fn with(conditions: &[(&str, &str)]) -> HorizontalPodAutoscaler {
+        HorizontalPodAutoscaler {
+            status: Some(HorizontalPodAutoscalerStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(t, s)| HorizontalPodAutoscalerCondition {
+                            type_: t.to_string(),
+                            status: s.to_string(),
+                            reason: Some("FailedGetResourceMetric".into()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hpa_ready_follows_able_to_scale_and_scaling_active() {
+        assert!(hpa_condition("s", &HorizontalPodAutoscaler::default()).status);
+        assert!(
+            hpa_condition(
+                "s",
+                &with(&[("AbleToScale", "True"), ("ScalingActive", "True")])
+            )
+            .status
+        );
+        let c = hpa_condition(
+            "s",
+            &with(&[("AbleToScale", "True"), ("ScalingActive", "False")]),
+        );
+        assert_eq!((c.status, c.reason), (false, "HPANotScaling"));
+        assert!(
+            c.message
+                .contains("ScalingActive is False (FailedGetResourceMetric")
+        );
+        assert!(!hpa_condition("s", &with(&[("AbleToScale", "False")])).status);
+        // ScalingLimited is informational.
+        assert!(hpa_condition("s", &with(&[("ScalingLimited", "False")])).status);
     }
 }

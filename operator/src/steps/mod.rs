@@ -20,6 +20,7 @@ pub mod env;
 pub mod health_check;
 pub mod hpa;
 pub mod http_route;
+pub mod job_marker;
 pub mod network_policy;
 pub mod projection;
 pub mod scheduler;

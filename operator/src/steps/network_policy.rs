@@ -30,6 +30,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let np_name = names::network_policy(&name);
     let api: Api<NetworkPolicy> = Api::namespaced(client, &ns);
     let mut backends = ctx.artefacts.backends.clone();
+    backends.extend(ctx.artefacts.held_backends.iter().cloned());
     backends.extend(ctx.artefacts.backup_backend.clone());
     let derived = derive_network_policy(
         &name,

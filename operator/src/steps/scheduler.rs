@@ -1,5 +1,6 @@
-//! The Scheduler step: ensures the `{name}-scheduler` Deployment (no Service, no PDB, no
-//! autoscaling: the scheduler takes its work off the bus) and requeues every 10 s
+//! The Scheduler step: ensures the `{name}-scheduler` Deployment, started with cinder.conf and
+//! scheduler.conf (no Service, no PDB, no autoscaling: the scheduler takes its work off the
+//! bus) and requeues every 10 s
 //! (RequeueDeploymentPolling) until its rollout converged; SchedulerReady / WaitingForScheduler.
 
 use super::env::StepEnv;
@@ -7,6 +8,7 @@ use super::workloads::{WorkloadSpec, converge, desired_deployment};
 use crate::conditions::{Cond, kind, reason};
 use crate::names::{self, Component};
 use crate::pipeline::{StepContext, StepReport};
+use crate::planning::config::CONFIG_DIR;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 
 fn waiting(message: impl Into<String>) -> Cond {
@@ -31,7 +33,13 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Component::Scheduler,
         &deployment_name,
         ctx.cinder.spec.scheduler.replicas,
-        &["cinder-scheduler"],
+        &[
+            "cinder-scheduler",
+            "--config-file",
+            &format!("{CONFIG_DIR}/cinder.conf"),
+            "--config-file",
+            &format!("{CONFIG_DIR}/scheduler.conf"),
+        ],
         config_map,
         &ctx.artefacts,
         ctx.status.installed_release.as_deref(),

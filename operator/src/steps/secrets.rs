@@ -1,18 +1,21 @@
 //! The Secrets step: gates on the selected secret store (spec.secretStoreRef, default
 //! ClusterSecretStore `openbao-cluster-store`), then on the ESO-synced database, service-user
-//! and messaging credential Secrets, and digests the service-user password into the
-//! `cinder.c5c3.io/authtoken-hash` artefact.
+//! and messaging credential Secrets, digests the service-user password into the
+//! `cinder.c5c3.io/authtoken-hash` artefact and materializes it into the derived
+//! `{name}-service-user` Secret on the cluster the workloads run on.
 //!
 //! SecretsReady reasons: SecretsAvailable; SecretStoreNotReady, ClusterSecretStoreUnsupported,
 //! WaitingForDBCredentials, WaitingForServiceUserCredentials, WaitingForMessagingCredentials
 //! (each requeues after 15 s). TargetClusterUnavailable is set by the gate ahead of the steps.
 
+use super::children::ensure_derived_secret;
 use super::credentials::{self, Missing};
 use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, SecretStoreKind};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
+use crate::names;
 use crate::pipeline::{Outcome, StepContext, StepReport};
 use crate::planning::connection_urls::authtoken_hash;
 use crate::requeue::REQUEUE_SECRET_POLLING;
@@ -166,6 +169,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         }),
     ];
     let mut password_hash = None;
+    let mut password = None;
     for need in needed {
         let Some(need) = need else {
             let c = Cond::false_(
@@ -182,11 +186,26 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             Ok(Ok(values)) => {
                 if let Some(key) = need.hashed {
                     password_hash = values.get(key).map(authtoken_hash);
+                    password = values.get(key).map(str::to_string);
                 }
             }
         }
     }
 
+    // The API pods read the password from a derived Secret beside them, so that it exists on
+    // the cluster they run on.
+    let derived = names::service_user_secret(ctx.name());
+    let children = ctx.children(&env.client);
+    let written = ensure_derived_secret(
+        &children,
+        &cinder,
+        &derived,
+        SERVICE_USER_PASSWORD_KEY,
+        password.as_deref().unwrap_or_default(),
+    );
+    if let Err(e) = written.await {
+        return ctx.error(format!("writing Secret {derived}"), e);
+    }
     let mut ctx = ctx;
     ctx.artefacts.authtoken_hash = password_hash;
     ctx.report(

@@ -1,11 +1,14 @@
 //! The VolumeServices step: one `{name}-volume-{backend}` Deployment per projected backend
 //! (replicas 1, strategy Recreate, host `<cinder>@<backend>`, the backend's projection Secret
 //! mounted — the RBD keyring with it — and, for NFS, the export as an nfs volume), reported in
-//! `status.volumeServices`. Creating, replacing or deleting one backend's Deployment happens
-//! under that backend's device lock (Default priority; DeviceBusy requeues after its
-//! retry_after); Deployments of departed backends are deleted; deleted backends are detached
-//! one per pass ([`detach`]). AllVolumeServicesReady / NoBackends / WaitingForVolumeServices /
-//! ServiceRemoveJobFailed; requeues every 10 s until every rollout converged.
+//! `status.volumeServices`. A pass plans the desired set ([`plan_volume_services`], pure), applies
+//! it (creating, replacing or deleting one backend's Deployment under that backend's device lock,
+//! Default priority; DeviceBusy requeues after its retry_after), then detaches deleted backends
+//! one per pass ([`detach`]). Only a backend that left (no CinderBackend names this Cinder under
+//! its name) loses its Deployment outside the detach; a backend that is attached but not
+//! projected this pass (its key Secret missing, its spec invalid) keeps its Deployment untouched.
+//! AllVolumeServicesReady; NoBackends / WaitingForVolumeServices / ServiceRemoveJobFailed;
+//! requeues every 10 s until every rollout converged.
 
 pub mod detach;
 
@@ -26,7 +29,7 @@ use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, s
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
 use kube::api::ListParams;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -48,7 +51,6 @@ enum Applied {
 /// device lock together with its volume service.
 async fn under_backend_lock<F, Fut>(
     env: &StepEnv,
-    _ns: &str,
     device: &str,
     service: &str,
     write: F,
@@ -158,24 +160,17 @@ struct Departed {
     device: String,
 }
 
-/// The volume Deployments in `existing` whose backend is neither `active` nor being detached
-/// (its CinderBackend in `specs` carries a deletion timestamp; the detach handles it), and that
-/// are not already being deleted.
-fn departed(
-    existing: &[Deployment],
-    active: &[ProjectedBackend],
-    specs: &BTreeMap<String, CinderBackend>,
-) -> Vec<Departed> {
+/// The volume Deployments in `existing` whose backend has left the Cinder (no CinderBackend in
+/// `attached` names it) and that are not already being deleted. A backend that is attached but
+/// not projected this pass (waiting for its key, invalid) has not left: its Deployment stays.
+/// A backend being deleted is the detach's business.
+fn departed(existing: &[Deployment], attached: &BTreeMap<String, CinderBackend>) -> Vec<Departed> {
     existing
         .iter()
         .filter(|d| d.metadata.deletion_timestamp.is_none())
         .filter_map(|d| {
             let backend = backend_label(d)?;
-            let stays = active.iter().any(|b| b.name == backend);
-            let detaching = specs
-                .get(backend)
-                .is_some_and(|b| b.metadata.deletion_timestamp.is_some());
-            if stays || detaching {
+            if attached.contains_key(backend) {
                 return None;
             }
             let device = d
@@ -194,19 +189,177 @@ fn departed(
         .collect()
 }
 
+/// The desired volume service of one projected backend, compared with what runs.
+struct DesiredVolume {
+    backend: String,
+    device: String,
+    host: String,
+    deployment: Deployment,
+    /// The live Deployment differs from `deployment` (or is missing).
+    write: bool,
+    /// The live Deployment has converged (meaningless when `write`).
+    converged: bool,
+}
+
+/// What one pass wants of the volume Deployments.
+struct VolumePlan {
+    /// One per projected backend that stays (none before the config is rendered).
+    desired: Vec<DesiredVolume>,
+    /// Backends attached but not projected this pass whose Deployment runs on untouched, and
+    /// whether it has converged.
+    held: Vec<(VolumeServiceStatus, bool)>,
+    departed: Vec<Departed>,
+}
+
+/// Plans the volume Deployments of a pass from the projected `active` backends, the
+/// `attached` CinderBackends and the `existing` volume Deployments.
+fn plan_volume_services(
+    ctx: &StepContext,
+    active: &[ProjectedBackend],
+    attached: &BTreeMap<String, CinderBackend>,
+    existing: &[Deployment],
+) -> VolumePlan {
+    let name = ctx.name();
+    let find = |deployment: &str| {
+        existing
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(deployment))
+    };
+    let desired = match ctx.artefacts.config_map_name.as_deref() {
+        None => Vec::new(),
+        Some(config_map) => active
+            .iter()
+            .map(|b| {
+                let VolumeWorkload { spec, device, host } =
+                    volume_workload(name, b, attached.get(&b.name), config_map, ctx);
+                let deployment = desired_deployment(&ctx.cinder, &spec);
+                let current = find(&spec.name);
+                DesiredVolume {
+                    backend: b.name.clone(),
+                    device,
+                    host,
+                    write: needs_write(current, &deployment),
+                    converged: current.is_some_and(converged),
+                    deployment,
+                }
+            })
+            .collect(),
+    };
+    let held = attached
+        .values()
+        .filter(|b| b.metadata.deletion_timestamp.is_none())
+        .map(ResourceExt::name_any)
+        .filter(|b| !active.iter().any(|a| a.name == *b))
+        .filter_map(|b| {
+            let current = find(&names::volume_deployment(name, &b))?;
+            let status = VolumeServiceStatus {
+                host: names::volume_service_host(name, &b),
+                backend: b,
+            };
+            Some((status, converged(current)))
+        })
+        .collect();
+    VolumePlan {
+        desired,
+        held,
+        departed: departed(existing, attached),
+    }
+}
+
+/// Why applying a plan stopped the pass.
+enum Stopped {
+    Busy(Cond, Duration),
+    Failed(String),
+}
+
+/// Writes the Deployments `plan` wants, each under its backend's device lock; returns the
+/// Deployments still rolling out.
+async fn apply_volume_plan(
+    env: &StepEnv,
+    ctx: &StepContext,
+    plan: &VolumePlan,
+) -> Result<Vec<String>, Stopped> {
+    let (ns, name) = (ctx.namespace(), ctx.name());
+    let children = ctx.children(&env.client);
+    let mut pending = Vec::new();
+    for v in &plan.desired {
+        let deployment_name = v.deployment.metadata.name.clone().unwrap_or_default();
+        if !v.write {
+            if !v.converged {
+                pending.push(deployment_name);
+            }
+            continue;
+        }
+        let (c, m, n, backend, desired) = (
+            children.clone(),
+            env.client.clone(),
+            ns.to_string(),
+            v.backend.clone(),
+            v.deployment.clone(),
+        );
+        let applied = under_backend_lock(
+            env,
+            &v.device,
+            &service_id(ns, name, &v.backend),
+            || async move {
+                // Re-checked under the lock: a backend whose detach started since this
+                // pass's snapshot (maybe by another replica) keeps its Deployment deleted.
+                if !still_attached(&m, &n, &backend).await? {
+                    return Ok(());
+                }
+                ensure_deployment(&c, &desired).await.map(|_| ())
+            },
+        )
+        .await;
+        match applied {
+            Ok(Applied::Done) => pending.push(deployment_name),
+            Ok(Applied::Busy(after)) => {
+                let why = format!("the device of backend {} is busy", v.backend);
+                return Err(Stopped::Busy(waiting(why), after));
+            }
+            Err(e) => {
+                return Err(Stopped::Failed(format!(
+                    "writing Deployment {deployment_name}: {e}"
+                )));
+            }
+        }
+    }
+    for d in &plan.departed {
+        let (c, n, nm) = (children.clone(), ns.to_string(), d.deployment.clone());
+        let applied = under_backend_lock(
+            env,
+            &d.device,
+            &service_id(ns, name, &d.backend),
+            || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
+        )
+        .await;
+        match applied {
+            Ok(Applied::Done) => {}
+            Ok(Applied::Busy(after)) => {
+                let why = format!("the device of departed backend {} is busy", d.backend);
+                return Err(Stopped::Busy(waiting(why), after));
+            }
+            Err(e) => {
+                return Err(Stopped::Failed(format!(
+                    "deleting Deployment {}: {e}",
+                    d.deployment
+                )));
+            }
+        }
+    }
+    Ok(pending)
+}
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
-    let cinder = ctx.cinder.clone();
-    let client = env.client.clone();
     let children = ctx.children(&env.client);
     let fail = |ctx: StepContext, what: String| {
         let c = waiting(format!("error: {what}"));
         ctx.fail(c, what)
     };
-    let specs: BTreeMap<String, CinderBackend> = match attached_backends(&client, &ns, &name).await
-    {
+    let attached = match attached_backends(&env.client, &ns, &name).await {
         Ok(s) => s,
         Err(e) => return fail(ctx, format!("listing CinderBackends: {e}")),
     };
@@ -223,101 +376,41 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
         .cloned()
         .collect();
 
-    // Desired volume services of the backends that stay.
-    let mut services = Vec::new();
-    let mut pending = Vec::new();
-    if let Some(config_map) = config_map.as_deref() {
-        for b in &active {
-            let VolumeWorkload { spec, device, host } =
-                volume_workload(&name, b, specs.get(&b.name), config_map, &ctx);
-            let deployment_name = spec.name.clone();
-            let desired = desired_deployment(&cinder, &spec);
-            let current = existing
-                .iter()
-                .find(|d| d.metadata.name.as_deref() == Some(deployment_name.as_str()));
-            if needs_write(current, &desired) {
-                let (c, m, n, backend) =
-                    (children.clone(), client.clone(), ns.clone(), b.name.clone());
-                let applied = under_backend_lock(
-                    &env,
-                    &ns,
-                    &device,
-                    &service_id(&ns, &name, &b.name),
-                    || async move {
-                        // Re-checked under the lock: a backend whose detach started since this
-                        // pass's snapshot (maybe by another replica) keeps its Deployment deleted.
-                        if !still_attached(&m, &n, &backend).await? {
-                            return Ok(());
-                        }
-                        ensure_deployment(&c, &desired).await.map(|_| ())
-                    },
-                )
-                .await;
-                match applied {
-                    Ok(Applied::Done) => pending.push(deployment_name.clone()),
-                    Ok(Applied::Busy(after)) => {
-                        return ctx.requeue(
-                            waiting(format!("the device of backend {} is busy", b.name)),
-                            after,
-                        );
-                    }
-                    Err(e) => {
-                        return fail(ctx, format!("writing Deployment {deployment_name}: {e}"));
-                    }
-                }
-            } else if !current.is_some_and(converged) {
-                pending.push(deployment_name.clone());
-            }
-            services.push(VolumeServiceStatus {
-                backend: b.name.clone(),
-                host,
-            });
-        }
-    }
-
-    // Deployments of backends that left (a backend being detached is the detach's business).
-    for Departed {
-        backend,
-        deployment: dname,
-        device,
-    } in departed(&existing, &active, &specs)
-    {
-        let (c, n, nm) = (children.clone(), ns.clone(), dname.clone());
-        let applied = under_backend_lock(
-            &env,
-            &ns,
-            &device,
-            &service_id(&ns, &name, &backend),
-            || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
-        )
-        .await;
-        match applied {
-            Ok(Applied::Done) => {}
-            Ok(Applied::Busy(after)) => {
-                return ctx.requeue(
-                    waiting(format!("the device of departed backend {backend} is busy")),
-                    after,
-                );
-            }
-            Err(e) => return fail(ctx, format!("deleting Deployment {dname}: {e}")),
-        }
-    }
-
+    let plan = plan_volume_services(&ctx, &active, &attached, &existing);
+    let mut pending = match apply_volume_plan(&env, &ctx, &plan).await {
+        Ok(p) => p,
+        Err(Stopped::Busy(condition, after)) => return ctx.requeue(condition, after),
+        Err(Stopped::Failed(what)) => return fail(ctx, what),
+    };
     let mut ctx = ctx;
-    ctx.status.volume_services = services;
+    ctx.status.volume_services = plan
+        .desired
+        .iter()
+        .map(|v| VolumeServiceStatus {
+            backend: v.backend.clone(),
+            host: v.host.clone(),
+        })
+        .chain(plan.held.iter().map(|(s, _)| s.clone()))
+        .collect();
+    pending.extend(
+        plan.held
+            .iter()
+            .filter(|(_, converged)| !converged)
+            .map(|(s, _)| names::volume_deployment(&name, &s.backend)),
+    );
 
     // The detach of deleted backends, one per pass.
-    let backends: Vec<CinderBackend> = specs.into_values().collect();
-    match detach_pass(
+    let backends: Vec<CinderBackend> = attached.into_values().collect();
+    let detached = detach_pass(
         &env,
         &children,
         &reporting,
-        &cinder,
+        &ctx.cinder,
         &backends,
         config_map.as_deref(),
     )
-    .await
-    {
+    .await;
+    match detached {
         Err(e) => return fail(ctx, format!("detach: {e}")),
         Ok(DetachOutcome::Busy { backend, after }) => {
             return ctx.requeue(
@@ -341,8 +434,9 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
             REQUEUE_DEPLOYMENT_POLLING,
         );
     }
-    if active.is_empty() {
-        return ctx.proceed(Cond::true_(
+    let count = ctx.status.volume_services.len();
+    if count == 0 {
+        return ctx.proceed(Cond::false_(
             kind::VOLUME_SERVICES_READY,
             reason::NO_BACKENDS,
             "no backend is projected",
@@ -354,11 +448,19 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
             REQUEUE_DEPLOYMENT_POLLING,
         );
     }
-    let count = active.len();
+    let held = if plan.held.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<_> = plan.held.iter().map(|(s, _)| s.backend.as_str()).collect();
+        format!(
+            " ({} kept as they run while their backends are not projected)",
+            names.join(", ")
+        )
+    };
     ctx.proceed(Cond::true_(
         kind::VOLUME_SERVICES_READY,
         reason::ALL_VOLUME_SERVICES_READY,
-        format!("{count} volume service(s) ready"),
+        format!("{count} volume service(s) ready{held}"),
     ))
 }
 
@@ -397,25 +499,24 @@ mod tests {
     }
 
     #[test]
-    fn only_backends_that_left_and_are_not_detaching_depart() {
+    fn only_backends_that_left_depart() {
         let existing = vec![
             deployment("stays", Some("nfs:a"), false),
+            deployment("waits", Some("rbd:w"), false),
             deployment("gone", Some("nfs:b"), false),
             deployment("unannotated", None, false),
             deployment("detaching", Some("nfs:c"), false),
             deployment("already", Some("nfs:d"), true),
         ];
-        let active = vec![ProjectedBackend {
-            name: "stays".into(),
-            ..Default::default()
-        }];
+        // "waits" is attached but not projected this pass (its key Secret is missing).
         let specs: BTreeMap<String, CinderBackend> = [
             ("stays".to_string(), backend_spec("stays", false)),
+            ("waits".to_string(), backend_spec("waits", false)),
             ("detaching".to_string(), backend_spec("detaching", true)),
         ]
         .into();
         assert_eq!(
-            departed(&existing, &active, &specs),
+            departed(&existing, &specs),
             vec![
                 Departed {
                     backend: "gone".into(),

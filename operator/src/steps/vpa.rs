@@ -2,8 +2,9 @@
 //! (autoscaling.k8s.io/v1) for the API, the scheduler, every volume Deployment and the backup
 //! Deployment, when the Cinder asks for them and the VPA CRD is served.
 //!
-//! The switch is the annotation [`VPA_ANNOTATION`] `cinder.openstack.c5c3.io/vpa: "true"` on the
-//! Cinder (the CRD has no field for it). Not asked → every VPA of the Cinder is deleted
+//! The switch is `spec.verticalAutoscaling` (its `updateMode`, Auto by default, becomes every
+//! VPA's). The API's VPA under an HPA (`spec.autoscaling`) controls memory only, so the VPA
+//! never resizes the CPU the HPA scales on. Not asked → every VPA of the Cinder is deleted
 //! (VPANotRequired, True). Asked and the CRD absent → VPANotInstalled (False); the probe itself
 //! failing → CapabilityProbeFailed (False); an API error → VPAError (False, the error
 //! propagates). The wanted targets are the Deployments the lane's artefacts name that exist
@@ -26,19 +27,12 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::json;
 use std::collections::BTreeSet;
 
-/// The annotation that asks for VPAs.
-pub const VPA_ANNOTATION: &str = "cinder.openstack.c5c3.io/vpa";
 /// The label on every VPA the step writes (what the sweep selects).
 pub const VPA_LABEL: &str = "cinder.openstack.c5c3.io/vpa";
 
 /// Whether `cinder` asks for VPAs.
 pub fn wanted(cinder: &Cinder) -> bool {
-    cinder
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(VPA_ANNOTATION))
-        .is_some_and(|v| v == "true")
+    cinder.spec.vertical_autoscaling.is_some()
 }
 
 /// The Deployments that should carry a VPA, from the lane's artefacts.
@@ -46,7 +40,13 @@ pub fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<Strin
     let mut out = BTreeSet::new();
     out.insert(names::api_deployment(cinder));
     out.insert(names::scheduler_deployment(cinder));
-    for b in artefacts.backends.iter().filter(|b| !b.deleting) {
+    let held = artefacts.held_backends.iter();
+    for b in artefacts
+        .backends
+        .iter()
+        .filter(|b| !b.deleting)
+        .chain(held)
+    {
         out.insert(names::volume_deployment(cinder, &b.name));
     }
     if artefacts
@@ -59,16 +59,27 @@ pub fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<Strin
     out
 }
 
-/// The VPA of `deployment`.
+/// The VPA of `deployment`: the spec's update mode; memory only for the API's under an HPA.
 pub fn desired_vpa(cinder: &Cinder, deployment: &str) -> DynamicObject {
     let ar = VERTICAL_POD_AUTOSCALER.api_resource();
     let name = names::vpa_for(deployment);
-    let mut vpa = DynamicObject::new(&name, &ar).data(json!({
-        "spec": {
-            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
-            "updatePolicy": {"updateMode": "Auto"},
-        }
-    }));
+    let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
+    let mode = cinder
+        .spec
+        .vertical_autoscaling
+        .as_ref()
+        .map(|v| v.update_mode)
+        .unwrap_or_default();
+    let mut spec = json!({
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+        "updatePolicy": {"updateMode": mode.as_str()},
+    });
+    if cinder.spec.autoscaling.is_some() && deployment == names::api_deployment(&cinder_name) {
+        spec["resourcePolicy"] = json!({
+            "containerPolicies": [{"containerName": "*", "controlledResources": ["memory"]}]
+        });
+    }
+    let mut vpa = DynamicObject::new(&name, &ar).data(json!({ "spec": spec }));
     vpa.metadata = child_meta(cinder, &name, &[(VPA_LABEL, "true")]);
     vpa
 }
@@ -82,7 +93,7 @@ fn not_installed() -> Cond {
         kind::VPA_READY,
         reason::VPA_NOT_INSTALLED,
         format!(
-            "the Cinder asks for VPAs ({VPA_ANNOTATION}) but {} is not served",
+            "spec.verticalAutoscaling asks for VPAs but {} is not served",
             VERTICAL_POD_AUTOSCALER.api_version()
         ),
     )
@@ -134,7 +145,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         return ctx.proceed(Cond::true_(
             kind::VPA_READY,
             reason::VPA_NOT_REQUIRED,
-            format!("no VPA asked for (annotation {VPA_ANNOTATION} is not \"true\")"),
+            "no VPA asked for (spec.verticalAutoscaling is unset)",
         ));
     }
     if !served {
@@ -207,5 +218,29 @@ mod tests {
         assert!(!t.contains("c-backup"));
         a.backup_backend = Some(ProjectedBackend::default());
         assert!(target_deployments("c", &a).contains("c-backup"));
+    }
+
+    #[test]
+    fn under_an_hpa_the_api_vpa_controls_memory_only() {
+        let mut c = crate::test_fixtures::cinder();
+        c.spec.vertical_autoscaling = Some(Default::default());
+        let policy = |c: &Cinder, d: &str| desired_vpa(c, d).data["spec"]["resourcePolicy"].clone();
+        assert!(policy(&c, "c-api").is_null());
+        assert_eq!(
+            desired_vpa(&c, "c-api").data["spec"]["updatePolicy"]["updateMode"],
+            "Auto"
+        );
+        c.spec.autoscaling = Some(crate::crd::cinder::AutoscalingSpec {
+            min_replicas: 2,
+            max_replicas: 4,
+            target_cpu_utilization: 80,
+        });
+        let name = c.metadata.name.clone().unwrap();
+        let api = policy(&c, &names::api_deployment(&name));
+        assert_eq!(
+            api["containerPolicies"][0]["controlledResources"],
+            serde_json::json!(["memory"])
+        );
+        assert!(policy(&c, &names::scheduler_deployment(&name)).is_null());
     }
 }

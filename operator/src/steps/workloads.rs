@@ -16,6 +16,7 @@ use crate::planning::config::{
     CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL,
 };
 use crate::planning::connection_urls::{DB_CONNECTION_KEY, TRANSPORT_URL_KEY};
+use crate::planning::containers;
 use crate::planning::digest::sha256_hex;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::steps::secrets::SERVICE_USER_PASSWORD_KEY;
@@ -117,7 +118,7 @@ fn secret_env(name: &str, secret: String, key: &str) -> EnvVar {
 }
 
 /// The environment of `component`: the DSN and transport URL from the derived Secrets, and for
-/// the API the service-user password from its credential Secret.
+/// the API the service-user password from its derived Secret (all three beside the pods).
 pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let mut env = vec![
@@ -133,11 +134,10 @@ pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
         ),
     ];
     if Carries::of(component).authtoken {
-        let su = &cinder.spec.service_user.secret_ref;
         env.push(secret_env(
             ENV_AUTHTOKEN_PASSWORD,
-            su.name.clone(),
-            su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY),
+            names::service_user_secret(&name),
+            SERVICE_USER_PASSWORD_KEY,
         ));
     }
     env
@@ -208,6 +208,9 @@ pub struct WorkloadSpec {
     pub pod_annotations: BTreeMap<String, String>,
     pub config_map: String,
     pub container_port: Option<i32>,
+    /// An HPA owns the replica count: the Deployment is written without `spec.replicas`, and a
+    /// replacement keeps the live count.
+    pub hpa_owns_replicas: bool,
 }
 
 impl WorkloadSpec {
@@ -236,6 +239,7 @@ impl WorkloadSpec {
             pod_annotations: pod_annotations(component, artefacts, release),
             config_map,
             container_port: None,
+            hpa_owns_replicas: false,
         }
     }
 }
@@ -267,7 +271,12 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
     }
     let mut env = workload_env(cinder, spec.component);
     env.extend(spec.extra_env.iter().cloned());
+    let (startup_probe, readiness_probe, liveness_probe) = containers::probes(spec.component);
     let container = Container {
+        resources: containers::resources(&cinder.spec, spec.component),
+        startup_probe,
+        readiness_probe,
+        liveness_probe,
         name: spec.component.as_str().to_string(),
         image: Some(cinder.spec.image.reference()),
         command: Some(spec.command.clone()),
@@ -283,7 +292,8 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
         ..Default::default()
     };
     let deployment_spec = DeploymentSpec {
-        replicas: Some(spec.replicas),
+        // An HPA owns the count: the field is left out, so no write of the operator's sets it.
+        replicas: (!spec.hpa_owns_replicas).then_some(spec.replicas),
         selector: LabelSelector {
             match_labels: Some(labels.clone()),
             ..Default::default()
@@ -374,6 +384,11 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
         Some(e) => {
             let mut replacement = desired.clone();
             replacement.metadata.resource_version = e.metadata.resource_version;
+            if replacement.spec.replicas.is_none() {
+                // The count belongs to an HPA: keep what it set (a conflict with its write
+                // retries on the next pass).
+                replacement.spec.replicas = e.spec.replicas;
+            }
             match api
                 .replace(&name, &PostParams::default(), &replacement)
                 .await
@@ -498,7 +513,8 @@ pub fn backend_volumes(
 
 /// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) share beyond
 /// the client: an event recorder, their metrics pair and, for one run, the step actor's memory
-/// of which Job UIDs were already counted (metrics and events happen once per Job UID).
+/// of which Job UIDs were already counted (metrics and events happen once per Job UID; the
+/// Job's counted marker carries that across restarts).
 #[derive(Clone)]
 pub struct JobReporting {
     pub recorder: kube::runtime::events::Recorder,
@@ -529,9 +545,11 @@ impl JobReporting {
         self.memory.first_time(key).await
     }
 
-    /// Feeds the pair once per `key`; returns whether it counted.
+    /// Feeds the pair once for `job` (remembered under `key` in this process, and by the
+    /// Job's counted marker across processes); returns whether it counted.
     pub async fn observe_once(
         &self,
+        job: &super::job_marker::CountedJob<'_>,
         key: &str,
         namespace: &str,
         cinder: &str,
@@ -539,10 +557,13 @@ impl JobReporting {
         duration: std::time::Duration,
     ) -> bool {
         let first = self.first_time(key).await;
-        if first {
-            self.metrics.observe(namespace, cinder, result, duration);
-        }
-        first
+        super::job_marker::count_once(
+            first,
+            || job.claim(namespace, result),
+            || self.memory.unsee(key),
+            || self.metrics.observe(namespace, cinder, result, duration),
+        )
+        .await
     }
 }
 
@@ -632,7 +653,20 @@ mod tests {
             pod_annotations: pod_annotations(component, artefacts, Some("2026.1")),
             config_map: "c-config-1".into(),
             container_port: None,
+            hpa_owns_replicas: false,
         }
+    }
+
+    #[test]
+    fn an_hpa_owned_deployment_carries_no_replica_count() {
+        let a = artefacts();
+        let c = crate::test_fixtures::cinder();
+        let mut s = spec(Component::Api, &a);
+        assert_eq!(desired_deployment(&c, &s).spec.replicas, Some(1));
+        s.hpa_owns_replicas = true;
+        let d = desired_deployment(&c, &s);
+        assert_eq!(d.spec.replicas, None);
+        assert_ne!(spec_hash(&d.metadata), None);
     }
 
     #[test]

@@ -147,3 +147,46 @@ async fn overriding_an_owned_key_is_reported() {
     assert_ready_consistent(&cinder_conditions(&h.client, "own").await);
     h.stop().await.unwrap();
 }
+
+/// `cinder_operator_reconcile_errors_total{sub_reconciler="Config",condition_type="SecretsReady"}`.
+fn config_errors(h: &Harness) -> u64 {
+    h.ctx
+        .metrics
+        .reconcile_errors
+        .get_or_create(&cinder_operator::metrics::StepErrorLabels {
+            sub_reconciler: "Config".to_string(),
+            condition_type: "SecretsReady".to_string(),
+        })
+        .get()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_extra_config_is_counted_as_a_reconcile_error() {
+    let h = Harness::start().await.unwrap();
+    create_cluster_store(&h.client).await.unwrap();
+    create_credentials(&h.client, &Credentials::fresh("cfgcount"))
+        .await
+        .unwrap();
+    create_cinder(
+        &h.client,
+        "cfgcount",
+        serde_json::json!({"extraConfig": {"DEFAULT": {"debug": "true\n[evil]\nx = y"}}}),
+    )
+    .await
+    .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "cfgcount",
+        "SecretsReady",
+        "False",
+        "ConfigError",
+    )
+    .await
+    .unwrap();
+    eventually("the ConfigError counted", || async {
+        (config_errors(&h) > 0).then_some(())
+    })
+    .await
+    .unwrap();
+    h.stop().await.unwrap();
+}

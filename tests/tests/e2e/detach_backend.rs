@@ -128,9 +128,15 @@ async fn detach_deletes_the_deployment_then_removes_the_service_and_releases() {
     })
     .await
     .unwrap();
-    wait_cinder_condition(&h.client, "dt", "VolumeServicesReady", "True", "NoBackends")
-        .await
-        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "dt",
+        "VolumeServicesReady",
+        "False",
+        "NoBackends",
+    )
+    .await
+    .unwrap();
     h.stop().await.unwrap();
 }
 

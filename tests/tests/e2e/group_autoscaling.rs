@@ -1,6 +1,6 @@
 //! The HPA and VPA members end to end: `spec.autoscaling` gives the API Deployment's
 //! autoscaling/v2 HPA (created, updated, deleted when unset); a Cinder asking for VPAs through
-//! the annotation gets one per workload Deployment, and VPANotInstalled when the CRD is absent.
+//! spec.verticalAutoscaling gets one per workload Deployment, and VPANotInstalled when the CRD is absent.
 
 use cinder_e2e::group_helpers::*;
 use cinder_e2e::*;
@@ -78,7 +78,7 @@ async fn vpa_not_installed_without_the_crd() {
     merge_patch_cinder(
         &h.client,
         "novpa",
-        serde_json::json!({"metadata": {"annotations": {"cinder.openstack.c5c3.io/vpa": "true"}}}),
+        serde_json::json!({"spec": {"verticalAutoscaling": {}}}),
     )
     .await
     .unwrap();
@@ -104,7 +104,7 @@ async fn vpas_for_every_workload_when_asked_and_gone_when_not() {
     merge_patch_cinder(
         &h.client,
         "vpad",
-        serde_json::json!({"metadata": {"annotations": {"cinder.openstack.c5c3.io/vpa": "true"}}}),
+        serde_json::json!({"spec": {"verticalAutoscaling": {}}}),
     )
     .await
     .unwrap();
@@ -128,7 +128,7 @@ async fn vpas_for_every_workload_when_asked_and_gone_when_not() {
     merge_patch_cinder(
         &h.client,
         "vpad",
-        serde_json::json!({"metadata": {"annotations": {"cinder.openstack.c5c3.io/vpa": null}}}),
+        serde_json::json!({"spec": {"verticalAutoscaling": null}}),
     )
     .await
     .unwrap();

@@ -1,10 +1,13 @@
 //! The HTTPRoute member end to end: `spec.gateway` gives an HTTPRoute `{name}-api` that is
 //! NotAccepted until its Gateway exists and accepts it, Accepted after; removing the block
 //! deletes the route (HTTPRouteNotRequired); without the Gateway API CRDs the condition says
-//! GatewayAPINotInstalled while the other members still converge.
+//! GatewayAPINotInstalled while the other members still converge; with the CRDs the operator
+//! watches HTTPRoutes as owned children.
 
 use cinder_e2e::group_helpers::*;
 use cinder_e2e::*;
+
+const OPERATOR_AGENT: &str = "cinder-operator-route-watch";
 
 fn gateway_block() -> serde_json::Value {
     serde_json::json!({"gateway": {
@@ -127,5 +130,56 @@ async fn without_the_gateway_api_the_condition_says_so_and_the_rest_converges() 
         ready.message
     );
 
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_gateway_api_installed_the_http_route_is_watched() {
+    // The operator's own user agent tells its requests from the simulated controllers'.
+    let config = HarnessConfig {
+        operator_user_agent: Some(OPERATOR_AGENT.to_string()),
+        ..Default::default()
+    };
+    let h = Harness::start_with(config).await.unwrap();
+    group_cinder(&h.client, "watched", gateway_block())
+        .await
+        .unwrap();
+    create_gateway(&h.client, "public").await.unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "watched",
+        "HTTPRouteReady",
+        "True",
+        "HTTPRouteAccepted",
+    )
+    .await
+    .unwrap();
+    // The operator watches HTTPRoutes as an owned kind.
+    let watches: Vec<_> = h
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "watch" && r.resource == "httproutes")
+        .filter(|r| r.user_agent == OPERATOR_AGENT)
+        .collect();
+    assert!(
+        !watches.is_empty(),
+        "the operator does not watch httproutes"
+    );
+
+    // A deleted route wakes its Cinder, which puts it back.
+    let route = http_route(&h.client, "watched-api").await.unwrap();
+    let routes: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(h.client.clone(), NS, &gateway_kind("HTTPRoute"));
+    routes
+        .delete("watched-api", &Default::default())
+        .await
+        .unwrap();
+    eventually("the route recreated", || async {
+        let now = http_route(&h.client, "watched-api").await?;
+        (now.metadata.uid != route.metadata.uid).then_some(())
+    })
+    .await
+    .unwrap();
     h.stop().await.unwrap();
 }

@@ -23,7 +23,7 @@ async fn happy_path_reaches_all_ready() {
     merge_patch_cinder(
         &h.client,
         "whole",
-        serde_json::json!({"metadata": {"annotations": {"cinder.openstack.c5c3.io/vpa": "true"}}}),
+        serde_json::json!({"spec": {"verticalAutoscaling": {}}}),
     )
     .await
     .unwrap();

@@ -2,6 +2,7 @@
 //! Each test starts its own embedded cluster (listening on port 0) and its own operator, so the
 //! tests of this binary run concurrently without sharing state.
 
+mod backend_hiccups;
 mod config;
 mod database_provisioning;
 mod deletion_flow;
@@ -14,15 +15,19 @@ mod group_http_route;
 mod group_network_policy;
 mod group_ready;
 mod invalid;
+mod job_counters_restart;
 mod no_secret_leaks;
+mod process_model;
 mod purge_runs;
 mod rotation;
 mod satellites;
 mod target_cluster_deletion;
 mod target_cluster_projection;
+mod target_cluster_references;
 mod two_operators_detach;
 mod upgrade_flow;
 mod upgrade_two_operators;
+mod workload_shape;
 mod workloads_backup;
 mod workloads_happy_path;
 mod workloads_rotation;

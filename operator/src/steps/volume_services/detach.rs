@@ -10,7 +10,7 @@
 
 use super::super::children::{child_meta, selector};
 use super::super::database::jobs::{
-    active_database_jobs, database_device, failed_exit_code, read_job,
+    active_database_jobs, database_device, failed_exit_code, observe,
 };
 use super::super::env::StepEnv;
 use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
@@ -25,12 +25,13 @@ use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
 use crate::pipeline::Clusters;
 use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_detach};
 use crate::planning::job::JobState;
+use crate::steps::job_marker::CountedJob;
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::time::Duration;
@@ -47,9 +48,16 @@ pub fn service_remove_command(host: &str) -> Vec<String> {
     ]
 }
 
-/// The service-remove Job of `backend`, with the volume service's environment and config.
-pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> Job {
+/// The annotation of a service-remove Job naming the UID of the CinderBackend it detaches.
+pub const BACKEND_UID_ANNOTATION: &str = "cinder.c5c3.io/backend-uid";
+
+/// The service-remove Job of `backend`, with the volume service's environment and config,
+/// annotated with the backend's UID.
+pub fn service_remove_job(cinder: &Cinder, backend: &CinderBackend, config_map: &str) -> Job {
     let name = cinder.metadata.name.clone().unwrap_or_default();
+    let uid = backend.uid().unwrap_or_default();
+    let backend = backend.name_any();
+    let backend = backend.as_str();
     let host = names::volume_service_host(&name, backend);
     let mut env = workload_env(cinder, Component::Volume);
     env.push(EnvVar {
@@ -58,6 +66,18 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
         ..Default::default()
     });
     let mut labels = names::component_labels(&name, Component::ServiceRemove);
+    let mut metadata = child_meta(
+        cinder,
+        &names::service_remove_job(&name, backend),
+        &[
+            (names::LABEL_COMPONENT, Component::ServiceRemove.as_str()),
+            (names::LABEL_BACKEND, backend),
+        ],
+    );
+    metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(BACKEND_UID_ANNOTATION.to_string(), uid);
     labels.insert(names::LABEL_BACKEND.to_string(), backend.to_string());
     let container = Container {
         name: "service-remove".to_string(),
@@ -68,14 +88,7 @@ pub fn service_remove_job(cinder: &Cinder, backend: &str, config_map: &str) -> J
         ..Default::default()
     };
     Job {
-        metadata: child_meta(
-            cinder,
-            &names::service_remove_job(&name, backend),
-            &[
-                (names::LABEL_COMPONENT, Component::ServiceRemove.as_str()),
-                (names::LABEL_BACKEND, backend),
-            ],
-        ),
+        metadata,
         spec: Some(JobSpec {
             backoff_limit: Some(0),
             template: super::super::workloads::config_job_pod(labels, container, config_map),
@@ -175,12 +188,35 @@ async fn backend_secrets(
         .collect())
 }
 
+/// Whether service-remove Job `job` detached another CinderBackend than `backend` (one of the
+/// same name deleted earlier): its backend-UID annotation differs, or, without one, it was
+/// created before the backend.
+fn job_of_earlier_backend(job: &Job, backend: &CinderBackend) -> bool {
+    let annotated = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(BACKEND_UID_ANNOTATION));
+    match (annotated, backend.uid()) {
+        (Some(job_uid), Some(uid)) => *job_uid != uid,
+        _ => match (
+            &job.metadata.creation_timestamp,
+            &backend.metadata.creation_timestamp,
+        ) {
+            (Some(job), Some(backend)) => job.0 < backend.0,
+            _ => false,
+        },
+    }
+}
+
 async fn observe_backend(
     client: &Client,
     ns: &str,
     cinder: &str,
-    backend: &str,
+    spec: &CinderBackend,
 ) -> Result<(DetachingBackend, Option<Duration>), kube::Error> {
+    let backend = spec.name_any();
+    let backend = backend.as_str();
     let deployment_exists = super::super::workloads::read_deployment(
         client,
         ns,
@@ -189,7 +225,15 @@ async fn observe_backend(
     .await?
     .is_some();
     let job_name = names::service_remove_job(cinder, backend);
-    let (job, job_uid, duration) = match read_job(client, ns, &job_name).await? {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let live = jobs
+        .get_opt(&job_name)
+        .await?
+        .filter(|j| j.metadata.deletion_timestamp.is_none());
+    let job_of_earlier_backend = live
+        .as_ref()
+        .is_some_and(|j| job_of_earlier_backend(j, spec));
+    let (job, job_uid, duration) = match live.as_ref().map(observe) {
         None => (JobState::Absent, None, None),
         Some(o) => {
             let state = match o.state {
@@ -209,6 +253,7 @@ async fn observe_backend(
             deployment_exists,
             job,
             job_uid,
+            job_of_earlier_backend,
             secrets,
         },
         duration,
@@ -284,7 +329,7 @@ async fn apply(
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let bname = backend.name_any();
     let client = &clusters.children;
-    let (observed, duration) = observe_backend(client, &ns, &name, &bname).await?;
+    let (observed, duration) = observe_backend(client, &ns, &name, backend).await?;
     let Some(plan) = plan_detach(&name, std::slice::from_ref(&observed)) else {
         return Ok(DetachOutcome::Idle);
     };
@@ -297,7 +342,7 @@ async fn apply(
                 let Some(config_map) = config_map else {
                     continue;
                 };
-                let job = service_remove_job(cinder, &bname, config_map);
+                let job = service_remove_job(cinder, backend, config_map);
                 if let Some(after) =
                     launch_under_database_lock(client, locks, &reporting.recorder, cinder, &job)
                         .await?
@@ -310,6 +355,18 @@ async fn apply(
                 let job_name = job.metadata.name.as_deref().unwrap_or_default();
                 crate::events::job_started(&reporting.recorder, cinder, job_name, "service-remove")
                     .await;
+            }
+            DetachAction::DeleteEarlierJob { name: job } => {
+                let api: Api<Job> = Api::namespaced(client.clone(), &ns);
+                let params = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    ..Default::default()
+                };
+                match api.delete(job, &params).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
             DetachAction::DeleteSecrets { names: secrets } => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -355,8 +412,21 @@ async fn apply(
                     JobResult::Failed
                 };
                 let duration = duration.unwrap_or_default();
+                let job = names::service_remove_job(&name, b);
+                let counted = CountedJob {
+                    client,
+                    name: &job,
+                    uid: job_uid,
+                };
                 if reporting
-                    .observe_once(&format!("{b}/{job_uid}"), &ns, &name, result, duration)
+                    .observe_once(
+                        &counted,
+                        &format!("{b}/{job_uid}"),
+                        &ns,
+                        &name,
+                        result,
+                        duration,
+                    )
                     .await
                 {
                     let job = names::service_remove_job(&name, b);
@@ -435,7 +505,18 @@ mod tests {
     #[test]
     fn the_job_is_a_service_remove_of_the_backend_host() {
         let c = crate::test_fixtures::cinder();
-        let job = service_remove_job(&c, "a", "c-config-1");
+        let mut b: CinderBackend = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "CinderBackend",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "uid-1"},
+            "spec": {"cinderRef": {"name": "c"}, "type": "NFS",
+                "nfs": {"server": "nfs.example", "path": "/export"}}
+        }))
+        .unwrap();
+        let job = service_remove_job(&c, &b, "c-config-1");
+        assert!(!job_of_earlier_backend(&job, &b));
+        b.metadata.uid = Some("uid-2".into());
+        assert!(job_of_earlier_backend(&job, &b));
         assert_eq!(job.metadata.name.as_deref(), Some("c-a-service-remove"));
         let labels = job.metadata.labels.clone().unwrap();
         assert_eq!(labels[names::LABEL_COMPONENT], "service-remove");
