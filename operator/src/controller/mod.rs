@@ -13,6 +13,7 @@
 //! - the same owned kinds on every resolved target cluster, by the ownership label
 //!   ([`crate::target_cluster::TargetClusters`]).
 
+pub mod backoff;
 pub mod cinder;
 pub mod deletion;
 pub mod index;
@@ -162,6 +163,7 @@ pub async fn run_operator(
     let cinder_store = w.cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
+        backoffs: backoff::Backoffs::default(),
         recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
     });
     let cinder_run = cinders

@@ -104,7 +104,11 @@ impl SatelliteControllers {
         SatelliteControllers {
             backends,
             backup_backends,
-            ctx: Arc::new(SatelliteContext { op, recorder }),
+            ctx: Arc::new(SatelliteContext {
+                op,
+                recorder,
+                backoffs: Default::default(),
+            }),
         }
     }
 
