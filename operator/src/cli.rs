@@ -258,3 +258,53 @@ pub async fn wait_for_signal() {
 pub async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let cli = Cli::try_parse_from([&["cinder-operator", "run"], args].concat())?;
+        match cli.command {
+            Command::Run(a) => Ok(a),
+            _ => unreachable!("the run subcommand parses into RunArgs"),
+        }
+    }
+
+    #[test]
+    fn client_limits_and_concurrency_default_to_controller_runtimes_and_parse() {
+        let a = run_args(&[]).unwrap();
+        assert_eq!(
+            (a.kube_qps, a.kube_burst, a.max_concurrent_reconciles),
+            (20.0, 30, 8)
+        );
+        let a = run_args(&[
+            "--kube-qps",
+            "2.5",
+            "--kube-burst",
+            "5",
+            "--max-concurrent-reconciles",
+            "64",
+        ])
+        .unwrap();
+        assert_eq!(a.client_limits().qps, 2.5);
+        assert_eq!(a.client_limits().burst, 5);
+        assert_eq!(a.max_concurrent_reconciles, 64);
+    }
+
+    #[test]
+    fn bad_client_limits_are_refused_in_one_line() {
+        for bad in [
+            &["--kube-qps", "0"][..],
+            &["--kube-qps", "NaN"],
+            &["--kube-burst", "0"],
+            &["--max-concurrent-reconciles", "0"],
+        ] {
+            let e = run_args(bad).unwrap_err();
+            let line = one_line_error(&e);
+            assert!(!line.contains('\n'), "{line}");
+            assert!(line.contains(bad[0]), "{line}");
+        }
+    }
+}

@@ -222,8 +222,17 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         .context("creating the fleet")?;
     let created_ms = clock.elapsed().as_millis() as u64;
     let deadline = clock + Duration::from_secs(args.timeout_secs);
+    let mut last_ready = usize::MAX;
     loop {
         let ready = ready_count(&client).await.unwrap_or(0);
+        if ready != last_ready {
+            eprintln!(
+                "fleetbench: {ready}/{} Ready at {} ms",
+                args.cinders,
+                clock.elapsed().as_millis()
+            );
+            last_ready = ready;
+        }
         if ready >= args.cinders as usize {
             break;
         }
@@ -245,20 +254,63 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let cpu_after: Vec<Duration> = replicas.iter().map(|r| r.cpu()).collect::<Result<_, _>>()?;
     let mut durations = Vec::new();
     let mut passes = 0;
+    let mut step_time: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut outcomes: std::collections::BTreeMap<String, u64> = Default::default();
     for r in &replicas {
         for p in r.pipelines().await? {
             passes += p.passes;
             durations.extend(p.history.iter().map(|h| h.duration_ms));
+            for h in &p.history {
+                *outcomes.entry(h.outcome.clone()).or_default() += 1;
+                for s in &h.steps {
+                    let e = step_time.entry(s.step.clone()).or_default();
+                    e.0 += s.duration_ms;
+                    e.1 += 1;
+                }
+            }
         }
+    }
+    let mut slowest: Vec<_> = step_time.into_iter().collect();
+    slowest.sort_by_key(|(_, (ms, _))| std::cmp::Reverse(*ms));
+    for (step, (ms, n)) in slowest.iter().take(8) {
+        eprintln!("fleetbench: step {step}: {ms} ms in {n} runs (recorded passes)");
+    }
+    let mut common: Vec<_> = outcomes.into_iter().collect();
+    common.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (outcome, n) in common.iter().take(8) {
+        eprintln!("fleetbench: {n} recorded passes ended: {outcome}");
     }
 
     tokio::time::sleep(Duration::from_secs(args.steady_secs)).await;
     let steady_end = Utc::now();
     let mut records = vec![management.requests()];
     records.extend(targets.iter().map(|t| t.requests()));
+    let mut kinds: std::collections::BTreeMap<(String, String, String), u64> = Default::default();
+    for r in records.iter().flatten() {
+        if by_operator(r) && r.time >= ready_at && r.time < steady_end {
+            let sub = if r.subresource.is_empty() {
+                String::new()
+            } else {
+                format!("/{}", r.subresource)
+            };
+            *kinds
+                .entry((
+                    r.verb.clone(),
+                    format!("{}{sub}", r.resource),
+                    r.name.clone(),
+                ))
+                .or_default() += 1;
+        }
+    }
+    let mut kinds: Vec<_> = kinds.into_iter().collect();
+    kinds.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for ((verb, resource, name), n) in kinds.iter().take(25) {
+        eprintln!("fleetbench: steady {n} x {verb} {resource} {name}");
+    }
     let first: Requests = requests_between(&records, started_at, ready_at);
     let steady: Requests = requests_between(&records, ready_at, steady_end);
-    // The API capacity bound: the busiest cluster's operator requests at its configured rate.
+    // The capacity bound: the busiest cluster's operator requests at the rate that cluster takes
+    // them (the operator's client limit, or the API server's limit when lower).
     let busiest = records
         .iter()
         .map(|log| {
@@ -268,10 +320,10 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         })
         .max()
         .unwrap_or(0);
-    let capacity_ms = args
-        .api_qps
-        .map(|qps| (busiest as f64 / qps * 1000.0) as u64)
-        .unwrap_or(0);
+    let rate = args.api_qps.map_or(f64::from(args.kube_qps), |api| {
+        api.min(f64::from(args.kube_qps))
+    });
+    let capacity_ms = (busiest as f64 / rate * 1000.0) as u64;
     let watches = watches_opened(&records);
 
     let figures: Vec<ReplicaFigures> = (0..replicas.len())
@@ -297,7 +349,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         api_qps: args.api_qps,
         created_ms,
         makespan_ms: makespan.as_millis() as u64,
-        limit_ms: (chain.as_millis() as u64).max(capacity_ms),
+        chain_ms: chain.as_millis() as u64,
+        capacity_ms,
         first,
         steady,
         steady_secs: args.steady_secs,

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Requests {
     pub total: u64,
+    /// Mutating requests the API server carried out (2xx).
     pub writes: u64,
     pub throttled: u64,
 }
@@ -30,7 +31,7 @@ pub fn requests_between(
             continue;
         }
         out.total += 1;
-        if cinder_sim::writes::is_mutating(&r.verb) && r.status != 429 {
+        if cinder_sim::writes::is_mutating(&r.verb) && (200..300).contains(&r.status) {
             out.writes += 1;
         }
         if r.status == 429 {

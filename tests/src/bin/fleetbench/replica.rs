@@ -145,7 +145,13 @@ impl Replica {
         if status != 200 {
             bail!("/pipelines answered {status}");
         }
-        serde_json::from_slice(&body).context("/pipelines is not a list of pipeline records")
+        #[derive(serde::Deserialize)]
+        struct View {
+            pipelines: Vec<PipelineRecord>,
+        }
+        let view: View = serde_json::from_slice(&body)
+            .context("/pipelines is not an object with a list of pipeline records")?;
+        Ok(view.pipelines)
     }
 
     /// Ends the replica with SIGTERM and waits for its orderly shutdown (SIGKILL after `grace`).
