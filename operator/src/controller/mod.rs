@@ -179,7 +179,6 @@ pub async fn run_operator(
         satellites::SatelliteControllers::build(ctx.clone(), &index, &mut w, stop.clone());
     let backend_store = w.backends.store();
     let backup_store = w.backup_backends.store();
-    tracing::info!(watches = w.count(), "starting the shared watches");
     let watching = tokio::spawn(w.run());
 
     let readiness = {

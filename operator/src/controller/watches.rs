@@ -76,11 +76,6 @@ impl Watches {
         }
     }
 
-    /// How many watch streams [`Self::run`] holds open.
-    pub fn count(&self) -> usize {
-        14 + usize::from(self.cluster_secret_stores.is_some())
-    }
-
     /// Runs every watch until the returned future is dropped.
     pub async fn run(self) {
         let mut all = vec![
@@ -102,6 +97,7 @@ impl Watches {
         if let Some(w) = self.cluster_secret_stores {
             all.push(w.run().boxed());
         }
+        tracing::info!(watches = all.len(), "starting the shared watches");
         futures::future::join_all(all).await;
     }
 }

@@ -171,6 +171,39 @@ async fn ready_count(client: &Client) -> anyhow::Result<usize> {
         .count())
 }
 
+/// Prints the operator's most frequent requests, and its writes, of the steady window (by verb
+/// and resource, with the answer's status).
+fn print_steady(
+    records: &[Vec<cinder_sim::RequestRecord>],
+    from: chrono::DateTime<Utc>,
+    to: chrono::DateTime<Utc>,
+) {
+    let mut requests: std::collections::BTreeMap<(String, String, u16), u64> = Default::default();
+    let mut writes: std::collections::BTreeMap<(String, String, u16), u64> = Default::default();
+    for r in records.iter().flatten() {
+        if !(by_operator(r) && r.time >= from && r.time < to) {
+            continue;
+        }
+        let resource = if r.subresource.is_empty() {
+            r.resource.clone()
+        } else {
+            format!("{}/{}", r.resource, r.subresource)
+        };
+        let key = (r.verb.clone(), resource, r.status);
+        if cinder_sim::writes::is_mutating(&r.verb) {
+            *writes.entry(key.clone()).or_default() += 1;
+        }
+        *requests.entry(key).or_default() += 1;
+    }
+    for (what, counts) in [("request", requests), ("write", writes)] {
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        for ((verb, resource, status), n) in counts.iter().take(15) {
+            eprintln!("fleetbench: steady {what}s: {n} x {verb} {resource} -> {status}");
+        }
+    }
+}
+
 /// Runs the benchmark and returns its figures.
 pub async fn run(args: &Args) -> anyhow::Result<Report> {
     if !(args.delay_scale.is_finite() && args.delay_scale >= 0.0) {
@@ -285,28 +318,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let steady_end = Utc::now();
     let mut records = vec![management.requests()];
     records.extend(targets.iter().map(|t| t.requests()));
-    let mut kinds: std::collections::BTreeMap<(String, String, String), u64> = Default::default();
-    for r in records.iter().flatten() {
-        if by_operator(r) && r.time >= ready_at && r.time < steady_end {
-            let sub = if r.subresource.is_empty() {
-                String::new()
-            } else {
-                format!("/{}", r.subresource)
-            };
-            *kinds
-                .entry((
-                    r.verb.clone(),
-                    format!("{}{sub}", r.resource),
-                    r.name.clone(),
-                ))
-                .or_default() += 1;
-        }
-    }
-    let mut kinds: Vec<_> = kinds.into_iter().collect();
-    kinds.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    for ((verb, resource, name), n) in kinds.iter().take(25) {
-        eprintln!("fleetbench: steady {n} x {verb} {resource} {name}");
-    }
+    print_steady(&records, ready_at, steady_end);
     let first: Requests = requests_between(&records, started_at, ready_at);
     let steady: Requests = requests_between(&records, ready_at, steady_end);
     // The capacity bound: the busiest cluster's operator requests at the rate that cluster takes
