@@ -9,6 +9,7 @@
 //! - Secrets through the `spec.secretRefs.name` legs of the index (one request per Cinder);
 //! - SecretStores, and ClusterSecretStores unless `--namespace` is set;
 //! - MariaDB clusters named by `spec.database.clusterRef`;
+//! - the Cinder's mariadb-operator Database, User and Grant (by name, which is the Cinder's);
 //! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate);
 //! - the same owned kinds on every resolved target cluster, by the ownership label
 //!   ([`crate::target_cluster::TargetClusters`]).
@@ -27,6 +28,7 @@ use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, SecretStoreKind};
 use futures::StreamExt;
 use index::IndexHandle;
 use kube::ResourceExt;
+use kube::api::DynamicObject;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
@@ -123,6 +125,14 @@ fn cinder_controller(
                     .cinders_for_mariadb(&m.namespace().unwrap_or_default(), &m.name_any())
             },
             crate::kube_ext::resources::mariadb_resource(),
+        );
+    }
+    for (ar, sql) in w.sql_objects.iter_mut() {
+        // The Database, User and Grant carry their Cinder's name (`sql_object_name`).
+        cinders = cinders.watches_shared_stream_with(
+            sql.subscribe(),
+            |o: Arc<DynamicObject>| parent_ref(o.namespace(), &o.name_any()),
+            ar.clone(),
         );
     }
     cinders

@@ -9,6 +9,7 @@ use crate::kube_ext::resources::{
     cluster_secret_store_resource, mariadb_resource, secret_store_resource,
 };
 use crate::kube_ext::{scoped, scoped_dynamic};
+use crate::steps::database::provisioning::SqlKind;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -38,6 +39,8 @@ pub struct Watches {
     /// Absent with `--namespace` (a namespaced operator does not read cluster-scoped stores).
     pub cluster_secret_stores: Option<SharedWatch<DynamicObject>>,
     pub mariadbs: SharedWatch<DynamicObject>,
+    /// The mariadb-operator Database, User and Grant objects (named after their Cinder).
+    pub sql_objects: Vec<(kube::core::ApiResource, SharedWatch<DynamicObject>)>,
 }
 
 impl Watches {
@@ -73,6 +76,10 @@ impl Watches {
             secret_stores: dynamic(secret_store_resource()),
             cluster_secret_stores,
             mariadbs: dynamic(mariadb_resource()),
+            sql_objects: SqlKind::ALL
+                .iter()
+                .map(|k| (k.resource(), dynamic(k.resource())))
+                .collect(),
         }
     }
 
@@ -97,6 +104,7 @@ impl Watches {
         if let Some(w) = self.cluster_secret_stores {
             all.push(w.run().boxed());
         }
+        all.extend(self.sql_objects.into_iter().map(|(_, w)| w.run().boxed()));
         tracing::info!(watches = all.len(), "starting the shared watches");
         futures::future::join_all(all).await;
     }
