@@ -145,9 +145,27 @@ pub struct RunArgs {
     #[arg(long, default_value_t = crate::context::default_lock_arbiters(),
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub lock_arbiters: u16,
+    /// Client-side request rate to each API server, sustained (requests per second).
+    #[arg(long, default_value_t = 20.0, value_parser = parse_kube_qps)]
+    pub kube_qps: f32,
+    /// Client-side request burst to each API server.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub kube_burst: u32,
+    /// How many Cinder passes may run at once (different Cinders; one Cinder is always serial).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
 }
 
 impl RunArgs {
+    /// The client-side limits `--kube-qps` / `--kube-burst` ask for.
+    pub fn client_limits(&self) -> crate::kube_client::ClientLimits {
+        crate::kube_client::ClientLimits {
+            qps: self.kube_qps,
+            burst: self.kube_burst,
+            ..Default::default()
+        }
+    }
+
     /// The logging and tracing options of the command line.
     pub fn telemetry(&self) -> TelemetryOptions {
         TelemetryOptions {
@@ -155,6 +173,16 @@ impl RunArgs {
             log_level: self.log_level.clone(),
             otlp_endpoint: self.otlp_endpoint.clone(),
         }
+    }
+}
+
+/// `--kube-qps`: a positive, finite rate of at most 100 000 per second.
+fn parse_kube_qps(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(q) if q.is_finite() && q > 0.0 && q <= 100_000.0 => Ok(q),
+        _ => Err(format!(
+            "`{s}` is not a rate in requests per second (a number above 0, at most 100000)"
+        )),
     }
 }
 
@@ -241,4 +269,54 @@ pub fn async_runtime(subcommand: &str) -> Result<tokio::runtime::Runtime, std::p
             eprintln!("cinder-operator {subcommand}: cannot start the async runtime: {e}");
             std::process::ExitCode::from(1)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let cli = Cli::try_parse_from([&["cinder-operator", "run"], args].concat())?;
+        match cli.command {
+            Command::Run(a) => Ok(a),
+            _ => unreachable!("the run subcommand parses into RunArgs"),
+        }
+    }
+
+    #[test]
+    fn client_limits_and_concurrency_default_to_controller_runtimes_and_parse() {
+        let a = run_args(&[]).unwrap();
+        assert_eq!(
+            (a.kube_qps, a.kube_burst, a.max_concurrent_reconciles),
+            (20.0, 30, 8)
+        );
+        let a = run_args(&[
+            "--kube-qps",
+            "2.5",
+            "--kube-burst",
+            "5",
+            "--max-concurrent-reconciles",
+            "64",
+        ])
+        .unwrap();
+        assert_eq!(a.client_limits().qps, 2.5);
+        assert_eq!(a.client_limits().burst, 5);
+        assert_eq!(a.max_concurrent_reconciles, 64);
+    }
+
+    #[test]
+    fn bad_client_limits_are_refused_in_one_line() {
+        for bad in [
+            &["--kube-qps", "0"][..],
+            &["--kube-qps", "NaN"],
+            &["--kube-burst", "0"],
+            &["--max-concurrent-reconciles", "0"],
+        ] {
+            let e = run_args(bad).unwrap_err();
+            let line = one_line_error(&e);
+            assert!(!line.contains('\n'), "{line}");
+            assert!(line.contains(bad[0]), "{line}");
+        }
+    }
 }

@@ -21,6 +21,7 @@ use crate::http::{
     AdminSources, Binds, Endpoints, Inventory, InventorySource, MetricsEndpoint, PipelinesSource,
     Readiness,
 };
+use crate::kube_client::{ClientLimits, throttled, throttled_from_kubeconfig};
 use crate::metrics::Metrics;
 use anyhow::Context as _;
 use cinder_lease::{
@@ -115,10 +116,11 @@ fn lease_namespace(args: &RunArgs) -> String {
 }
 
 /// A client from the kubeconfig or the in-cluster config, checked by asking for the version.
-async fn connect() -> anyhow::Result<kube::Client> {
-    let client = kube::Client::try_default().await.context(
+async fn connect(limits: ClientLimits) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer().await.context(
         "cannot load a Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)",
     )?;
+    let client = throttled(config, limits).context("cannot build a Kubernetes client")?;
     match tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(client),
         Ok(Err(e)) => Err(anyhow::anyhow!(
@@ -195,8 +197,10 @@ async fn serve_on(
     signalled: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let client = match cluster {
-        Some(c) => c.client().await,
-        None => connect().await?,
+        Some(c) => throttled_from_kubeconfig(&c.kubeconfig_yaml(), args.client_limits())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot build a client of the embedded cluster: {e}"))?,
+        None => connect(args.client_limits()).await?,
     };
     if let (Some(cluster), Some(samples)) = (cluster, samples) {
         bootstrap_embedded(args, cluster, samples, &client).await?;
@@ -262,6 +266,8 @@ async fn build_context(
         device_lock_metrics,
         lease_duration,
         lock_arbiters: args.lock_arbiters,
+        concurrency: args.max_concurrent_reconciles,
+        target_client_limits: Some(args.client_limits()),
         ..OperatorOptions::default()
     };
     let leader = if args.leader_elect {

@@ -36,6 +36,9 @@ pub struct OperatorOptions {
     /// How many arbiters the lock coordinator spreads its resource actors over
     /// (`--lock-arbiters`; 1: the coordinator's own thread).
     pub lock_arbiters: u16,
+    /// The client-side limits of the clients built for target clusters (`--kube-qps`,
+    /// `--kube-burst`); `None` leaves them unthrottled.
+    pub target_client_limits: Option<crate::kube_client::ClientLimits>,
 }
 
 /// The default of `--lock-arbiters`: the number of cores.
@@ -55,6 +58,7 @@ impl Default for OperatorOptions {
             concurrency: 8,
             lease_duration: cinder_lease::lease_lock::DEFAULT_LEASE_DURATION,
             lock_arbiters: default_lock_arbiters(),
+            target_client_limits: None,
         }
     }
 }
@@ -178,6 +182,7 @@ impl OperatorContext {
             client.clone(),
             &options.lease_namespace,
             options.namespace.as_deref(),
+            options.target_client_limits,
             target_registry,
         );
         Ok(Arc::new(OperatorContext {

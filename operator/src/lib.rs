@@ -18,6 +18,7 @@ pub mod crd;
 pub mod embedded;
 pub mod events;
 pub mod http;
+pub mod kube_client;
 pub mod kube_ext;
 pub mod metrics;
 pub mod names;

@@ -1,6 +1,7 @@
 //! Fault injection: latency on every request, error answers (409 / 429 / 500 / any code as a
 //! Status) by verb, resource and probability, dropped watch connections (all now, or with a
-//! probability per event), and forced answers of Service health checks. The random draws come
+//! probability per event), forced answers of Service health checks, and a request-rate limit
+//! (a token bucket answering 429 with Retry-After beyond it, as API priority and fairness does). The random draws come
 //! from one generator, seeded from `FaultConfig::seed` when set (the same seed and the same
 //! sequence of requests give the same faults). The settings are JSON (`GET`/`PUT /sim/faults`).
 
@@ -88,6 +89,28 @@ pub struct FaultConfig {
     /// settings with a seed restarts the sequence.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Requests beyond this rate are answered 429 with a Retry-After.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A request-rate limit: a token bucket of `burst` requests refilled at `qps` per second, over
+/// the requests whose user agent contains `userAgent` (all when absent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RateLimit {
+    pub qps: f64,
+    pub burst: u32,
+    #[serde(default)]
+    pub user_agent: Option<String>,
+}
+
+/// The bucket of the current [`RateLimit`]: tokens and when they were counted.
+#[derive(Debug)]
+struct Bucket {
+    limit: RateLimit,
+    tokens: f64,
+    at: std::time::Instant,
 }
 
 impl FaultConfig {
@@ -102,6 +125,14 @@ impl FaultConfig {
         probability("watchDropProbability", self.watch_drop_probability);
         for (i, r) in self.errors.iter().enumerate() {
             probability(&format!("errors[{i}].probability"), r.probability);
+        }
+        if let Some(l) = &self.rate_limit
+            && !(l.qps.is_finite() && l.qps > 0.0 && l.burst >= 1)
+        {
+            out.push(format!(
+                "rateLimit needs qps above 0 and burst of at least 1 (got {} and {})",
+                l.qps, l.burst
+            ));
         }
         for (i, r) in self.errors.iter().enumerate() {
             if !(400..=599).contains(&r.code) {
@@ -121,6 +152,7 @@ pub struct FaultHandle {
     config: Arc<RwLock<FaultConfig>>,
     rng: Arc<Mutex<StdRng>>,
     drops: Arc<tokio::sync::watch::Sender<u64>>,
+    bucket: Arc<Mutex<Option<Bucket>>>,
 }
 
 fn rng_for(seed: Option<u64>) -> StdRng {
@@ -137,7 +169,45 @@ impl FaultHandle {
             rng: Arc::new(Mutex::new(rng_for(config.seed))),
             config: Arc::new(RwLock::new(config)),
             drops: Arc::new(tx),
+            bucket: Arc::default(),
         }
+    }
+
+    /// Whether the rate limit turns this request away: `Some(retry_after_seconds)` when it does.
+    /// Requests of other user agents neither count nor wait.
+    pub fn rate_limited(&self, user_agent: &str) -> Option<u64> {
+        let limit = self
+            .config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .rate_limit
+            .clone()?;
+        if !limit
+            .user_agent
+            .as_deref()
+            .is_none_or(|u| user_agent.contains(u))
+        {
+            return None;
+        }
+        let now = std::time::Instant::now();
+        let mut slot = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = match slot.as_mut() {
+            Some(b) if b.limit == limit => b,
+            _ => slot.insert(Bucket {
+                tokens: f64::from(limit.burst),
+                limit,
+                at: now,
+            }),
+        };
+        let rate = bucket.limit.qps.max(f64::MIN_POSITIVE);
+        let earned = now.duration_since(bucket.at).as_secs_f64() * rate;
+        bucket.tokens = (bucket.tokens + earned).min(f64::from(bucket.limit.burst));
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            return None;
+        }
+        Some(((1.0 - bucket.tokens) / rate).ceil().max(1.0) as u64)
     }
 
     /// One draw: true with probability `p`.

@@ -26,6 +26,16 @@ pub struct CinderReconciler {
     pub op: Arc<OperatorContext>,
     /// Publishes the Cinder's events (deletion, condition transitions, upgrade phases).
     pub recorder: Recorder,
+    /// The failure counts behind the retry after a failed pass.
+    pub backoffs: super::backoff::Backoffs,
+}
+
+fn backoff_key(cinder: &Cinder) -> String {
+    format!(
+        "{}/{}",
+        cinder.metadata.namespace.as_deref().unwrap_or_default(),
+        cinder.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 async fn publish(
@@ -168,13 +178,13 @@ pub enum ReconcileError {
     Pipeline(String),
 }
 
-/// The retry after a failed pass.
+/// The retry after a failed pass: exponential per Cinder, with a ceiling ([`super::backoff`]).
 pub fn error_policy(
-    _cinder: Arc<Cinder>,
+    cinder: Arc<Cinder>,
     _error: &ReconcileError,
-    _ctx: Arc<CinderReconciler>,
+    ctx: Arc<CinderReconciler>,
 ) -> Action {
-    Action::requeue(Requeue::RequeueDeploymentPolling.jittered())
+    Action::requeue(ctx.backoffs.failed(backoff_key(&cinder)))
 }
 
 /// One reconcile of one Cinder, in its pass span (the Cinder and the trace id on every line).
@@ -187,7 +197,13 @@ pub async fn reconcile(
         cinder.metadata.name.as_deref().unwrap_or_default(),
     );
     let span = pass.span.clone();
-    tracing::Instrument::instrument(reconcile_in_span(cinder, ctx), span).await
+    let key = backoff_key(&cinder);
+    let result =
+        tracing::Instrument::instrument(reconcile_in_span(cinder, ctx.clone()), span).await;
+    if result.is_ok() {
+        ctx.backoffs.succeeded(&key);
+    }
+    result
 }
 
 async fn reconcile_in_span(

@@ -1,22 +1,23 @@
-//! The index actor: one task owns the maps that turn a watch event on another kind into the
-//! Cinder requests it concerns. It is fed from reflector
-//! streams of Cinders, CinderBackends and CinderBackupBackends and publishes an immutable
-//! snapshot after every change, which the (synchronous) watch mappers read:
+//! The index: the maps that turn a watch event on another kind into the Cinder requests it
+//! concerns. The shared watches of Cinders, CinderBackends and CinderBackupBackends feed it
+//! every event (see [`super::shared_watch`]); each event updates only the entries of the object
+//! it carries, and the (synchronous) watch mappers read it under a read lock:
 //!
 //! - `spec.secretRefs.name` of a Cinder: spec.database / spec.serviceUser / spec.messaging secretRef;
 //! - `spec.secretRefs.name` of a satellite: spec.rbd.keySecretRef → the parent (spec.cinderRef.name);
 //! - `spec.cinderRef.name`: parent → its CinderBackends and CinderBackupBackends;
 //! - the store a Cinder selects (spec.secretStoreRef) and the MariaDB it names (spec.database.clusterRef).
 //!
-//! A Secret several legs match yields one request (lookups return sets).
+//! Every lookup is one hash-map probe. A Secret several legs match yields one request (lookups
+//! return sets). A satellite that leaves the cluster is reported on the departures channel.
 
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, Satellite, SecretStoreKind};
-use futures::{Stream, StreamExt};
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use kube::runtime::watcher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 /// `(namespace, name)`.
 pub type Key = (String, String);
@@ -72,155 +73,6 @@ pub struct SatelliteRefs {
     pub key_secret: Option<String>,
 }
 
-/// The published state of the index: per-object references and the reverse maps.
-#[derive(Clone, Debug, Default)]
-pub struct IndexSnapshot {
-    pub cinders: BTreeMap<Key, CinderRefs>,
-    pub backends: BTreeMap<Key, SatelliteRefs>,
-    pub backup_backends: BTreeMap<Key, SatelliteRefs>,
-    /// `spec.secretRefs.name`: (namespace, secret) → Cinder names, all three legs merged.
-    secret_refs: BTreeMap<Key, BTreeSet<String>>,
-    /// `spec.cinderRef.name`: (namespace, cinder) → CinderBackend names.
-    backends_of: BTreeMap<Key, BTreeSet<String>>,
-    /// `spec.cinderRef.name`: (namespace, cinder) → CinderBackupBackend names.
-    backup_backends_of: BTreeMap<Key, BTreeSet<String>>,
-    /// True once all three sources delivered their first complete list.
-    pub synced: bool,
-}
-
-impl IndexSnapshot {
-    fn rebuild(&mut self) {
-        self.secret_refs.clear();
-        self.backends_of.clear();
-        self.backup_backends_of.clear();
-        for ((ns, name), refs) in &self.cinders {
-            for s in &refs.secrets {
-                self.secret_refs
-                    .entry((ns.clone(), s.clone()))
-                    .or_default()
-                    .insert(name.clone());
-            }
-        }
-        for (sats, of) in [
-            (&self.backends, &mut self.backends_of),
-            (&self.backup_backends, &mut self.backup_backends_of),
-        ] {
-            for ((ns, name), refs) in sats {
-                of.entry((ns.clone(), refs.parent.clone()))
-                    .or_default()
-                    .insert(name.clone());
-                if let Some(s) = &refs.key_secret {
-                    self.secret_refs
-                        .entry((ns.clone(), s.clone()))
-                        .or_default()
-                        .insert(refs.parent.clone());
-                }
-            }
-        }
-    }
-
-    fn requests(ns: &str, names: impl IntoIterator<Item = String>) -> Vec<ObjectRef<Cinder>> {
-        names
-            .into_iter()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .map(|n| ObjectRef::new(&n).within(ns))
-            .collect()
-    }
-
-    /// The Cinders a Secret concerns: by reference (Cinder legs) or as a satellite's key.
-    pub fn cinders_for_secret(&self, namespace: &str, secret: &str) -> Vec<ObjectRef<Cinder>> {
-        let names = self
-            .secret_refs
-            .get(&(namespace.to_string(), secret.to_string()))
-            .cloned()
-            .unwrap_or_default();
-        Self::requests(namespace, names)
-    }
-
-    /// The Cinders selecting a store (`namespace` is `None` for a ClusterSecretStore).
-    pub fn cinders_for_store(
-        &self,
-        kind: SecretStoreKind,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Vec<ObjectRef<Cinder>> {
-        let mut out: BTreeSet<Key> = BTreeSet::new();
-        for ((ns, cinder), refs) in &self.cinders {
-            let same_ns = match (kind, namespace) {
-                (SecretStoreKind::ClusterSecretStore, _) => true,
-                (SecretStoreKind::SecretStore, Some(n)) => n == ns,
-                (SecretStoreKind::SecretStore, None) => false,
-            };
-            if same_ns && refs.store.0 == kind && refs.store.1 == name {
-                out.insert((ns.clone(), cinder.clone()));
-            }
-        }
-        out.into_iter()
-            .map(|(ns, n)| ObjectRef::new(&n).within(&ns))
-            .collect()
-    }
-
-    /// The Cinders whose spec.database.clusterRef names this MariaDB.
-    pub fn cinders_for_mariadb(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Cinder>> {
-        let want = Some((namespace.to_string(), name.to_string()));
-        self.cinders
-            .iter()
-            .filter(|(_, refs)| refs.mariadb == want)
-            .map(|((ns, n), _)| ObjectRef::new(n).within(ns))
-            .collect()
-    }
-
-    /// The CinderBackends whose parent is `namespace/cinder`.
-    pub fn backends_of(&self, namespace: &str, cinder: &str) -> Vec<ObjectRef<CinderBackend>> {
-        self.backends_of
-            .get(&(namespace.to_string(), cinder.to_string()))
-            .into_iter()
-            .flatten()
-            .map(|n| ObjectRef::new(n).within(namespace))
-            .collect()
-    }
-
-    /// The CinderBackupBackends whose parent is `namespace/cinder`.
-    pub fn backup_backends_of(
-        &self,
-        namespace: &str,
-        cinder: &str,
-    ) -> Vec<ObjectRef<CinderBackupBackend>> {
-        self.backup_backends_of
-            .get(&(namespace.to_string(), cinder.to_string()))
-            .into_iter()
-            .flatten()
-            .map(|n| ObjectRef::new(n).within(namespace))
-            .collect()
-    }
-
-    /// The satellites (either kind) whose key Secret is `namespace/secret`.
-    pub fn satellites_for_secret(
-        &self,
-        namespace: &str,
-        secret: &str,
-    ) -> (Vec<String>, Vec<String>) {
-        let pick = |m: &BTreeMap<Key, SatelliteRefs>| {
-            m.iter()
-                .filter(|((ns, _), r)| ns == namespace && r.key_secret.as_deref() == Some(secret))
-                .map(|((_, n), _)| n.clone())
-                .collect()
-        };
-        (pick(&self.backends), pick(&self.backup_backends))
-    }
-}
-
-/// One change the actor applies.
-#[derive(Debug)]
-pub enum IndexEvent {
-    Cinder(Box<watcher::Event<Cinder>>),
-    Backend(Box<watcher::Event<CinderBackend>>),
-    BackupBackend(Box<watcher::Event<CinderBackupBackend>>),
-    /// A source's stream failed (it retries with backoff); nothing changes.
-    SourceError(String),
-}
-
 fn key_of<K: ResourceExt>(o: &K) -> Key {
     (o.namespace().unwrap_or_default(), o.name_any())
 }
@@ -234,178 +86,447 @@ fn satellite_refs<K: Satellite>(b: &K) -> SatelliteRefs {
     }
 }
 
-/// The state one source contributes while it relists: `Init` opens a buffer, `InitDone` swaps.
+/// One entry that changed: its key, the references it had and the ones it has.
+type Change<V> = (Key, Option<V>, Option<V>);
+
+/// The objects one watch contributes. A relist (`Init` .. `InitDone`) upserts what it lists and
+/// removes, at `InitDone`, what it did not list.
 struct Source<V> {
-    live: BTreeMap<Key, V>,
-    buffer: Option<BTreeMap<Key, V>>,
+    live: HashMap<Key, V>,
+    relisted: Option<HashSet<Key>>,
     synced: bool,
 }
 
 impl<V> Default for Source<V> {
     fn default() -> Self {
         Source {
-            live: BTreeMap::new(),
-            buffer: None,
+            live: HashMap::new(),
+            relisted: None,
             synced: false,
         }
     }
 }
 
-impl<V: Clone> Source<V> {
-    fn apply<K: ResourceExt>(&mut self, event: watcher::Event<K>, refs: impl Fn(&K) -> V) {
+impl<V: Clone + PartialEq> Source<V> {
+    fn upsert(&mut self, key: Key, refs: V, changes: &mut Vec<Change<V>>) {
+        let old = self.live.insert(key.clone(), refs.clone());
+        if old.as_ref() != Some(&refs) {
+            changes.push((key, old, Some(refs)));
+        }
+    }
+
+    fn apply<K: ResourceExt>(
+        &mut self,
+        event: &watcher::Event<K>,
+        refs: impl Fn(&K) -> V,
+    ) -> Vec<Change<V>> {
+        let mut changes = Vec::new();
         match event {
-            watcher::Event::Apply(o) => {
-                self.live.insert(key_of(&o), refs(&o));
-            }
+            watcher::Event::Apply(o) => self.upsert(key_of(o), refs(o), &mut changes),
             watcher::Event::Delete(o) => {
-                self.live.remove(&key_of(&o));
+                let key = key_of(o);
+                if let Some(old) = self.live.remove(&key) {
+                    changes.push((key, Some(old), None));
+                }
             }
-            watcher::Event::Init => self.buffer = Some(BTreeMap::new()),
+            watcher::Event::Init => self.relisted = Some(HashSet::new()),
             watcher::Event::InitApply(o) => {
-                self.buffer
-                    .get_or_insert_with(BTreeMap::new)
-                    .insert(key_of(&o), refs(&o));
+                let key = key_of(o);
+                self.relisted
+                    .get_or_insert_with(HashSet::new)
+                    .insert(key.clone());
+                self.upsert(key, refs(o), &mut changes);
             }
             watcher::Event::InitDone => {
-                if let Some(b) = self.buffer.take() {
-                    self.live = b;
+                if let Some(seen) = self.relisted.take() {
+                    let gone: Vec<Key> = self
+                        .live
+                        .keys()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    for key in gone {
+                        if let Some(old) = self.live.remove(&key) {
+                            changes.push((key, Some(old), None));
+                        }
+                    }
                 }
                 self.synced = true;
             }
         }
+        changes
     }
 }
 
-/// The actor's state.
+/// A name set per key, with the count of legs that put each name there.
+#[derive(Default)]
+struct Legs<K: Eq + Hash>(HashMap<K, BTreeMap<String, usize>>);
+
+impl<K: Eq + Hash> Legs<K> {
+    fn add(&mut self, key: K, name: &str) {
+        *self
+            .0
+            .entry(key)
+            .or_default()
+            .entry(name.to_string())
+            .or_default() += 1;
+    }
+
+    fn remove(&mut self, key: K, name: &str) {
+        if let std::collections::hash_map::Entry::Occupied(mut names) = self.0.entry(key) {
+            if let Some(n) = names.get_mut().get_mut(name) {
+                *n -= 1;
+                if *n == 0 {
+                    names.get_mut().remove(name);
+                }
+            }
+            if names.get().is_empty() {
+                names.remove();
+            }
+        }
+    }
+
+    fn names(&self, key: &K) -> impl Iterator<Item = &String> {
+        self.0.get(key).into_iter().flat_map(|m| m.keys())
+    }
+}
+
+/// Which satellite kind a change concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SatelliteSide {
+    Backend,
+    BackupBackend,
+}
+
+/// A satellite that left the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Departed {
+    pub side: SatelliteSide,
+    pub key: Key,
+}
+
+/// The index's state: per-object references and the reverse maps, kept in step.
 #[derive(Default)]
 pub struct IndexState {
     cinders: Source<CinderRefs>,
     backends: Source<SatelliteRefs>,
     backup_backends: Source<SatelliteRefs>,
+    /// `spec.secretRefs.name`: (namespace, secret) → Cinder names, all three legs merged.
+    secret_refs: Legs<Key>,
+    /// SecretStore (namespace, name) → Cinder names of that namespace.
+    secret_stores: Legs<Key>,
+    /// ClusterSecretStore name → Cinders `(namespace, name)`.
+    cluster_stores: HashMap<String, BTreeSet<Key>>,
+    /// MariaDB (namespace, name) → Cinders `(namespace, name)`.
+    mariadbs: HashMap<Key, BTreeSet<Key>>,
+    /// `spec.cinderRef.name`: (namespace, cinder) → CinderBackend names.
+    backends_of: Legs<Key>,
+    /// `spec.cinderRef.name`: (namespace, cinder) → CinderBackupBackend names.
+    backup_backends_of: Legs<Key>,
+    /// (namespace, key Secret) → CinderBackend names.
+    backend_keys: Legs<Key>,
+    /// (namespace, key Secret) → CinderBackupBackend names.
+    backup_backend_keys: Legs<Key>,
+}
+
+fn remove_from<K: Eq + Hash>(map: &mut HashMap<K, BTreeSet<Key>>, at: K, key: &Key) {
+    if let std::collections::hash_map::Entry::Occupied(mut set) = map.entry(at) {
+        set.get_mut().remove(key);
+        if set.get().is_empty() {
+            set.remove();
+        }
+    }
+}
+
+fn requests(ns: &str, names: impl IntoIterator<Item = String>) -> Vec<ObjectRef<Cinder>> {
+    names
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|n| ObjectRef::new(&n).within(ns))
+        .collect()
 }
 
 impl IndexState {
-    /// Applies one event and returns the snapshot to publish.
-    pub fn apply(&mut self, event: IndexEvent) -> Option<IndexSnapshot> {
-        match event {
-            IndexEvent::Cinder(e) => self.cinders.apply(*e, CinderRefs::of),
-            IndexEvent::Backend(e) => self.backends.apply(*e, satellite_refs),
-            IndexEvent::BackupBackend(e) => self.backup_backends.apply(*e, satellite_refs),
-            IndexEvent::SourceError(_) => return None,
+    /// Applies a Cinder watch event.
+    pub fn apply_cinder(&mut self, event: &watcher::Event<Cinder>) {
+        for (key, old, new) in self.cinders.apply(event, CinderRefs::of) {
+            if let Some(old) = old {
+                self.index_cinder(&key, &old, false);
+            }
+            if let Some(new) = new {
+                self.index_cinder(&key, &new, true);
+            }
         }
-        let mut snap = IndexSnapshot {
-            cinders: self.cinders.live.clone(),
-            backends: self.backends.live.clone(),
-            backup_backends: self.backup_backends.live.clone(),
-            synced: self.cinders.synced && self.backends.synced && self.backup_backends.synced,
-            ..Default::default()
+    }
+
+    /// Applies a CinderBackend watch event; returns the backends that left.
+    pub fn apply_backend(&mut self, event: &watcher::Event<CinderBackend>) -> Vec<Departed> {
+        let changes = self.backends.apply(event, satellite_refs);
+        self.apply_satellite(SatelliteSide::Backend, changes)
+    }
+
+    /// Applies a CinderBackupBackend watch event; returns the backup backends that left.
+    pub fn apply_backup_backend(
+        &mut self,
+        event: &watcher::Event<CinderBackupBackend>,
+    ) -> Vec<Departed> {
+        let changes = self.backup_backends.apply(event, satellite_refs);
+        self.apply_satellite(SatelliteSide::BackupBackend, changes)
+    }
+
+    fn index_cinder(&mut self, key: &Key, refs: &CinderRefs, add: bool) {
+        let (ns, name) = key;
+        for s in &refs.secrets {
+            let at = (ns.clone(), s.clone());
+            if add {
+                self.secret_refs.add(at, name);
+            } else {
+                self.secret_refs.remove(at, name);
+            }
+        }
+        match refs.store.0 {
+            SecretStoreKind::SecretStore => {
+                let at = (ns.clone(), refs.store.1.clone());
+                if add {
+                    self.secret_stores.add(at, name);
+                } else {
+                    self.secret_stores.remove(at, name);
+                }
+            }
+            SecretStoreKind::ClusterSecretStore => {
+                let at = refs.store.1.clone();
+                if add {
+                    self.cluster_stores
+                        .entry(at)
+                        .or_default()
+                        .insert(key.clone());
+                } else {
+                    remove_from(&mut self.cluster_stores, at, key);
+                }
+            }
+        }
+        if let Some(m) = &refs.mariadb {
+            if add {
+                self.mariadbs
+                    .entry(m.clone())
+                    .or_default()
+                    .insert(key.clone());
+            } else {
+                remove_from(&mut self.mariadbs, m.clone(), key);
+            }
+        }
+    }
+
+    fn apply_satellite(
+        &mut self,
+        side: SatelliteSide,
+        changes: Vec<Change<SatelliteRefs>>,
+    ) -> Vec<Departed> {
+        let mut departed = Vec::new();
+        for (key, old, new) in changes {
+            if let Some(old) = &old {
+                self.index_satellite(side, &key, old, false);
+            }
+            match &new {
+                Some(new) => self.index_satellite(side, &key, new, true),
+                None => departed.push(Departed { side, key }),
+            }
+        }
+        departed
+    }
+
+    fn index_satellite(&mut self, side: SatelliteSide, key: &Key, refs: &SatelliteRefs, add: bool) {
+        let (ns, name) = key;
+        let (of, keys) = match side {
+            SatelliteSide::Backend => (&mut self.backends_of, &mut self.backend_keys),
+            SatelliteSide::BackupBackend => {
+                (&mut self.backup_backends_of, &mut self.backup_backend_keys)
+            }
         };
-        snap.rebuild();
-        Some(snap)
+        let parent = (ns.clone(), refs.parent.clone());
+        if add {
+            of.add(parent, name);
+        } else {
+            of.remove(parent, name);
+        }
+        if let Some(s) = &refs.key_secret {
+            let at = (ns.clone(), s.clone());
+            if add {
+                keys.add(at.clone(), name);
+                self.secret_refs.add(at, &refs.parent);
+            } else {
+                keys.remove(at.clone(), name);
+                self.secret_refs.remove(at, &refs.parent);
+            }
+        }
+    }
+
+    /// True once all three sources delivered their first complete list.
+    pub fn synced(&self) -> bool {
+        self.cinders.synced && self.backends.synced && self.backup_backends.synced
+    }
+
+    /// How many Cinders the index holds.
+    pub fn cinder_count(&self) -> usize {
+        self.cinders.live.len()
+    }
+
+    /// The Cinders a Secret concerns: by reference (Cinder legs) or as a satellite's key.
+    pub fn cinders_for_secret(&self, namespace: &str, secret: &str) -> Vec<ObjectRef<Cinder>> {
+        let at = (namespace.to_string(), secret.to_string());
+        requests(namespace, self.secret_refs.names(&at).cloned())
+    }
+
+    /// The Cinders selecting a store (`namespace` is `None` for a ClusterSecretStore).
+    pub fn cinders_for_store(
+        &self,
+        kind: SecretStoreKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Vec<ObjectRef<Cinder>> {
+        match (kind, namespace) {
+            (SecretStoreKind::ClusterSecretStore, _) => self
+                .cluster_stores
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|(ns, n)| ObjectRef::new(n).within(ns))
+                .collect(),
+            (SecretStoreKind::SecretStore, Some(ns)) => {
+                let at = (ns.to_string(), name.to_string());
+                requests(ns, self.secret_stores.names(&at).cloned())
+            }
+            (SecretStoreKind::SecretStore, None) => Vec::new(),
+        }
+    }
+
+    /// The Cinders whose spec.database.clusterRef names this MariaDB.
+    pub fn cinders_for_mariadb(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Cinder>> {
+        self.mariadbs
+            .get(&(namespace.to_string(), name.to_string()))
+            .into_iter()
+            .flatten()
+            .map(|(ns, n)| ObjectRef::new(n).within(ns))
+            .collect()
+    }
+
+    /// The CinderBackends whose parent is `namespace/cinder`.
+    pub fn backends_of(&self, namespace: &str, cinder: &str) -> Vec<ObjectRef<CinderBackend>> {
+        let at = (namespace.to_string(), cinder.to_string());
+        self.backends_of
+            .names(&at)
+            .map(|n| ObjectRef::new(n).within(namespace))
+            .collect()
+    }
+
+    /// The CinderBackupBackends whose parent is `namespace/cinder`.
+    pub fn backup_backends_of(
+        &self,
+        namespace: &str,
+        cinder: &str,
+    ) -> Vec<ObjectRef<CinderBackupBackend>> {
+        let at = (namespace.to_string(), cinder.to_string());
+        self.backup_backends_of
+            .names(&at)
+            .map(|n| ObjectRef::new(n).within(namespace))
+            .collect()
+    }
+
+    /// The satellites (either kind) whose key Secret is `namespace/secret`.
+    pub fn satellites_for_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+    ) -> (Vec<String>, Vec<String>) {
+        let at = (namespace.to_string(), secret.to_string());
+        (
+            self.backend_keys.names(&at).cloned().collect(),
+            self.backup_backend_keys.names(&at).cloned().collect(),
+        )
     }
 }
 
-/// The cheap handle the watch mappers and the steps read the index through.
-#[derive(Clone, Debug)]
+/// The shared handle the watch mappers, the watches and the readiness check use.
+#[derive(Clone)]
 pub struct IndexHandle {
-    rx: tokio::sync::watch::Receiver<Arc<IndexSnapshot>>,
+    state: Arc<RwLock<IndexState>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    departures: futures::channel::mpsc::UnboundedSender<Departed>,
+}
+
+impl std::fmt::Debug for IndexHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexHandle").finish_non_exhaustive()
+    }
 }
 
 impl IndexHandle {
-    /// The latest published snapshot.
-    pub fn snapshot(&self) -> Arc<IndexSnapshot> {
-        self.rx.borrow().clone()
+    /// An empty index and the receiving end of its departures.
+    pub fn new() -> (
+        IndexHandle,
+        futures::channel::mpsc::UnboundedReceiver<Departed>,
+    ) {
+        let (departures, rx) = futures::channel::mpsc::unbounded();
+        let handle = IndexHandle {
+            state: Arc::default(),
+            synced: tokio::sync::watch::Sender::new(false),
+            departures,
+        };
+        (handle, rx)
     }
 
-    /// A receiver that sees every published snapshot (for followers of the index).
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<IndexSnapshot>> {
-        self.rx.clone()
+    /// The index for reading (lookups are one hash probe each; hold the guard briefly).
+    pub fn read(&self) -> RwLockReadGuard<'_, IndexState> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Waits until all three sources delivered their first complete list (or the actor stopped).
+    fn write(&self, apply: impl FnOnce(&mut IndexState) -> Vec<Departed>) {
+        let (departed, synced) = {
+            let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+            let departed = apply(&mut state);
+            (departed, state.synced())
+        };
+        for d in departed {
+            // The receiver goes only with the operator; nothing is left to forget then.
+            let _ = self.departures.unbounded_send(d);
+        }
+        self.synced.send_if_modified(|s| {
+            let changed = *s != synced;
+            *s = synced;
+            changed
+        });
+    }
+
+    /// Feeds the index from the Cinder watch.
+    pub fn on_cinder(&self) -> impl FnMut(&watcher::Event<Cinder>) + Send + 'static {
+        let ix = self.clone();
+        move |e| {
+            ix.write(|s| {
+                s.apply_cinder(e);
+                Vec::new()
+            })
+        }
+    }
+
+    /// Feeds the index from the CinderBackend watch.
+    pub fn on_backend(&self) -> impl FnMut(&watcher::Event<CinderBackend>) + Send + 'static {
+        let ix = self.clone();
+        move |e| ix.write(|s| s.apply_backend(e))
+    }
+
+    /// Feeds the index from the CinderBackupBackend watch.
+    pub fn on_backup_backend(
+        &self,
+    ) -> impl FnMut(&watcher::Event<CinderBackupBackend>) + Send + 'static {
+        let ix = self.clone();
+        move |e| ix.write(|s| s.apply_backup_backend(e))
+    }
+
+    /// Waits until all three sources delivered their first complete list.
     pub async fn wait_synced(&self) -> bool {
-        let mut rx = self.rx.clone();
-        rx.wait_for(|s| s.synced).await.is_ok()
-    }
-
-    /// Starts the actor over three reflector streams (scoped to `namespace` when given); it stops
-    /// when `shutdown` turns true.
-    pub fn spawn(
-        client: Client,
-        namespace: Option<&str>,
-        shutdown: tokio::sync::watch::Receiver<bool>,
-    ) -> (IndexHandle, tokio::task::JoinHandle<()>) {
-        fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
-        where
-            K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
-            K::DynamicType: Default,
-        {
-            match ns {
-                Some(ns) => Api::namespaced(client.clone(), ns),
-                None => Api::all(client.clone()),
-            }
-        }
-        fn feed<K>(
-            api: Api<K>,
-            wrap: fn(Box<watcher::Event<K>>) -> IndexEvent,
-        ) -> impl Stream<Item = IndexEvent>
-        where
-            K: kube::Resource
-                + Clone
-                + std::fmt::Debug
-                + serde::de::DeserializeOwned
-                + Send
-                + 'static,
-            K::DynamicType: Default,
-        {
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .map(move |r| match r {
-                    Ok(e) => wrap(Box::new(e)),
-                    Err(e) => IndexEvent::SourceError(e.to_string()),
-                })
-        }
-        let events = futures::stream::select_all([
-            feed(api::<Cinder>(&client, namespace), IndexEvent::Cinder).boxed(),
-            feed(
-                api::<CinderBackend>(&client, namespace),
-                IndexEvent::Backend,
-            )
-            .boxed(),
-            feed(
-                api::<CinderBackupBackend>(&client, namespace),
-                IndexEvent::BackupBackend,
-            )
-            .boxed(),
-        ]);
-        let (tx, rx) = tokio::sync::watch::channel(Arc::new(IndexSnapshot::default()));
-        let task = tokio::spawn(run_actor(events, tx, shutdown));
-        (IndexHandle { rx }, task)
-    }
-}
-
-async fn run_actor(
-    mut events: impl Stream<Item = IndexEvent> + Unpin,
-    tx: tokio::sync::watch::Sender<Arc<IndexSnapshot>>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut state = IndexState::default();
-    loop {
-        tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => break,
-            next = events.next() => match next {
-                None => break,
-                Some(IndexEvent::SourceError(e)) => {
-                    tracing::warn!(error = %e, "index source watch failed; retrying with backoff");
-                }
-                Some(event) => {
-                    tracing::trace!(?event, "index event");
-                    if let Some(snap) = state.apply(event) {
-                        tx.send_replace(Arc::new(snap));
-                    }
-                }
-            }
-        }
+        let mut rx = self.synced.subscribe();
+        rx.wait_for(|s| *s).await.is_ok()
     }
 }
 
@@ -443,24 +564,22 @@ mod tests {
     #[test]
     fn a_secret_several_legs_match_yields_one_request() {
         let mut s = IndexState::default();
-        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::Apply(cinder(
+        s.apply_cinder(&watcher::Event::Apply(cinder(
             "ns", "c1", "shared", "shared", "m",
-        )))));
-        let snap = s
-            .apply(IndexEvent::Backend(Box::new(watcher::Event::Apply(
-                rbd_backend("ns", "b1", "c1", "shared"),
-            ))))
-            .unwrap();
-        let reqs = snap.cinders_for_secret("ns", "shared");
+        )));
+        s.apply_backend(&watcher::Event::Apply(rbd_backend(
+            "ns", "b1", "c1", "shared",
+        )));
+        let reqs = s.cinders_for_secret("ns", "shared");
         assert_eq!(reqs, vec![ObjectRef::new("c1").within("ns")]);
-        assert!(snap.cinders_for_secret("other", "shared").is_empty());
+        assert!(s.cinders_for_secret("other", "shared").is_empty());
         assert_eq!(
-            snap.backends_of("ns", "c1"),
+            s.backends_of("ns", "c1"),
             vec![ObjectRef::new("b1").within("ns")]
         );
-        assert_eq!(snap.cinders_for_mariadb("ns", "maria").len(), 1);
+        assert_eq!(s.cinders_for_mariadb("ns", "maria").len(), 1);
         assert_eq!(
-            snap.cinders_for_store(
+            s.cinders_for_store(
                 SecretStoreKind::ClusterSecretStore,
                 None,
                 "openbao-cluster-store"
@@ -469,50 +588,73 @@ mod tests {
             1
         );
         assert!(
-            snap.cinders_for_store(
+            s.cinders_for_store(
                 SecretStoreKind::SecretStore,
                 Some("ns"),
                 "openbao-cluster-store"
             )
             .is_empty()
         );
+        assert_eq!(
+            s.satellites_for_secret("ns", "shared"),
+            (vec!["b1".to_string()], vec![])
+        );
     }
 
     #[test]
     fn updates_and_deletes_replace_old_references_and_relists_swap() {
         let mut s = IndexState::default();
-        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::Apply(cinder(
-            "ns", "c1", "db1", "su", "m",
-        )))));
-        let snap = s
-            .apply(IndexEvent::Cinder(Box::new(watcher::Event::Apply(cinder(
-                "ns", "c1", "db2", "su", "m",
-            )))))
-            .unwrap();
-        assert!(snap.cinders_for_secret("ns", "db1").is_empty());
-        assert_eq!(snap.cinders_for_secret("ns", "db2").len(), 1);
-        let snap = s
-            .apply(IndexEvent::Cinder(Box::new(watcher::Event::Delete(
-                cinder("ns", "c1", "db2", "su", "m"),
-            ))))
-            .unwrap();
-        assert!(snap.cinders_for_secret("ns", "db2").is_empty());
-        assert!(!snap.synced);
-        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::Init)));
-        s.apply(IndexEvent::Cinder(Box::new(watcher::Event::InitApply(
-            cinder("ns", "c2", "x", "y", "z"),
-        ))));
-        let snap = s
-            .apply(IndexEvent::Cinder(Box::new(watcher::Event::InitDone)))
-            .unwrap();
-        assert_eq!(snap.cinders.len(), 1);
-        assert!(!snap.synced, "the satellites have not listed yet");
-        s.apply(IndexEvent::Backend(Box::new(watcher::Event::InitDone)));
-        let snap = s
-            .apply(IndexEvent::BackupBackend(Box::new(
-                watcher::Event::InitDone,
-            )))
-            .unwrap();
-        assert!(snap.synced);
+        s.apply_cinder(&watcher::Event::Apply(cinder("ns", "c1", "db1", "su", "m")));
+        s.apply_cinder(&watcher::Event::Apply(cinder("ns", "c1", "db2", "su", "m")));
+        assert!(s.cinders_for_secret("ns", "db1").is_empty());
+        assert_eq!(s.cinders_for_secret("ns", "db2").len(), 1);
+        s.apply_cinder(&watcher::Event::Delete(cinder(
+            "ns", "c1", "db2", "su", "m",
+        )));
+        assert!(s.cinders_for_secret("ns", "db2").is_empty());
+        assert!(s.cinders_for_mariadb("ns", "maria").is_empty());
+        assert!(!s.synced());
+        s.apply_cinder(&watcher::Event::Apply(cinder("ns", "c3", "x", "y", "z")));
+        s.apply_cinder(&watcher::Event::Init);
+        s.apply_cinder(&watcher::Event::InitApply(cinder(
+            "ns", "c2", "x", "y", "z",
+        )));
+        s.apply_cinder(&watcher::Event::InitDone);
+        assert_eq!(s.cinder_count(), 1);
+        assert_eq!(
+            s.cinders_for_secret("ns", "x"),
+            vec![ObjectRef::new("c2").within("ns")],
+            "the relist dropped c3"
+        );
+        assert!(!s.synced(), "the satellites have not listed yet");
+        s.apply_backend(&watcher::Event::InitDone);
+        s.apply_backup_backend(&watcher::Event::InitDone);
+        assert!(s.synced());
+    }
+
+    #[test]
+    fn a_departed_satellite_is_reported_and_its_legs_go() {
+        let mut s = IndexState::default();
+        s.apply_backend(&watcher::Event::Apply(rbd_backend("ns", "b1", "c1", "k")));
+        s.apply_backend(&watcher::Event::Apply(rbd_backend("ns", "b2", "c1", "k")));
+        assert_eq!(s.cinders_for_secret("ns", "k").len(), 1);
+        let gone = s.apply_backend(&watcher::Event::Delete(rbd_backend("ns", "b1", "c1", "k")));
+        assert_eq!(
+            gone,
+            vec![Departed {
+                side: SatelliteSide::Backend,
+                key: ("ns".to_string(), "b1".to_string())
+            }]
+        );
+        assert_eq!(
+            s.cinders_for_secret("ns", "k").len(),
+            1,
+            "b2 still names the key"
+        );
+        s.apply_backend(&watcher::Event::Init);
+        let gone = s.apply_backend(&watcher::Event::InitDone);
+        assert_eq!(gone.len(), 1, "the relist without b2 departs it");
+        assert!(s.cinders_for_secret("ns", "k").is_empty());
+        assert!(s.backends_of("ns", "c1").is_empty());
     }
 }

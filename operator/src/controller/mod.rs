@@ -1,8 +1,9 @@
-//! The controllers: the index actor, the kube-runtime Controller over Cinder (owned children and
-//! the watches that enqueue a Cinder; each reconcile goes to the context's pipelines registry),
-//! the two satellite controllers, readiness, and the drain on shutdown.
+//! The controllers: the shared watches (one per kind, [`watches`]), the index they feed, the
+//! kube-runtime Controller over Cinder (owned children and the watches that enqueue a Cinder;
+//! each reconcile goes to the context's pipelines registry), the two satellite controllers,
+//! readiness, and the drain on shutdown.
 //!
-//! Watches of the Cinder controller:
+//! Triggers of the Cinder controller:
 //! - owned (controller ownerReference): Deployment, Service, ConfigMap, Secret,
 //!   PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy, Job, CronJob, and the
 //!   HTTPRoute when the Gateway API CRD is served at start-up (a CRD installed later is watched
@@ -10,37 +11,31 @@
 //! - Secrets through the `spec.secretRefs.name` legs of the index (one request per Cinder);
 //! - SecretStores, and ClusterSecretStores unless `--namespace` is set;
 //! - MariaDB clusters named by `spec.database.clusterRef`;
+//! - the Cinder's mariadb-operator Database, User and Grant (by name, which is the Cinder's);
 //! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate);
 //! - the same owned kinds on every resolved target cluster, by the ownership label
 //!   ([`crate::target_cluster::TargetClusters`]).
 
+pub mod backoff;
 pub mod cinder;
 pub mod deletion;
 pub mod index;
 pub mod satellites;
+pub mod shared_watch;
 pub mod status;
+pub mod watches;
 
 use crate::context::OperatorContext;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, SecretStoreKind};
-use crate::kube_ext::resources::{
-    cluster_secret_store_resource, mariadb_resource, secret_store_resource,
-};
-use crate::kube_ext::{scoped, scoped_dynamic};
 use crate::steps::capability::{HTTP_ROUTE, is_served};
 use futures::StreamExt;
 use index::IndexHandle;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Api, ResourceExt};
 use std::sync::Arc;
+use watches::Watches;
 
 fn parent_ref(namespace: Option<String>, parent: &str) -> Option<ObjectRef<Cinder>> {
     let ns = namespace?;
@@ -70,104 +65,107 @@ where
 
 /// The Cinder controller: the Cinder and its owned children, the kinds the index maps to Cinders
 /// (credential Secrets, stores, MariaDB clusters, satellites), and the wake-ups of the target
-/// cluster watchers (`woken`); it drains on `stop`.
+/// cluster watchers (`woken`); it drains on `stop`. Every trigger comes from the shared `watches`.
 fn cinder_controller(
     ctx: &Arc<OperatorContext>,
     index: &IndexHandle,
+    w: &mut Watches,
     woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
     stop: satellites::StopSignal,
-    gateway_api: bool,
 ) -> Controller<Cinder> {
-    let client = ctx.client.clone();
-    let ns = ctx.options.namespace.as_deref();
-    let wc = watcher::Config::default();
-    let mut cinders = Controller::new(scoped::<Cinder>(&client, ns), wc.clone())
-        .owns(scoped::<Deployment>(&client, ns), wc.clone())
-        .owns(scoped::<Service>(&client, ns), wc.clone())
-        .owns(scoped::<ConfigMap>(&client, ns), wc.clone())
-        .owns(scoped::<Secret>(&client, ns), wc.clone())
-        .owns(scoped::<PodDisruptionBudget>(&client, ns), wc.clone())
-        .owns(scoped::<HorizontalPodAutoscaler>(&client, ns), wc.clone())
-        .owns(scoped::<NetworkPolicy>(&client, ns), wc.clone())
-        .owns(scoped::<Job>(&client, ns), wc.clone())
-        .owns(scoped::<CronJob>(&client, ns), wc.clone())
+    let mut cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store())
+        .owns_shared_stream(w.deployments.subscribe())
+        .owns_shared_stream(w.services.subscribe())
+        .owns_shared_stream(w.config_maps.subscribe())
+        .owns_shared_stream(w.secrets.subscribe())
+        .owns_shared_stream(w.pod_disruption_budgets.subscribe())
+        .owns_shared_stream(w.autoscalers.subscribe())
+        .owns_shared_stream(w.network_policies.subscribe())
+        .owns_shared_stream(w.jobs.subscribe())
+        .owns_shared_stream(w.cron_jobs.subscribe())
         .reconcile_on(woken);
-    if gateway_api {
-        let ar = HTTP_ROUTE.api_resource();
-        cinders = cinders.owns_with(scoped_dynamic(&client, ns, &ar), ar, wc.clone());
-    }
-    {
-        let ix = index.clone();
-        cinders = cinders.watches(
-            scoped::<Secret>(&client, ns),
-            wc.clone(),
-            move |s: Secret| {
-                ix.snapshot()
-                    .cinders_for_secret(&s.namespace().unwrap_or_default(), &s.name_any())
+    if let Some(routes) = w.http_routes.as_mut() {
+        // Owned: an HTTPRoute wakes the Cinder that controls it.
+        cinders = cinders.watches_shared_stream_with(
+            routes.subscribe(),
+            |r: Arc<DynamicObject>| {
+                let ns = r.namespace();
+                r.owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true) && o.kind == "Cinder")
+                    .and_then(|o| parent_ref(ns, &o.name))
             },
+            HTTP_ROUTE.api_resource(),
         );
     }
     {
         let ix = index.clone();
-        let ar = secret_store_resource();
-        cinders = cinders.watches_with(
-            scoped_dynamic(&client, ns, &ar),
-            ar,
-            wc.clone(),
-            move |s: DynamicObject| {
-                ix.snapshot().cinders_for_store(
+        cinders = cinders.watches_shared_stream(w.secrets.subscribe(), move |s| {
+            ix.read()
+                .cinders_for_secret(&s.namespace().unwrap_or_default(), &s.name_any())
+        });
+    }
+    {
+        let ix = index.clone();
+        cinders = cinders.watches_shared_stream_with(
+            w.secret_stores.subscribe(),
+            move |s| {
+                ix.read().cinders_for_store(
                     SecretStoreKind::SecretStore,
                     s.namespace().as_deref(),
                     &s.name_any(),
                 )
             },
+            crate::kube_ext::resources::secret_store_resource(),
         );
     }
-    if ns.is_none() {
+    if let Some(stores) = w.cluster_secret_stores.as_mut() {
         let ix = index.clone();
-        let ar = cluster_secret_store_resource();
-        cinders = cinders.watches_with(
-            Api::all_with(client.clone(), &ar),
-            ar,
-            wc.clone(),
-            move |s: DynamicObject| {
-                ix.snapshot().cinders_for_store(
+        cinders = cinders.watches_shared_stream_with(
+            stores.subscribe(),
+            move |s| {
+                ix.read().cinders_for_store(
                     SecretStoreKind::ClusterSecretStore,
                     None,
                     &s.name_any(),
                 )
             },
+            crate::kube_ext::resources::cluster_secret_store_resource(),
         );
     }
     {
         let ix = index.clone();
-        let ar = mariadb_resource();
-        cinders = cinders.watches_with(
-            scoped_dynamic(&client, ns, &ar),
-            ar,
-            wc.clone(),
-            move |m: DynamicObject| {
-                ix.snapshot()
+        cinders = cinders.watches_shared_stream_with(
+            w.mariadbs.subscribe(),
+            move |m| {
+                ix.read()
                     .cinders_for_mariadb(&m.namespace().unwrap_or_default(), &m.name_any())
             },
+            crate::kube_ext::resources::mariadb_resource(),
         );
     }
-    cinders = cinders
-        .watches(
-            scoped::<CinderBackend>(&client, ns),
-            wc.clone(),
-            |b: CinderBackend| parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name),
-        )
-        .watches(
-            scoped::<CinderBackupBackend>(&client, ns),
-            wc.clone(),
-            |b: CinderBackupBackend| parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name),
+    for (ar, sql) in w.sql_objects.iter_mut() {
+        // The Database, User and Grant carry their Cinder's name (`sql_object_name`).
+        cinders = cinders.watches_shared_stream_with(
+            sql.subscribe(),
+            |o: Arc<DynamicObject>| parent_ref(o.namespace(), &o.name_any()),
+            ar.clone(),
+        );
+    }
+    cinders
+        .watches_shared_stream(w.backends.subscribe(), |b: Arc<CinderBackend>| {
+            parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name)
+        })
+        .watches_shared_stream(
+            w.backup_backends.subscribe(),
+            |b: Arc<CinderBackupBackend>| {
+                parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name)
+            },
         )
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.options.concurrency),
         )
-        .graceful_shutdown_on(stop);
-    cinders
+        .graceful_shutdown_on(stop)
 }
 
 /// Runs the Cinder controller and the two satellite controllers until `shutdown` turns true,
@@ -177,9 +175,20 @@ pub async fn run_operator(
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let client = ctx.client.clone();
-    let ns = ctx.options.namespace.clone();
-    let ns = ns.as_deref();
-    let (index, index_task) = IndexHandle::spawn(client.clone(), ns, shutdown.clone());
+    let (index, departures) = IndexHandle::new();
+    let gateway_api = match is_served(&client, HTTP_ROUTE).await {
+        Ok(served) => served,
+        Err(e) => {
+            tracing::warn!(error = %e, "probing the Gateway API failed; HTTPRoutes are not watched");
+            false
+        }
+    };
+    let mut w = Watches::new(
+        &client,
+        ctx.options.namespace.as_deref(),
+        &index,
+        gateway_api,
+    );
 
     let stop = {
         let mut rx = shutdown.clone();
@@ -190,18 +199,12 @@ pub async fn run_operator(
     // Children on target clusters wake their Cinder through the target watchers.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     ctx.targets.watch_into(wake);
-    let gateway_api = match is_served(&client, HTTP_ROUTE).await {
-        Ok(served) => served,
-        Err(e) => {
-            tracing::warn!(error = %e, "probing the Gateway API failed; HTTPRoutes are not watched");
-            false
-        }
-    };
     // The Cinder controller is set up first: it owns the indexes the satellites rely on.
-    let cinders = cinder_controller(&ctx, &index, woken, stop.clone(), gateway_api);
-    let cinder_store = cinders.store();
+    let cinders = cinder_controller(&ctx, &index, &mut w, woken, stop.clone());
+    let cinder_store = w.cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
+        backoffs: backoff::Backoffs::default(),
         recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
     });
     let cinder_run = cinders
@@ -214,9 +217,10 @@ pub async fn run_operator(
         });
 
     let satellites =
-        satellites::SatelliteControllers::build(ctx.clone(), index.clone(), stop.clone());
-    let backend_store = satellites.backend_store();
-    let backup_store = satellites.backup_backend_store();
+        satellites::SatelliteControllers::build(ctx.clone(), &index, &mut w, stop.clone());
+    let backend_store = w.backends.store();
+    let backup_store = w.backup_backends.store();
+    let watching = tokio::spawn(w.run());
 
     let readiness = {
         let ctx = ctx.clone();
@@ -234,7 +238,7 @@ pub async fn run_operator(
     };
     let readiness = tokio::spawn(readiness);
     let departed = tokio::spawn(satellites::forget_departed(
-        index.clone(),
+        departures,
         ctx.coordinator.clone(),
         shutdown.clone(),
     ));
@@ -243,7 +247,7 @@ pub async fn run_operator(
     ctx.targets.stop_watches();
     ctx.set_ready(false);
     readiness.abort();
+    watching.abort();
     let _ = departed.await;
-    let _ = index_task.await;
     Ok(())
 }

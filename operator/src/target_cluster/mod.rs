@@ -15,6 +15,7 @@
 //! owning Cinder.
 
 use crate::crd::Cinder;
+use crate::kube_client::ClientLimits;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
@@ -108,13 +109,20 @@ fn checked_owner(cinder: &Cinder, target: &str) -> Result<String, Unresolvable> 
 
 /// Builds a client from kubeconfig bytes (its current context). The error names what failed,
 /// never the content.
-pub async fn client_from_kubeconfig(raw: &[u8]) -> Result<Client, String> {
+pub async fn client_from_kubeconfig(
+    raw: &[u8],
+    limits: Option<ClientLimits>,
+) -> Result<Client, String> {
     let text = std::str::from_utf8(raw).map_err(|_| "not UTF-8".to_string())?;
     let kubeconfig = Kubeconfig::from_yaml(text).map_err(|_| "not a kubeconfig".to_string())?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|_| "incomplete kubeconfig (context, cluster or user)".to_string())?;
-    Client::try_from(config).map_err(|_| "no client could be built from it".to_string())
+    let client = match limits {
+        Some(limits) => crate::kube_client::throttled(config, limits),
+        None => Client::try_from(config),
+    };
+    client.map_err(|_| "no client could be built from it".to_string())
 }
 
 async fn delete_labelled<K>(
@@ -180,23 +188,27 @@ pub struct TargetClusters {
     management: Client,
     lease_namespace: String,
     watch_namespace: Option<String>,
+    client_limits: Option<ClientLimits>,
     registry: Addr<TargetRegistry>,
 }
 
 impl TargetClusters {
     /// Registrations are read through `management` in the Cinder's namespace and in
-    /// `lease_namespace`; target watches are scoped to `watch_namespace` when set. `registry` is
-    /// the started actor holding the resolved state.
+    /// `lease_namespace`; target watches are scoped to `watch_namespace` when set; a target's
+    /// client is throttled by `client_limits` when given. `registry` is the started actor holding
+    /// the resolved state.
     pub fn new(
         management: Client,
         lease_namespace: &str,
         watch_namespace: Option<&str>,
+        client_limits: Option<ClientLimits>,
         registry: Addr<TargetRegistry>,
     ) -> Self {
         TargetClusters {
             management,
             lease_namespace: lease_namespace.to_string(),
             watch_namespace: watch_namespace.map(str::to_string),
+            client_limits,
             registry,
         }
     }
@@ -242,7 +254,7 @@ impl TargetClusters {
         if let Ok(Some(client)) = self.registry.send(cached).await {
             return Ok(Ok((digest, client)));
         }
-        let client = match client_from_kubeconfig(&raw).await {
+        let client = match client_from_kubeconfig(&raw, self.client_limits).await {
             Ok(c) => c,
             Err(why) => {
                 self.forget_name(name);
@@ -397,11 +409,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_broken_kubeconfig_names_the_problem_not_the_content() {
-        let Err(why) = client_from_kubeconfig(b"token: s3cr3t\n: [").await else {
+        let Err(why) = client_from_kubeconfig(b"token: s3cr3t\n: [", None).await else {
             panic!("a broken kubeconfig loaded");
         };
         assert!(!why.contains("s3cr3t"), "{why}");
-        let Err(why) = client_from_kubeconfig(b"apiVersion: v1\nkind: Config\n").await else {
+        let Err(why) = client_from_kubeconfig(b"apiVersion: v1\nkind: Config\n", None).await else {
             panic!("an empty kubeconfig loaded");
         };
         assert!(why.contains("incomplete"), "{why}");

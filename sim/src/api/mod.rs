@@ -120,7 +120,16 @@ pub async fn dispatch(
     }
     let leases_before = (app.writes.enabled() && is_mutating(&described.verb))
         .then(|| LeaseSnapshot::read(&app.engine.store));
-    let response =
+    let response = if let Some(after) = app.faults.rate_limited(&user_agent) {
+        let mut r = error_response(&ApiError::too_many_requests(
+            "the request rate limit is exceeded; retry after the Retry-After delay",
+        ));
+        if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&after.to_string()) {
+            r.headers_mut()
+                .insert(actix_web::http::header::RETRY_AFTER, v);
+        }
+        r
+    } else {
         match app
             .faults
             .error_for(&described.verb, &described.path.resource, &user_agent)
@@ -130,7 +139,8 @@ pub async fn dispatch(
                 Ok(body) => serve(&req, body, &app, route, &query, &user_agent).await,
                 Err(e) => error_response(e),
             },
-        };
+        }
+    };
     let status = response.status().as_u16();
     if let Some(before) = leases_before {
         app.writes.push(WriteRecord {

@@ -11,19 +11,19 @@ pub mod reconcile;
 pub mod status;
 
 use crate::context::OperatorContext;
-use crate::controller::index::{IndexHandle, IndexSnapshot};
+use crate::controller::index::{Departed, IndexHandle, IndexState, SatelliteSide};
+use crate::controller::shared_watch::SharedWatch;
+use crate::controller::watches::Watches;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
-use crate::kube_ext::scoped;
 use crate::names;
 use crate::steps::projection::PROJECTION_LABEL;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kind::SatelliteKind;
+use kube::ResourceExt;
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
 use reconcile::SatelliteContext;
 use std::sync::Arc;
 
@@ -31,30 +31,26 @@ use std::sync::Arc;
 pub type StopSignal = Shared<BoxFuture<'static, ()>>;
 
 fn controller_for<S: SatelliteKind>(
-    client: &Client,
-    namespace: Option<&str>,
-    index: IndexHandle,
-    of_parent: fn(&IndexSnapshot, &str, &str) -> Vec<ObjectRef<S>>,
-    for_key: fn(&IndexSnapshot, &str, &str) -> Vec<String>,
+    own: &mut SharedWatch<S>,
+    cinders: &mut SharedWatch<Cinder>,
+    secrets: &mut SharedWatch<Secret>,
+    index: &IndexHandle,
+    of_parent: fn(&IndexState, &str, &str) -> Vec<ObjectRef<S>>,
+    for_key: fn(&IndexState, &str, &str) -> Vec<String>,
 ) -> Controller<S> {
-    let wc = watcher::Config::default();
     let ix = index.clone();
-    let ix2 = index;
-    Controller::new(scoped::<S>(client, namespace), wc.clone())
-        .watches(
-            scoped::<Cinder>(client, namespace),
-            wc.clone(),
-            move |c: Cinder| {
-                of_parent(
-                    &ix.snapshot(),
-                    &c.namespace().unwrap_or_default(),
-                    &c.name_any(),
-                )
-            },
-        )
-        .watches(scoped::<Secret>(client, namespace), wc, move |s: Secret| {
+    let ix2 = index.clone();
+    Controller::for_shared_stream(own.subscribe(), own.store())
+        .watches_shared_stream(cinders.subscribe(), move |c: Arc<Cinder>| {
+            of_parent(
+                &ix.read(),
+                &c.namespace().unwrap_or_default(),
+                &c.name_any(),
+            )
+        })
+        .watches_shared_stream(secrets.subscribe(), move |s: Arc<Secret>| {
             let ns = s.namespace().unwrap_or_default();
-            let mut names = for_key(&ix2.snapshot(), &ns, &s.name_any());
+            let mut names = for_key(&ix2.read(), &ns, &s.name_any());
             let labels = s.labels();
             if labels.get(PROJECTION_LABEL).map(String::as_str) == Some(S::PROJECTION)
                 && let Some(b) = labels.get(names::LABEL_BACKEND)
@@ -79,21 +75,26 @@ pub struct SatelliteControllers {
 
 impl SatelliteControllers {
     /// Builds both controllers (the Cinder controller, which owns the index, is set up first).
-    pub fn build(op: Arc<OperatorContext>, index: IndexHandle, stop: StopSignal) -> Self {
+    pub fn build(
+        op: Arc<OperatorContext>,
+        index: &IndexHandle,
+        w: &mut Watches,
+        stop: StopSignal,
+    ) -> Self {
         let client = op.client.clone();
-        let ns = op.options.namespace.clone();
-        let ns = ns.as_deref();
         let backends = controller_for::<CinderBackend>(
-            &client,
-            ns,
-            index.clone(),
+            &mut w.backends,
+            &mut w.cinders,
+            &mut w.secrets,
+            index,
             |s, ns, c| s.backends_of(ns, c),
             |s, ns, secret| s.satellites_for_secret(ns, secret).0,
         )
         .graceful_shutdown_on(stop.clone());
         let backup_backends = controller_for::<CinderBackupBackend>(
-            &client,
-            ns,
+            &mut w.backup_backends,
+            &mut w.cinders,
+            &mut w.secrets,
             index,
             |s, ns, c| s.backup_backends_of(ns, c),
             |s, ns, secret| s.satellites_for_secret(ns, secret).1,
@@ -103,18 +104,12 @@ impl SatelliteControllers {
         SatelliteControllers {
             backends,
             backup_backends,
-            ctx: Arc::new(SatelliteContext { op, recorder }),
+            ctx: Arc::new(SatelliteContext {
+                op,
+                recorder,
+                backoffs: Default::default(),
+            }),
         }
-    }
-
-    /// The CinderBackend reflector store (readiness).
-    pub fn backend_store(&self) -> Store<CinderBackend> {
-        self.backends.store()
-    }
-
-    /// The CinderBackupBackend reflector store (readiness).
-    pub fn backup_backend_store(&self) -> Store<CinderBackupBackend> {
-        self.backup_backends.store()
     }
 
     /// Runs both until the stop signal, draining in-flight reconciles.
@@ -150,44 +145,29 @@ pub fn stop_signal(f: impl std::future::Future<Output = ()> + Send + 'static) ->
     f.boxed().shared()
 }
 
-/// The backend-actor ids of every satellite in `snapshot`.
-fn satellite_actor_ids(snapshot: &IndexSnapshot) -> std::collections::BTreeSet<String> {
-    let backends = snapshot
-        .backends
-        .keys()
-        .map(|(ns, n)| status::actor_id(<CinderBackend as SatelliteKind>::KIND, ns, n));
-    let backups = snapshot
-        .backup_backends
-        .keys()
-        .map(|(ns, n)| status::actor_id(<CinderBackupBackend as SatelliteKind>::KIND, ns, n));
-    backends.chain(backups).collect()
-}
-
-/// Follows the index and deletes the backend actor of every satellite that left the cluster
-/// (a CinderBackupBackend has no finalizer, so its reconcile never sees its own deletion).
+/// Deletes the backend actor of every satellite that leaves the cluster, as the index reports
+/// it (a CinderBackupBackend has no finalizer, so its reconcile never sees its own deletion).
 /// Returns when `shutdown` turns true.
 pub async fn forget_departed(
-    index: IndexHandle,
+    mut departures: futures::channel::mpsc::UnboundedReceiver<Departed>,
     coordinator: cinder_actors::CoordinatorHandle,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut rx = index.subscribe();
-    let mut known = satellite_actor_ids(&rx.borrow_and_update());
     loop {
-        tokio::select! {
+        let gone = tokio::select! {
             _ = shutdown.wait_for(|s| *s) => return,
-            changed = rx.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-            }
+            next = departures.next() => match next {
+                Some(d) => d,
+                None => return,
+            },
+        };
+        let kind = match gone.side {
+            SatelliteSide::Backend => <CinderBackend as SatelliteKind>::KIND,
+            SatelliteSide::BackupBackend => <CinderBackupBackend as SatelliteKind>::KIND,
+        };
+        let actor = status::actor_id(kind, &gone.key.0, &gone.key.1);
+        if let Err(e) = status::forget_actor(&coordinator, &actor).await {
+            tracing::warn!(actor = %actor, error = %e, "forgetting a departed satellite's actor failed");
         }
-        let now = satellite_actor_ids(&rx.borrow_and_update());
-        for gone in known.difference(&now) {
-            if let Err(e) = status::forget_actor(&coordinator, gone).await {
-                tracing::warn!(actor = %gone, error = %e, "forgetting a departed satellite's actor failed");
-            }
-        }
-        known = now;
     }
 }

@@ -32,6 +32,8 @@ use std::sync::Arc;
 pub struct SatelliteContext {
     pub op: Arc<OperatorContext>,
     pub recorder: Recorder,
+    /// The failure counts behind the retry after a failed reconcile (keyed `kind/ns/name`).
+    pub backoffs: crate::controller::backoff::Backoffs,
 }
 
 /// A satellite reconcile that could not finish.
@@ -43,9 +45,23 @@ pub enum SatelliteError {
     Actor(String),
 }
 
-/// The retry after a failed reconcile.
-pub fn error_policy<S>(_obj: Arc<S>, _e: &SatelliteError, _ctx: Arc<SatelliteContext>) -> Action {
-    Action::requeue(Requeue::RequeueSecretPolling.jittered())
+fn backoff_key<S: SatelliteKind>(obj: &S) -> String {
+    format!(
+        "{}/{}/{}",
+        S::KIND,
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+/// The retry after a failed reconcile: exponential per satellite, with a ceiling
+/// ([`crate::controller::backoff`]).
+pub fn error_policy<S: SatelliteKind>(
+    obj: Arc<S>,
+    _e: &SatelliteError,
+    ctx: Arc<SatelliteContext>,
+) -> Action {
+    Action::requeue(ctx.backoffs.failed(backoff_key(obj.as_ref())))
 }
 
 /// Where the parent's children live: its resolved target cluster, the management cluster
@@ -201,8 +217,20 @@ async fn projected<S: SatelliteKind>(
     Ok(!list.items.is_empty())
 }
 
-/// One reconcile of one satellite.
+/// One reconcile of one satellite (a success resets its failure count).
 pub async fn reconcile<S: SatelliteKind>(
+    obj: Arc<S>,
+    ctx: Arc<SatelliteContext>,
+) -> Result<Action, SatelliteError> {
+    let key = backoff_key(obj.as_ref());
+    let result = reconcile_once(obj, ctx.clone()).await;
+    if result.is_ok() {
+        ctx.backoffs.succeeded(&key);
+    }
+    result
+}
+
+async fn reconcile_once<S: SatelliteKind>(
     obj: Arc<S>,
     ctx: Arc<SatelliteContext>,
 ) -> Result<Action, SatelliteError> {

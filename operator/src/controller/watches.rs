@@ -1,0 +1,119 @@
+//! The management cluster's watches: one [`SharedWatch`] per kind the controllers read, scoped
+//! to `--namespace` when set, the index fed from the Cinder and satellite watches. The Cinder
+//! controller and the two satellite controllers subscribe to these before [`Watches::run`].
+
+use super::index::IndexHandle;
+use super::shared_watch::SharedWatch;
+use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
+use crate::kube_ext::resources::{
+    cluster_secret_store_resource, mariadb_resource, secret_store_resource,
+};
+use crate::kube_ext::{scoped, scoped_dynamic};
+use crate::steps::capability::HTTP_ROUTE;
+use crate::steps::database::provisioning::SqlKind;
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::DynamicObject;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+/// Every watch of the management cluster, one per kind.
+pub struct Watches {
+    pub cinders: SharedWatch<Cinder>,
+    pub backends: SharedWatch<CinderBackend>,
+    pub backup_backends: SharedWatch<CinderBackupBackend>,
+    pub deployments: SharedWatch<Deployment>,
+    pub services: SharedWatch<Service>,
+    pub config_maps: SharedWatch<ConfigMap>,
+    pub secrets: SharedWatch<Secret>,
+    pub pod_disruption_budgets: SharedWatch<PodDisruptionBudget>,
+    pub autoscalers: SharedWatch<HorizontalPodAutoscaler>,
+    pub network_policies: SharedWatch<NetworkPolicy>,
+    pub jobs: SharedWatch<Job>,
+    pub cron_jobs: SharedWatch<CronJob>,
+    pub secret_stores: SharedWatch<DynamicObject>,
+    /// Absent with `--namespace` (a namespaced operator does not read cluster-scoped stores).
+    pub cluster_secret_stores: Option<SharedWatch<DynamicObject>>,
+    pub mariadbs: SharedWatch<DynamicObject>,
+    /// The mariadb-operator Database, User and Grant objects (named after their Cinder).
+    pub sql_objects: Vec<(kube::core::ApiResource, SharedWatch<DynamicObject>)>,
+    /// HTTPRoutes, when the Gateway API is served at start-up.
+    pub http_routes: Option<SharedWatch<DynamicObject>>,
+}
+
+impl Watches {
+    /// The watches (not started), the index listening on its three sources; HTTPRoutes are
+    /// watched when `gateway_api` says the Gateway API is served.
+    pub fn new(client: &Client, ns: Option<&str>, index: &IndexHandle, gateway_api: bool) -> Self {
+        let wc = watcher::Config::default;
+        let dynamic = |ar: kube::core::ApiResource| {
+            SharedWatch::dynamic(scoped_dynamic(client, ns, &ar), wc(), ar)
+        };
+        let mut cinders = SharedWatch::new(scoped(client, ns), wc());
+        cinders.listen(index.on_cinder());
+        let mut backends = SharedWatch::new(scoped(client, ns), wc());
+        backends.listen(index.on_backend());
+        let mut backup_backends = SharedWatch::new(scoped(client, ns), wc());
+        backup_backends.listen(index.on_backup_backend());
+        let cluster_secret_stores = ns.is_none().then(|| {
+            let ar = cluster_secret_store_resource();
+            SharedWatch::dynamic(Api::all_with(client.clone(), &ar), wc(), ar)
+        });
+        Watches {
+            cinders,
+            backends,
+            backup_backends,
+            deployments: SharedWatch::new(scoped(client, ns), wc()),
+            services: SharedWatch::new(scoped(client, ns), wc()),
+            config_maps: SharedWatch::new(scoped(client, ns), wc()),
+            secrets: SharedWatch::new(scoped(client, ns), wc()),
+            pod_disruption_budgets: SharedWatch::new(scoped(client, ns), wc()),
+            autoscalers: SharedWatch::new(scoped(client, ns), wc()),
+            network_policies: SharedWatch::new(scoped(client, ns), wc()),
+            jobs: SharedWatch::new(scoped(client, ns), wc()),
+            cron_jobs: SharedWatch::new(scoped(client, ns), wc()),
+            secret_stores: dynamic(secret_store_resource()),
+            cluster_secret_stores,
+            mariadbs: dynamic(mariadb_resource()),
+            sql_objects: SqlKind::ALL
+                .iter()
+                .map(|k| (k.resource(), dynamic(k.resource())))
+                .collect(),
+            http_routes: gateway_api.then(|| dynamic(HTTP_ROUTE.api_resource())),
+        }
+    }
+
+    /// Runs every watch until the returned future is dropped.
+    pub async fn run(self) {
+        let mut all = vec![
+            self.cinders.run().boxed(),
+            self.backends.run().boxed(),
+            self.backup_backends.run().boxed(),
+            self.deployments.run().boxed(),
+            self.services.run().boxed(),
+            self.config_maps.run().boxed(),
+            self.secrets.run().boxed(),
+            self.pod_disruption_budgets.run().boxed(),
+            self.autoscalers.run().boxed(),
+            self.network_policies.run().boxed(),
+            self.jobs.run().boxed(),
+            self.cron_jobs.run().boxed(),
+            self.secret_stores.run().boxed(),
+            self.mariadbs.run().boxed(),
+        ];
+        for w in [self.cluster_secret_stores, self.http_routes]
+            .into_iter()
+            .flatten()
+        {
+            all.push(w.run().boxed());
+        }
+        all.extend(self.sql_objects.into_iter().map(|(_, w)| w.run().boxed()));
+        tracing::info!(watches = all.len(), "starting the shared watches");
+        futures::future::join_all(all).await;
+    }
+}

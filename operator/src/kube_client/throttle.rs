@@ -1,0 +1,246 @@
+//! The tower layer around a kube client's HTTP stack: every request takes a token from the
+//! client's [`TokenBucket`] first; a 429 answer pauses the bucket for its Retry-After (every
+//! request of this client waits, as the API server asked) and the request is retried, up to
+//! [`ClientLimits::max_retries`] times, before the 429 goes back to the caller (whose
+//! reconcile then backs off). A 503 or 504 (an API server restarting or overloaded) is retried
+//! the same number of times after its Retry-After, without pausing the other requests.
+
+use super::ClientLimits;
+use super::token_bucket::TokenBucket;
+use futures::future::BoxFuture;
+use http::{HeaderMap, Request, Response, StatusCode};
+use kube::client::Body;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tower::buffer::Buffer;
+use tower::{BoxError, Layer, Service, ServiceExt};
+
+/// The longest Retry-After honoured (a longer one is cut to this).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The wait after a 429 without a usable Retry-After.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Requests queued in front of the inner stack.
+const BUFFER: usize = 1024;
+
+/// Builds [`Throttle`] services sharing one bucket.
+#[derive(Clone, Debug)]
+pub struct ThrottleLayer {
+    bucket: Arc<Mutex<TokenBucket>>,
+    max_retries: u32,
+}
+
+impl ThrottleLayer {
+    /// A layer with a full bucket of `limits`.
+    pub fn new(limits: ClientLimits) -> Self {
+        ThrottleLayer {
+            bucket: Arc::new(Mutex::new(TokenBucket::new(
+                f64::from(limits.qps),
+                limits.burst,
+                Instant::now(),
+            ))),
+            max_retries: limits.max_retries,
+        }
+    }
+}
+
+impl<S, B> Layer<S> for ThrottleLayer
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError> + Send + Sync,
+    B: Send + 'static,
+{
+    type Service = Throttle<Buffer<Request<Body>, S::Future>>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Throttle {
+            inner: Buffer::new(inner, BUFFER),
+            bucket: self.bucket.clone(),
+            max_retries: self.max_retries,
+        }
+    }
+}
+
+/// The throttled service.
+#[derive(Clone)]
+pub struct Throttle<S> {
+    inner: S,
+    bucket: Arc<Mutex<TokenBucket>>,
+    max_retries: u32,
+}
+
+/// The wait a 429's Retry-After asks for (whole seconds), capped at [`MAX_RETRY_AFTER`].
+pub fn retry_after(headers: &HeaderMap) -> Duration {
+    headers
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_RETRY_AFTER)
+        .min(MAX_RETRY_AFTER)
+}
+
+/// A copy of `req` to send again (`None` when its body is a stream).
+fn copy_request(req: &Request<Body>) -> Option<Request<Body>> {
+    let body = req.body().try_clone()?;
+    let mut copy = Request::new(body);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    Some(copy)
+}
+
+impl<S, B> Service<Request<Body>> for Throttle<S>
+where
+    S: Service<Request<Body>, Response = Response<B>, Error = BoxError> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<B>, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // Readiness is awaited per request (on a clone of the buffered inner service).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let inner = self.inner.clone();
+        let bucket = self.bucket.clone();
+        let max_retries = self.max_retries;
+        Box::pin(async move {
+            let mut req = req;
+            let mut retries = 0;
+            loop {
+                let wait = bucket
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take(Instant::now());
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                let again = (retries < max_retries)
+                    .then(|| copy_request(&req))
+                    .flatten();
+                let response = inner.clone().oneshot(req).await?;
+                if response.status() != StatusCode::TOO_MANY_REQUESTS {
+                    return Ok(response);
+                }
+                let after = retry_after(response.headers());
+                bucket
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pause_until(Instant::now() + after);
+                match again {
+                    Some(next) => {
+                        retries += 1;
+                        tracing::debug!(
+                            retry_after_ms = after.as_millis() as u64,
+                            retries,
+                            "429 from the API server; retrying"
+                        );
+                        req = next;
+                    }
+                    None => return Ok(response),
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube_client::throttled_from_kubeconfig;
+    use cinder_sim::controllers::config::ControllersConfig;
+    use cinder_sim::faults::RateLimit;
+    use cinder_sim::{ClusterConfig, EmbeddedCluster};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Api;
+    use kube::api::ListParams;
+
+    /// A cluster answering 429 beyond 2 operator requests per second (bursts of 2).
+    async fn limited_cluster() -> EmbeddedCluster {
+        let mut config = ClusterConfig {
+            controllers: ControllersConfig::all_off(),
+            ..ClusterConfig::default()
+        };
+        config.faults.rate_limit = Some(RateLimit {
+            qps: 2.0,
+            burst: 2,
+            user_agent: Some("cinder-operator/".to_string()),
+        });
+        EmbeddedCluster::start(config).await.unwrap()
+    }
+
+    async fn six_lists(cluster: &EmbeddedCluster, max_retries: u32) -> Vec<bool> {
+        let limits = ClientLimits {
+            qps: 1000.0,
+            burst: 1000,
+            max_retries,
+        };
+        let client = throttled_from_kubeconfig(&cluster.kubeconfig_yaml(), limits)
+            .await
+            .unwrap();
+        let api: Api<ConfigMap> = Api::all(client);
+        let lp = ListParams::default();
+        let lists = (0..6).map(|_| api.list(&lp));
+        futures::future::join_all(lists)
+            .await
+            .into_iter()
+            .map(|r| r.is_ok())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_429_is_retried_after_its_retry_after_until_it_succeeds() {
+        let cluster = limited_cluster().await;
+        let started = Instant::now();
+        assert_eq!(six_lists(&cluster, 10).await, vec![true; 6]);
+        let records = cluster.requests();
+        let throttled = records.iter().filter(|r| r.status == 429).count();
+        let served = records
+            .iter()
+            .filter(|r| r.status == 200 && r.user_agent.starts_with("cinder-operator/"))
+            .count();
+        assert!(throttled >= 1, "the limiter answered no 429");
+        assert_eq!(served, 6);
+        assert!(
+            records
+                .iter()
+                .filter(|r| r.status == 429)
+                .all(|r| r.user_agent.starts_with("cinder-operator/"))
+        );
+        // Four requests beyond the burst at 2 per second: the Retry-After (1 s) was waited.
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        cluster.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_retries_the_429_reaches_the_caller() {
+        let cluster = limited_cluster().await;
+        let outcomes = six_lists(&cluster, 0).await;
+        assert!(outcomes.contains(&false), "{outcomes:?}");
+        assert!(outcomes.contains(&true), "{outcomes:?}");
+        cluster.shutdown().await;
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_caps_them() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), DEFAULT_RETRY_AFTER);
+        h.insert(http::header::RETRY_AFTER, "3".parse().unwrap());
+        assert_eq!(retry_after(&h), Duration::from_secs(3));
+        h.insert(http::header::RETRY_AFTER, "86400".parse().unwrap());
+        assert_eq!(retry_after(&h), MAX_RETRY_AFTER);
+        h.insert(
+            http::header::RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), DEFAULT_RETRY_AFTER);
+    }
+}

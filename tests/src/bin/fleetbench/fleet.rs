@@ -1,0 +1,375 @@
+//! The run: clusters, shared fixtures, replicas, the N Cinders, the wait for Ready, the steady
+//! window, and the figures.
+
+use crate::args::Args;
+use crate::measure::{Requests, by_operator, quantile, requests_between, watches_opened};
+use crate::replica::{Replica, ReplicaOptions};
+use crate::report::{ReplicaFigures, Report};
+use anyhow::{Context as _, bail};
+use chrono::Utc;
+use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::{
+    NS, cinder_json, create_cluster_store, create_namespace, install_crds, put_secret,
+};
+use cinder_operator::crd::{Cinder, CinderBackend};
+use cinder_operator::target_cluster::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
+use cinder_sim::controllers::config::{ControllersConfig, Switch};
+use cinder_sim::faults::RateLimit;
+use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use std::time::{Duration, Instant};
+
+/// Creates in flight at once while the fleet is created.
+const CREATE_PARALLELISM: usize = 16;
+
+fn scaled(s: &Switch, scale: f64) -> Switch {
+    Switch {
+        enabled: s.enabled,
+        delay: s.delay.mul_f64(scale),
+    }
+}
+
+/// The simulated controllers with every delay times `scale`.
+fn controllers(scale: f64) -> ControllersConfig {
+    let mut c = ControllersConfig::default();
+    c.deployments.switch = scaled(&c.deployments.switch, scale);
+    c.jobs.switch = scaled(&c.jobs.switch, scale);
+    c.mariadb.switch = scaled(&c.mariadb.switch, scale);
+    c.secret_stores.switch = scaled(&c.secret_stores.switch, scale);
+    c.gateways.switch = scaled(&c.gateways.switch, scale);
+    c.autoscalers = scaled(&c.autoscalers, scale);
+    c
+}
+
+/// The longest chain of simulated delays one Cinder waits through: the store validates, the
+/// MariaDB cluster and then its Database/User/Grant become Ready, the db-sync Job runs, the
+/// Deployments roll out (in parallel with each other).
+pub fn delay_chain(c: &ControllersConfig) -> Duration {
+    c.secret_stores.switch.delay
+        + c.mariadb.switch.delay * 2
+        + c.jobs.switch.delay
+        + c.deployments.switch.delay
+}
+
+fn cluster_config(args: &Args) -> ClusterConfig {
+    let capacity = (args.cinders as usize * 600).max(200_000);
+    ClusterConfig {
+        controllers: controllers(args.delay_scale),
+        request_log_capacity: capacity,
+        faults: cinder_sim::FaultConfig {
+            rate_limit: args.api_qps.map(|qps| RateLimit {
+                qps,
+                burst: args.api_burst,
+                user_agent: Some("cinder-operator/".to_string()),
+            }),
+            ..Default::default()
+        },
+        ..ClusterConfig::default()
+    }
+}
+
+/// Registers target cluster `name` by its labelled kubeconfig Secret in [`NS`].
+async fn register_target(client: &Client, name: &str, kubeconfig: String) -> anyhow::Result<()> {
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("target-{name}")),
+            labels: Some([(TARGET_CLUSTER_LABEL.to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                TARGET_CLUSTER_KUBECONFIG_KEY.to_string(),
+                ByteString(kubeconfig.into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    Ok(())
+}
+
+fn cinder_name(i: u32) -> String {
+    format!("c{i:05}")
+}
+
+/// Cinder `i` with its own credential Secrets and `backends` NFS backends, on target
+/// `i mod targets` when there are targets.
+async fn create_one(client: &Client, i: u32, args: &Args) -> anyhow::Result<()> {
+    let name = cinder_name(i);
+    let (db, keystone, rabbit) = (
+        format!("{name}-db"),
+        format!("{name}-keystone"),
+        format!("{name}-rabbit"),
+    );
+    put_secret(
+        client,
+        &db,
+        &[("username", "cinder"), ("password", "fleet-db")],
+    )
+    .await?;
+    put_secret(client, &keystone, &[("password", "fleet-keystone")]).await?;
+    put_secret(
+        client,
+        &rabbit,
+        &[
+            ("username", "cinder"),
+            ("password", "fleet-rabbit"),
+            ("host", "rabbitmq"),
+        ],
+    )
+    .await?;
+    let mut extra = serde_json::json!({
+        "database": {"clusterRef": {"name": "mariadb"}, "secretRef": {"name": db}},
+        "messaging": {"secretRef": {"name": rabbit}},
+        "serviceUser": {"secretRef": {"name": keystone}},
+    });
+    if args.targets > 0 {
+        extra["targetClusterRef"] = serde_json::json!({"name": format!("t{}", i % args.targets)});
+    }
+    let cinder: Cinder = serde_json::from_value(cinder_json(&name, extra))?;
+    Api::<Cinder>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &cinder)
+        .await?;
+    for b in 0..args.backends {
+        let backend: CinderBackend = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+            "kind": "CinderBackend",
+            "metadata": {"name": format!("{name}-nfs{b}"), "namespace": NS},
+            "spec": {"cinderRef": {"name": name}, "type": "NFS",
+                     "nfs": {"server": "nfs.example", "path": format!("/exports/{name}/{b}")}}
+        }))?;
+        Api::<CinderBackend>::namespaced(client.clone(), NS)
+            .create(&PostParams::default(), &backend)
+            .await?;
+    }
+    Ok(())
+}
+
+/// How many Cinders in [`NS`] have Ready=True.
+async fn ready_count(client: &Client) -> anyhow::Result<usize> {
+    let list = Api::<Cinder>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .count())
+}
+
+/// Prints the operator's most frequent requests, and its writes, of the steady window (by verb
+/// and resource, with the answer's status).
+fn print_steady(
+    records: &[Vec<cinder_sim::RequestRecord>],
+    from: chrono::DateTime<Utc>,
+    to: chrono::DateTime<Utc>,
+) {
+    let mut requests: std::collections::BTreeMap<(String, String, u16), u64> = Default::default();
+    let mut writes: std::collections::BTreeMap<(String, String, u16), u64> = Default::default();
+    for r in records.iter().flatten() {
+        if !(by_operator(r) && r.time >= from && r.time < to) {
+            continue;
+        }
+        let resource = if r.subresource.is_empty() {
+            r.resource.clone()
+        } else {
+            format!("{}/{}", r.resource, r.subresource)
+        };
+        let key = (r.verb.clone(), resource, r.status);
+        if cinder_sim::writes::is_mutating(&r.verb) {
+            *writes.entry(key.clone()).or_default() += 1;
+        }
+        *requests.entry(key).or_default() += 1;
+    }
+    for (what, counts) in [("request", requests), ("write", writes)] {
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        for ((verb, resource, status), n) in counts.iter().take(15) {
+            eprintln!("fleetbench: steady {what}s: {n} x {verb} {resource} -> {status}");
+        }
+    }
+}
+
+/// Runs the benchmark and returns its figures.
+pub async fn run(args: &Args) -> anyhow::Result<Report> {
+    if !(args.delay_scale.is_finite() && args.delay_scale >= 0.0) {
+        bail!("--delay-scale must be a number of at least 0");
+    }
+    let config = cluster_config(args);
+    let chain = delay_chain(&config.controllers);
+    let management = EmbeddedCluster::start(config.clone())
+        .await
+        .context("cannot start the management cluster")?;
+    let client = management.client().await;
+    install_crds(&client).await?;
+    create_namespace(&client, NS).await?;
+    let mut targets = Vec::new();
+    for t in 0..args.targets {
+        let target = EmbeddedCluster::start(config.clone())
+            .await
+            .context("cannot start a target cluster")?;
+        register_target(&client, &format!("t{t}"), target.kubeconfig_yaml()).await?;
+        targets.push(target);
+    }
+    create_cluster_store(&client).await?;
+    create_mariadb(&client, "mariadb").await?;
+
+    let options = ReplicaOptions {
+        kube_qps: args.kube_qps,
+        kube_burst: args.kube_burst,
+        max_concurrent_reconciles: args.max_concurrent_reconciles,
+    };
+    let mut replicas = Vec::new();
+    for _ in 0..args.replicas {
+        let r = Replica::start(management.kubeconfig_path(), &options).await?;
+        r.wait_ready(Duration::from_secs(120)).await?;
+        replicas.push(r);
+    }
+    let rss_before: Vec<u64> = replicas
+        .iter()
+        .map(|r| r.rss_bytes())
+        .collect::<Result<_, _>>()?;
+    let cpu_before: Vec<Duration> = replicas.iter().map(|r| r.cpu()).collect::<Result<_, _>>()?;
+
+    let started_at = Utc::now();
+    let clock = Instant::now();
+    futures::stream::iter(0..args.cinders)
+        .map(|i| create_one(&client, i, args))
+        .buffer_unordered(CREATE_PARALLELISM)
+        .try_collect::<Vec<()>>()
+        .await
+        .context("creating the fleet")?;
+    let created_ms = clock.elapsed().as_millis() as u64;
+    let deadline = clock + Duration::from_secs(args.timeout_secs);
+    let mut last_ready = usize::MAX;
+    loop {
+        let ready = ready_count(&client).await.unwrap_or(0);
+        if ready != last_ready {
+            eprintln!(
+                "fleetbench: {ready}/{} Ready at {} ms",
+                args.cinders,
+                clock.elapsed().as_millis()
+            );
+            last_ready = ready;
+        }
+        if ready >= args.cinders as usize {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{ready} of {} Cinders Ready after {} s",
+                args.cinders,
+                args.timeout_secs
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let makespan = clock.elapsed();
+    let ready_at = Utc::now();
+    let rss_after: Vec<u64> = replicas
+        .iter()
+        .map(|r| r.rss_bytes())
+        .collect::<Result<_, _>>()?;
+    let cpu_after: Vec<Duration> = replicas.iter().map(|r| r.cpu()).collect::<Result<_, _>>()?;
+    let mut durations = Vec::new();
+    let mut passes = 0;
+    let mut step_time: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut outcomes: std::collections::BTreeMap<String, u64> = Default::default();
+    for r in &replicas {
+        for p in r.pipelines().await? {
+            passes += p.passes;
+            durations.extend(p.history.iter().map(|h| h.duration_ms));
+            for h in &p.history {
+                *outcomes.entry(h.outcome.clone()).or_default() += 1;
+                for s in &h.steps {
+                    let e = step_time.entry(s.step.clone()).or_default();
+                    e.0 += s.duration_ms;
+                    e.1 += 1;
+                }
+            }
+        }
+    }
+    let mut slowest: Vec<_> = step_time.into_iter().collect();
+    slowest.sort_by_key(|(_, (ms, _))| std::cmp::Reverse(*ms));
+    for (step, (ms, n)) in slowest.iter().take(8) {
+        eprintln!("fleetbench: step {step}: {ms} ms in {n} runs (recorded passes)");
+    }
+    let mut common: Vec<_> = outcomes.into_iter().collect();
+    common.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (outcome, n) in common.iter().take(8) {
+        eprintln!("fleetbench: {n} recorded passes ended: {outcome}");
+    }
+
+    tokio::time::sleep(Duration::from_secs(args.steady_secs)).await;
+    let steady_end = Utc::now();
+    let mut records = vec![management.requests()];
+    records.extend(targets.iter().map(|t| t.requests()));
+    print_steady(&records, ready_at, steady_end);
+    let first: Requests = requests_between(&records, started_at, ready_at);
+    let steady: Requests = requests_between(&records, ready_at, steady_end);
+    // The capacity bound: the busiest cluster's operator requests at the rate that cluster takes
+    // them (the operator's client limit, or the API server's limit when lower).
+    let busiest = records
+        .iter()
+        .map(|log| {
+            log.iter()
+                .filter(|r| by_operator(r) && r.time >= started_at && r.time < ready_at)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let rate = args.api_qps.map_or(f64::from(args.kube_qps), |api| {
+        api.min(f64::from(args.kube_qps))
+    });
+    let capacity_ms = (busiest as f64 / rate * 1000.0) as u64;
+    let watches = watches_opened(&records);
+
+    let figures: Vec<ReplicaFigures> = (0..replicas.len())
+        .map(|i| ReplicaFigures {
+            rss_before: rss_before[i],
+            rss_after: rss_after[i],
+            cpu_ms: cpu_after[i].saturating_sub(cpu_before[i]).as_millis() as u64,
+        })
+        .collect();
+    for r in replicas {
+        r.stop(Duration::from_secs(40)).await;
+    }
+    management.shutdown().await;
+    for t in targets {
+        t.shutdown().await;
+    }
+    Ok(Report {
+        cinders: args.cinders,
+        backends: args.backends,
+        targets: args.targets,
+        replicas: args.replicas,
+        delay_scale: args.delay_scale,
+        api_qps: args.api_qps,
+        created_ms,
+        makespan_ms: makespan.as_millis() as u64,
+        chain_ms: chain.as_millis() as u64,
+        capacity_ms,
+        first,
+        steady,
+        steady_secs: args.steady_secs,
+        replica_figures: figures,
+        passes,
+        pass_p50_ms: quantile(&mut durations, 0.5),
+        pass_p99_ms: quantile(&mut durations, 0.99),
+        watches_open: watches,
+    })
+}

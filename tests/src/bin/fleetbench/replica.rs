@@ -1,0 +1,214 @@
+//! One operator replica: this binary re-run as `fleetbench operator run ...` against the
+//! management cluster's kubeconfig, its endpoints read from its stdout, its resident memory and
+//! CPU time from /proc, its passes from the admin endpoint's `/pipelines`.
+
+use anyhow::{Context as _, bail};
+use cinder_operator::pipeline::PipelineRecord;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const TICKS_PER_SECOND: u64 = 100;
+
+/// A running replica.
+pub struct Replica {
+    child: Child,
+    pid: u32,
+    admin: String,
+    probes: String,
+}
+
+/// The operator's options a replica runs with.
+pub struct ReplicaOptions {
+    pub kube_qps: f32,
+    pub kube_burst: u32,
+    pub max_concurrent_reconciles: u16,
+}
+
+/// `http://host:port` at the start of the first word after `label` on a line.
+fn url_after(line: &str, label: &str) -> Option<String> {
+    let rest = line.strip_prefix(label)?.trim_start();
+    let url = rest.split_whitespace().next()?;
+    let url = url.strip_prefix("http://")?;
+    Some(url.split('/').next()?.to_string())
+}
+
+impl Replica {
+    /// Starts a replica against `kubeconfig` and waits until it says where its endpoints are.
+    pub async fn start(kubeconfig: &Path, options: &ReplicaOptions) -> anyhow::Result<Replica> {
+        let exe = std::env::current_exe().context("cannot find this executable")?;
+        let mut child = Command::new(exe)
+            .args([
+                "operator",
+                "run",
+                "--metrics-bind",
+                "127.0.0.1:0",
+                "--probe-bind",
+                "127.0.0.1:0",
+                "--admin-bind",
+                "127.0.0.1:0",
+                "--log-level",
+                "error",
+                "--kube-qps",
+                &options.kube_qps.to_string(),
+                "--kube-burst",
+                &options.kube_burst.to_string(),
+                "--max-concurrent-reconciles",
+                &options.max_concurrent_reconciles.to_string(),
+            ])
+            .env("KUBECONFIG", kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start an operator replica")?;
+        let pid = child.id().context("the replica has no pid")?;
+        let stdout = child.stdout.take().context("the replica has no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let (mut admin, mut probes) = (None, None);
+        let found = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(u) = url_after(&line, "admin:") {
+                    admin = Some(u);
+                }
+                if let Some(u) = url_after(&line, "probes:") {
+                    probes = Some(u);
+                }
+                if admin.is_some() && probes.is_some() {
+                    break;
+                }
+            }
+            anyhow::Ok(())
+        })
+        .await;
+        let (Ok(Ok(())), Some(admin), Some(probes)) = (found, admin, probes) else {
+            bail!("the replica did not print its admin and probe endpoints within 60 s");
+        };
+        // Keep draining stdout so the replica never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Replica {
+            child,
+            pid,
+            admin,
+            probes,
+        })
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&self, within: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Ok((200, _)) = http_get(&self.probes, "/readyz").await {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("the replica was not ready within {within:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Resident memory (bytes).
+    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .context("no VmRSS in /proc/<pid>/status")?;
+        Ok(kb * 1024)
+    }
+
+    /// User plus system CPU time so far.
+    pub fn cpu(&self) -> anyhow::Result<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
+        // The fields after the command name (which may hold spaces) start after the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+        let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
+            bail!("unreadable /proc/<pid>/stat");
+        };
+        Ok(Duration::from_millis(
+            (user + system) * 1000 / TICKS_PER_SECOND,
+        ))
+    }
+
+    /// The replica's pipeline records.
+    pub async fn pipelines(&self) -> anyhow::Result<Vec<PipelineRecord>> {
+        let (status, body) = http_get(&self.admin, "/pipelines").await?;
+        if status != 200 {
+            bail!("/pipelines answered {status}");
+        }
+        #[derive(serde::Deserialize)]
+        struct View {
+            pipelines: Vec<PipelineRecord>,
+        }
+        let view: View = serde_json::from_slice(&body)
+            .context("/pipelines is not an object with a list of pipeline records")?;
+        Ok(view.pipelines)
+    }
+
+    /// Ends the replica with SIGTERM and waits for its orderly shutdown (SIGKILL after `grace`).
+    pub async fn stop(mut self, grace: Duration) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// A plain HTTP/1.0 GET: the status code and the body.
+async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of the HTTP headers")?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .context("no HTTP status")?;
+    Ok((status, raw[split + 4..].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_read_from_the_startup_lines() {
+        assert_eq!(
+            url_after(
+                "admin:   http://127.0.0.1:4242/ (HTML) http://127.0.0.1:4242/actors",
+                "admin:"
+            ),
+            Some("127.0.0.1:4242".to_string())
+        );
+        assert_eq!(
+            url_after(
+                "probes:  http://127.0.0.1:99/healthz http://127.0.0.1:99/readyz",
+                "probes:"
+            ),
+            Some("127.0.0.1:99".to_string())
+        );
+        assert_eq!(url_after("metrics: http://x/metrics", "admin:"), None);
+    }
+}
