@@ -213,6 +213,21 @@ impl ApiError {
         Self::plain(429, "TooManyRequests", message)
     }
 
+    /// The 429 of an eviction a PodDisruptionBudget does not allow (cause `DisruptionBudget`).
+    pub fn disruption_budget(pod: &str, why: impl Into<String>) -> ApiError {
+        let mut error = Self::plain(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+        .about("", "pods", pod);
+        error
+            .details
+            .causes
+            .push(Cause::new("DisruptionBudget", "", why));
+        error
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         Self::plain(500, "InternalError", message)
     }
