@@ -74,7 +74,10 @@ pub fn answer(
                     "",
                     "pods",
                     &target.name,
-                    &format!("pod {} is already assigned to node \"{bound}\"", target.name),
+                    &format!(
+                        "pod {} is already assigned to node \"{bound}\"",
+                        target.name
+                    ),
                 ));
             }
             let patch = json!({"spec": {"nodeName": node}});
@@ -114,11 +117,12 @@ pub fn log_of(pod: &Value, container: Option<&str>) -> Result<String, ApiError> 
         .cloned()
         .unwrap_or_default();
     let spec = match container {
-        Some(name) => containers.iter().find(|c| c["name"] == name).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "container {name} is not valid for pod {pod_name}"
-            ))
-        })?,
+        Some(name) => containers
+            .iter()
+            .find(|c| c["name"] == name)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("container {name} is not valid for pod {pod_name}"))
+            })?,
         None if containers.len() == 1 => &containers[0],
         None => {
             let names: Vec<&str> = containers

@@ -374,7 +374,10 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             wide("Internal-IP", Computed(node_internal_ip)),
             wide("External-IP", Computed(node_external_ip)),
             wide("OS-Image", Path(".status.nodeInfo.osImage".into())),
-            wide("Kernel-Version", Path(".status.nodeInfo.kernelVersion".into())),
+            wide(
+                "Kernel-Version",
+                Path(".status.nodeInfo.kernelVersion".into()),
+            ),
             wide(
                 "Container-Runtime",
                 Path(".status.nodeInfo.containerRuntimeVersion".into()),
@@ -386,10 +389,22 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             col("Ready", "integer", count_at(".status.readyReplicas")),
         ],
         ("apps", "daemonsets") => vec![
-            col("Desired", "integer", count_at(".status.desiredNumberScheduled")),
-            col("Current", "integer", count_at(".status.currentNumberScheduled")),
+            col(
+                "Desired",
+                "integer",
+                count_at(".status.desiredNumberScheduled"),
+            ),
+            col(
+                "Current",
+                "integer",
+                count_at(".status.currentNumberScheduled"),
+            ),
             col("Ready", "integer", count_at(".status.numberReady")),
-            col("Up-to-date", "integer", count_at(".status.updatedNumberScheduled")),
+            col(
+                "Up-to-date",
+                "integer",
+                count_at(".status.updatedNumberScheduled"),
+            ),
             col("Available", "integer", count_at(".status.numberAvailable")),
             col("Node Selector", "string", Computed(ds_node_selector)),
         ],

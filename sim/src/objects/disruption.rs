@@ -12,7 +12,10 @@ pub fn pod_healthy(pod: &Value) -> bool {
         && pod
             .pointer("/status/conditions")
             .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
 }
 
 /// Whether an eviction of `pod` ignores budgets: a pod that is not running (Pending,
@@ -139,7 +142,10 @@ mod tests {
         let budget_pdb = pdb(json!({"minAvailable": 2}));
         let three = vec![pod("a", true), pod("b", true), pod("c", true)];
         assert_eq!(budget(&budget_pdb, &three).disruptions_allowed(), 1);
-        assert_eq!(eviction_refusal(&three[0], &[budget_pdb.clone()], &three), None);
+        assert_eq!(
+            eviction_refusal(&three[0], &[budget_pdb.clone()], &three),
+            None
+        );
         let two = vec![pod("b", true), pod("c", true), pod("d", false)];
         let refusal = eviction_refusal(&two[0], &[budget_pdb.clone()], &two).unwrap();
         assert_eq!(
@@ -155,11 +161,26 @@ mod tests {
 
     #[test]
     fn max_unavailable_and_percentages() {
-        let pods = vec![pod("a", true), pod("b", true), pod("c", true), pod("d", true)];
-        assert_eq!(budget(&pdb(json!({"maxUnavailable": 1})), &pods).desired_healthy, 3);
-        assert_eq!(budget(&pdb(json!({"minAvailable": "50%"})), &pods).desired_healthy, 2);
-        assert_eq!(budget(&pdb(json!({"maxUnavailable": "25%"})), &pods).desired_healthy, 3);
-        let other = json!({"metadata": {"name": "x", "namespace": "other", "labels": {"app": "api"}}});
+        let pods = vec![
+            pod("a", true),
+            pod("b", true),
+            pod("c", true),
+            pod("d", true),
+        ];
+        assert_eq!(
+            budget(&pdb(json!({"maxUnavailable": 1})), &pods).desired_healthy,
+            3
+        );
+        assert_eq!(
+            budget(&pdb(json!({"minAvailable": "50%"})), &pods).desired_healthy,
+            2
+        );
+        assert_eq!(
+            budget(&pdb(json!({"maxUnavailable": "25%"})), &pods).desired_healthy,
+            3
+        );
+        let other =
+            json!({"metadata": {"name": "x", "namespace": "other", "labels": {"app": "api"}}});
         assert!(!covers(&pdb(json!({})), &other));
     }
 }
