@@ -19,6 +19,8 @@ pub enum SimError {
     Client(String),
     #[error("cannot install the third-party CRD fixtures: {0}")]
     Fixtures(kube::Error),
+    #[error("cannot register the simulated nodes: {0}")]
+    Nodes(String),
 }
 
 /// One `details.causes` entry of an Invalid / Conflict Status.

@@ -458,7 +458,12 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
     };
     cols.extend(more);
     if !cols.iter().any(|c| c.name == "Age") {
-        cols.push(col("Age", "string", Age));
+        // Age closes the default columns; wide-only ones (priority 1) follow it.
+        let at = cols
+            .iter()
+            .position(|c| c.priority > 0)
+            .unwrap_or(cols.len());
+        cols.insert(at, col("Age", "string", Age));
     }
     cols
 }

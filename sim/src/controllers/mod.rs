@@ -137,6 +137,16 @@ pub async fn uninstall_fixture_set(
     fixtures::uninstall(client, set).await
 }
 
+/// Registers the simulated nodes `config` asks for, each with its first heartbeat.
+pub async fn register_nodes(
+    client: &kube::Client,
+    config: &ControllersConfig,
+) -> Result<(), String> {
+    nodes::register(client, config.nodes.count)
+        .await
+        .map_err(|error| error.to_string())
+}
+
 /// Starts the simulated controllers against the cluster `client` talks to. Must be called
 /// inside a Tokio runtime. Controllers of third-party kinds wait until their CRD exists.
 pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHandle {

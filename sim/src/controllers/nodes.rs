@@ -92,22 +92,30 @@ pub fn node_status(index: usize, at: &str, previous: Option<&Value>) -> Value {
     })
 }
 
+/// Registers the first `count` nodes with their first heartbeat (what a cluster has before
+/// anything runs on it).
+pub async fn register(client: &kube::Client, count: usize) -> Result<(), ReconcileError> {
+    for index in 0..count {
+        heartbeat(client, index).await?;
+    }
+    Ok(())
+}
+
 /// Runs the node heartbeats until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
     loop {
         let (count, period) = shared.read(|c| (c.nodes.count, c.nodes.heartbeat));
+        tokio::time::sleep(period.max(std::time::Duration::from_millis(100))).await;
         for index in 0..count {
-            if let Err(error) = heartbeat(&shared, index).await {
+            if let Err(error) = heartbeat(&shared.client, index).await {
                 tracing::debug!(%error, node = index, "simulated node heartbeat failed");
             }
         }
         shared.count_pass("nodes");
-        tokio::time::sleep(period.max(std::time::Duration::from_millis(100))).await;
     }
 }
 
-async fn heartbeat(shared: &Shared, index: usize) -> Result<(), ReconcileError> {
-    let client = &shared.client;
+async fn heartbeat(client: &kube::Client, index: usize) -> Result<(), ReconcileError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let name = node_name(index);
     let node = match nodes.get_opt(&name).await? {
