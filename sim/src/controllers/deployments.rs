@@ -110,13 +110,10 @@ async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
+    // The revision stays on the ReplicaSets (where kubectl's rollout commands read it): the
+    // Deployment itself is written through its status only, so every change of its spec or
+    // metadata is its owner's.
     let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-    let revision = plan.revision.to_string();
-    if deployment.annotations().get(REVISION) != Some(&revision) {
-        let body = json!({"metadata": {"annotations": {REVISION: revision}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
-            .await?;
-    }
     if !already_applied(&plan.status, object.get("status")) {
         patch_status(&api, &name, plan.status).await?;
     }

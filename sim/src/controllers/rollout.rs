@@ -11,7 +11,7 @@ use crate::store::selectors::label_selector_matches;
 
 /// Label tying a ReplicaSet and its pods to one pod template.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
-/// Annotation with a ReplicaSet's (and its Deployment's) revision.
+/// Annotation with a ReplicaSet's revision.
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
 
 fn i64_at(v: &Value, pointer: &str) -> i64 {
@@ -168,7 +168,7 @@ pub struct Plan {
     pub revise: Option<(String, i64)>,
     /// Old ReplicaSets beyond revisionHistoryLimit, to delete.
     pub delete: Vec<String>,
-    /// The Deployment's revision.
+    /// The revision of the ReplicaSet carrying the current template.
     pub revision: i64,
     /// The Deployment's status.
     pub status: Value,

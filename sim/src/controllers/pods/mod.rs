@@ -41,6 +41,9 @@ struct Context {
     seen: FirstSeen,
     /// The last waiting message reported per pod uid, so each problem is an event once.
     reported: Mutex<HashMap<String, String>>,
+    /// One scheduling decision at a time (each sees the bindings before it), as one
+    /// kube-scheduler places pods.
+    scheduling: tokio::sync::Mutex<()>,
 }
 
 impl Context {
@@ -70,6 +73,7 @@ pub async fn run(shared: Arc<Shared>) {
         shared: Arc::clone(&shared),
         seen: FirstSeen::default(),
         reported: Mutex::default(),
+        scheduling: tokio::sync::Mutex::default(),
     });
     let stream = Controller::new(api, watcher::Config::default())
         .reconcile_all_on(shared.triggers())
@@ -115,6 +119,7 @@ async fn schedule(pod: &Value, api: &Api<Pod>, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     }
     let client = &ctx.shared.client;
+    let _one_at_a_time = ctx.scheduling.lock().await;
     let nodes = to_values(
         Api::<Node>::all(client.clone())
             .list(&ListParams::default())
