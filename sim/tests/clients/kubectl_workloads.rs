@@ -10,7 +10,7 @@ use cinder_sim::controllers::{ControllersConfig, Switch};
 
 use crate::tools::{cluster_with_controllers_and_kubectl, write};
 
-const WORKLOADS: &str = r#"
+const API: &str = r#"
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: api}
@@ -28,7 +28,9 @@ metadata: {name: api}
 spec:
   minAvailable: 2
   selector: {matchLabels: {app: api}}
----
+"#;
+
+const OTHER_WORKLOADS: &str = r#"
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: agent}
@@ -90,8 +92,8 @@ async fn kubectl_sees_nodes_pods_and_workloads_and_drains_a_node() {
     assert_eq!(nodes[1][2], "<none>");
     assert_eq!(nodes[1][4], "v1.32.0");
 
-    let manifests = write(dir.path(), "workloads.yaml", WORKLOADS);
-    k.ok(&["apply", "-f", &manifests]).await;
+    let api = write(dir.path(), "api.yaml", API);
+    k.ok(&["apply", "-f", &api]).await;
     let status = k
         .ok(&["rollout", "status", "deployment/api", "--timeout=60s"])
         .await;
@@ -142,6 +144,10 @@ async fn kubectl_sees_nodes_pods_and_workloads_and_drains_a_node() {
         );
     }
 
+    let others = write(dir.path(), "others.yaml", OTHER_WORKLOADS);
+    k.ok(&["apply", "-f", &others]).await;
+    k.ok(&["rollout", "status", "daemonset/agent", "--timeout=60s"])
+        .await;
     let ds = rows(&k.ok(&["get", "ds"]).await);
     assert_eq!(
         ds[0][..6],
