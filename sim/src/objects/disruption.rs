@@ -140,20 +140,18 @@ mod tests {
     #[test]
     fn min_available_allows_one_of_three_then_refuses() {
         let budget_pdb = pdb(json!({"minAvailable": 2}));
+        let budgets = std::slice::from_ref(&budget_pdb);
         let three = vec![pod("a", true), pod("b", true), pod("c", true)];
         assert_eq!(budget(&budget_pdb, &three).disruptions_allowed(), 1);
-        assert_eq!(
-            eviction_refusal(&three[0], &[budget_pdb.clone()], &three),
-            None
-        );
+        assert_eq!(eviction_refusal(&three[0], budgets, &three), None);
         let two = vec![pod("b", true), pod("c", true), pod("d", false)];
-        let refusal = eviction_refusal(&two[0], &[budget_pdb.clone()], &two).unwrap();
+        let refusal = eviction_refusal(&two[0], budgets, &two).unwrap();
         assert_eq!(
             refusal,
             "The disruption budget api needs 2 healthy pods and has 2 currently"
         );
         // An unhealthy pod may go while the budget holds; a pending one always may.
-        assert_eq!(eviction_refusal(&two[2], &[budget_pdb.clone()], &two), None);
+        assert_eq!(eviction_refusal(&two[2], budgets, &two), None);
         let mut pending = pod("e", false);
         pending["status"]["phase"] = json!("Pending");
         assert_eq!(eviction_refusal(&pending, &[budget_pdb], &two), None);

@@ -115,10 +115,7 @@ async fn nodes_register_and_a_bare_pod_runs_on_one() {
             .starts_with("10.244.")
     );
     assert_eq!(p["status"]["qosClass"], "BestEffort");
-    assert_eq!(
-        p["status"]["containerStatuses"][0]["state"]["running"].is_object(),
-        true
-    );
+    assert!(p["status"]["containerStatuses"][0]["state"]["running"].is_object());
     assert_eq!(events_about(&client, "bare", "Scheduled").await.len(), 1);
 
     let log = raw(

@@ -309,7 +309,7 @@ mod tests {
         let busy = vec![bound("x", "a", "1"), bound("y", "b", "1")];
         let message = choose_node(&big, &open, &busy).unwrap_err();
         assert!(message.contains("2 Insufficient cpu"), "{message}");
-        let full = vec![
+        let full = [
             bound("1", "a", "0"),
             bound("2", "a", "0"),
             bound("3", "a", "0"),
