@@ -213,6 +213,9 @@ pub struct SimArgs {
     /// Where to write the kubeconfig.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// How many simulated nodes register (sim-worker-1 ...); 0 leaves every pod Pending.
+    #[arg(long, default_value_t = cinder_sim::controllers::config::DEFAULT_NODES, value_name = "N")]
+    pub nodes: usize,
     /// Fault injection: the share of requests (0 to 1) answered with an error Status
     /// (of --fault-verbs, with --fault-error-code).
     #[arg(long, default_value_t = 0.0, value_name = "P")]

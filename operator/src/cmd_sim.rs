@@ -1,5 +1,5 @@
-//! The `cinder-operator sim` subcommand: runs the embedded cluster alone (with the fault
-//! injection its `--fault-*` flags ask for), writes a kubeconfig for it, prints
+//! The `cinder-operator sim` subcommand: runs the embedded cluster alone (with `--nodes`
+//! simulated nodes and the fault injection its `--fault-*` flags ask for), writes a kubeconfig for it, prints
 //! `export KUBECONFIG=<path>` and the address, and serves until Ctrl-C or SIGTERM.
 
 use crate::cli::SimArgs;
@@ -24,7 +24,7 @@ pub fn run(args: &SimArgs) -> ExitCode {
         .kubeconfig
         .clone()
         .or_else(|| Some(default_kubeconfig_path()));
-    match runtime.block_on(serve(args.port, kubeconfig, faults)) {
+    match runtime.block_on(serve(args.port, kubeconfig, args.nodes, faults)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cinder-operator sim: {e}");
@@ -91,13 +91,15 @@ fn fault_config(args: &SimArgs) -> Result<FaultConfig, String> {
 async fn serve(
     port: u16,
     kubeconfig: Option<PathBuf>,
+    nodes: usize,
     faults: FaultConfig,
 ) -> Result<(), cinder_sim::SimError> {
-    let config = ClusterConfig {
+    let mut config = ClusterConfig {
         port,
         kubeconfig_path: kubeconfig,
         ..ClusterConfig::default()
     };
+    config.controllers.nodes.count = nodes;
     let cluster = EmbeddedCluster::start(config).await?;
     // faults start once the cluster is up: its own start (CRD fixtures) is not faulted
     cluster.faults().set(faults);
@@ -147,6 +149,13 @@ mod tests {
         assert_eq!((f.errors[0].code, f.errors[0].probability), (500, 0.1));
         assert_eq!((f.watch_drop_probability, f.seed), (0.02, Some(7)));
         assert!(fault_config(&sim_args(&[])).unwrap().errors.is_empty());
+    }
+
+    #[test]
+    fn nodes_default_to_three() {
+        assert_eq!(sim_args(&[]).nodes, 3);
+        assert_eq!(sim_args(&["--nodes", "5"]).nodes, 5);
+        assert!(Cli::try_parse_from(["cinder-operator", "sim", "--nodes", "-1"]).is_err());
     }
 
     #[test]

@@ -209,6 +209,9 @@ impl EmbeddedCluster {
         controllers::install_fixture_set(client.clone(), config.controllers.fixtures)
             .await
             .map_err(SimError::Fixtures)?;
+        controllers::register_nodes(&client, &config.controllers)
+            .await
+            .map_err(SimError::Nodes)?;
         cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
         Ok(cluster)
     }

@@ -19,6 +19,8 @@ pub enum SimError {
     Client(String),
     #[error("cannot install the third-party CRD fixtures: {0}")]
     Fixtures(kube::Error),
+    #[error("cannot register the simulated nodes: {0}")]
+    Nodes(String),
 }
 
 /// One `details.causes` entry of an Invalid / Conflict Status.
@@ -211,6 +213,21 @@ impl ApiError {
 
     pub fn too_many_requests(message: impl Into<String>) -> ApiError {
         Self::plain(429, "TooManyRequests", message)
+    }
+
+    /// The 429 of an eviction a PodDisruptionBudget does not allow (cause `DisruptionBudget`).
+    pub fn disruption_budget(pod: &str, why: impl Into<String>) -> ApiError {
+        let mut error = Self::plain(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+        .about("", "pods", pod);
+        error
+            .details
+            .causes
+            .push(Cause::new("DisruptionBudget", "", why));
+        error
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {

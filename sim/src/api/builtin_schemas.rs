@@ -86,11 +86,14 @@ fn generate(settings: SchemaSettings) -> Schemas {
     add::<core::v1::ConfigMap>(&mut g, k);
     add::<core::v1::Service>(&mut g, k);
     add::<core::v1::Pod>(&mut g, k);
+    add::<core::v1::Node>(&mut g, k);
+    add::<core::v1::ReplicationController>(&mut g, k);
     add::<core::v1::Event>(&mut g, k);
     add::<core::v1::ServiceAccount>(&mut g, k);
     add::<core::v1::PersistentVolumeClaim>(&mut g, k);
     add::<apps::v1::Deployment>(&mut g, k);
     add::<apps::v1::ReplicaSet>(&mut g, k);
+    add::<apps::v1::DaemonSet>(&mut g, k);
     add::<apps::v1::StatefulSet>(&mut g, k);
     add::<batch::v1::Job>(&mut g, k);
     add::<batch::v1::CronJob>(&mut g, k);

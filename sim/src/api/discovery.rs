@@ -91,6 +91,15 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
         out.push(json!({"name": format!("{}/proxy", r.resource), "singularName": "", "namespaced": r.namespaced,
                         "kind": "ServiceProxyOptions", "verbs": ["create", "delete", "get", "patch", "update"]}));
     }
+    for sub in r.extra_subresources() {
+        let mut entry = json!({"name": format!("{}/{}", r.resource, sub.name), "singularName": "",
+                               "namespaced": r.namespaced, "kind": sub.kind, "verbs": sub.verbs});
+        if !sub.group.is_empty() {
+            entry["group"] = json!(sub.group);
+            entry["version"] = json!(sub.version);
+        }
+        out.push(entry);
+    }
     out
 }
 
@@ -158,6 +167,11 @@ fn aggregated_resource(r: &ResourceInfo, version: &str) -> Value {
     if r.has_proxy {
         subs.push(json!({"subresource": "proxy", "responseKind": {"group": "", "version": "", "kind": "ServiceProxyOptions"},
                          "verbs": ["create", "delete", "get", "patch", "update"]}));
+    }
+    for sub in r.extra_subresources() {
+        subs.push(json!({"subresource": sub.name,
+                         "responseKind": {"group": sub.group, "version": sub.version, "kind": sub.kind},
+                         "verbs": sub.verbs}));
     }
     if !subs.is_empty() {
         doc["subresources"] = Value::Array(subs);

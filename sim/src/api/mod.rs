@@ -11,6 +11,7 @@ pub mod jsonpath;
 pub mod openapi;
 mod openapi_v2_proto;
 pub mod partial;
+mod pod_subresources;
 pub mod protobuf;
 pub mod proxy;
 pub mod route;
@@ -412,7 +413,7 @@ async fn serve_resource(
         "" => true,
         "status" => info.has_status,
         "proxy" => info.has_proxy,
-        _ => false,
+        other => info.extra_subresources().iter().any(|s| s.name == other),
     };
     if !served_sub {
         return Err(ApiError::not_found_path(req.path()));
@@ -432,6 +433,9 @@ async fn serve_resource(
         name: p.name.clone().unwrap_or_default(),
         subresource: sub,
     };
+    if !matches!(target.subresource.as_str(), "" | "status") {
+        return pod_subresources::answer(req, body, app, &target, q, ua);
+    }
     let accept = header(req, "accept");
     let as_table = table::wants_table(&accept);
     let metadata_only = !as_table && partial::wants_metadata(&accept);

@@ -59,6 +59,91 @@ fn col(name: &str, type_: &str, source: Source) -> Column {
     }
 }
 
+fn wide(name: &str, source: Source) -> Column {
+    Column {
+        priority: 1,
+        ..col(name, "string", source)
+    }
+}
+
+fn count_at(p: &'static str) -> Source {
+    Source::Path(p.into())
+}
+
+fn node_status(o: &Value) -> Value {
+    let ready = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| c["status"] == "True");
+    let mut status = match ready {
+        Some(true) => "Ready".to_string(),
+        Some(false) => "NotReady".to_string(),
+        None => "Unknown".to_string(),
+    };
+    if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+        status.push_str(",SchedulingDisabled");
+    }
+    json!(status)
+}
+
+fn node_roles(o: &Value) -> Value {
+    let roles: Vec<&str> = o
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect()
+        })
+        .unwrap_or_default();
+    or_none(&roles.join(","))
+}
+
+fn node_address(o: &Value, kind: &str) -> Value {
+    let address = o
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|x| x["type"] == kind))
+        .and_then(|x| x["address"].as_str())
+        .unwrap_or_default();
+    or_none(address)
+}
+
+fn node_internal_ip(o: &Value) -> Value {
+    node_address(o, "InternalIP")
+}
+
+fn node_external_ip(o: &Value) -> Value {
+    node_address(o, "ExternalIP")
+}
+
+fn pod_node(o: &Value) -> Value {
+    or_none(s(o, "/spec/nodeName"))
+}
+
+fn pod_ip(o: &Value) -> Value {
+    or_none(s(o, "/status/podIP"))
+}
+
+fn none_cell(_: &Value) -> Value {
+    json!("<none>")
+}
+
+fn ds_node_selector(o: &Value) -> Value {
+    let selector: Vec<String> = o
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    or_none(&selector.join(","))
+}
+
 fn num(v: &Value, p: &str) -> i64 {
     v.pointer(p).and_then(Value::as_i64).unwrap_or(0)
 }
@@ -272,6 +357,56 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             col("Ready", "string", Computed(pod_ready)),
             col("Status", "string", Computed(pod_status)),
             col("Restarts", "string", Computed(pod_restarts)),
+            wide("IP", Computed(pod_ip)),
+            wide("Node", Computed(pod_node)),
+            wide("Nominated Node", Computed(none_cell)),
+            wide("Readiness Gates", Computed(none_cell)),
+        ],
+        ("", "nodes") => vec![
+            col("Status", "string", Computed(node_status)),
+            col("Roles", "string", Computed(node_roles)),
+            col("Age", "string", Age),
+            col(
+                "Version",
+                "string",
+                Path(".status.nodeInfo.kubeletVersion".into()),
+            ),
+            wide("Internal-IP", Computed(node_internal_ip)),
+            wide("External-IP", Computed(node_external_ip)),
+            wide("OS-Image", Path(".status.nodeInfo.osImage".into())),
+            wide(
+                "Kernel-Version",
+                Path(".status.nodeInfo.kernelVersion".into()),
+            ),
+            wide(
+                "Container-Runtime",
+                Path(".status.nodeInfo.containerRuntimeVersion".into()),
+            ),
+        ],
+        ("apps", "replicasets") | ("", "replicationcontrollers") => vec![
+            col("Desired", "integer", count_at(".spec.replicas")),
+            col("Current", "integer", count_at(".status.replicas")),
+            col("Ready", "integer", count_at(".status.readyReplicas")),
+        ],
+        ("apps", "daemonsets") => vec![
+            col(
+                "Desired",
+                "integer",
+                count_at(".status.desiredNumberScheduled"),
+            ),
+            col(
+                "Current",
+                "integer",
+                count_at(".status.currentNumberScheduled"),
+            ),
+            col("Ready", "integer", count_at(".status.numberReady")),
+            col(
+                "Up-to-date",
+                "integer",
+                count_at(".status.updatedNumberScheduled"),
+            ),
+            col("Available", "integer", count_at(".status.numberAvailable")),
+            col("Node Selector", "string", Computed(ds_node_selector)),
         ],
         ("apps", "deployments") => vec![
             col("Ready", "string", Computed(deploy_ready)),
@@ -322,7 +457,14 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
         _ => Vec::new(),
     };
     cols.extend(more);
-    cols.push(col("Age", "string", Age));
+    if !cols.iter().any(|c| c.name == "Age") {
+        // Age closes the default columns; wide-only ones (priority 1) follow it.
+        let at = cols
+            .iter()
+            .position(|c| c.priority > 0)
+            .unwrap_or(cols.len());
+        cols.insert(at, col("Age", "string", Age));
+    }
     cols
 }
 

@@ -158,6 +158,27 @@ pub struct DeploymentsConfig {
     pub held: NameSet,
 }
 
+/// The simulated nodes: how many register, and how often they renew their heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodesConfig {
+    /// How many Nodes the simulated kubelets register (`sim-worker-1` ...); 0 registers none.
+    pub count: usize,
+    /// How often each node renews its Lease in kube-node-lease and its Ready heartbeat.
+    pub heartbeat: Duration,
+}
+
+impl Default for NodesConfig {
+    fn default() -> Self {
+        Self {
+            count: DEFAULT_NODES,
+            heartbeat: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How many nodes an embedded cluster has unless told otherwise.
+pub const DEFAULT_NODES: usize = 3;
+
 /// Jobs controller settings.
 #[derive(Clone, Debug, Default)]
 pub struct JobsConfig {
@@ -264,7 +285,16 @@ impl Default for FixtureSet {
 /// Which simulated controllers run, and how fast.
 #[derive(Clone, Debug)]
 pub struct ControllersConfig {
-    /// Deployments become ready.
+    /// The simulated nodes.
+    pub nodes: NodesConfig,
+    /// The simulated scheduler and kubelet; the delay is how long a pod (neither a Job's nor a
+    /// ReplicaSet's) shows ContainerCreating before it runs.
+    pub pods: Switch,
+    /// ReplicaSets and ReplicationControllers keep their pods.
+    pub replica_sets: Switch,
+    /// DaemonSets keep one pod per eligible node.
+    pub daemon_sets: Switch,
+    /// Deployments roll out through ReplicaSets; the delay is how long their pods take to start.
     pub deployments: DeploymentsConfig,
     /// Jobs run pods that exit with a chosen code.
     pub jobs: JobsConfig,
@@ -288,6 +318,10 @@ pub struct ControllersConfig {
 impl Default for ControllersConfig {
     fn default() -> Self {
         Self {
+            nodes: NodesConfig::default(),
+            pods: Switch::default(),
+            replica_sets: Switch::default(),
+            daemon_sets: Switch::default(),
             deployments: DeploymentsConfig::default(),
             jobs: JobsConfig::default(),
             cronjobs: CronJobsConfig::default(),
@@ -305,6 +339,10 @@ impl ControllersConfig {
     /// Every controller switched off (fixtures still all installed).
     pub fn all_off() -> Self {
         let mut config = Self::default();
+        config.nodes.count = 0;
+        config.pods = Switch::off();
+        config.replica_sets = Switch::off();
+        config.daemon_sets = Switch::off();
         config.deployments.switch = Switch::off();
         config.jobs.switch = Switch::off();
         config.cronjobs.switch = Switch::off();
@@ -368,6 +406,10 @@ mod tests {
     fn all_off_switches_every_controller_off() {
         let config = ControllersConfig::all_off();
         assert!(!config.deployments.switch.enabled);
+        assert!(!config.pods.enabled);
+        assert!(!config.replica_sets.enabled);
+        assert!(!config.daemon_sets.enabled);
+        assert_eq!(config.nodes.count, 0);
         assert!(!config.jobs.switch.enabled);
         assert!(!config.cronjobs.switch.enabled);
         assert!(!config.mariadb.switch.enabled);

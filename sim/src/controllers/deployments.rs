@@ -1,202 +1,130 @@
-//! The simulated Deployment controller: after the configured delay a Deployment's status reports
-//! every replica updated, ready and available at the current generation. A new generation (a
-//! template or scale change) is a rollout: first the status reports the new generation observed
-//! with no replica updated yet, then it converges. No ReplicaSets or Pods are created.
+//! The simulated Deployment controller: rolls each Deployment out through ReplicaSets as the
+//! real one does (planning in [`super::rollout`]): a ReplicaSet per pod template
+//! (`pod-template-hash`), revisions in `deployment.kubernetes.io/revision`, RollingUpdate steps
+//! bounded by maxSurge / maxUnavailable or Recreate, old ReplicaSets kept up to
+//! revisionHistoryLimit, and the status (replicas, updated, ready, available, conditions) from
+//! the ReplicaSets, whose pods the simulated kubelet makes ready. A held Deployment (see
+//! [`super::DeploymentsConfig::held`]) keeps its new ReplicaSet at zero: its roll-out never
+//! finishes until released.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use super::runtime::{FirstSeen, ReconcileError, Shared, drain, patch_status, retry};
-use super::status::{Wanted, already_applied, workload_conditions};
-
-struct Context {
-    shared: Arc<Shared>,
-    seen: FirstSeen,
-}
+use super::events::{Note, record};
+use super::rollout::{self, REVISION};
+use super::runtime::{ReconcileError, Shared, drain, patch_status, retry};
+use super::status::already_applied;
 
 /// Runs the Deployment controller until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
     let api: Api<Deployment> = Api::all(shared.client.clone());
-    let context = Arc::new(Context {
-        shared: Arc::clone(&shared),
-        seen: FirstSeen::default(),
-    });
+    let replica_sets: Api<ReplicaSet> = Api::all(shared.client.clone());
     let stream = Controller::new(api, watcher::Config::default())
+        .owns(replica_sets, watcher::Config::default())
         .reconcile_all_on(shared.triggers())
-        .run(reconcile, retry, context);
+        .run(reconcile, retry, Arc::clone(&shared));
     drain(&shared, "deployments", stream).await;
 }
 
 async fn reconcile(
     deployment: Arc<Deployment>,
-    ctx: Arc<Context>,
+    shared: Arc<Shared>,
 ) -> Result<Action, ReconcileError> {
     let namespace = deployment
         .namespace()
         .ok_or(ReconcileError::Missing("namespace"))?;
     let name = deployment.name_any();
-    let (switch, held) = ctx.shared.read(|c| {
+    let (enabled, held) = shared.read(|c| {
         (
-            c.deployments.switch.clone(),
+            c.deployments.switch.enabled,
             c.deployments.held.matches(Some(&namespace), &name),
         )
     });
-    if !switch.enabled || deployment.metadata.deletion_timestamp.is_some() {
+    if !enabled || deployment.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let generation = deployment.metadata.generation.unwrap_or(1);
-    let desired = deployment.spec.replicas.unwrap_or(1).max(0);
-    let previous = deployment
-        .status
-        .as_ref()
+    let object = serde_json::to_value(deployment.as_ref())?;
+    if !rollout::selector_matches_template(&object) {
+        return Ok(Action::await_change());
+    }
+    let client = &shared.client;
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
+    let all: Vec<Value> = rs_api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
         .map(serde_json::to_value)
-        .transpose()?;
-    let converged = converged_status(&name, desired, generation, previous.as_ref());
-    if !held && already_applied(&converged, previous.as_ref()) {
-        return Ok(Action::await_change());
-    }
-    let key = deployment
-        .uid()
-        .unwrap_or_else(|| format!("{namespace}/{name}"));
-    let remaining = if held {
-        Some(switch.delay)
-    } else {
-        ctx.seen.remaining(&key, generation, switch.delay)
+        .collect::<Result<_, _>>()?;
+    let owned = rollout::owned(&object, &all);
+    let plan = rollout::plan(&object, &owned, held);
+    let scaled = |rs: &str, from: i64, to: i64| {
+        let verb = if to > from { "up" } else { "down" };
+        format!("Scaled {verb} replica set {rs} from {from} to {to}")
     };
-    let api: Api<Deployment> = Api::namespaced(ctx.shared.client.clone(), &namespace);
-    match remaining {
-        None => {
-            patch_status(&api, &name, converged).await?;
-            Ok(Action::await_change())
-        }
-        Some(left) => {
-            let rolling = rollout_status(&name, desired, generation, previous.as_ref());
-            if !already_applied(&rolling, previous.as_ref()) {
-                patch_status(&api, &name, rolling).await?;
+    if let Some(manifest) = &plan.create {
+        let rs: ReplicaSet = serde_json::from_value(manifest.clone())?;
+        match rs_api.create(&PostParams::default(), &rs).await {
+            Ok(_) => {}
+            // Created by an earlier pass the list did not show yet: the next pass sees it.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Ok(Action::requeue(super::runtime::RETRY_AFTER));
             }
-            Ok(if held {
-                Action::await_change()
-            } else {
-                Action::requeue(left)
-            })
+            Err(error) => return Err(error.into()),
+        }
+        let replicas = manifest["spec"]["replicas"].as_i64().unwrap_or(0);
+        if replicas > 0 {
+            let rs_name = manifest["metadata"]["name"].as_str().unwrap_or_default();
+            record(client, &object, scaling(&scaled(rs_name, 0, replicas))).await?;
         }
     }
-}
-
-fn count(previous: Option<&Value>, field: &str) -> i64 {
-    previous
-        .and_then(|status| status.get(field))
-        .and_then(Value::as_i64)
-        .unwrap_or(0)
-}
-
-/// The status of a Deployment whose rollout of `generation` finished.
-pub fn converged_status(
-    name: &str,
-    desired: i32,
-    generation: i64,
-    previous: Option<&Value>,
-) -> Value {
-    let message = format!("ReplicaSet \"{name}\" has successfully progressed.");
-    json!({
-        "observedGeneration": generation,
-        "replicas": desired,
-        "updatedReplicas": desired,
-        "readyReplicas": desired,
-        "availableReplicas": desired,
-        "unavailableReplicas": null,
-        "conditions": workload_conditions(
-            previous.and_then(|s| s.get("conditions")),
-            &[
-                Wanted::new("Available", true, "MinimumReplicasAvailable", "Deployment has minimum availability."),
-                Wanted::new("Progressing", true, "NewReplicaSetAvailable", &message),
-            ],
-            "lastUpdateTime",
-        ),
-    })
-}
-
-/// The status of a Deployment rolling out `generation`: observed, no replica updated yet, the
-/// previous ready/available counts kept.
-pub fn rollout_status(
-    name: &str,
-    desired: i32,
-    generation: i64,
-    previous: Option<&Value>,
-) -> Value {
-    let desired_count = i64::from(desired);
-    let ready = count(previous, "readyReplicas").min(desired_count);
-    let available = count(previous, "availableReplicas").min(desired_count);
-    let message = format!("ReplicaSet \"{name}\" is progressing.");
-    let available_condition = if available > 0 || desired == 0 {
-        Wanted::new(
-            "Available",
-            true,
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        )
-    } else {
-        Wanted::new(
-            "Available",
-            false,
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.",
-        )
-    };
-    json!({
-        "observedGeneration": generation,
-        "replicas": desired,
-        "updatedReplicas": 0,
-        "readyReplicas": ready,
-        "availableReplicas": available,
-        "unavailableReplicas": desired_count - available,
-        "conditions": workload_conditions(
-            previous.and_then(|s| s.get("conditions")),
-            &[available_condition, Wanted::new("Progressing", true, "ReplicaSetUpdated", &message)],
-            "lastUpdateTime",
-        ),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rollout_lags_then_converges() {
-        let first = converged_status("api", 3, 1, None);
-        assert_eq!(first["readyReplicas"], 3);
-        assert_eq!(first["conditions"][0]["type"], "Available");
-        assert_eq!(first["conditions"][0]["status"], "True");
-        let rolling = rollout_status("api", 3, 2, Some(&first));
-        assert_eq!(rolling["observedGeneration"], 2);
-        assert_eq!(rolling["updatedReplicas"], 0);
-        assert_eq!(rolling["readyReplicas"], 3);
-        assert_eq!(rolling["conditions"][1]["reason"], "ReplicaSetUpdated");
-        assert!(!already_applied(
-            &converged_status("api", 3, 2, Some(&rolling)),
-            Some(&rolling)
-        ));
+    if let Some((rs, revision)) = &plan.revise {
+        let body = json!({"metadata": {"annotations": {REVISION: revision.to_string()}}});
+        rs_api
+            .patch(rs, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
     }
-
-    #[test]
-    fn a_new_deployment_is_unavailable_while_rolling() {
-        let rolling = rollout_status("api", 2, 1, None);
-        assert_eq!(rolling["availableReplicas"], 0);
-        assert_eq!(rolling["unavailableReplicas"], 2);
-        assert_eq!(rolling["conditions"][0]["status"], "False");
+    for (rs, replicas) in &plan.scale {
+        let from = owned
+            .iter()
+            .find(|o| o["metadata"]["name"] == rs.as_str())
+            .and_then(|o| o.pointer("/spec/replicas"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let body = json!({"spec": {"replicas": replicas}});
+        rs_api
+            .patch(rs, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        record(client, &object, scaling(&scaled(rs, from, *replicas))).await?;
     }
+    for rs in &plan.delete {
+        match rs_api.delete(rs, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    // The revision stays on the ReplicaSets (where kubectl's rollout commands read it): the
+    // Deployment itself is written through its status only, so every change of its spec or
+    // metadata is its owner's.
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    if !already_applied(&plan.status, object.get("status")) {
+        patch_status(&api, &name, plan.status).await?;
+    }
+    Ok(Action::await_change())
+}
 
-    #[test]
-    fn converged_status_is_stable() {
-        let first = converged_status("api", 1, 4, None);
-        let again = converged_status("api", 1, 4, Some(&first));
-        assert!(already_applied(&again, Some(&first)));
+fn scaling(message: &str) -> Note<'_> {
+    Note {
+        kind: "Normal",
+        reason: "ScalingReplicaSet",
+        message,
+        component: "deployment-controller",
     }
 }

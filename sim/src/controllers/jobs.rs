@@ -1,6 +1,7 @@
 //! The simulated Job controller: each Job runs one Pod at a time (ownerReference and the
-//! controller-uid / job-name labels real Jobs put on their pods); after the delay the pod
-//! terminates with the exit code and termination message the config chooses by Job name.
+//! controller-uid / job-name labels real Jobs put on their pods), which the simulated scheduler
+//! and kubelet bind and start; once it runs, after the delay the pod terminates with the exit
+//! code and termination message the config chooses by Job name.
 //! A failed pod is retried with a new pod up to spec.backoffLimit (default 6); then the Job is
 //! Failed (FailureTarget + Failed). A succeeded pod completes the Job (SuccessCriteriaMet +
 //! Complete). spec.activeDeadlineSeconds fails a Job that runs too long, and
@@ -18,11 +19,11 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, watcher};
-use rand::Rng;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::config::PodOutcome;
 use super::job_runs::{JobResult, JobRuns};
+use super::pod_template::{Owner, pod_from_template, random_suffix};
 use super::runtime::{FirstSeen, ReconcileError, Shared, drain, patch_status, retry};
 use super::status::{
     Wanted, already_applied, condition_status, field, now, timestamp, workload_conditions,
@@ -56,7 +57,9 @@ pub async fn run(shared: Arc<Shared>, runs: JobRuns) {
         seen: FirstSeen::default(),
     });
     let deletions = record_deletions(Api::all(shared.client.clone()), context.runs.clone());
+    let pods: Api<Pod> = Api::all(shared.client.clone());
     let stream = Controller::new(api, watcher::Config::default())
+        .owns(pods, watcher::Config::default())
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
     futures::join!(drain(&shared, "jobs", stream), deletions);
@@ -186,6 +189,10 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
         let attempt = attempt_of(pod, index);
         let outcome = if deadline_passed {
             Some(PodOutcome::exit(137, "DeadlineExceeded"))
+        } else if pod_phase(pod) != "Running" {
+            // The kubelet has not started it yet (or it waits for what it needs): its
+            // simulated run begins when it runs; the pod watch wakes this Job then.
+            None
         } else {
             match ctx.seen.remaining(&pod_uid, 0, run_for) {
                 None => Some(
@@ -392,14 +399,6 @@ pub fn job_status(
     })
 }
 
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
 async fn create_pod(
     job: &Job,
     facts: &JobFacts,
@@ -418,50 +417,30 @@ async fn create_pod(
     let pod: Pod = serde_json::from_value(pod)?;
     pods_api.create(&PostParams::default(), &pod).await?;
     runs.pod_started(&facts.namespace, &facts.name, &facts.uid, &name, attempt);
-    let running = running_pod_status(&pod);
-    patch_status(pods_api, &name, running).await?;
     Ok(())
 }
 
-fn string_map(value: Option<&Value>) -> Map<String, Value> {
-    value
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn pod_manifest(template: &Value, facts: &JobFacts, name: &str, attempt: usize) -> Value {
-    let metadata = template.get("metadata");
-    let mut labels = string_map(metadata.and_then(|m| m.get("labels")));
-    for (key, value) in [
-        (CONTROLLER_UID_LABEL, &facts.uid),
-        (LEGACY_CONTROLLER_UID_LABEL, &facts.uid),
-        (JOB_NAME_LABEL, &facts.name),
-        (LEGACY_JOB_NAME_LABEL, &facts.name),
-    ] {
-        labels.insert(key.to_owned(), json!(value));
-    }
-    let mut annotations = string_map(metadata.and_then(|m| m.get("annotations")));
-    annotations.insert(ATTEMPT_ANNOTATION.to_owned(), json!(attempt.to_string()));
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": facts.namespace,
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": [{
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": facts.name,
-                "uid": facts.uid,
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }],
-        },
-        "spec": template.get("spec").cloned().unwrap_or_else(|| json!({"containers": []})),
-    })
+    let owner = Owner {
+        api_version: "batch/v1",
+        kind: "Job",
+        name: &facts.name,
+        uid: &facts.uid,
+    };
+    let attempt = attempt.to_string();
+    pod_from_template(
+        template,
+        &facts.namespace,
+        name,
+        owner,
+        &[
+            (CONTROLLER_UID_LABEL, &facts.uid),
+            (LEGACY_CONTROLLER_UID_LABEL, &facts.uid),
+            (JOB_NAME_LABEL, &facts.name),
+            (LEGACY_JOB_NAME_LABEL, &facts.name),
+        ],
+        &[(ATTEMPT_ANNOTATION, &attempt)],
+    )
 }
 
 fn first_container(pod: &Pod) -> (String, String) {
@@ -470,25 +449,6 @@ fn first_container(pod: &Pod) -> (String, String) {
         .and_then(|spec| spec.containers.first())
         .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
         .unwrap_or_default()
-}
-
-fn running_pod_status(pod: &Pod) -> Value {
-    let (container, image) = first_container(pod);
-    let at = now();
-    json!({
-        "phase": "Running",
-        "startTime": at,
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at}],
-        "containerStatuses": [{
-            "name": container,
-            "image": image,
-            "imageID": "",
-            "ready": true,
-            "started": true,
-            "restartCount": 0,
-            "state": {"running": {"startedAt": at}},
-        }],
-    })
 }
 
 /// The status of a pod whose container ended with `outcome`.
@@ -621,16 +581,5 @@ mod tests {
         assert_eq!(terminal_result(Some(&failed)), Some(JobResult::Failed));
         let typed: k8s_openapi::api::batch::v1::JobStatus = serde_json::from_value(failed).unwrap();
         assert_eq!(typed.failed, Some(7));
-    }
-
-    #[test]
-    fn random_suffixes_are_dns_safe() {
-        let suffix = random_suffix();
-        assert_eq!(suffix.len(), 5);
-        assert!(
-            suffix
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        );
     }
 }

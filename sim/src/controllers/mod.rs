@@ -1,22 +1,31 @@
 //! Simulated cluster controllers and third-party CRD fixtures.
 //!
 //! The controllers are ordinary API clients of the embedded cluster (kube-rs over HTTP), like
-//! the real controllers they stand in for: Deployments roll out, Jobs run pods that exit with a
-//! chosen code, CronJobs spawn Jobs, mariadb-operator / external-secrets / Gateway API objects
+//! the real controllers they stand in for: nodes register and keep a heartbeat, a scheduler
+//! binds pods to nodes and a kubelet starts them once what they need exists, Deployments roll
+//! out through ReplicaSets, ReplicaSets, ReplicationControllers and DaemonSets keep their pods,
+//! Jobs run pods that exit with a chosen code, CronJobs spawn Jobs, mariadb-operator / external-secrets / Gateway API objects
 //! become Ready, autoscalers report status. Each can be switched off or slowed through
 //! [`ControllersConfig`], at start or at runtime through [`ControllersHandle`].
 
 pub mod autoscalers;
 pub mod config;
 pub mod cronjobs;
+pub mod daemonsets;
 pub mod deployments;
 mod dynamic;
+mod events;
 pub mod fixtures;
 pub mod gateways;
 pub mod job_runs;
 pub mod jobs;
 pub mod kinds;
 pub mod mariadb;
+pub mod nodes;
+pub mod pod_template;
+pub mod pods;
+pub mod replicasets;
+pub mod rollout;
 mod runtime;
 pub mod secret_stores;
 pub mod status;
@@ -27,7 +36,7 @@ use tokio::task::JoinSet;
 
 pub use config::{
     ControllersConfig, CronJobsConfig, DeploymentsConfig, FixtureSet, GatewaysConfig, JobRule,
-    JobsConfig, MariaDbConfig, NameSet, PodOutcome, SecretStoresConfig, Switch,
+    JobsConfig, MariaDbConfig, NameSet, NodesConfig, PodOutcome, SecretStoresConfig, Switch,
 };
 pub use cronjobs::{Firing, FiringOutcome};
 pub use job_runs::{JobResult, JobRun, PodAttempt, overlapping_pairs};
@@ -63,7 +72,8 @@ impl ControllersHandle {
     }
 
     /// How many reconcile passes the controller `name` has finished (a pass that changes
-    /// nothing counts too). Names: deployments, jobs, cronjobs, mariadb, mariadb-databases,
+    /// nothing counts too). Names: nodes (heartbeat rounds), pods, replicaset-controller,
+    /// replication-controller, daemonsets, deployments, jobs, cronjobs, mariadb, mariadb-databases,
     /// mariadb-users, mariadb-grants, secret-stores, cluster-secret-stores, gateways,
     /// httproutes, hpa, vpa.
     pub fn reconcile_passes(&self, name: &str) -> u64 {
@@ -127,6 +137,16 @@ pub async fn uninstall_fixture_set(
     fixtures::uninstall(client, set).await
 }
 
+/// Registers the simulated nodes `config` asks for, each with its first heartbeat.
+pub async fn register_nodes(
+    client: &kube::Client,
+    config: &ControllersConfig,
+) -> Result<(), String> {
+    nodes::register(client, config.nodes.count)
+        .await
+        .map_err(|error| error.to_string())
+}
+
 /// Starts the simulated controllers against the cluster `client` talks to. Must be called
 /// inside a Tokio runtime. Controllers of third-party kinds wait until their CRD exists.
 pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHandle {
@@ -140,6 +160,17 @@ pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHand
     let runs = JobRuns::default();
     let (cron, woken) = CronJobTriggers::new();
     let mut tasks = JoinSet::new();
+    tasks.spawn(nodes::run(Arc::clone(&shared)));
+    tasks.spawn(pods::run(Arc::clone(&shared)));
+    tasks.spawn(replicasets::run(
+        Arc::clone(&shared),
+        replicasets::REPLICA_SET,
+    ));
+    tasks.spawn(replicasets::run(
+        Arc::clone(&shared),
+        replicasets::REPLICATION_CONTROLLER,
+    ));
+    tasks.spawn(daemonsets::run(Arc::clone(&shared)));
     tasks.spawn(deployments::run(Arc::clone(&shared)));
     tasks.spawn(jobs::run(Arc::clone(&shared), runs.clone()));
     tasks.spawn(cronjobs::run(Arc::clone(&shared), cron.clone(), woken));

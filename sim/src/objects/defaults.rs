@@ -30,6 +30,13 @@ pub fn apply(group: &str, resource: &str, obj: &mut Value) {
     };
     match (group, resource) {
         ("apps", "deployments") => deployment(root),
+        ("apps", "daemonsets") => daemon_set(root),
+        ("apps", "replicasets") | ("", "replicationcontrollers") => {
+            if let Some(spec) = object_at(root, "spec") {
+                default(spec, "replicas", json!(1));
+                template(spec, "Always");
+            }
+        }
         ("batch", "jobs") => {
             if let Some(spec) = object_at(root, "spec") {
                 job_spec(spec);
@@ -60,6 +67,23 @@ fn deployment(root: &mut Map<String, Value>) {
         {
             default(rolling, "maxUnavailable", json!("25%"));
             default(rolling, "maxSurge", json!("25%"));
+        }
+    }
+    template(spec, "Always");
+}
+
+fn daemon_set(root: &mut Map<String, Value>) {
+    let Some(spec) = object_at(root, "spec") else {
+        return;
+    };
+    default(spec, "revisionHistoryLimit", json!(10));
+    if let Some(strategy) = object_at(spec, "updateStrategy") {
+        default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate")
+            && let Some(rolling) = object_at(strategy, "rollingUpdate")
+        {
+            default(rolling, "maxUnavailable", json!(1));
+            default(rolling, "maxSurge", json!(0));
         }
     }
     template(spec, "Always");
@@ -183,6 +207,22 @@ mod tests {
         let again = d.clone();
         apply("apps", "deployments", &mut d);
         assert_eq!(d, again, "defaulting is idempotent");
+    }
+
+    #[test]
+    fn daemon_set_and_replica_set_defaults() {
+        let mut ds = json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}}});
+        apply("apps", "daemonsets", &mut ds);
+        assert_eq!(ds["spec"]["updateStrategy"]["type"], "RollingUpdate");
+        assert_eq!(
+            ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+            1
+        );
+        assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(ds["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let mut rc = json!({"spec": {"template": {"spec": {"containers": []}}}});
+        apply("", "replicationcontrollers", &mut rc);
+        assert_eq!(rc["spec"]["replicas"], 1);
     }
 
     #[test]

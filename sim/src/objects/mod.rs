@@ -6,6 +6,7 @@
 
 mod builtin_rules;
 mod defaults;
+pub mod disruption;
 pub mod gc;
 mod kinds;
 pub mod managed_fields;

@@ -7,7 +7,7 @@ mod crd;
 mod resource_info;
 
 pub use crd::{crd_status, resource_from_crd};
-pub use resource_info::{CrdFacts, PrinterColumn, ResourceInfo};
+pub use resource_info::{CrdFacts, ExtraSubresource, PrinterColumn, ResourceInfo};
 
 use serde_json::Value;
 use std::sync::{Arc, RwLock};

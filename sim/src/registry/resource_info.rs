@@ -33,7 +33,51 @@ pub struct CrdFacts {
     pub columns: HashMap<String, Vec<PrinterColumn>>,
 }
 
+/// A subresource beyond status and proxy that a built-in kind serves (`pods/log`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtraSubresource {
+    pub name: &'static str,
+    /// The group, version and kind of its request or answer body.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+const POD_SUBRESOURCES: &[ExtraSubresource] = &[
+    ExtraSubresource {
+        name: "binding",
+        group: "",
+        version: "v1",
+        kind: "Binding",
+        verbs: &["create"],
+    },
+    ExtraSubresource {
+        name: "eviction",
+        group: "policy",
+        version: "v1",
+        kind: "Eviction",
+        verbs: &["create"],
+    },
+    ExtraSubresource {
+        name: "log",
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        verbs: &["get"],
+    },
+];
+
 impl ResourceInfo {
+    /// The subresources served besides status and proxy (for discovery).
+    pub fn extra_subresources(&self) -> &'static [ExtraSubresource] {
+        if self.is("", "pods") {
+            POD_SUBRESOURCES
+        } else {
+            &[]
+        }
+    }
+
     pub fn preferred_version(&self) -> &str {
         self.versions.first().map(String::as_str).unwrap_or("v1")
     }

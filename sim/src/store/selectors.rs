@@ -146,6 +146,41 @@ pub fn map_selects(selector: &Value, labels: &Value) -> bool {
     sel.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
+/// Whether a `metav1.LabelSelector` (`matchLabels` and `matchExpressions` with In, NotIn,
+/// Exists, DoesNotExist) selects `labels`. An empty selector selects everything, a missing one
+/// (null) nothing, as for ReplicaSets and PodDisruptionBudgets.
+pub fn label_selector_matches(selector: &Value, labels: &Value) -> bool {
+    let Some(sel) = selector.as_object() else {
+        return false;
+    };
+    let get = |k: &str| labels.get(k).and_then(Value::as_str);
+    let by_label = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.iter().all(|(k, v)| get(k) == v.as_str()));
+    let by_expression = sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .is_none_or(|exprs| {
+            exprs.iter().all(|e| {
+                let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+                let values: Vec<&str> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                match e.get("operator").and_then(Value::as_str) {
+                    Some("In") => get(key).is_some_and(|v| values.contains(&v)),
+                    Some("NotIn") => get(key).is_none_or(|v| !values.contains(&v)),
+                    Some("Exists") => get(key).is_some(),
+                    Some("DoesNotExist") => get(key).is_none(),
+                    _ => false,
+                }
+            })
+        });
+    by_label && by_expression
+}
+
 /// A parsed field selector.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);

@@ -4,5 +4,6 @@
 
 mod kubectl;
 mod kubectl_typed;
+mod kubectl_workloads;
 mod python_client;
 mod tools;

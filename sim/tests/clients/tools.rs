@@ -77,6 +77,14 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
 /// A cluster with its controllers off and a kubectl ≥ 1.27 for it (with a temporary directory
 /// for files and kubectl's cache); None, after printing why, when no such kubectl is on PATH.
 pub async fn cluster_and_kubectl() -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
+    cluster_with_controllers_and_kubectl(ControllersConfig::all_off()).await
+}
+
+/// A cluster with the simulated controllers `controllers` and a kubectl ≥ 1.27 for it, as
+/// [`cluster_and_kubectl`].
+pub async fn cluster_with_controllers_and_kubectl(
+    controllers: ControllersConfig,
+) -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
     let Some(bin) = kubectl_path() else {
         println!("skipped: no kubectl on PATH (CI installs one)");
         return None;
@@ -89,7 +97,7 @@ pub async fn cluster_and_kubectl() -> Option<(EmbeddedCluster, Kubectl, tempfile
         }
     }
     let c = EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
+        controllers,
         ..ClusterConfig::default()
     })
     .await

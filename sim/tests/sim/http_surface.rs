@@ -170,7 +170,27 @@ async fn tables_for_built_ins() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(cols, ["Name", "Ready", "Status", "Restarts", "Age"]);
+    assert_eq!(
+        cols,
+        [
+            "Name",
+            "Ready",
+            "Status",
+            "Restarts",
+            "Age",
+            "IP",
+            "Node",
+            "Nominated Node",
+            "Readiness Gates"
+        ]
+    );
+    let wide: Vec<i64> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["priority"].as_i64())
+        .collect();
+    assert_eq!(wide, [0, 0, 0, 0, 0, 1, 1, 1, 1]);
     let row = &t["rows"][0];
     assert_eq!(row["cells"][0], "p");
     assert_eq!(row["cells"][1], "1/2");

@@ -12,5 +12,7 @@ mod kube_watch;
 mod lifecycle;
 mod limits;
 mod malformed;
+mod nodes_and_pods;
 mod randomized;
+mod workload_pods;
 mod write_record;

@@ -1,0 +1,420 @@
+//! The simulated scheduler and kubelet, one controller over every Pod.
+//!
+//! Scheduler: a pod without `spec.nodeName` (and the default scheduler) is bound through the
+//! `pods/binding` subresource to the node [`scheduling::choose_node`] picks; a pod that fits
+//! nowhere stays Pending with PodScheduled=False and a FailedScheduling event, and is tried
+//! again while it waits.
+//!
+//! Kubelet: a bound Pending pod is checked for what it needs ([`needs::check`]); a missing
+//! Secret, ConfigMap, key or ServiceAccount keeps it waiting (CreateContainerConfigError, or
+//! ContainerCreating with FailedMount) until it appears. Then it shows ContainerCreating for its
+//! start delay and runs, Ready when its simulated readiness probe passes. Pods of Jobs start at
+//! once (the Job's simulated duration is the whole run; the Job controller ends them); pods of
+//! ReplicaSets take the Deployments delay; others the pods delay.
+
+pub mod needs;
+pub mod pod_status;
+pub mod quantity;
+pub mod scheduling;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::events::{Note, record};
+use super::runtime::{FirstSeen, ReconcileError, Shared, drain, retry};
+use super::status::now;
+use needs::{Blocker, Keys};
+
+/// How often a pod that cannot be scheduled or started is looked at again.
+const WAITING_RECHECK: Duration = Duration::from_millis(500);
+
+struct Context {
+    shared: Arc<Shared>,
+    seen: FirstSeen,
+    /// The last waiting message reported per pod uid, so each problem is an event once.
+    reported: Mutex<HashMap<String, String>>,
+    /// One scheduling decision at a time (each sees the bindings before it), as one
+    /// kube-scheduler places pods.
+    scheduling: tokio::sync::Mutex<()>,
+}
+
+impl Context {
+    /// Whether `message` is new for `uid` (and remembers it).
+    fn first_report(&self, uid: &str, message: &str) -> bool {
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        if reported.get(uid).map(String::as_str) == Some(message) {
+            return false;
+        }
+        reported.insert(uid.to_owned(), message.to_owned());
+        true
+    }
+
+    fn forget(&self, uid: &str) {
+        self.reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+        self.seen.forget(uid);
+    }
+}
+
+/// Runs the scheduler and kubelet until the task is aborted.
+pub async fn run(shared: Arc<Shared>) {
+    let api: Api<Pod> = Api::all(shared.client.clone());
+    let context = Arc::new(Context {
+        shared: Arc::clone(&shared),
+        seen: FirstSeen::default(),
+        reported: Mutex::default(),
+        scheduling: tokio::sync::Mutex::default(),
+    });
+    let stream = Controller::new(api, watcher::Config::default())
+        .reconcile_all_on(shared.triggers())
+        .run(reconcile, retry, context);
+    drain(&shared, "pods", stream).await;
+}
+
+fn phase(pod: &Value) -> &str {
+    pod.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending")
+}
+
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let uid = pod.uid().ok_or(ReconcileError::Missing("uid"))?;
+    let enabled = ctx.shared.read(|c| c.pods.enabled);
+    let object = serde_json::to_value(pod.as_ref())?;
+    if matches!(phase(&object), "Succeeded" | "Failed") || pod.metadata.deletion_timestamp.is_some()
+    {
+        ctx.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    if !enabled {
+        return Ok(Action::await_change());
+    }
+    let namespace = pod
+        .namespace()
+        .ok_or(ReconcileError::Missing("namespace"))?;
+    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &namespace);
+    match object.pointer("/spec/nodeName").and_then(Value::as_str) {
+        None => schedule(&object, &api, &ctx).await,
+        Some(node) if phase(&object) == "Pending" => start(&object, node, &api, &ctx).await,
+        Some(node) => probe(&object, node, &api, &ctx).await,
+    }
+}
+
+async fn schedule(pod: &Value, api: &Api<Pod>, ctx: &Context) -> Result<Action, ReconcileError> {
+    let scheduler = pod
+        .pointer("/spec/schedulerName")
+        .and_then(Value::as_str)
+        .unwrap_or("default-scheduler");
+    if scheduler != "default-scheduler" {
+        return Ok(Action::await_change());
+    }
+    let client = &ctx.shared.client;
+    let _one_at_a_time = ctx.scheduling.lock().await;
+    let nodes = to_values(
+        Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items,
+    )?;
+    let pods = to_values(
+        Api::<Pod>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items,
+    )?;
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    match scheduling::choose_node(pod, &nodes, &pods) {
+        Ok(node) => {
+            let binding = json!({
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            });
+            api.create_subresource::<Value, Value>(
+                "binding",
+                name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await?;
+            let message = format!("Successfully assigned {namespace}/{name} to {node}");
+            record(
+                client,
+                pod,
+                note("Normal", "Scheduled", &message, "default-scheduler"),
+            )
+            .await?;
+            Ok(Action::await_change())
+        }
+        Err(message) => {
+            if ctx.first_report(uid, &message) {
+                let status = pod_status::unschedulable(pod, &message, &now());
+                patch_status(api, pod, status).await?;
+                record(
+                    client,
+                    pod,
+                    note("Warning", "FailedScheduling", &message, "default-scheduler"),
+                )
+                .await?;
+            }
+            Ok(Action::requeue(WAITING_RECHECK))
+        }
+    }
+}
+
+fn note<'a>(kind: &'a str, reason: &'a str, message: &'a str, component: &'a str) -> Note<'a> {
+    Note {
+        kind,
+        reason,
+        message,
+        component,
+    }
+}
+
+fn to_values<T: serde::Serialize>(items: Vec<T>) -> Result<Vec<Value>, ReconcileError> {
+    Ok(items
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?)
+}
+
+/// Merge-patches the pod's status, conditional on the resourceVersion the decision was made on.
+async fn patch_status(api: &Api<Pod>, pod: &Value, status: Value) -> Result<(), ReconcileError> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let body = json!({
+        "metadata": {"resourceVersion": pod["metadata"]["resourceVersion"]},
+        "status": status,
+    });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await?;
+    Ok(())
+}
+
+/// The keys, per name, of the Secrets and ConfigMaps of one namespace, and its ServiceAccounts.
+struct NamespaceView {
+    secrets: HashMap<String, Keys>,
+    config_maps: HashMap<String, Keys>,
+    accounts: Vec<String>,
+}
+
+impl needs::Namespace for NamespaceView {
+    fn secret(&self, name: &str) -> Option<Keys> {
+        self.secrets.get(name).cloned()
+    }
+    fn config_map(&self, name: &str) -> Option<Keys> {
+        self.config_maps.get(name).cloned()
+    }
+    fn service_account(&self, name: &str) -> bool {
+        self.accounts.iter().any(|a| a == name)
+    }
+}
+
+fn keys_of(object: &Value, fields: &[&str]) -> Keys {
+    fields
+        .iter()
+        .filter_map(|f| object.get(*f).and_then(Value::as_object))
+        .flat_map(|m| m.keys().cloned())
+        .collect()
+}
+
+async fn namespace_view(ctx: &Context, namespace: &str) -> Result<NamespaceView, ReconcileError> {
+    let client = &ctx.shared.client;
+    let all = ListParams::default();
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?;
+    let maps = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?;
+    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?;
+    Ok(NamespaceView {
+        secrets: to_values(secrets.items)?
+            .iter()
+            .map(|s| {
+                (
+                    s["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    keys_of(s, &["data", "stringData"]),
+                )
+            })
+            .collect(),
+        config_maps: to_values(maps.items)?
+            .iter()
+            .map(|m| {
+                (
+                    m["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    keys_of(m, &["data", "binaryData"]),
+                )
+            })
+            .collect(),
+        accounts: accounts.items.iter().map(ResourceExt::name_any).collect(),
+    })
+}
+
+/// The controller kind that owns the pod (Job, ReplicaSet, ...), if any.
+fn owner_kind(pod: &Value) -> Option<&str> {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|o| o["controller"] == true)
+        .and_then(|o| o["kind"].as_str())
+}
+
+/// The node's InternalIP, None while the node does not exist.
+async fn host_ip(ctx: &Context, node: &str) -> Result<Option<String>, ReconcileError> {
+    let Some(node) = Api::<Node>::all(ctx.shared.client.clone())
+        .get_opt(node)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let node = serde_json::to_value(node)?;
+    Ok(Some(
+        node.pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|x| x["type"] == "InternalIP"))
+            .and_then(|x| x["address"].as_str())
+            .unwrap_or("172.18.0.2")
+            .to_owned(),
+    ))
+}
+
+async fn start(
+    pod: &Value,
+    node: &str,
+    api: &Api<Pod>,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    let Some(host) = host_ip(ctx, node).await? else {
+        return Ok(Action::requeue(WAITING_RECHECK));
+    };
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let client = &ctx.shared.client;
+    let at = now();
+    let view = namespace_view(ctx, namespace).await?;
+    let (blocker, warnings) = needs::check(pod, &view);
+    for warning in &warnings {
+        if ctx.first_report(&format!("{uid}/pull"), warning) {
+            record(
+                client,
+                pod,
+                note(
+                    "Warning",
+                    "FailedToRetrieveImagePullSecret",
+                    warning,
+                    "kubelet",
+                ),
+            )
+            .await?;
+        }
+    }
+    match blocker {
+        Some(Blocker::Config { container, message }) => {
+            if ctx.first_report(uid, &message) {
+                let status = pod_status::waiting(
+                    pod,
+                    "CreateContainerConfigError",
+                    Some(&message),
+                    &at,
+                    &host,
+                );
+                patch_status(api, pod, status).await?;
+                let event = format!("Error: {message} (container {container})");
+                record(client, pod, note("Warning", "Failed", &event, "kubelet")).await?;
+            }
+            return Ok(Action::requeue(WAITING_RECHECK));
+        }
+        Some(Blocker::Mount { message }) => {
+            if ctx.first_report(uid, &message) {
+                let status = pod_status::waiting(pod, "ContainerCreating", None, &at, &host);
+                patch_status(api, pod, status).await?;
+                record(
+                    client,
+                    pod,
+                    note("Warning", "FailedMount", &message, "kubelet"),
+                )
+                .await?;
+            }
+            return Ok(Action::requeue(WAITING_RECHECK));
+        }
+        None => {}
+    }
+    let delay = ctx.shared.read(|c| match owner_kind(pod) {
+        Some("Job") => Duration::ZERO,
+        Some("ReplicaSet") if c.deployments.switch.enabled => c.deployments.switch.delay,
+        _ => c.pods.delay,
+    });
+    if let Some(left) = ctx.seen.remaining(uid, 0, delay) {
+        if pod_status::waiting_reason(pod) != Some("ContainerCreating") {
+            let status = pod_status::waiting(pod, "ContainerCreating", None, &at, &host);
+            patch_status(api, pod, status).await?;
+        }
+        return Ok(Action::requeue(left));
+    }
+    let ready = pod_status::probes_pass(pod);
+    let ip = pod_status::pod_ip(uid);
+    patch_status(api, pod, pod_status::running(pod, ready, &at, &host, &ip)).await?;
+    ctx.forget(uid);
+    let names: Vec<&str> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    let message = format!("Started container {}", names.join(", "));
+    record(client, pod, note("Normal", "Started", &message, "kubelet")).await?;
+    Ok(Action::await_change())
+}
+
+/// A running pod: its readiness follows the simulated probe.
+async fn probe(
+    pod: &Value,
+    node: &str,
+    api: &Api<Pod>,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    let ready = pod_status::probes_pass(pod);
+    if pod_status::is_ready(pod) == ready || phase(pod) != "Running" {
+        return Ok(Action::await_change());
+    }
+    let Some(host) = host_ip(ctx, node).await? else {
+        return Ok(Action::await_change());
+    };
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let ip = pod_status::pod_ip(uid);
+    patch_status(
+        api,
+        pod,
+        pod_status::running(pod, ready, &now(), &host, &ip),
+    )
+    .await?;
+    if !ready {
+        let message = "Readiness probe failed: simulated probe set to fail";
+        record(
+            &ctx.shared.client,
+            pod,
+            note("Warning", "Unhealthy", message, "kubelet"),
+        )
+        .await?;
+    }
+    Ok(Action::await_change())
+}

@@ -1,0 +1,281 @@
+//! The simulated ReplicaSet and ReplicationController controller: each keeps `spec.replicas`
+//! pods from its template (named `<owner>-<5 characters>`, controlled by it), creating the
+//! missing ones and deleting the surplus (unscheduled, then not ready, then newest first), and
+//! reports replicas, fullyLabeledReplicas, readyReplicas, availableReplicas and
+//! observedGeneration from its pods. Pods are matched by their controller reference.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::events::{Note, record};
+use super::pod_template::{Owner, controlled_by, pod_from_template, random_suffix};
+use super::pods::pod_status::is_ready;
+use super::runtime::{ReconcileError, Shared, drain, retry};
+use super::status::already_applied;
+
+/// One of the two kinds this controller keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplicatedKind {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    /// The controller name (reconcile passes, events).
+    controller: &'static str,
+}
+
+/// apps/v1 ReplicaSet.
+pub const REPLICA_SET: ReplicatedKind = ReplicatedKind {
+    group: "apps",
+    version: "v1",
+    kind: "ReplicaSet",
+    plural: "replicasets",
+    controller: "replicaset-controller",
+};
+
+/// v1 ReplicationController.
+pub const REPLICATION_CONTROLLER: ReplicatedKind = ReplicatedKind {
+    group: "",
+    version: "v1",
+    kind: "ReplicationController",
+    plural: "replicationcontrollers",
+    controller: "replication-controller",
+};
+
+impl ReplicatedKind {
+    fn resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        )
+    }
+
+    fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+struct Context {
+    shared: Arc<Shared>,
+    kind: ReplicatedKind,
+}
+
+/// Runs the controller of `kind` until the task is aborted.
+pub async fn run(shared: Arc<Shared>, kind: ReplicatedKind) {
+    let resource = kind.resource();
+    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
+    let pods: Api<Pod> = Api::all(shared.client.clone());
+    let context = Arc::new(Context {
+        shared: Arc::clone(&shared),
+        kind,
+    });
+    let stream = Controller::new_with(api, watcher::Config::default(), resource)
+        .owns(pods, watcher::Config::default())
+        .reconcile_all_on(shared.triggers())
+        .run(reconcile, retry, context);
+    drain(&shared, kind.controller, stream).await;
+}
+
+/// The pods `owner` controls that still count (not finished, not being deleted).
+pub async fn active_pods(
+    client: &Client,
+    namespace: &str,
+    uid: &str,
+) -> Result<Vec<Value>, ReconcileError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    Ok(pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<Value>, _>>()?
+        .into_iter()
+        .filter(|p| controlled_by(p, uid))
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|p| {
+            !matches!(
+                p.pointer("/status/phase").and_then(Value::as_str),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .collect())
+}
+
+/// The order surplus pods go in: unscheduled first, then not ready, then the newest.
+pub fn deletion_order(pods: &mut [Value]) {
+    pods.sort_by_key(|p| {
+        let scheduled = p.pointer("/spec/nodeName").is_some();
+        let created = p
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        (scheduled, is_ready(p), std::cmp::Reverse(created))
+    });
+}
+
+/// The status of a replicated object with `count` pods of which `ready` are ready.
+pub fn replicated_status(count: usize, ready: usize, generation: i64) -> Value {
+    json!({
+        "replicas": count,
+        "fullyLabeledReplicas": count,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "observedGeneration": generation,
+    })
+}
+
+async fn reconcile(
+    object: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    if !ctx.shared.read(|c| c.replica_sets.enabled) || object.metadata.deletion_timestamp.is_some()
+    {
+        return Ok(Action::await_change());
+    }
+    let namespace = object
+        .namespace()
+        .ok_or(ReconcileError::Missing("namespace"))?;
+    let name = object.name_any();
+    let uid = object.uid().ok_or(ReconcileError::Missing("uid"))?;
+    let value = serde_json::to_value(object.as_ref())?;
+    let desired = value
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0);
+    let desired = usize::try_from(desired).unwrap_or(0);
+    let client = &ctx.shared.client;
+    let mut pods = active_pods(client, &namespace, &uid).await?;
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let kind = ctx.kind;
+    let api_version = kind.api_version();
+    let template = value
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut count = pods.len();
+    while count < desired {
+        let pod_name = format!("{name}-{}", random_suffix());
+        let owner = Owner {
+            api_version: &api_version,
+            kind: kind.kind,
+            name: &name,
+            uid: &uid,
+        };
+        let pod: Pod = serde_json::from_value(pod_from_template(
+            &template,
+            &namespace,
+            &pod_name,
+            owner,
+            &[],
+            &[],
+        ))?;
+        pods_api.create(&PostParams::default(), &pod).await?;
+        count += 1;
+        let message = format!("Created pod: {pod_name}");
+        record(
+            client,
+            &value,
+            note("SuccessfulCreate", &message, kind.controller),
+        )
+        .await?;
+    }
+    let mut ready = pods.iter().filter(|p| is_ready(p)).count();
+    if count > desired {
+        deletion_order(&mut pods);
+        for pod in pods.iter().take(count - desired) {
+            let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            match pods_api.delete(pod_name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error.into()),
+            }
+            if is_ready(pod) {
+                ready -= 1;
+            }
+            let message = format!("Deleted pod: {pod_name}");
+            record(
+                client,
+                &value,
+                note("SuccessfulDelete", &message, kind.controller),
+            )
+            .await?;
+        }
+        count = desired;
+    }
+    let generation = object.metadata.generation.unwrap_or(1);
+    let status = replicated_status(count, ready, generation);
+    let previous = value.get("status");
+    if !already_applied(&status, previous) {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &namespace, &kind.resource());
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"status": status})),
+        )
+        .await?;
+    }
+    Ok(Action::await_change())
+}
+
+fn note<'a>(reason: &'a str, message: &'a str, component: &'a str) -> Note<'a> {
+    Note {
+        kind: "Normal",
+        reason,
+        message,
+        component,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, node: Option<&str>, ready: bool, created: &str) -> Value {
+        let mut p = json!({"metadata": {"name": name, "creationTimestamp": created}, "spec": {},
+                           "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+        if let Some(node) = node {
+            p["spec"]["nodeName"] = json!(node);
+        }
+        p
+    }
+
+    #[test]
+    fn surplus_goes_unscheduled_then_unready_then_newest() {
+        let mut pods = vec![
+            pod("old-ready", Some("n"), true, "2026-01-01T00:00:00Z"),
+            pod("new-ready", Some("n"), true, "2026-01-02T00:00:00Z"),
+            pod("unready", Some("n"), false, "2026-01-01T00:00:00Z"),
+            pod("pending", None, false, "2026-01-01T00:00:00Z"),
+        ];
+        deletion_order(&mut pods);
+        let names: Vec<&str> = pods
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["pending", "unready", "new-ready", "old-ready"]);
+    }
+
+    #[test]
+    fn status_counts() {
+        let status = replicated_status(3, 2, 4);
+        assert_eq!(status["readyReplicas"], 2);
+        assert_eq!(status["observedGeneration"], 4);
+        assert_eq!(REPLICATION_CONTROLLER.api_version(), "v1");
+        assert_eq!(REPLICA_SET.api_version(), "apps/v1");
+    }
+}
