@@ -4,6 +4,7 @@
 //! shuts everything down in order.
 
 use crate::api::{self, AppState};
+use crate::auth::{Auth, AuthorizationMode};
 use crate::controllers::{self, ControllersConfig, ControllersHandle};
 use crate::error::SimError;
 use crate::faults::{FaultConfig, FaultHandle};
@@ -34,6 +35,8 @@ pub struct ClusterConfig {
     pub record_writes: bool,
     /// HTTP worker threads.
     pub workers: usize,
+    /// How requests are authorized (every request is authenticated either way).
+    pub authorization: AuthorizationMode,
 }
 
 impl Default for ClusterConfig {
@@ -47,6 +50,7 @@ impl Default for ClusterConfig {
             request_log_capacity: 200_000,
             record_writes: false,
             workers: 2,
+            authorization: AuthorizationMode::default(),
         }
     }
 }
@@ -61,6 +65,7 @@ pub struct EmbeddedCluster {
     faults: FaultHandle,
     log: RequestLog,
     writes: WriteLog,
+    auth: Auth,
     client: kube::Client,
     controllers: Option<ControllersHandle>,
     server: actix_web::dev::ServerHandle,
@@ -142,7 +147,9 @@ impl EmbeddedCluster {
         let log = RequestLog::new(config.request_log_capacity);
         let writes = WriteLog::new(config.record_writes, config.request_log_capacity);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let auth = Auth::new(config.authorization);
         let state = AppState {
+            auth: auth.clone(),
             engine: engine.clone(),
             faults: faults.clone(),
             log: log.clone(),
@@ -165,7 +172,7 @@ impl EmbeddedCluster {
         let server_task = tokio::spawn(server);
         let gc_task = tokio::spawn(gc::run(engine.clone(), stop_rx));
 
-        let kubeconfig = kubeconfig_yaml(&url);
+        let kubeconfig = kubeconfig_yaml(&url, auth.tokens.admin_token());
         let (kubeconfig_path, tempdir) = match &config.kubeconfig_path {
             Some(p) => (p.clone(), None),
             None => {
@@ -199,6 +206,7 @@ impl EmbeddedCluster {
             faults,
             log,
             writes,
+            auth,
             client: client.clone(),
             controllers: None,
             server: handle,
@@ -230,6 +238,11 @@ impl EmbeddedCluster {
     /// A client for this cluster (default namespace "default").
     pub async fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// How this cluster authorizes requests.
+    pub fn authorization(&self) -> AuthorizationMode {
+        self.auth.mode
     }
 
     /// Fault injection of the running cluster.

@@ -13,4 +13,5 @@ mod lifecycle;
 mod limits;
 mod malformed;
 mod randomized;
+mod rbac;
 mod write_record;
