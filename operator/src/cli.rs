@@ -113,9 +113,30 @@ pub struct RunArgs {
     /// Address of the probes (`/healthz`, `/readyz`).
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub probe_bind: String,
-    /// Address of the admin endpoint (`/actors`, `/transactions`, `/devices`, `/pipelines`, `/`).
+    /// Serve `/metrics` over HTTPS, only to callers whose bearer token passes a TokenReview and
+    /// who may `get` the non-resource URL `/metrics` (SubjectAccessReview).
+    #[arg(long)]
+    pub metrics_secure: bool,
+    /// With --metrics-secure: the folder holding `tls.crt` and `tls.key` (reloaded when they
+    /// change); without it a self-signed certificate is generated at start-up.
+    #[arg(long, value_name = "DIR")]
+    pub metrics_cert_dir: Option<PathBuf>,
+    /// Address of the admin endpoint (`/actors`, `/transactions`, `/devices`, `/pipelines`, `/`);
+    /// a non-loopback address needs --admin-auth.
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub admin_bind: String,
+    /// Admit to the admin endpoint only callers whose bearer token passes a TokenReview and who
+    /// may use the verb `admin` on the non-resource URL `/admin` (SubjectAccessReview).
+    #[arg(long)]
+    pub admin_auth: bool,
+    /// With --embedded: enforce RBAC on the embedded cluster, apply the RBAC manifests of
+    /// --rbac-manifests, and run the operator with a token of this ServiceAccount
+    /// (`NAMESPACE/NAME`, e.g. cinder-system/cinder-operator).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_service_account)]
+    pub as_service_account: Option<(String, String)>,
+    /// With --as-service-account: the folder of RBAC manifests applied first.
+    #[arg(long, default_value = "deploy/rbac", value_name = "DIR")]
+    pub rbac_manifests: PathBuf,
     /// With --embedded: the embedded cluster's port on 127.0.0.1 (0 chooses a free one).
     #[arg(long, default_value_t = 0)]
     pub sim_port: u16,
@@ -155,6 +176,15 @@ impl RunArgs {
             log_level: self.log_level.clone(),
             otlp_endpoint: self.otlp_endpoint.clone(),
         }
+    }
+}
+
+fn parse_service_account(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("expected NAMESPACE/NAME, got {s:?}")),
     }
 }
 
@@ -206,6 +236,10 @@ pub struct SimArgs {
     /// Fault injection: the seed of the random draws (the same seed repeats the faults).
     #[arg(long, value_name = "N")]
     pub fault_seed: Option<u64>,
+    /// How requests are authorized: `always-allow` (every request), or `rbac` (the cluster's
+    /// Roles, ClusterRoles and bindings decide; the kubeconfig's administrator may do anything).
+    #[arg(long, default_value = "always-allow", value_name = "MODE")]
+    pub authorization: cinder_sim::auth::AuthorizationMode,
 }
 
 /// Returns on Ctrl-C or SIGTERM (the stop signals of `run` and `sim`).
