@@ -1,7 +1,8 @@
 //! The certificate of the HTTPS metrics endpoint: read from a mounted directory (`tls.crt`,
 //! `tls.key`, PEM, as a `kubernetes.io/tls` Secret or cert-manager writes them) and reloaded when
-//! those files change, or generated (self-signed) at start-up when no directory is given. A
-//! reload that fails keeps serving the previous certificate and logs why.
+//! those files change, or generated (self-signed) at start-up when no directory is given or the
+//! directory holds neither file yet (an optional Secret not created). A reload that fails keeps
+//! serving the previous certificate and logs why.
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -49,11 +50,16 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn read_dir(dir: &Path) -> Result<Pem, TlsError> {
-    Ok(Pem {
-        cert: read(&dir.join("tls.crt"))?,
-        key: read(&dir.join("tls.key"))?,
-    })
+/// The PEM files of `dir`; None when neither exists.
+fn read_dir(dir: &Path) -> Result<Option<Pem>, TlsError> {
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    if !cert.exists() && !key.exists() {
+        return Ok(None);
+    }
+    Ok(Some(Pem {
+        cert: read(&cert)?,
+        key: read(&key)?,
+    }))
 }
 
 fn certified(pem: &Pem, dir: &Path) -> Result<CertifiedKey, TlsError> {
@@ -87,8 +93,9 @@ pub fn self_signed(names: &[String]) -> Result<CertifiedKey, TlsError> {
 #[derive(Debug)]
 pub struct ServingCert {
     current: RwLock<Arc<CertifiedKey>>,
-    /// The mounted directory and the PEM last loaded from it (None: generated).
-    source: Option<(PathBuf, RwLock<Pem>)>,
+    /// The mounted directory and the PEM last loaded from it (None: a generated certificate is
+    /// served).
+    source: Option<(PathBuf, RwLock<Option<Pem>>)>,
 }
 
 impl ResolvesServerCert for ServingCert {
@@ -103,18 +110,18 @@ impl ResolvesServerCert for ServingCert {
 }
 
 impl ServingCert {
-    /// Loads the certificate of `dir`, or generates one for `names` when `dir` is None.
+    /// Loads the certificate of `dir`, or generates one for `names` when `dir` is None or holds
+    /// neither file.
     pub fn load(dir: Option<&Path>, names: &[String]) -> Result<Arc<ServingCert>, TlsError> {
-        let (key, source) = match dir {
-            Some(dir) => {
-                let pem = read_dir(dir)?;
-                (
-                    certified(&pem, dir)?,
-                    Some((dir.to_path_buf(), RwLock::new(pem))),
-                )
-            }
-            None => (self_signed(names)?, None),
+        let pem = match dir {
+            Some(dir) => read_dir(dir)?,
+            None => None,
         };
+        let key = match (&pem, dir) {
+            (Some(pem), Some(dir)) => certified(pem, dir)?,
+            _ => self_signed(names)?,
+        };
+        let source = dir.map(|d| (d.to_path_buf(), RwLock::new(pem)));
         Ok(Arc::new(ServingCert {
             current: RwLock::new(Arc::new(key)),
             source,
@@ -133,13 +140,16 @@ impl ServingCert {
         let Some((dir, loaded)) = &self.source else {
             return Ok(false);
         };
-        let pem = read_dir(dir)?;
-        if *loaded.read().unwrap_or_else(|e| e.into_inner()) == pem {
+        // files gone: keep serving what was loaded last
+        let Some(pem) = read_dir(dir)? else {
+            return Ok(false);
+        };
+        if loaded.read().unwrap_or_else(|e| e.into_inner()).as_ref() == Some(&pem) {
             return Ok(false);
         }
         let key = certified(&pem, dir)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
-        *loaded.write().unwrap_or_else(|e| e.into_inner()) = pem;
+        *loaded.write().unwrap_or_else(|e| e.into_inner()) = Some(pem);
         Ok(true)
     }
 
@@ -184,8 +194,13 @@ mod tests {
     #[test]
     fn mounted_certificate_is_served_and_reloaded_when_it_changes() {
         let dir = tempfile::tempdir().unwrap();
+        // an empty mount: a generated certificate until the files appear
+        let cert = ServingCert::load(Some(dir.path()), &["localhost".to_string()]).unwrap();
+        let generated = cert.certificate();
+        assert!(!generated.is_empty());
+        assert!(!cert.reload().unwrap());
         let first = write_pair(dir.path(), "one.example");
-        let cert = ServingCert::load(Some(dir.path()), &[]).unwrap();
+        assert!(cert.reload().unwrap());
         assert_eq!(cert.certificate(), first);
         assert!(!cert.reload().unwrap(), "unchanged files are not reloaded");
         let second = write_pair(dir.path(), "two.example");
