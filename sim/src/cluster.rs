@@ -1,4 +1,4 @@
-//! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1, the garbage collector, writes a
+//! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1 (and an HTTPS one when RBAC is enforced), the garbage collector, writes a
 //! kubeconfig, installs the third-party CRD fixtures and spawns the simulated controllers; offers
 //! a client, in-process reads of the store, the request record and fault injection at runtime;
 //! shuts everything down in order.
@@ -8,7 +8,7 @@ use crate::auth::{Auth, AuthorizationMode};
 use crate::controllers::{self, ControllersConfig, ControllersHandle};
 use crate::error::SimError;
 use crate::faults::{FaultConfig, FaultHandle};
-use crate::kubeconfig::kubeconfig_yaml;
+use crate::kubeconfig::kubeconfig_yaml_with_ca;
 use crate::objects::{Engine, gc};
 use crate::registry::Registry;
 use crate::requests::{RequestLog, RequestRecord};
@@ -157,7 +157,18 @@ impl EmbeddedCluster {
             stop: stop_rx.clone(),
             address: format!("127.0.0.1:{port}"),
         };
-        let server = HttpServer::new(move || {
+        // With RBAC enforced the API is also served over HTTPS (the kubeconfig points there):
+        // kubectl sends its token only over TLS.
+        let secure = match config.authorization {
+            AuthorizationMode::Rbac => {
+                let cert = crate::auth::tls::self_signed().map_err(SimError::Client)?;
+                let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .map_err(|source| SimError::Bind { port: 0, source })?;
+                Some((cert, listener))
+            }
+            AuthorizationMode::AlwaysAllow => None,
+        };
+        let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::new(state.clone()))
                 .default_service(web::to(api::dispatch))
@@ -166,13 +177,31 @@ impl EmbeddedCluster {
         .disable_signals()
         .shutdown_timeout(2)
         .listen(listener)
-        .map_err(|source| SimError::Bind { port, source })?
-        .run();
+        .map_err(|source| SimError::Bind { port, source })?;
+        let mut kubeconfig_target = (url.clone(), None);
+        if let Some((cert, listener)) = secure {
+            let secure_port = listener
+                .local_addr()
+                .map_err(|source| SimError::Bind { port: 0, source })?
+                .port();
+            server = server
+                .listen_rustls_0_23(listener, cert.config)
+                .map_err(|source| SimError::Bind {
+                    port: secure_port,
+                    source,
+                })?;
+            kubeconfig_target = (format!("https://127.0.0.1:{secure_port}"), Some(cert.pem));
+        }
+        let server = server.run();
         let handle = server.handle();
         let server_task = tokio::spawn(server);
         let gc_task = tokio::spawn(gc::run(engine.clone(), stop_rx));
 
-        let kubeconfig = kubeconfig_yaml(&url, auth.tokens.admin_token());
+        let kubeconfig = kubeconfig_yaml_with_ca(
+            &kubeconfig_target.0,
+            auth.tokens.admin_token(),
+            kubeconfig_target.1.as_deref(),
+        );
         let (kubeconfig_path, tempdir) = match &config.kubeconfig_path {
             Some(p) => (p.clone(), None),
             None => {
@@ -221,7 +250,8 @@ impl EmbeddedCluster {
         Ok(cluster)
     }
 
-    /// "http://127.0.0.1:PORT"
+    /// "http://127.0.0.1:PORT" (with RBAC enforced, the kubeconfig names the HTTPS listener
+    /// instead; both serve the same API).
     pub fn url(&self) -> String {
         self.url.clone()
     }

@@ -8,6 +8,7 @@
 
 pub mod rbac;
 pub mod reviews;
+pub mod tls;
 pub mod tokens;
 pub mod user;
 

@@ -136,6 +136,8 @@ fn answer_kind(
 ) -> Result<(u16, Value), ApiError> {
     let mut review: Value = if body.is_empty() && kind == "SelfSubjectReview" {
         json!({})
+    } else if body.starts_with(crate::api::protobuf::MAGIC) {
+        from_protobuf(kind, body)?
     } else {
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("cannot decode the {kind}: {e}")))?
@@ -181,6 +183,124 @@ fn answer_kind(
     review["metadata"]["creationTimestamp"] = Value::Null;
     review["status"] = status;
     Ok((201, review))
+}
+
+/// The parts of the protobuf review bodies the simulator reads (kubectl sends protobuf for
+/// `create token`, `auth can-i` and `auth whoami`): the `runtime.Unknown` envelope's raw bytes,
+/// then each kind's spec fields (numbers from the Kubernetes .proto files).
+mod pb {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Unknown {
+        #[prost(bytes = "vec", tag = "2")]
+        pub raw: Vec<u8>,
+    }
+
+    /// Any of the kinds: `spec` is field 2.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct WithSpec<S: prost::Message + Default + Clone + PartialEq + std::fmt::Debug> {
+        #[prost(message, optional, tag = "2")]
+        pub spec: Option<S>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TokenRequestSpec {
+        #[prost(string, repeated, tag = "1")]
+        pub audiences: Vec<String>,
+        #[prost(int64, optional, tag = "2")]
+        pub expiration_seconds: Option<i64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TokenReviewSpec {
+        #[prost(string, optional, tag = "1")]
+        pub token: Option<String>,
+        #[prost(string, repeated, tag = "2")]
+        pub audiences: Vec<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ResourceAttributes {
+        #[prost(string, optional, tag = "1")]
+        pub namespace: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        pub verb: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub group: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub resource: Option<String>,
+        #[prost(string, optional, tag = "6")]
+        pub subresource: Option<String>,
+        #[prost(string, optional, tag = "7")]
+        pub name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct NonResourceAttributes {
+        #[prost(string, optional, tag = "1")]
+        pub path: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        pub verb: Option<String>,
+    }
+
+    /// SubjectAccessReviewSpec; the self review's spec uses fields 1 and 2 only.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AccessReviewSpec {
+        #[prost(message, optional, tag = "1")]
+        pub resource_attributes: Option<ResourceAttributes>,
+        #[prost(message, optional, tag = "2")]
+        pub non_resource_attributes: Option<NonResourceAttributes>,
+        #[prost(string, optional, tag = "3")]
+        pub user: Option<String>,
+        #[prost(string, repeated, tag = "4")]
+        pub groups: Vec<String>,
+        #[prost(string, optional, tag = "6")]
+        pub uid: Option<String>,
+    }
+}
+
+fn spec_of<S: prost::Message + Default + Clone + PartialEq + std::fmt::Debug>(
+    raw: &[u8],
+) -> Result<S, prost::DecodeError> {
+    use prost::Message as _;
+    Ok(pb::WithSpec::<S>::decode(raw)?.spec.unwrap_or_default())
+}
+
+/// The JSON form of a protobuf review body (what the handlers read of it).
+fn from_protobuf(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
+    use prost::Message as _;
+    let bad = |e: prost::DecodeError| {
+        ApiError::bad_request(format!("the protobuf {kind} cannot be decoded: {e}"))
+    };
+    let inner = &body[crate::api::protobuf::MAGIC.len()..];
+    let raw = pb::Unknown::decode(inner).map_err(bad)?.raw;
+    let spec = match kind {
+        "TokenRequest" => {
+            let s: pb::TokenRequestSpec = spec_of(&raw).map_err(bad)?;
+            let mut spec = json!({"audiences": s.audiences});
+            if let Some(seconds) = s.expiration_seconds {
+                spec["expirationSeconds"] = json!(seconds);
+            }
+            spec
+        }
+        "TokenReview" => {
+            let s: pb::TokenReviewSpec = spec_of(&raw).map_err(bad)?;
+            json!({"token": s.token, "audiences": s.audiences})
+        }
+        "SelfSubjectReview" => json!({}),
+        _ => {
+            let s: pb::AccessReviewSpec = spec_of(&raw).map_err(bad)?;
+            let mut spec = json!({"user": s.user, "groups": s.groups, "uid": s.uid});
+            if let Some(r) = s.resource_attributes {
+                spec["resourceAttributes"] = json!({"namespace": r.namespace, "verb": r.verb,
+                    "group": r.group, "resource": r.resource, "subresource": r.subresource, "name": r.name});
+            }
+            if let Some(n) = s.non_resource_attributes {
+                spec["nonResourceAttributes"] = json!({"path": n.path, "verb": n.verb});
+            }
+            spec
+        }
+    };
+    Ok(json!({ "spec": spec }))
 }
 
 /// The user a SubjectAccessReview asks about (user or groups required).

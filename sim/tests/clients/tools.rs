@@ -77,6 +77,17 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
 /// A cluster with its controllers off and a kubectl ≥ 1.27 for it (with a temporary directory
 /// for files and kubectl's cache); None, after printing why, when no such kubectl is on PATH.
 pub async fn cluster_and_kubectl() -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
+    cluster_and_kubectl_with(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
+}
+
+/// Like [`cluster_and_kubectl`], for a cluster started with `config`.
+pub async fn cluster_and_kubectl_with(
+    config: ClusterConfig,
+) -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
     let Some(bin) = kubectl_path() else {
         println!("skipped: no kubectl on PATH (CI installs one)");
         return None;
@@ -88,12 +99,7 @@ pub async fn cluster_and_kubectl() -> Option<(EmbeddedCluster, Kubectl, tempfile
             return None;
         }
     }
-    let c = EmbeddedCluster::start(ClusterConfig {
-        controllers: ControllersConfig::all_off(),
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
+    let c = EmbeddedCluster::start(config).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let k = Kubectl {
         bin,
