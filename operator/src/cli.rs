@@ -84,7 +84,7 @@ pub fn one_line_error(e: &clap::Error) -> String {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator against a kubeconfig, the in-cluster config, or an embedded cluster.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as a YAML stream (or write one file per CRD).
     Crdgen(CrdgenArgs),
     /// Explain what Lock / NestedLock would do for a JSON document (a file path or `-`).

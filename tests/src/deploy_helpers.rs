@@ -286,6 +286,9 @@ pub const RBAC_KINDS: &[&str] = &[
     "RoleBinding",
 ];
 
+/// A change to the RBAC manifests before they are applied.
+pub type RbacEdit = Box<dyn Fn(&mut Vec<Manifest>) + Send + Sync>;
+
 /// How [`DeployedOperator::start_with`] runs the operator.
 #[derive(Default)]
 pub struct DeploySetup {
@@ -293,7 +296,7 @@ pub struct DeploySetup {
     /// of deploy/'s ServiceAccount (its Leases in deploy/'s namespace).
     pub under_rbac: bool,
     /// Changes the RBAC manifests before they are applied (e.g. removes a rule).
-    pub edit_rbac: Option<Box<dyn Fn(&mut Vec<Manifest>) + Send + Sync>>,
+    pub edit_rbac: Option<RbacEdit>,
     /// Serve `/metrics` over HTTPS to callers the reviews admit (a generated certificate).
     pub metrics_secure: bool,
 }
