@@ -218,8 +218,9 @@ mod tests {
         let cert = ServingCert::load(None, &["localhost".to_string()]).unwrap();
         assert!(!cert.certificate().is_empty());
         assert!(!cert.reload().unwrap());
-        let empty = tempfile::tempdir().unwrap();
-        let err = ServingCert::load(Some(empty.path()), &[])
+        let half = tempfile::tempdir().unwrap();
+        std::fs::write(half.path().join("tls.key"), "x").unwrap();
+        let err = ServingCert::load(Some(half.path()), &[])
             .unwrap_err()
             .to_string();
         assert!(err.contains("tls.crt"), "{err}");
