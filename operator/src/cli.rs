@@ -84,7 +84,7 @@ pub fn one_line_error(e: &clap::Error) -> String {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the operator against a kubeconfig, the in-cluster config, or an embedded cluster.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as a YAML stream (or write one file per CRD).
     Crdgen(CrdgenArgs),
     /// Explain what Lock / NestedLock would do for a JSON document (a file path or `-`).
@@ -113,9 +113,30 @@ pub struct RunArgs {
     /// Address of the probes (`/healthz`, `/readyz`).
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub probe_bind: String,
-    /// Address of the admin endpoint (`/actors`, `/transactions`, `/devices`, `/pipelines`, `/`).
+    /// Serve `/metrics` over HTTPS, only to callers whose bearer token passes a TokenReview and
+    /// who may `get` the non-resource URL `/metrics` (SubjectAccessReview).
+    #[arg(long)]
+    pub metrics_secure: bool,
+    /// With --metrics-secure: the folder holding `tls.crt` and `tls.key` (reloaded when they
+    /// change); without it a self-signed certificate is generated at start-up.
+    #[arg(long, value_name = "DIR")]
+    pub metrics_cert_dir: Option<PathBuf>,
+    /// Address of the admin endpoint (`/actors`, `/transactions`, `/devices`, `/pipelines`, `/`);
+    /// a non-loopback address needs --admin-auth.
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub admin_bind: String,
+    /// Admit to the admin endpoint only callers whose bearer token passes a TokenReview and who
+    /// may use the verb `admin` on the non-resource URL `/admin` (SubjectAccessReview).
+    #[arg(long)]
+    pub admin_auth: bool,
+    /// With --embedded: enforce RBAC on the embedded cluster, apply the RBAC manifests of
+    /// --rbac-manifests, and run the operator with a token of this ServiceAccount
+    /// (`NAMESPACE/NAME`, e.g. cinder-system/cinder-operator).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_service_account)]
+    pub as_service_account: Option<(String, String)>,
+    /// With --as-service-account: the folder of RBAC manifests applied first.
+    #[arg(long, default_value = "deploy/rbac", value_name = "DIR")]
+    pub rbac_manifests: PathBuf,
     /// With --embedded: the embedded cluster's port on 127.0.0.1 (0 chooses a free one).
     #[arg(long, default_value_t = 0)]
     pub sim_port: u16,
@@ -186,6 +207,16 @@ fn parse_kube_qps(s: &str) -> Result<f32, String> {
     }
 }
 
+/// `--as-service-account`: `NAMESPACE/NAME`.
+fn parse_service_account(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("expected NAMESPACE/NAME, got {s:?}")),
+    }
+}
+
 fn parse_log_level(s: &str) -> Result<String, String> {
     crate::telemetry::log_filter(Some(s), None)
         .map(|_| s.to_string())
@@ -237,6 +268,10 @@ pub struct SimArgs {
     /// Fault injection: the seed of the random draws (the same seed repeats the faults).
     #[arg(long, value_name = "N")]
     pub fault_seed: Option<u64>,
+    /// How requests are authorized: `always-allow` (every request), or `rbac` (the cluster's
+    /// Roles, ClusterRoles and bindings decide; the kubeconfig's administrator may do anything).
+    #[arg(long, default_value = "always-allow", value_name = "MODE")]
+    pub authorization: cinder_sim::auth::AuthorizationMode,
 }
 
 /// Returns on Ctrl-C or SIGTERM (the stop signals of `run` and `sim`).
@@ -282,7 +317,7 @@ mod tests {
     fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
         let cli = Cli::try_parse_from([&["cinder-operator", "run"], args].concat())?;
         match cli.command {
-            Command::Run(a) => Ok(a),
+            Command::Run(a) => Ok(*a),
             _ => unreachable!("the run subcommand parses into RunArgs"),
         }
     }

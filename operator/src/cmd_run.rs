@@ -17,9 +17,11 @@ use crate::cli::RunArgs;
 use crate::context::{OperatorContext, OperatorOptions};
 use crate::crd::{Cinder, CinderBackend};
 use crate::embedded;
+use crate::http::access::{self, AccessReviewer};
+use crate::http::tls::{self, ServingCert};
 use crate::http::{
     AdminSources, Binds, Endpoints, Inventory, InventorySource, MetricsEndpoint, PipelinesSource,
-    Readiness,
+    Readiness, Security,
 };
 use crate::kube_client::{ClientLimits, throttled, throttled_from_kubeconfig};
 use crate::metrics::Metrics;
@@ -170,9 +172,15 @@ async fn serve_until(
             .kubeconfig_out
             .clone()
             .unwrap_or_else(default_kubeconfig_out);
+        let authorization = if args.as_service_account.is_some() {
+            cinder_sim::auth::AuthorizationMode::Rbac
+        } else {
+            cinder_sim::auth::AuthorizationMode::AlwaysAllow
+        };
         let config = ClusterConfig {
             port: args.sim_port,
             kubeconfig_path: Some(kubeconfig),
+            authorization,
             ..ClusterConfig::default()
         };
         Some(
@@ -196,21 +204,37 @@ async fn serve_on(
     samples: Option<&[embedded::Manifest]>,
     signalled: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let client = match cluster {
+    let admin_client = match cluster {
         Some(c) => throttled_from_kubeconfig(&c.kubeconfig_yaml(), args.client_limits())
             .await
             .map_err(|e| anyhow::anyhow!("cannot build a client of the embedded cluster: {e}"))?,
         None => connect(args.client_limits()).await?,
     };
+    let mut client = admin_client.clone();
     if let (Some(cluster), Some(samples)) = (cluster, samples) {
-        bootstrap_embedded(args, cluster, samples, &client).await?;
+        bootstrap_embedded(args, cluster, samples, &admin_client).await?;
+        if let Some((namespace, name)) = &args.as_service_account {
+            client = embedded::service_account_client(
+                &admin_client,
+                &cluster.url(),
+                &args.rbac_manifests,
+                namespace,
+                name,
+            )
+            .await?;
+            println!(
+                "the operator runs as the ServiceAccount {namespace}/{name} (RBAC enforced, rules from {})",
+                args.rbac_manifests.display()
+            );
+        }
     }
+    let client = client;
     let (registry, ctx, leader) = build_context(args, &client).await?;
     let leader = leader.map(LeaderElector::start);
     let endpoints = start_endpoints(args, registry, &ctx, leader.as_ref())?;
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut operator = spawn_controllers(&ctx, leader.as_ref(), shutdown_rx);
-    let progress = samples.map(|samples| follow_samples(&client, samples));
+    let progress = samples.map(|samples| follow_samples(&admin_client, samples));
     let outcome = wait_for_end(signalled, &mut operator).await;
     if let Some(p) = progress {
         p.abort();
@@ -300,13 +324,22 @@ fn start_endpoints(
         probes: args.probe_bind.clone(),
         admin: args.admin_bind.clone(),
     };
-    let endpoints = Endpoints::start(
+    let endpoints = Endpoints::start_secured(
         &binds,
+        &security(args, ctx)?,
         MetricsEndpoint::new(registry, ctx.metrics.clone(), Some(ctx.coordinator.clone())),
         leader_readiness(ctx, leader.map(LeaderHandle::subscribe)),
         admin_sources(ctx),
     )?;
-    println!("metrics: {}/metrics", url(endpoints.metrics_addr));
+    let metrics_url = url(endpoints.metrics_addr);
+    if args.metrics_secure {
+        println!(
+            "metrics: {}/metrics (HTTPS; bearer token allowed `get` on /metrics)",
+            metrics_url.replacen("http://", "https://", 1)
+        );
+    } else {
+        println!("metrics: {metrics_url}/metrics");
+    }
     println!(
         "probes:  {0}/healthz {0}/readyz",
         url(endpoints.probes_addr)
@@ -316,6 +349,35 @@ fn start_endpoints(
         url(endpoints.admin_addr)
     );
     Ok(endpoints)
+}
+
+/// What `--metrics-secure` and `--admin-auth` ask for: the metrics certificate (mounted and
+/// watched for changes, or generated) and the reviewers, which ask the API server with the
+/// operator's own client.
+fn security(args: &RunArgs, ctx: &Arc<OperatorContext>) -> anyhow::Result<Security> {
+    let metrics = if args.metrics_secure {
+        let names = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            format!(
+                "cinder-operator-metrics.{}.svc",
+                ctx.options.lease_namespace
+            ),
+        ];
+        let cert = ServingCert::load(args.metrics_cert_dir.as_deref(), &names)
+            .context("cannot set up the HTTPS metrics endpoint")?;
+        tokio::spawn(cert.clone().watch(tls::RELOAD_INTERVAL));
+        Some((
+            cert,
+            AccessReviewer::new(ctx.client.clone(), "/metrics", "get"),
+        ))
+    } else {
+        None
+    };
+    let admin = args
+        .admin_auth
+        .then(|| AccessReviewer::new(ctx.client.clone(), access::ADMIN_PATH, access::ADMIN_VERB));
+    Ok(Security { metrics, admin })
 }
 
 /// Runs the controllers (at once, or once this replica leads).

@@ -24,7 +24,13 @@ pub fn run(args: &SimArgs) -> ExitCode {
         .kubeconfig
         .clone()
         .or_else(|| Some(default_kubeconfig_path()));
-    match runtime.block_on(serve(args.port, kubeconfig, args.nodes, faults)) {
+    match runtime.block_on(serve(
+        args.port,
+        kubeconfig,
+        args.nodes,
+        faults,
+        args.authorization,
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cinder-operator sim: {e}");
@@ -93,10 +99,12 @@ async fn serve(
     kubeconfig: Option<PathBuf>,
     nodes: usize,
     faults: FaultConfig,
+    authorization: cinder_sim::auth::AuthorizationMode,
 ) -> Result<(), cinder_sim::SimError> {
     let mut config = ClusterConfig {
         port,
         kubeconfig_path: kubeconfig,
+        authorization,
         ..ClusterConfig::default()
     };
     config.controllers.nodes.count = nodes;
@@ -108,6 +116,11 @@ async fn serve(
         "embedded cluster (simulator) listening on {}",
         cluster.url()
     );
+    if authorization == cinder_sim::auth::AuthorizationMode::Rbac {
+        println!(
+            "RBAC enforced: the kubeconfig's user may do anything; `kubectl create token <sa>` gives a ServiceAccount's token"
+        );
+    }
     println!("press Ctrl-C to stop");
     crate::cli::wait_for_signal().await;
     cluster.shutdown().await;
@@ -149,6 +162,14 @@ mod tests {
         assert_eq!((f.errors[0].code, f.errors[0].probability), (500, 0.1));
         assert_eq!((f.watch_drop_probability, f.seed), (0.02, Some(7)));
         assert!(fault_config(&sim_args(&[])).unwrap().errors.is_empty());
+        assert_eq!(
+            sim_args(&["--authorization", "rbac"]).authorization,
+            cinder_sim::auth::AuthorizationMode::Rbac
+        );
+        assert_eq!(
+            sim_args(&[]).authorization,
+            cinder_sim::auth::AuthorizationMode::AlwaysAllow
+        );
     }
 
     #[test]
@@ -165,6 +186,8 @@ mod tests {
         let cli = Cli::try_parse_from(["cinder-operator", "sim", "--fault-latency", "soon"]);
         assert!(cli.is_err());
         let cli = Cli::try_parse_from(["cinder-operator", "sim", "--fault-error-code", "200"]);
+        assert!(cli.is_err());
+        let cli = Cli::try_parse_from(["cinder-operator", "sim", "--authorization", "abac"]);
         assert!(cli.is_err());
     }
 }

@@ -54,6 +54,12 @@ pub enum BootstrapError {
         what: String,
         source: Box<kube::Error>,
     },
+    #[error("cannot get a token for the ServiceAccount {namespace}/{name}: {message}")]
+    Token {
+        namespace: String,
+        name: String,
+        message: String,
+    },
     #[error("cannot apply {what}: the cluster does not serve {api_version} {kind} ({source})")]
     Discovery {
         what: String,
@@ -277,6 +283,57 @@ pub async fn apply(client: &Client, manifests: &[Manifest]) -> Result<(), Bootst
             })?;
     }
     Ok(())
+}
+
+/// With `--as-service-account`: applies the RBAC manifests of `rbac_dir` (creating the
+/// ServiceAccount's namespace first), asks the TokenRequest API for a token of `namespace/name`
+/// and answers a client of `url` that authenticates with it.
+pub async fn service_account_client(
+    admin: &Client,
+    url: &str,
+    rbac_dir: &Path,
+    namespace: &str,
+    name: &str,
+) -> Result<Client, BootstrapError> {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    let token_error = |message: String| BootstrapError::Token {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        message,
+    };
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}
+    }))
+    .map_err(|e| token_error(e.to_string()))?;
+    Api::<Namespace>::all(admin.clone())
+        .patch(
+            namespace,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&ns),
+        )
+        .await
+        .map_err(|source| BootstrapError::Apply {
+            what: format!("Namespace {namespace}"),
+            source: Box::new(source),
+        })?;
+    apply(admin, &read_samples(rbac_dir)?).await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let answer = accounts
+        .create_token_request(name, &Default::default(), &TokenRequest::default())
+        .await
+        .map_err(|e| token_error(e.to_string()))?;
+    let token = answer
+        .status
+        .and_then(|s| s.token)
+        .ok_or_else(|| token_error("the answer holds no token".to_string()))?;
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&cinder_sim::kubeconfig::kubeconfig_yaml(url, &token))
+            .map_err(|e| token_error(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| token_error(e.to_string()))?;
+    Client::try_from(config).map_err(|e| token_error(e.to_string()))
 }
 
 /// One condition as the progress shows it.

@@ -1,13 +1,14 @@
-//! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1, the garbage collector, writes a
+//! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1 (and an HTTPS one when RBAC is enforced), the garbage collector, writes a
 //! kubeconfig, installs the third-party CRD fixtures and spawns the simulated controllers; offers
 //! a client, in-process reads of the store, the request record and fault injection at runtime;
 //! shuts everything down in order.
 
 use crate::api::{self, AppState};
+use crate::auth::{Auth, AuthorizationMode};
 use crate::controllers::{self, ControllersConfig, ControllersHandle};
 use crate::error::SimError;
 use crate::faults::{FaultConfig, FaultHandle};
-use crate::kubeconfig::kubeconfig_yaml;
+use crate::kubeconfig::kubeconfig_yaml_with_ca;
 use crate::objects::{Engine, gc};
 use crate::registry::Registry;
 use crate::requests::{RequestLog, RequestRecord};
@@ -34,6 +35,8 @@ pub struct ClusterConfig {
     pub record_writes: bool,
     /// HTTP worker threads.
     pub workers: usize,
+    /// How requests are authorized (every request is authenticated either way).
+    pub authorization: AuthorizationMode,
 }
 
 impl Default for ClusterConfig {
@@ -47,6 +50,7 @@ impl Default for ClusterConfig {
             request_log_capacity: 200_000,
             record_writes: false,
             workers: 2,
+            authorization: AuthorizationMode::default(),
         }
     }
 }
@@ -61,6 +65,7 @@ pub struct EmbeddedCluster {
     faults: FaultHandle,
     log: RequestLog,
     writes: WriteLog,
+    auth: Auth,
     client: kube::Client,
     controllers: Option<ControllersHandle>,
     server: actix_web::dev::ServerHandle,
@@ -142,7 +147,9 @@ impl EmbeddedCluster {
         let log = RequestLog::new(config.request_log_capacity);
         let writes = WriteLog::new(config.record_writes, config.request_log_capacity);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let auth = Auth::new(config.authorization);
         let state = AppState {
+            auth: auth.clone(),
             engine: engine.clone(),
             faults: faults.clone(),
             log: log.clone(),
@@ -150,7 +157,18 @@ impl EmbeddedCluster {
             stop: stop_rx.clone(),
             address: format!("127.0.0.1:{port}"),
         };
-        let server = HttpServer::new(move || {
+        // With RBAC enforced the API is also served over HTTPS (the kubeconfig points there):
+        // kubectl sends its token only over TLS.
+        let secure = match config.authorization {
+            AuthorizationMode::Rbac => {
+                let cert = crate::auth::tls::self_signed().map_err(SimError::Client)?;
+                let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .map_err(|source| SimError::Bind { port: 0, source })?;
+                Some((cert, listener))
+            }
+            AuthorizationMode::AlwaysAllow => None,
+        };
+        let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::new(state.clone()))
                 .default_service(web::to(api::dispatch))
@@ -159,13 +177,31 @@ impl EmbeddedCluster {
         .disable_signals()
         .shutdown_timeout(2)
         .listen(listener)
-        .map_err(|source| SimError::Bind { port, source })?
-        .run();
+        .map_err(|source| SimError::Bind { port, source })?;
+        let mut kubeconfig_target = (url.clone(), None);
+        if let Some((cert, listener)) = secure {
+            let secure_port = listener
+                .local_addr()
+                .map_err(|source| SimError::Bind { port: 0, source })?
+                .port();
+            server = server
+                .listen_rustls_0_23(listener, cert.config)
+                .map_err(|source| SimError::Bind {
+                    port: secure_port,
+                    source,
+                })?;
+            kubeconfig_target = (format!("https://127.0.0.1:{secure_port}"), Some(cert.pem));
+        }
+        let server = server.run();
         let handle = server.handle();
         let server_task = tokio::spawn(server);
         let gc_task = tokio::spawn(gc::run(engine.clone(), stop_rx));
 
-        let kubeconfig = kubeconfig_yaml(&url);
+        let kubeconfig = kubeconfig_yaml_with_ca(
+            &kubeconfig_target.0,
+            auth.tokens.admin_token(),
+            kubeconfig_target.1.as_deref(),
+        );
         let (kubeconfig_path, tempdir) = match &config.kubeconfig_path {
             Some(p) => (p.clone(), None),
             None => {
@@ -199,6 +235,7 @@ impl EmbeddedCluster {
             faults,
             log,
             writes,
+            auth,
             client: client.clone(),
             controllers: None,
             server: handle,
@@ -216,7 +253,8 @@ impl EmbeddedCluster {
         Ok(cluster)
     }
 
-    /// "http://127.0.0.1:PORT"
+    /// "http://127.0.0.1:PORT" (with RBAC enforced, the kubeconfig names the HTTPS listener
+    /// instead; both serve the same API).
     pub fn url(&self) -> String {
         self.url.clone()
     }
@@ -233,6 +271,11 @@ impl EmbeddedCluster {
     /// A client for this cluster (default namespace "default").
     pub async fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// How this cluster authorizes requests.
+    pub fn authorization(&self) -> AuthorizationMode {
+        self.auth.mode
     }
 
     /// Fault injection of the running cluster.

@@ -270,6 +270,16 @@ impl ApiError {
         .about(group, resource, name)
     }
 
+    /// A 403 Forbidden answer with the whole message given (an authorizer's refusal).
+    pub fn forbidden_with(group: &str, resource: &str, name: &str, message: String) -> ApiError {
+        Self::plain(403, "Forbidden", message).about(group, resource, name)
+    }
+
+    /// A 401 answer to a request whose credential is not valid.
+    pub fn unauthorized() -> ApiError {
+        Self::plain(401, "Unauthorized", "Unauthorized")
+    }
+
     /// The causes of an Invalid or Conflict answer.
     pub fn causes(&self) -> &[Cause] {
         &self.details.causes

@@ -6,6 +6,7 @@
 //! fault injection. It is a simulator, documented in docs/embedded-cluster.md.
 
 pub mod api;
+pub mod auth;
 pub mod cluster;
 pub mod controllers;
 pub mod error;

@@ -17,6 +17,8 @@ pub struct RequestRecord {
     pub namespace: String,
     pub name: String,
     pub user_agent: String,
+    /// The authenticated user (`system:anonymous` without a credential; empty when refused 401).
+    pub user: String,
     pub status: u16,
     pub time: chrono::DateTime<chrono::Utc>,
 }

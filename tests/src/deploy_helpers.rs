@@ -11,7 +11,9 @@ use cinder_lease::DeviceLockMetrics;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::controller::run_operator;
 use cinder_operator::embedded::{Manifest, parse_stream};
-use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint};
+use cinder_operator::http::access::AccessReviewer;
+use cinder_operator::http::tls::ServingCert;
+use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint, Security};
 use cinder_operator::metrics::Metrics;
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::requests::RequestRecord;
@@ -267,7 +269,76 @@ pub async fn client_with_user_agent(
     cluster: &EmbeddedCluster,
     user_agent: &str,
 ) -> anyhow::Result<Client> {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&cluster.kubeconfig_yaml())?;
+    client_with_token(cluster, user_agent, None).await
+}
+
+/// The namespace and ServiceAccount deploy/ runs the operator as.
+pub const DEPLOY_NAMESPACE: &str = "cinder-system";
+pub const DEPLOY_ACCOUNT: &str = "cinder-operator";
+
+/// The kinds of deploy/ that grant the operator its permissions.
+pub const RBAC_KINDS: &[&str] = &[
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
+/// A change to the RBAC manifests before they are applied.
+pub type RbacEdit = Box<dyn Fn(&mut Vec<Manifest>) + Send + Sync>;
+
+/// How [`DeployedOperator::start_with`] runs the operator.
+#[derive(Default)]
+pub struct DeploySetup {
+    /// Enforce RBAC on the cluster, apply the RBAC of deploy/ and run the operator with a token
+    /// of deploy/'s ServiceAccount (its Leases in deploy/'s namespace).
+    pub under_rbac: bool,
+    /// Changes the RBAC manifests before they are applied (e.g. removes a rule).
+    pub edit_rbac: Option<RbacEdit>,
+    /// Serve `/metrics` over HTTPS to callers the reviews admit (a generated certificate).
+    pub metrics_secure: bool,
+}
+
+/// Applies `manifests` (server-side, as the administrator) and answers a token of the
+/// ServiceAccount `namespace/name` from the TokenRequest API.
+pub async fn apply_service_account(
+    admin: &Client,
+    manifests: &[Manifest],
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let mut ordered = manifests.to_vec();
+    ordered.sort_by_key(|m| m.gvk.kind != "Namespace");
+    cinder_operator::embedded::apply(admin, &ordered).await?;
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(admin.clone(), namespace);
+    if accounts.get_opt(name).await?.is_none() {
+        let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+        accounts.create(&Default::default(), &sa).await?;
+    }
+    let answer = accounts
+        .create_token_request(name, &Default::default(), &Default::default())
+        .await?;
+    answer
+        .status
+        .and_then(|s| s.token)
+        .context("the TokenRequest answer holds no token")
+}
+
+/// A client for `cluster` sending `user_agent` and authenticating with `token` (None: the
+/// administrator of the cluster's kubeconfig).
+pub async fn client_with_token(
+    cluster: &EmbeddedCluster,
+    user_agent: &str,
+    token: Option<&str>,
+) -> anyhow::Result<Client> {
+    let yaml = match token {
+        Some(token) => cinder_sim::kubeconfig::kubeconfig_yaml(&cluster.url(), token),
+        None => cluster.kubeconfig_yaml(),
+    };
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml)?;
     let mut config = kube::Config::from_custom_kubeconfig(
         kubeconfig,
         &kube::config::KubeConfigOptions::default(),
@@ -278,6 +349,23 @@ pub async fn client_with_user_agent(
         http::HeaderValue::from_str(user_agent)?,
     ));
     Ok(Client::try_from(config)?)
+}
+
+/// `curl -sk` of `https://addr/path` with an optional bearer token: the status and body.
+pub async fn https_get(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    let mut cmd = tokio::process::Command::new("curl");
+    cmd.args(["-sk", "--max-time", "30", "-w", "\n%{http_code}"]);
+    if let Some(token) = token {
+        cmd.arg("-H").arg(format!("Authorization: Bearer {token}"));
+    }
+    let out = cmd.arg(format!("https://{addr}{path}")).output().await?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    Ok((code.trim().parse().unwrap_or(0), body.to_string()))
 }
 
 /// An embedded cluster (the e2e defaults) with the CRDs and [`NS`], and the operator running
@@ -294,30 +382,72 @@ pub struct DeployedOperator {
 }
 
 impl DeployedOperator {
-    /// Starts everything and waits until the operator is ready.
+    /// Starts everything (allow-all cluster, plain endpoints) and waits until the operator is
+    /// ready.
     pub async fn start() -> anyhow::Result<DeployedOperator> {
-        let cluster = EmbeddedCluster::start(HarnessConfig::default().cluster).await?;
+        Self::start_with(DeploySetup::default()).await
+    }
+
+    /// Starts everything as `setup` asks and waits until the operator is ready.
+    pub async fn start_with(setup: DeploySetup) -> anyhow::Result<DeployedOperator> {
+        let mut config = HarnessConfig::default().cluster;
+        if setup.under_rbac {
+            config.authorization = cinder_sim::auth::AuthorizationMode::Rbac;
+        }
+        let cluster = EmbeddedCluster::start(config).await?;
         let client = cluster.client().await;
         install_crds(&client).await?;
         create_namespace(&client, NS).await?;
 
-        let op_client = client_with_user_agent(&cluster, OPERATOR_USER_AGENT).await?;
+        let (op_client, lease_namespace) = if setup.under_rbac {
+            let mut rbac: Vec<Manifest> = deploy_manifests()?
+                .into_iter()
+                .filter(|m| RBAC_KINDS.contains(&m.gvk.kind.as_str()))
+                .collect();
+            if let Some(edit) = &setup.edit_rbac {
+                edit(&mut rbac);
+            }
+            let token =
+                apply_service_account(&client, &rbac, DEPLOY_NAMESPACE, DEPLOY_ACCOUNT).await?;
+            (
+                client_with_token(&cluster, OPERATOR_USER_AGENT, Some(&token)).await?,
+                DEPLOY_NAMESPACE,
+            )
+        } else {
+            (
+                client_with_user_agent(&cluster, OPERATOR_USER_AGENT).await?,
+                NS,
+            )
+        };
         let (mut registry, metrics) = Metrics::new_registry();
         let device_lock_metrics = DeviceLockMetrics::default();
         device_lock_metrics.register(&mut registry);
         let options = OperatorOptions {
-            lease_namespace: NS.to_string(),
+            lease_namespace: lease_namespace.to_string(),
             device_lock_metrics,
             ..Default::default()
         };
-        let ctx = OperatorContext::new(op_client, options, Arc::new(metrics)).await?;
+        let ctx = OperatorContext::new(op_client.clone(), options, Arc::new(metrics)).await?;
         let binds = Binds {
             metrics: "127.0.0.1:0".to_string(),
             probes: "127.0.0.1:0".to_string(),
             admin: "127.0.0.1:0".to_string(),
         };
-        let endpoints = Endpoints::start(
+        let security = Security {
+            metrics: if setup.metrics_secure {
+                let cert = ServingCert::load(None, &["localhost".to_string()])?;
+                Some((
+                    cert,
+                    AccessReviewer::new(op_client.clone(), "/metrics", "get"),
+                ))
+            } else {
+                None
+            },
+            admin: None,
+        };
+        let endpoints = Endpoints::start_secured(
             &binds,
+            &security,
             MetricsEndpoint::new(registry, ctx.metrics.clone(), Some(ctx.coordinator.clone())),
             cinder_operator::cmd_run::readiness(&ctx),
             cinder_operator::cmd_run::admin_sources(&ctx),

@@ -12,6 +12,14 @@ use futures::future::LocalBoxFuture;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// The largest answer the admin endpoint sends (JSON views and HTML pages); a larger one is
+/// refused with a message pointing at the narrower views.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most entries a list view (`/actors`, `/transactions`) carries; `count` stays the total
+/// and `truncated` says when entries were left out.
+pub const MAX_LIST_ENTRIES: usize = 1000;
+
 /// Produces the `/pipelines` view (each Cinder's current step and last outcome).
 pub type PipelinesSource = Arc<dyn Fn() -> LocalBoxFuture<'static, Value> + Send + Sync>;
 
@@ -64,8 +72,14 @@ impl AdminSources {
     /// `/actors`: every live resource actor, sorted by kind and id.
     pub async fn actors(&self) -> Result<Value, AdminError> {
         let snapshot = self.snapshot().await?;
-        let actors: Vec<Value> = snapshot.resources.iter().map(actor_view).collect();
-        Ok(json!({ "count": actors.len(), "actors": actors }))
+        let actors: Vec<Value> = snapshot
+            .resources
+            .iter()
+            .take(MAX_LIST_ENTRIES)
+            .map(actor_view)
+            .collect();
+        let count = snapshot.resources.len();
+        Ok(json!({ "count": count, "truncated": count > actors.len(), "actors": actors }))
     }
 
     /// `/actors/{kind}/{id}`: one actor, `None` when there is no such actor.
@@ -81,9 +95,11 @@ impl AdminSources {
     /// `/transactions`: in-flight lock phases (held locks, what each waits on, age).
     pub async fn transactions(&self) -> Result<Value, AdminError> {
         let snapshot = self.snapshot().await?;
-        let transactions = serde_json::to_value(&snapshot.transactions).unwrap_or(Value::Null);
+        let count = snapshot.transactions.len();
+        let shown = &snapshot.transactions[..count.min(MAX_LIST_ENTRIES)];
+        let transactions = serde_json::to_value(shown).unwrap_or(Value::Null);
         Ok(redacted(
-            json!({ "count": snapshot.transactions.len(), "transactions": transactions }),
+            json!({ "count": count, "truncated": count > shown.len(), "transactions": transactions }),
         ))
     }
 
@@ -99,9 +115,23 @@ impl AdminSources {
 }
 
 fn json_response(value: &Value) -> HttpResponse {
+    let body = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_string());
+    if body.len() > MAX_RESPONSE_BYTES {
+        return too_large(body.len());
+    }
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_string()))
+        .body(body)
+}
+
+/// The answer instead of a view above [`MAX_RESPONSE_BYTES`].
+pub fn too_large(bytes: usize) -> HttpResponse {
+    error_response(
+        actix_web::http::StatusCode::INSUFFICIENT_STORAGE,
+        &format!(
+            "the view is {bytes} bytes, above the admin endpoint's limit of {MAX_RESPONSE_BYTES}; ask for one actor at /actors/{{kind}}/{{id}} or one Cinder at /ui/cinders/{{namespace}}/{{name}}"
+        ),
+    )
 }
 
 fn error_response(status: actix_web::http::StatusCode, message: &str) -> HttpResponse {

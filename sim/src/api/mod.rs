@@ -45,6 +45,8 @@ pub struct AppState {
     /// Flips to true when the server shuts down (ends watches).
     pub stop: tokio::sync::watch::Receiver<bool>,
     pub address: String,
+    /// Authentication and authorization of every request.
+    pub auth: crate::auth::Auth,
 }
 
 fn json_response(code: u16, body: &Value) -> HttpResponse {
@@ -119,27 +121,47 @@ pub async fn dispatch(
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    let attributes =
+        crate::auth::attributes(&route, &described.verb, req.path(), req.method().as_str());
+    let authorization = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    let admitted = app
+        .auth
+        .admit(&app.engine.store, authorization, attributes.as_ref());
+    let user = match &admitted {
+        Ok(u) => u.name.clone(),
+        Err((name, _)) => name.clone(),
+    };
     let leases_before = (app.writes.enabled() && is_mutating(&described.verb))
         .then(|| LeaseSnapshot::read(&app.engine.store));
-    let response = if let Some(after) = app.faults.rate_limited(&user_agent) {
-        let mut r = error_response(&ApiError::too_many_requests(
-            "the request rate limit is exceeded; retry after the Retry-After delay",
-        ));
-        if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&after.to_string()) {
-            r.headers_mut()
-                .insert(actix_web::http::header::RETRY_AFTER, v);
+    let response = match (admitted, app.faults.rate_limited(&user_agent)) {
+        (Err((_, e)), _) => error_response(&e),
+        (Ok(_), Some(after)) => {
+            let mut r = error_response(&ApiError::too_many_requests(
+                "the request rate limit is exceeded; retry after the Retry-After delay",
+            ));
+            if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&after.to_string()) {
+                r.headers_mut()
+                    .insert(actix_web::http::header::RETRY_AFTER, v);
+            }
+            r
         }
-        r
-    } else {
-        match app
-            .faults
-            .error_for(&described.verb, &described.path.resource, &user_agent)
-        {
-            Some(code) => error_response(&ApiError::injected(code)),
-            None => match &body {
-                Ok(body) => serve(&req, body, &app, route, &query, &user_agent).await,
-                Err(e) => error_response(e),
-            },
+        (Ok(requester), None) => {
+            match app
+                .faults
+                .error_for(&described.verb, &described.path.resource, &user_agent)
+            {
+                Some(code) => error_response(&ApiError::injected(code)),
+                None => match &body {
+                    Ok(body) => match review(&req, body, &app, &route, &requester) {
+                        Some(answer) => answer,
+                        None => serve(&req, body, &app, route, &query, &user_agent).await,
+                    },
+                    Err(e) => error_response(e),
+                },
+            }
         }
     };
     let status = response.status().as_u16();
@@ -176,10 +198,36 @@ pub async fn dispatch(
         namespace: described.path.namespace.unwrap_or_default(),
         name: described.path.name.unwrap_or_default(),
         user_agent,
+        user,
         status,
         time: chrono::Utc::now(),
     });
     response
+}
+
+/// The answer of a token or review request (None for any other request).
+fn review(
+    req: &HttpRequest,
+    body: &[u8],
+    app: &AppState,
+    route: &Route,
+    requester: &crate::auth::user::UserInfo,
+) -> Option<HttpResponse> {
+    let Route::Resource(p) = route else {
+        return None;
+    };
+    let answer = crate::auth::reviews::answer(
+        &app.auth,
+        &app.engine.store,
+        requester,
+        p,
+        req.method(),
+        body,
+    )?;
+    Some(match answer {
+        Ok((code, object)) => json_response(code, &object),
+        Err(e) => error_response(&e),
+    })
 }
 
 /// The `metadata.name` of a create's JSON body (empty when absent or not JSON).

@@ -29,7 +29,11 @@ impl Registry {
     pub fn with_builtins() -> Registry {
         Registry {
             inner: Arc::new(RwLock::new(
-                builtins::all().into_iter().map(Arc::new).collect(),
+                builtins::all()
+                    .into_iter()
+                    .chain(crate::auth::review_resources())
+                    .map(Arc::new)
+                    .collect(),
             )),
         }
     }

@@ -3,6 +3,7 @@
 //! test; skipped with a printed reason when it cannot be installed).
 
 mod kubectl;
+mod kubectl_auth;
 mod kubectl_typed;
 mod kubectl_workloads;
 mod python_client;

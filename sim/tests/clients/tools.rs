@@ -77,13 +77,28 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
 /// A cluster with its controllers off and a kubectl ≥ 1.27 for it (with a temporary directory
 /// for files and kubectl's cache); None, after printing why, when no such kubectl is on PATH.
 pub async fn cluster_and_kubectl() -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
-    cluster_with_controllers_and_kubectl(ControllersConfig::all_off()).await
+    cluster_and_kubectl_with(ClusterConfig {
+        controllers: ControllersConfig::all_off(),
+        ..ClusterConfig::default()
+    })
+    .await
 }
 
 /// A cluster with the simulated controllers `controllers` and a kubectl ≥ 1.27 for it, as
 /// [`cluster_and_kubectl`].
 pub async fn cluster_with_controllers_and_kubectl(
     controllers: ControllersConfig,
+) -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
+    cluster_and_kubectl_with(ClusterConfig {
+        controllers,
+        ..ClusterConfig::default()
+    })
+    .await
+}
+
+/// Like [`cluster_and_kubectl`], for a cluster started with `config`.
+pub async fn cluster_and_kubectl_with(
+    config: ClusterConfig,
 ) -> Option<(EmbeddedCluster, Kubectl, tempfile::TempDir)> {
     let Some(bin) = kubectl_path() else {
         println!("skipped: no kubectl on PATH (CI installs one)");
@@ -96,12 +111,7 @@ pub async fn cluster_with_controllers_and_kubectl(
             return None;
         }
     }
-    let c = EmbeddedCluster::start(ClusterConfig {
-        controllers,
-        ..ClusterConfig::default()
-    })
-    .await
-    .unwrap();
+    let c = EmbeddedCluster::start(config).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let k = Kubectl {
         bin,

@@ -14,5 +14,6 @@ mod limits;
 mod malformed;
 mod nodes_and_pods;
 mod randomized;
+mod rbac;
 mod workload_pods;
 mod write_record;

@@ -4,5 +4,6 @@
 mod dashboard;
 mod manifests;
 mod operations_doc;
+mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;

@@ -162,9 +162,14 @@ fn the_deployment_is_hardened_and_wired() {
         .iter()
         .find(|p| p.name.as_deref() == Some("metrics"))
         .unwrap();
-    assert_eq!(metrics.container_port, 8080);
+    assert_eq!(metrics.container_port, 8443);
     let args = c.args.clone().unwrap();
     assert_eq!(args[0], "run");
+    assert!(args.iter().any(|a| a == "--metrics-secure"), "{args:?}");
+    assert!(
+        args.iter().any(|a| a == "--metrics-bind=0.0.0.0:8443"),
+        "{args:?}"
+    );
     assert!(args.iter().any(|a| a == "--leader-elect"), "{args:?}");
     // The arguments parse with the binary's own command line.
     let argv = std::iter::once("cinder-operator".to_string()).chain(args.iter().cloned());
@@ -192,6 +197,12 @@ fn the_deployment_is_hardened_and_wired() {
     let monitoring = kustomize(&deploy_dir().join("monitoring")).unwrap();
     let monitor = &of_kind(&monitoring, "ServiceMonitor")[0].object.data;
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(monitor["spec"]["endpoints"][0]["scheme"], "https");
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert!(monitor["spec"]["endpoints"][0]["tlsConfig"].is_object());
     let selected = monitor["spec"]["selector"]["matchLabels"]
         .as_object()
         .unwrap();

@@ -1,7 +1,8 @@
 //! `kubectl apply -k deploy/` on the embedded cluster without the prometheus-operator CRDs exits
 //! 0 and creates the operator Deployment (and the Service keeps its prometheus.io scrape
 //! annotations); after the ServiceMonitor and PrometheusRule CRDs are installed,
-//! `kubectl apply -k deploy/monitoring` exits 0 and creates both objects.
+//! `kubectl apply -k deploy/monitoring` exits 0 and creates both objects (and the binding that
+//! lets Prometheus read the HTTPS `/metrics`).
 
 use cinder_e2e::deploy_helpers::{deploy_dir, kustomize};
 use cinder_e2e::eventually;
@@ -64,11 +65,18 @@ fn deploy_holds_no_monitoring_kind_and_monitoring_holds_both() {
     );
     assert_eq!(
         annotations.get("prometheus.io/port").map(String::as_str),
-        Some("8080")
+        Some("8443")
+    );
+    assert_eq!(
+        annotations.get("prometheus.io/scheme").map(String::as_str),
+        Some("https")
     );
     let monitoring = kustomize(&deploy_dir().join("monitoring")).unwrap();
     let kinds: Vec<&str> = monitoring.iter().map(|m| m.gvk.kind.as_str()).collect();
-    assert_eq!(kinds, vec!["ServiceMonitor", "PrometheusRule"]);
+    assert_eq!(
+        kinds,
+        vec!["ServiceMonitor", "ClusterRoleBinding", "PrometheusRule"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

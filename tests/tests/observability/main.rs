@@ -6,6 +6,7 @@
 //!
 //! [`test_telemetry`]: cinder_e2e::observability_helpers::test_telemetry
 
+mod admin_guard;
 mod admin_pages;
 mod alert_rules;
 mod events;

@@ -41,6 +41,9 @@ fn page(
     } else {
         html::document(title, active, req.path(), &main)
     };
+    if body.len() > super::admin::MAX_RESPONSE_BYTES {
+        return super::admin::too_large(body.len());
+    }
     HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
         .insert_header(("Content-Security-Policy", html::CSP))

@@ -1,0 +1,222 @@
+//! The operator under the RBAC of deploy/, enforced: the embedded cluster authorizes every
+//! request with its RBAC objects, deploy/'s Namespace, ServiceAccount, ClusterRoles, Roles and
+//! bindings are applied, and the operator runs with a token of deploy/'s ServiceAccount through
+//! the happy path (a Cinder with an NFS backend to Ready), an upgrade, a detach and the
+//! Cinder's deletion; any request refused with 403 fails the test by name. Its `/metrics` is
+//! served over HTTPS to callers allowed `get` on `/metrics` only. With one verb removed from the
+//! ClusterRole, the operator names the missing verb and resource in the Cinder's conditions.
+
+use cinder_e2e::database_helpers::*;
+use cinder_e2e::deploy_helpers::*;
+use cinder_e2e::*;
+use cinder_operator::crd::{Cinder, CinderBackend};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The requests of the operator's client the simulator refused.
+fn refused(op: &DeployedOperator) -> BTreeSet<String> {
+    op.operator_requests()
+        .iter()
+        .filter(|r| r.status == 401 || r.status == 403)
+        .map(describe_request)
+        .collect()
+}
+
+/// Creates ServiceAccount `name` in [`NS`], binds it to ClusterRole `role`, and answers a token.
+async fn bound_account(op: &DeployedOperator, name: &str, role: &str) -> String {
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NS}]
+    });
+    let manifests = cinder_operator::embedded::parse_stream(
+        std::path::Path::new("binding.yaml"),
+        &serde_yaml::to_string(&binding).unwrap(),
+    )
+    .unwrap();
+    apply_service_account(&op.client, &manifests, NS, name)
+        .await
+        .unwrap()
+}
+
+async fn secure_metrics_admit_only_metrics_readers(op: &DeployedOperator) {
+    let addr = op.endpoints.metrics_addr.to_string();
+    let (code, body) = https_get(&addr, "/metrics", None).await.unwrap();
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = https_get(&addr, "/metrics", Some("not-a-token"))
+        .await
+        .unwrap();
+    assert_eq!(code, 401, "{body}");
+    let stranger = bound_account(op, "stranger", "cinder-operator-admin-viewer").await;
+    let (code, body) = https_get(&addr, "/metrics", Some(&stranger)).await.unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(&format!("system:serviceaccount:{NS}:stranger"))
+            && body.contains("cannot get path \"/metrics\""),
+        "{body}"
+    );
+    let reader = bound_account(op, "scraper", "cinder-operator-metrics-reader").await;
+    let (code, body) = https_get(&addr, "/metrics", Some(&reader)).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_runs_under_deploy_rbac_without_a_refusal() {
+    let op = DeployedOperator::start_with(DeploySetup {
+        under_rbac: true,
+        metrics_secure: true,
+        ..DeploySetup::default()
+    })
+    .await
+    .unwrap();
+    // every phase Job of the upgrade is quick
+    for suffix in ["-db-expand", "-db-migrate", "-db-contract"] {
+        job_rule(
+            &op.cluster,
+            suffix,
+            cinder_sim::controllers::PodOutcome::success(),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+    }
+    database_environment(&op.client, "enforced").await.unwrap();
+    create_cinder(
+        &op.client,
+        "enforced",
+        serde_json::json!({"openStackRelease": "2025.2", "image": {"repository": "registry.example/cinder", "tag": "2025.2"}}),
+    )
+    .await
+    .unwrap();
+    create_nfs_backend(&op.client, "nfs1", "enforced")
+        .await
+        .unwrap();
+    let happy = wait_cinder_condition(&op.client, "enforced", "Ready", "True", "AllReady").await;
+    assert!(refused(&op).is_empty(), "refused: {:?}", refused(&op));
+    happy.unwrap();
+
+    secure_metrics_admit_only_metrics_readers(&op).await;
+
+    set_release(&op.client, "enforced", "2026.1").await.unwrap();
+    wait_status(&op.client, "enforced", "installedRelease 2026.1", |s| {
+        s.installed_release.as_deref() == Some("2026.1") && s.upgrade_phase.is_none()
+    })
+    .await
+    .unwrap();
+
+    let backends: kube::Api<CinderBackend> = kube::Api::namespaced(op.client.clone(), NS);
+    backends.delete("nfs1", &Default::default()).await.unwrap();
+    eventually("the deleted backend is gone (detach)", || {
+        let backends = backends.clone();
+        async move { backends.get_opt("nfs1").await.ok()?.is_none().then_some(()) }
+    })
+    .await
+    .unwrap();
+
+    let cinders: kube::Api<Cinder> = kube::Api::namespaced(op.client.clone(), NS);
+    cinders
+        .delete("enforced", &Default::default())
+        .await
+        .unwrap();
+    let deleted = eventually("the deleted Cinder is gone", || {
+        let cinders = cinders.clone();
+        async move {
+            cinders
+                .get_opt("enforced")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    if deleted.is_err() {
+        let left = cinders.get_opt("enforced").await.ok().flatten();
+        panic!(
+            "{deleted:?}; refused: {:?}; the Cinder: {:?}",
+            refused(&op),
+            left.map(|c| (c.metadata.finalizers, c.status))
+        );
+    }
+
+    let refusals = refused(&op);
+    let made = op.operator_requests().len();
+    op.stop().await.unwrap();
+    assert!(made > 0, "no request carried the operator's user agent");
+    assert!(
+        refusals.is_empty(),
+        "{} kinds of operator requests were refused under deploy/'s RBAC:\n{}",
+        refusals.len(),
+        refusals.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Removes `verb` on core `resource` from the operator's ClusterRole.
+fn without(verb: &'static str, resource: &'static str) -> DeploySetup {
+    DeploySetup {
+        under_rbac: true,
+        edit_rbac: Some(Box::new(move |manifests| {
+            for m in manifests.iter_mut().filter(|m| {
+                m.gvk.kind == "ClusterRole"
+                    && m.object.metadata.name.as_deref() == Some(DEPLOY_ACCOUNT)
+            }) {
+                let rules = m.object.data["rules"].as_array_mut().unwrap();
+                for rule in rules.iter_mut().filter(|r| {
+                    r["apiGroups"] == serde_json::json!([""])
+                        && r["resources"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|x| x == resource)
+                }) {
+                    rule["verbs"].as_array_mut().unwrap().retain(|v| v != verb);
+                }
+            }
+        })),
+        ..DeploySetup::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_permission_is_named_in_the_conditions() {
+    let op = DeployedOperator::start_with(without("create", "configmaps"))
+        .await
+        .unwrap();
+    database_environment(&op.client, "missing").await.unwrap();
+    create_cinder(&op.client, "missing", serde_json::json!({}))
+        .await
+        .unwrap();
+    let wanted = "cannot create resource \"configmaps\" in API group \"\"";
+    let named = eventually("a condition naming the missing permission", || {
+        let client = op.client.clone();
+        async move {
+            let cinders: kube::Api<Cinder> = kube::Api::namespaced(client, NS);
+            let status = cinders.get("missing").await.ok()?.status?;
+            status
+                .conditions
+                .into_iter()
+                .find(|c| c.message.contains(wanted))
+        }
+    })
+    .await;
+    let refusals = refused(&op);
+    op.stop().await.unwrap();
+    let condition = named.unwrap();
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition.message.contains(&format!(
+            "User \"system:serviceaccount:{DEPLOY_NAMESPACE}:{DEPLOY_ACCOUNT}\""
+        )),
+        "{}",
+        condition.message
+    );
+    // the refusals are that permission only
+    assert!(
+        !refusals.is_empty()
+            && refusals
+                .iter()
+                .all(|r| r.starts_with("create core/v1 configmaps")),
+        "{refusals:?}"
+    );
+}
