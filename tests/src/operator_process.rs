@@ -119,16 +119,6 @@ impl OperatorProcess {
         Ok(Utc::now())
     }
 
-    /// Its resident memory (VmRSS of /proc/PID/status) in KiB, while it runs.
-    pub fn resident_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|kib| kib.parse().ok())
-    }
-
     /// The exit status when it already exited (a crash the test did not cause).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
