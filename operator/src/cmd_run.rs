@@ -1,6 +1,7 @@
 //! The `cinder-operator run` subcommand: connects to a cluster (kubeconfig / in-cluster, or an
-//! embedded cluster it starts, bootstraps with the CRDs and `deploy/samples/`, and follows), builds
-//! the operator context, serves the metrics / probe / admin endpoints, runs the controllers, and
+//! embedded cluster it starts, bootstraps with the CRDs and `deploy/samples/`, and follows), checks
+//! that every watched kind is served and listable ([`crate::preflight`]), builds the operator
+//! context, serves the metrics / probe / admin endpoints, runs the controllers, and
 //! on SIGTERM or Ctrl-C stops new passes, drains in-flight transactions through the coordinator's
 //! root write lock, stops the embedded cluster and exits 0. Failures exit 1 with one line on
 //! stderr.
@@ -229,6 +230,12 @@ async fn serve_on(
         }
     }
     let client = client;
+    crate::preflight::check(
+        &client,
+        &crate::preflight::watched_kinds(args.namespace.as_deref()),
+    )
+    .await
+    .map_err(anyhow::Error::msg)?;
     let (registry, ctx, leader) = build_context(args, &client).await?;
     let leader = leader.map(LeaderElector::start);
     let endpoints = start_endpoints(args, registry, &ctx, leader.as_ref())?;

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod names;
 pub mod pipeline;
 pub mod planning;
+pub mod preflight;
 pub mod requeue;
 pub mod steps;
 pub mod target_cluster;

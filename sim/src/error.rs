@@ -251,6 +251,7 @@ impl ApiError {
                 "TooManyRequests",
                 "injected fault: too many requests, please try again later",
             ),
+            403 => Self::plain(403, "Forbidden", "injected fault: forbidden"),
             410 => Self::gone("injected fault: too old resource version"),
             503 => Self::service_unavailable("injected fault: service unavailable"),
             c => Self::plain(c, "InternalError", format!("injected fault: error {c}")),

@@ -1,6 +1,7 @@
 //! cinder-e2e: end-to-end tests across the crates, run against the embedded cluster.
-//! The tests live in two binaries, `tests/tests/e2e/` (operator scenarios) and
-//! `tests/tests/deploy/` (the deployment artefacts), a module per scenario; this library holds
+//! The tests live in a few binaries, `tests/tests/e2e/` (operator scenarios),
+//! `tests/tests/deploy/` (the deployment artefacts), `tests/tests/observability/` and
+//! `tests/tests/reliability/` (crashes, fault storms, steady state), a module per scenario; this library holds
 //! their shared helpers: start an embedded cluster with the CRDs and the operator running
 //! in-process ([`Harness`]), the usual fixtures (store, credential Secrets, a Cinder,
 //! satellites), polling waits with generous timeouts, and a capture of every tracing line the
@@ -10,6 +11,8 @@ pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod group_helpers;
 pub mod observability_helpers;
+pub mod operator_process;
+pub mod request_checks;
 pub mod target_helpers;
 pub mod workload_helpers;
 pub mod write_checks;

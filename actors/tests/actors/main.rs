@@ -5,6 +5,7 @@ mod cancellation;
 mod concurrency;
 mod contexts;
 mod explain_fixtures;
+mod explain_fuzz;
 mod plan_properties;
 mod priority_and_interior;
 mod reference_examples;

@@ -157,7 +157,8 @@ pub struct NotRequired {
 
 /// Ends the step of an optional child the spec does not ask for: deletes `what` `name` if it
 /// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
-/// `unwanted`.
+/// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
+/// nothing.
 pub async fn remove_unwanted<K>(
     ctx: StepContext,
     api: &Api<K>,
@@ -168,6 +169,20 @@ pub async fn remove_unwanted<K>(
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let present = match api.get_opt(name).await {
+        Ok(found) => found.is_some(),
+        Err(e) if e.is_not_found() => false,
+        Err(e) => return ctx.error(format!("reading {what} {name}"), e),
+    };
+    if !present {
+        return ctx.proceed(not_required(
+            unwanted.condition_type,
+            unwanted.reason,
+            unwanted.field,
+            &format!("{what} {name}"),
+            false,
+        ));
+    }
     match delete_if_present(api, name, &DeleteParams::default()).await {
         Ok(deleted) => ctx.proceed(not_required(
             unwanted.condition_type,

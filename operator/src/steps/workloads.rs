@@ -403,13 +403,16 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
 }
 
 /// Deletes Deployment `name` (foreground is not needed: its pods follow); returns whether it
-/// existed.
+/// existed. It reads before it deletes, so that passes that find it absent write nothing.
 pub async fn delete_deployment(
     client: &Client,
     namespace: &str,
     name: &str,
 ) -> Result<bool, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    if api.get_opt(name).await?.is_none() {
+        return Ok(false);
+    }
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()

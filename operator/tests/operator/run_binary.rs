@@ -336,6 +336,62 @@ fn leader_election_with_an_unreadable_kubeconfig_exits_1_with_one_line() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Runs `run` (free ports) against `cluster` through its kubeconfig; (exit code, stderr).
+async fn run_against(cluster: &cinder_sim::EmbeddedCluster) -> (Option<i32>, String) {
+    let kubeconfig = cluster.kubeconfig_path().to_string_lossy().into_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut args = vec!["run"];
+        args.extend(FREE_PORTS);
+        let (code, _, stderr) = run_to_end(&args, &[("KUBECONFIG", kubeconfig.as_str())]);
+        (code, stderr)
+    })
+    .await
+    .expect("the binary ran")
+}
+
+async fn cluster_with_kubeconfig(what: &str) -> cinder_sim::EmbeddedCluster {
+    cinder_sim::EmbeddedCluster::start(cinder_sim::ClusterConfig {
+        kubeconfig_path: Some(temp_path(what)),
+        ..Default::default()
+    })
+    .await
+    .expect("the embedded cluster starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_exits_1_naming_it_and_how_to_install_it() {
+    // The simulator serves the third-party CRDs but not the operator's own until installed.
+    let cluster = cluster_with_kubeconfig("no-crds.kubeconfig").await;
+    let (code, stderr) = run_against(&cluster).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_one_line(&stderr, "cinders.cinder.openstack.c5c3.io is not installed");
+    assert_one_line(&stderr, "kubectl apply -k deploy/crds");
+    let _ = std::fs::remove_file(cluster.kubeconfig_path());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_rbac_for_a_watched_kind_exits_1_naming_verb_and_resource() {
+    let cluster = cluster_with_kubeconfig("no-rbac.kubeconfig").await;
+    cinder_operator::embedded::install_crds(&cluster.client().await)
+        .await
+        .expect("the CRDs install");
+    // What a real API server answers a service account without `list` on Secrets.
+    cluster
+        .faults()
+        .add_error_rule(cinder_sim::faults::ErrorRule::always(
+            Some("list"),
+            Some("secrets"),
+            403,
+        ));
+    let (code, stderr) = run_against(&cluster).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_one_line(&stderr, "may not list secrets cluster-wide");
+    assert_one_line(&stderr, "grant the verbs list and watch on secrets");
+    let _ = std::fs::remove_file(cluster.kubeconfig_path());
+    cluster.shutdown().await;
+}
+
 /// `PUT path` with a JSON body (HTTP/1.1, Connection: close); the status code.
 async fn put_json(addr: SocketAddr, path: &str, body: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -65,9 +65,14 @@ fn typed_response(content_type: &str, body: &Value) -> HttpResponse {
 
 fn error_response(e: &ApiError) -> HttpResponse {
     let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    HttpResponse::build(status)
-        .content_type("application/json")
-        .body(e.status_bytes())
+    let mut answer = HttpResponse::build(status);
+    answer.content_type("application/json");
+    if e.code == 429 {
+        // As a real API server: the Status's details.retryAfterSeconds, and the header clients
+        // read.
+        answer.insert_header(("Retry-After", "1"));
+    }
+    answer.body(e.status_bytes())
 }
 
 fn header(req: &HttpRequest, name: &str) -> String {

@@ -6,6 +6,7 @@ mod cel_rules;
 mod common;
 mod controllers_behaviour;
 mod faults_and_proxy;
+mod fuzz_requests;
 mod http_surface;
 mod kube_client;
 mod kube_watch;

@@ -103,10 +103,19 @@ pub fn is_ready(obj: &DynamicObject) -> bool {
 
 /// Whether every key of `desired` has that value in `existing`.
 pub fn spec_matches(existing: Option<&Value>, desired: &Value) -> bool {
-    let (Some(existing), Some(desired)) = (existing, desired.as_object()) else {
-        return false;
-    };
-    desired.iter().all(|(k, v)| existing.get(k) == Some(v))
+    existing.is_some_and(|existing| desired.is_object() && contains(existing, desired))
+}
+
+/// Whether `existing` holds every field of `desired` with its value (objects compared field by
+/// field, so fields the API server or the other operator defaulted do not count as a change:
+/// the merge patch of `desired` would change nothing).
+fn contains(existing: &Value, desired: &Value) -> bool {
+    match (existing, desired) {
+        (Value::Object(have), Value::Object(want)) => want
+            .iter()
+            .all(|(k, v)| have.get(k).is_some_and(|h| contains(h, v))),
+        _ => existing == desired,
+    }
 }
 
 /// How the gate and provisioning ended.
@@ -230,6 +239,16 @@ mod tests {
 
     fn cinder() -> Cinder {
         crate::test_fixtures::cinder_named("ns", "c")
+    }
+
+    #[test]
+    fn defaulted_fields_of_the_live_spec_are_no_change() {
+        let desired = json!({"mariaDbRef": {"name": "m", "namespace": "ns"}, "host": "%"});
+        let live = json!({"mariaDbRef": {"name": "m", "namespace": "ns", "waitForIt": true}, "host": "%", "cleanupPolicy": "Delete"});
+        assert!(spec_matches(Some(&live), &desired));
+        let changed = json!({"mariaDbRef": {"name": "other", "namespace": "ns"}, "host": "%"});
+        assert!(!spec_matches(Some(&live), &changed));
+        assert!(!spec_matches(None, &desired));
     }
 
     #[test]
