@@ -170,7 +170,7 @@ async fn release_of_a_missing_lease_changes_nothing() {
     let writes = cluster
         .requests()
         .iter()
-        .filter(|r| r.resource == "leases" && r.verb != "get")
+        .filter(|r| r.resource == "leases" && r.name == lock.name() && r.verb != "get")
         .count();
     assert_eq!(writes, 0);
     cluster.shutdown().await;

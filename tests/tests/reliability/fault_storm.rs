@@ -93,7 +93,15 @@ async fn scenario(
     let backend = format!("{name}-nfs");
     delete_backend(&h.client, &backend).await?;
     wait_backend_gone(&h.client, &backend).await?;
-    ready(&h, name).await?;
+    // With its only backend detached, the Cinder runs no volume service: not Ready, by design.
+    wait_cinder_condition(
+        &h.client,
+        name,
+        "VolumeServicesReady",
+        "False",
+        "NoBackends",
+    )
+    .await?;
     let requests: Vec<_> = h
         .cluster
         .requests()
