@@ -96,7 +96,7 @@ async fn every_manifest_is_accepted_by_the_embedded_cluster() {
 }
 
 #[test]
-fn deploy_holds_every_kind_the_issue_lists() {
+fn deploy_holds_every_kind_an_installation_needs() {
     let manifests = deploy_manifests().unwrap();
     for kind in [
         "CustomResourceDefinition",

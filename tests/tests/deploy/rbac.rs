@@ -19,7 +19,7 @@ fn operator_rules() -> RbacRules {
 }
 
 #[test]
-fn the_rules_keep_the_issue_limits() {
+fn the_rules_stay_least_privilege() {
     let rules = operator_rules();
     assert_eq!(rules.cluster_verbs("", "pods"), ["get", "list"]);
     assert_eq!(

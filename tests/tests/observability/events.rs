@@ -138,7 +138,17 @@ async fn transitions_jobs_and_phases_become_events_and_steady_state_none() {
     let mut quiet = false;
     for round in 0..10u32 {
         let before = condition_states(&h.client, "ev").await;
-        let events_before = tally(&events_of(&h.client, "ev").await);
+        // Events of a transition are published after the status write that made it: let those
+        // of the transitions already in `before` land first.
+        let mut events_before = tally(&events_of(&h.client, "ev").await);
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let again = tally(&events_of(&h.client, "ev").await);
+            if again == events_before {
+                break;
+            }
+            events_before = again;
+        }
         let before_passes = passes(&h, "ev").await;
         poke(&h.client, "ev", round).await;
         eventually("two more passes", || async {

@@ -210,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_the_issue_sizes() {
+    fn defaults_are_the_benchmark_sizes() {
         let o = run(&[]);
         assert_eq!((o.volumes, o.backends, o.nodes), (1000, 10, 50));
         assert_eq!(o.overhead_txns, 100_000);
