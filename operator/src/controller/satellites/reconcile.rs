@@ -118,6 +118,14 @@ async fn write_status<S: SatelliteKind>(
     if !changed && in_actor {
         return Ok(());
     }
+    if !changed {
+        // Only the actor would be refreshed: not for a satellite that left meanwhile (its
+        // departure forgot the actor, and a pass still in flight must not bring it back).
+        let live = api.get_opt(&name).await?;
+        if live.is_none_or(|l| l.meta().deletion_timestamp.is_some()) {
+            return Ok(());
+        }
+    }
     let patch = serde_json::json!({ "status": status });
     let value = actor_value(
         S::KIND,
