@@ -12,6 +12,7 @@ pub mod controllers;
 pub mod error;
 pub mod faults;
 pub mod groups;
+pub mod json;
 pub mod kubeconfig;
 pub mod objects;
 pub mod patch;

@@ -27,7 +27,16 @@ pub async fn target_cluster(
 
 /// Registers the target cluster `name` with `kubeconfig` by the Secret `target-<name>` in [`NS`].
 pub async fn register(h: &Harness, name: &str, kubeconfig: String) -> anyhow::Result<()> {
-    let secrets: Api<Secret> = h.api();
+    register_with(&h.client, name, kubeconfig).await
+}
+
+/// [`register`] through `client` (a management cluster without a [`Harness`]).
+pub async fn register_with(
+    client: &kube::Client,
+    name: &str,
+    kubeconfig: String,
+) -> anyhow::Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(format!("target-{name}")),

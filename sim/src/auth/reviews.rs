@@ -10,6 +10,7 @@ use super::tokens::{API_AUDIENCE, DEFAULT_EXPIRATION};
 use super::user::UserInfo;
 use crate::api::route::ResourcePath;
 use crate::error::{ApiError, Cause};
+use crate::json::strings;
 use crate::store::Store;
 use serde_json::{Value, json};
 
@@ -54,17 +55,6 @@ fn review_kind(p: &ResourcePath) -> Option<&'static str> {
         .iter()
         .find(|(g, r, _, _)| *g == p.group && *r == p.resource)
         .map(|(_, _, kind, _)| *kind)
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {

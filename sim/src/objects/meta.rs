@@ -70,15 +70,7 @@ pub fn comparable(obj: &Value) -> Value {
 
 /// Finalizers of an object.
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::json::strings(obj.pointer("/metadata/finalizers"))
 }
 
 /// Sets (or, when empty, removes) the finalizers of an object.

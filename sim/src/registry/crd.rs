@@ -3,6 +3,7 @@
 
 use super::resource_info::{CrdFacts, PrinterColumn, ResourceInfo};
 use crate::error::{ApiError, Cause};
+use crate::json::strings;
 use serde_json::{Value, json};
 
 fn s(v: &Value, key: &str) -> String {
@@ -10,17 +11,6 @@ fn s(v: &Value, key: &str) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Validates a CRD object and derives the resource it defines.

@@ -8,18 +8,15 @@ use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::target_helpers::register_with;
 use cinder_e2e::{
     NS, cinder_json, create_cluster_store, create_namespace, install_crds, put_secret,
 };
 use cinder_operator::crd::{Cinder, CinderBackend};
-use cinder_operator::target_cluster::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
 use cinder_sim::controllers::config::{ControllersConfig, Switch};
 use cinder_sim::faults::RateLimit;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use std::time::{Duration, Instant};
@@ -71,29 +68,6 @@ fn cluster_config(args: &Args) -> ClusterConfig {
         },
         ..ClusterConfig::default()
     }
-}
-
-/// Registers target cluster `name` by its labelled kubeconfig Secret in [`NS`].
-async fn register_target(client: &Client, name: &str, kubeconfig: String) -> anyhow::Result<()> {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(format!("target-{name}")),
-            labels: Some([(TARGET_CLUSTER_LABEL.to_string(), name.to_string())].into()),
-            ..Default::default()
-        },
-        data: Some(
-            [(
-                TARGET_CLUSTER_KUBECONFIG_KEY.to_string(),
-                ByteString(kubeconfig.into_bytes()),
-            )]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &secret)
-        .await?;
-    Ok(())
 }
 
 fn cinder_name(i: u32) -> String {
@@ -222,7 +196,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         let target = EmbeddedCluster::start(config.clone())
             .await
             .context("cannot start a target cluster")?;
-        register_target(&client, &format!("t{t}"), target.kubeconfig_yaml()).await?;
+        register_with(&client, &format!("t{t}"), target.kubeconfig_yaml()).await?;
         targets.push(target);
     }
     create_cluster_store(&client).await?;
