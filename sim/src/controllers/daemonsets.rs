@@ -19,7 +19,7 @@ use super::events::{Note, record};
 use super::pod_template::{Owner, pod_from_template, random_suffix};
 use super::pods::pod_status::is_ready;
 use super::pods::scheduling::{UNSCHEDULABLE_TAINT, selector_accepts, untolerated_taint};
-use super::replicasets::active_pods;
+use super::replicasets::{is_active, is_terminating, owned_pods};
 use super::rollout::template_hash;
 use super::runtime::{ReconcileError, Shared, drain, patch_status, retry};
 use super::status::already_applied;
@@ -79,7 +79,15 @@ async fn reconcile(ds: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Action, Re
         .filter(|n| eligible(&template, n))
         .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
         .collect();
-    let pods = active_pods(client, &namespace, &uid).await?;
+    let owned = owned_pods(client, &namespace, &uid).await?;
+    // A node whose daemon pod is Terminating gets its new one once the old one is gone.
+    let terminating_on: Vec<String> = owned
+        .iter()
+        .filter(|p| is_terminating(p))
+        .filter_map(|p| p.pointer("/spec/nodeName").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    let pods: Vec<Value> = owned.into_iter().filter(is_active).collect();
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let node_of = |p: &Value| {
         p.pointer("/spec/nodeName")
@@ -111,7 +119,7 @@ async fn reconcile(ds: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Action, Re
     let api_version = "apps/v1";
     let mut created = 0;
     for node in &eligible_nodes {
-        if placed.iter().any(|p| node_of(p) == *node) {
+        if placed.iter().any(|p| node_of(p) == *node) || terminating_on.iter().any(|n| n == node) {
             continue;
         }
         let owner = Owner {
