@@ -132,9 +132,17 @@ pub async fn dispatch(
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    let admitted = app
-        .auth
-        .admit(&app.engine.store, authorization, attributes.as_ref());
+    let impersonation = crate::auth::impersonation::Impersonation::from_headers(
+        req.headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+    );
+    let admitted = app.auth.admit(
+        &app.engine.store,
+        authorization,
+        &impersonation,
+        attributes.as_ref(),
+    );
     let user = match &admitted {
         Ok(u) => u.name.clone(),
         Err((name, _)) => name.clone(),
