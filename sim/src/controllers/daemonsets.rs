@@ -2,8 +2,9 @@
 //! affinity and NoSchedule/NoExecute taints checked as the scheduler does; cordoned nodes still
 //! run daemons, as daemon pods tolerate `unschedulable`), bound to its node directly. Pods of
 //! an older template (`controller-revision-hash`) are replaced one at a time once the others
-//! are ready; pods on nodes that are gone or no longer eligible are deleted. Status follows the
-//! real fields (desired/current/ready/available/updated numbers, observedGeneration).
+//! are ready and none is Terminating (a node gets its new pod once the old one is gone); pods
+//! on nodes that are gone or no longer eligible are deleted. Status follows the real fields
+//! (desired/current/ready/available/updated numbers, observedGeneration).
 
 use std::sync::Arc;
 
@@ -112,7 +113,8 @@ async fn reconcile(ds: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Action, Re
         .iter()
         .filter(|p| eligible_nodes.contains(&node_of(p).as_str()))
         .collect();
-    let all_ready = placed.iter().all(|p| is_ready(p));
+    // A Terminating daemon pod counts as unavailable (maxUnavailable 1).
+    let all_ready = placed.iter().all(|p| is_ready(p)) && terminating_on.is_empty();
     if all_ready && let Some(outdated) = placed.iter().find(|p| !updated(p)) {
         delete_pod(&pods_api, outdated).await?;
     }

@@ -10,7 +10,8 @@
 //! ContainerCreating with FailedMount) until it appears. Then it shows ContainerCreating for its
 //! start delay and runs, Ready when its simulated readiness probe passes. Pods of Jobs start at
 //! once (the Job's simulated duration is the whole run; the Job controller ends them); pods of
-//! ReplicaSets take the Deployments delay; others the pods delay.
+//! ReplicaSets take the Deployments delay; others the pods delay. A Terminating pod is stopped:
+//! after its grace period (scaled by `grace_second`) the kubelet removes it.
 
 pub mod needs;
 pub mod pod_status;
@@ -275,6 +276,16 @@ async fn namespace_view(ctx: &Context, namespace: &str) -> Result<NamespaceView,
     })
 }
 
+/// The pod's container names, comma-separated (for events).
+fn container_names(pod: &Value) -> String {
+    let names: Vec<&str> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    names.join(", ")
+}
+
 /// The controller kind that owns the pod (Job, ReplicaSet, ...), if any.
 fn owner_kind(pod: &Value) -> Option<&str> {
     pod.pointer("/metadata/ownerReferences")
@@ -380,12 +391,7 @@ async fn start(
     let ip = pod_status::pod_ip(uid);
     patch_status(api, pod, pod_status::running(pod, ready, &at, &host, &ip)).await?;
     ctx.forget(uid);
-    let names: Vec<&str> = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default();
-    let message = format!("Started container {}", names.join(", "));
+    let message = format!("Started container {}", container_names(pod));
     record(client, pod, note("Normal", "Started", &message, "kubelet")).await?;
     Ok(Action::await_change())
 }
@@ -410,12 +416,7 @@ async fn terminate(
         let second = ctx.shared.read(|c| c.grace_second);
         let period = second.saturating_mul(u32::try_from(grace).unwrap_or(u32::MAX));
         if ctx.first_report(&key, "Killing") {
-            let names: Vec<&str> = pod
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
-                .unwrap_or_default();
-            let message = format!("Stopping container {}", names.join(", "));
+            let message = format!("Stopping container {}", container_names(pod));
             record(
                 &ctx.shared.client,
                 pod,
