@@ -25,11 +25,13 @@ spec:
 "#;
 
 fn controllers() -> ControllersConfig {
-    let mut config = ControllersConfig::default();
-    config.pods = Switch::on(Duration::from_millis(50));
+    let mut config = ControllersConfig {
+        pods: Switch::on(Duration::from_millis(50)),
+        // a pod's default 30 s of grace last 3 s
+        grace_second: Duration::from_millis(100),
+        ..ControllersConfig::default()
+    };
     config.jobs.switch = Switch::on(Duration::from_millis(100));
-    // a pod's default 30 s of grace last 3 s
-    config.grace_second = Duration::from_millis(100);
     config
 }
 

@@ -19,10 +19,12 @@ use crate::common::eventually;
 use crate::nodes_and_pods::{events_about, pod, ready, value};
 
 async fn cluster(grace_second: Duration) -> EmbeddedCluster {
-    let mut controllers = ControllersConfig::default();
-    controllers.pods = Switch::on(Duration::from_millis(50));
+    let mut controllers = ControllersConfig {
+        pods: Switch::on(Duration::from_millis(50)),
+        grace_second,
+        ..ControllersConfig::default()
+    };
     controllers.jobs.switch = Switch::on(Duration::from_millis(300));
-    controllers.grace_second = grace_second;
     EmbeddedCluster::start(ClusterConfig {
         controllers,
         ..ClusterConfig::default()
