@@ -132,9 +132,17 @@ pub async fn dispatch(
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    let admitted = app
-        .auth
-        .admit(&app.engine.store, authorization, attributes.as_ref());
+    let impersonation = crate::auth::impersonation::Impersonation::from_headers(
+        req.headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+    );
+    let admitted = app.auth.admit(
+        &app.engine.store,
+        authorization,
+        &impersonation,
+        attributes.as_ref(),
+    );
     let user = match &admitted {
         Ok(u) => u.name.clone(),
         Err((name, _)) => name.clone(),
@@ -407,6 +415,12 @@ fn delete_options(
     let mut opts = DeleteOptions {
         propagation: q.get("propagationPolicy").cloned(),
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
+        grace_period: match q.get("gracePeriodSeconds") {
+            Some(text) => Some(text.parse::<i64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid gracePeriodSeconds {text:?}"))
+            })?),
+            None => None,
+        },
         ..DeleteOptions::default()
     };
     if let Some(orphan) = q.get("orphanDependents")
@@ -421,6 +435,9 @@ fn delete_options(
         }
         if b.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
             opts.propagation = Some("Orphan".into());
+        }
+        if let Some(grace) = b.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            opts.grace_period = Some(grace);
         }
         opts.precondition_uid = b
             .pointer("/preconditions/uid")
@@ -617,7 +634,11 @@ async fn serve_resource(
             let opts = delete_options(req, body, q)?;
             let deleted = engine.delete(&target, &opts)?;
             Ok(json_response(
-                if deleted.gone { 200 } else { 202 },
+                if deleted.gone || deleted.graceful {
+                    200
+                } else {
+                    202
+                },
                 &deleted.object,
             ))
         }

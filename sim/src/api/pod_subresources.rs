@@ -56,6 +56,9 @@ pub fn answer(
                     .pointer("/deleteOptions/dryRun")
                     .and_then(Value::as_array)
                     .is_some_and(|d| d.iter().any(|x| x == "All")),
+                grace_period: eviction
+                    .pointer("/deleteOptions/gracePeriodSeconds")
+                    .and_then(Value::as_i64),
                 ..DeleteOptions::default()
             };
             app.engine.delete(&pod_target, &options)?;

@@ -5,7 +5,9 @@
 //! project ships) into the object's JSON form, which the rest of the server handles as any JSON
 //! body. The JSON form follows the Kubernetes conventions, not the generic protobuf mapping:
 //! `Time` / `MicroTime` are RFC 3339 strings, `IntOrString` an integer or a string, `Quantity` a
-//! string, `RawExtension` / `FieldsV1` embedded JSON, 64-bit integers numbers, bytes base64.
+//! string, `RawExtension` / `FieldsV1` embedded JSON, 64-bit integers numbers, bytes base64;
+//! an empty string field or a zero time (which client-go sends for every unset plain field) is
+//! left out, so the server's defaults apply to it.
 //! Custom resources have no protobuf form (415, as on a real server).
 
 use crate::error::ApiError;
@@ -125,6 +127,10 @@ fn field_bytes(m: &DynamicMessage, name: &str) -> Vec<u8> {
 fn timestamp(m: &DynamicMessage, micro: bool) -> Value {
     let secs = field_i64(m, "seconds");
     let nanos = u32::try_from(field_i64(m, "nanos")).unwrap_or(0);
+    if secs == 0 && nanos == 0 {
+        // Go's zero time, which client-go sends as an empty message: unset
+        return Value::Null;
+    }
     match chrono::DateTime::from_timestamp(secs, nanos) {
         Some(t) if micro => json!(t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()),
         Some(t) => json!(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()),
@@ -171,7 +177,13 @@ fn message_json(m: &DynamicMessage) -> Result<Value, ApiError> {
     }
     let mut out = Map::new();
     for (field, value) in m.fields() {
-        out.insert(field.name().to_string(), value_json(value)?);
+        // client-go writes every plain string field, set or not: an empty one is unset (so
+        // server defaults apply, as on a real server), and so is a zero time
+        let json = value_json(value)?;
+        if json.is_null() || json.as_str() == Some("") {
+            continue;
+        }
+        out.insert(field.name().to_string(), json);
     }
     Ok(Value::Object(out))
 }
@@ -281,6 +293,27 @@ mod tests {
                    "metadata": {"name": "cm", "creationTimestamp": "2023-11-14T22:13:20Z"},
                    "data": {"k": "v"}})
         );
+    }
+
+    #[test]
+    fn unset_plain_fields_are_left_out() {
+        let mut meta = message("apimachinery.pkg.apis.meta.v1.ObjectMeta");
+        meta.set_field_by_name("name", PValue::String("p".into()));
+        meta.set_field_by_name("namespace", PValue::String(String::new()));
+        meta.set_field_by_name(
+            "creationTimestamp",
+            PValue::Message(message("apimachinery.pkg.apis.meta.v1.Time")),
+        );
+        let mut spec = message("api.core.v1.PodSpec");
+        spec.set_field_by_name("schedulerName", PValue::String(String::new()));
+        spec.set_field_by_name("nodeName", PValue::String(String::new()));
+        let mut pod = message("api.core.v1.Pod");
+        pod.set_field_by_name("metadata", PValue::Message(meta));
+        pod.set_field_by_name("spec", PValue::Message(spec));
+        let obj = decode(&envelope("v1", "Pod", &pod)).unwrap();
+        assert_eq!(obj["metadata"], json!({"name": "p"}));
+        assert!(obj["spec"].get("schedulerName").is_none());
+        assert!(obj["spec"].get("nodeName").is_none());
     }
 
     #[test]

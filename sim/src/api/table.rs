@@ -408,6 +408,7 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             col("Available", "integer", count_at(".status.numberAvailable")),
             col("Node Selector", "string", Computed(ds_node_selector)),
         ],
+        ("apps", "statefulsets") => vec![col("Ready", "string", Computed(deploy_ready))],
         ("apps", "deployments") => vec![
             col("Ready", "string", Computed(deploy_ready)),
             col(

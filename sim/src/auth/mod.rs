@@ -6,6 +6,7 @@
 //! bindings; a refusal is 403 with the real message). The review APIs (TokenReview,
 //! SubjectAccessReview, SelfSubjectAccessReview, ...) answer from the same tokens and policy.
 
+pub mod impersonation;
 pub mod rbac;
 pub mod reviews;
 pub mod tls;
@@ -16,6 +17,7 @@ use crate::api::route::Route;
 use crate::error::ApiError;
 use crate::registry::ResourceInfo;
 use crate::store::Store;
+use impersonation::Impersonation;
 use rbac::{Attributes, Decision, Policy, ResourceAttributes};
 use tokens::Tokens;
 use user::UserInfo;
@@ -141,31 +143,60 @@ impl Auth {
         }
     }
 
-    /// Authenticates and authorizes a request: the user, or the 401 / 403 to answer with the
-    /// name of the user refused (empty for a 401).
+    /// What `user` may do in `namespace` (a SelfSubjectRulesReview's answer).
+    pub fn rules(&self, store: &Store, user: &UserInfo, namespace: &str) -> rbac::Rules {
+        match self.mode {
+            AuthorizationMode::AlwaysAllow => rbac::Rules::everything(),
+            AuthorizationMode::Rbac => {
+                rbac::rules_for(&load_policy(store, namespace), user, namespace)
+            }
+        }
+    }
+
+    /// Authenticates and authorizes a request, acting as the user its impersonation headers
+    /// name once the requester may impersonate them: the (acting) user, or the 400 / 401 / 403
+    /// to answer with the name of the user refused (empty for a 401).
     pub fn admit(
         &self,
         store: &Store,
         header: Option<&str>,
+        impersonation: &Impersonation,
         attrs: Option<&Attributes>,
     ) -> Result<UserInfo, (String, ApiError)> {
-        let user = self
+        let mut user = self
             .authenticate(header, store)
             .map_err(|e| (String::new(), e))?;
+        if impersonation.requested() {
+            let needed = impersonation
+                .needed()
+                .map_err(|message| (user.name.clone(), ApiError::bad_request(message)))?;
+            if let Some(refused) = needed
+                .iter()
+                .find(|wanted| !self.decide(store, &user, wanted).allowed)
+            {
+                return Err((user.name.clone(), refusal(&user, refused)));
+            }
+            user = impersonation.acting_user();
+        }
         let Some(attrs) = attrs else {
             return Ok(user);
         };
         if self.decide(store, &user, attrs).allowed {
             return Ok(user);
         }
-        let message = rbac::forbidden_message(&user, attrs);
-        let refusal = match attrs {
-            Attributes::Resource(r) => {
-                ApiError::forbidden_with(&r.group, &r.resource, &r.name, message)
-            }
-            Attributes::NonResource { .. } => ApiError::forbidden_with("", "", "", message),
-        };
-        Err((user.name, refusal))
+        let refused = refusal(&user, attrs);
+        Err((user.name, refused))
+    }
+}
+
+/// The 403 refusing `attrs` to `user`, worded as a real API server words it.
+fn refusal(user: &UserInfo, attrs: &Attributes) -> ApiError {
+    let message = rbac::forbidden_message(user, attrs);
+    match attrs {
+        Attributes::Resource(r) => {
+            ApiError::forbidden_with(&r.group, &r.resource, &r.name, message)
+        }
+        Attributes::NonResource { .. } => ApiError::forbidden_with("", "", "", message),
     }
 }
 

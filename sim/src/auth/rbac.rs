@@ -5,7 +5,7 @@
 //! may read the health and version endpoints). Pure: no store access, unit-tested.
 
 use super::user::UserInfo;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// What a request asks to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -333,6 +333,90 @@ pub fn authorize(policy: &Policy, user: &UserInfo, attrs: &Attributes) -> Decisi
         allowed: false,
         reason: String::new(),
     }
+}
+
+/// What a user may do in a namespace, as a SelfSubjectRulesReview lists it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rules {
+    /// `{verbs, apiGroups, resources, resourceNames}` rules.
+    pub resource: Vec<Value>,
+    /// `{verbs, nonResourceURLs}` rules.
+    pub non_resource: Vec<Value>,
+}
+
+impl Rules {
+    /// Everything (system:masters, or authorization mode AlwaysAllow).
+    pub fn everything() -> Rules {
+        Rules {
+            resource: vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
+            non_resource: vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+        }
+    }
+
+    fn add(&mut self, rule: &Value) {
+        let list =
+            |k: &str| Value::Array(strings(rule.get(k)).into_iter().map(Value::from).collect());
+        if rule.get("nonResourceURLs").is_some() {
+            self.non_resource
+                .push(json!({"verbs": list("verbs"), "nonResourceURLs": list("nonResourceURLs")}));
+        } else {
+            let mut out = json!({"verbs": list("verbs"), "apiGroups": list("apiGroups"),
+                                 "resources": list("resources")});
+            if rule.get("resourceNames").is_some() {
+                out["resourceNames"] = list("resourceNames");
+            }
+            self.resource.push(out);
+        }
+    }
+}
+
+/// The rules `user` holds in `namespace` (cluster-wide ones included): the built-in grants and
+/// the rules of every role bound to the user.
+pub fn rules_for(policy: &Policy, user: &UserInfo, namespace: &str) -> Rules {
+    let member = |g: &str| user.groups.iter().any(|x| x == g);
+    if member(MASTERS) {
+        return Rules::everything();
+    }
+    let mut rules = Rules::default();
+    if member(AUTHENTICATED) {
+        rules.add(
+            &json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+                          "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
+        );
+        rules.add(
+            &json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"],
+                          "resources": ["selfsubjectreviews"]}),
+        );
+        rules.add(&json!({"verbs": ["get"], "nonResourceURLs": DISCOVERY_PATHS}));
+    }
+    rules.add(&json!({"verbs": ["get"], "nonResourceURLs": PUBLIC_PATHS}));
+    for binding in policy
+        .cluster_role_bindings
+        .iter()
+        .filter(|b| binds(b, user))
+    {
+        if let ("ClusterRole", name) = role_ref(binding) {
+            for rule in policy.cluster_role_rules(name) {
+                rules.add(rule);
+            }
+        }
+    }
+    for binding in policy
+        .role_bindings
+        .iter()
+        .filter(|b| namespace_of(b) == namespace && binds(b, user))
+    {
+        let (kind, name) = role_ref(binding);
+        let bound = match kind {
+            "Role" => policy.role_rules(namespace, name),
+            "ClusterRole" => policy.cluster_role_rules(name),
+            _ => Vec::new(),
+        };
+        for rule in bound {
+            rules.add(rule);
+        }
+    }
+    rules
 }
 
 /// The message of a refusal, worded as a real API server words it.

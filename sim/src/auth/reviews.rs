@@ -1,7 +1,8 @@
 //! The create-only APIs of authentication and authorization: TokenRequest
 //! (`serviceaccounts/<name>/token`), TokenReview, SubjectAccessReview,
-//! LocalSubjectAccessReview, SelfSubjectAccessReview (`kubectl auth can-i`) and
-//! SelfSubjectReview (`kubectl auth whoami`). Each answers the request's object with its
+//! LocalSubjectAccessReview, SelfSubjectAccessReview (`kubectl auth can-i`),
+//! SelfSubjectRulesReview (`kubectl auth can-i --list`) and SelfSubjectReview (`kubectl auth
+//! whoami`). Each answers the request's object with its
 //! `status` filled in; nothing is stored.
 
 use super::Auth;
@@ -36,6 +37,12 @@ pub const REVIEWS: &[(&str, &str, &str, bool)] = &[
         AUTHORIZATION,
         "selfsubjectaccessreviews",
         "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        AUTHORIZATION,
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
         false,
     ),
     (
@@ -146,6 +153,11 @@ fn answer_kind(
             }
         }
         "SelfSubjectReview" => json!({"userInfo": user_json(requester)}),
+        "SelfSubjectRulesReview" => {
+            let rules = auth.rules(store, requester, text(&spec, "/namespace"));
+            json!({"resourceRules": rules.resource, "nonResourceRules": rules.non_resource,
+                   "incomplete": false})
+        }
         _ => {
             let (user, mut attrs) = match kind {
                 "SelfSubjectAccessReview" => (requester.clone(), spec_attributes(&spec, kind)?),
@@ -232,6 +244,13 @@ mod pb {
         pub verb: Option<String>,
     }
 
+    /// SelfSubjectRulesReviewSpec.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct RulesReviewSpec {
+        #[prost(string, optional, tag = "1")]
+        pub namespace: Option<String>,
+    }
+
     /// SubjectAccessReviewSpec; the self review's spec uses fields 1 and 2 only.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct AccessReviewSpec {
@@ -277,6 +296,10 @@ fn from_protobuf(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
             json!({"token": s.token, "audiences": s.audiences})
         }
         "SelfSubjectReview" => json!({}),
+        "SelfSubjectRulesReview" => {
+            let s: pb::RulesReviewSpec = spec_of(&raw).map_err(bad)?;
+            json!({"namespace": s.namespace})
+        }
         _ => {
             let s: pb::AccessReviewSpec = spec_of(&raw).map_err(bad)?;
             let mut spec = json!({"user": s.user, "groups": s.groups, "uid": s.uid});

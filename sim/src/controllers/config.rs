@@ -179,6 +179,9 @@ impl Default for NodesConfig {
 /// How many nodes an embedded cluster has unless told otherwise.
 pub const DEFAULT_NODES: usize = 3;
 
+/// The default [`ControllersConfig::grace_second`].
+pub const DEFAULT_GRACE_SECOND: Duration = Duration::from_millis(10);
+
 /// Jobs controller settings.
 #[derive(Clone, Debug, Default)]
 pub struct JobsConfig {
@@ -290,10 +293,16 @@ pub struct ControllersConfig {
     /// The simulated scheduler and kubelet; the delay is how long a pod (neither a Job's nor a
     /// ReplicaSet's) shows ContainerCreating before it runs.
     pub pods: Switch,
+    /// How long one second of a deleted pod's grace period lasts in the simulation: the
+    /// simulated kubelet stops a Terminating pod and removes it after
+    /// `deletionGracePeriodSeconds` times this (default 10 ms, so the default 30 s take 300 ms).
+    pub grace_second: Duration,
     /// ReplicaSets and ReplicationControllers keep their pods.
     pub replica_sets: Switch,
     /// DaemonSets keep one pod per eligible node.
     pub daemon_sets: Switch,
+    /// StatefulSets keep their ordinal pods and roll them out.
+    pub stateful_sets: Switch,
     /// Deployments roll out through ReplicaSets; the delay is how long their pods take to start.
     pub deployments: DeploymentsConfig,
     /// Jobs run pods that exit with a chosen code.
@@ -320,8 +329,10 @@ impl Default for ControllersConfig {
         Self {
             nodes: NodesConfig::default(),
             pods: Switch::default(),
+            grace_second: DEFAULT_GRACE_SECOND,
             replica_sets: Switch::default(),
             daemon_sets: Switch::default(),
+            stateful_sets: Switch::default(),
             deployments: DeploymentsConfig::default(),
             jobs: JobsConfig::default(),
             cronjobs: CronJobsConfig::default(),
@@ -343,6 +354,7 @@ impl ControllersConfig {
         config.pods = Switch::off();
         config.replica_sets = Switch::off();
         config.daemon_sets = Switch::off();
+        config.stateful_sets = Switch::off();
         config.deployments.switch = Switch::off();
         config.jobs.switch = Switch::off();
         config.cronjobs.switch = Switch::off();

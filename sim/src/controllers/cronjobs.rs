@@ -1,5 +1,6 @@
-//! The simulated CronJob controller: CronJobs fire on an accelerated schedule (every N seconds
-//! from the config) or when triggered through the handle, and spawn Jobs named `<cronjob>-<n>`
+//! The simulated CronJob controller: CronJobs fire on their own `spec.schedule` (a cron
+//! expression, evaluated in UTC), or on an accelerated schedule instead (every N seconds from
+//! the config), or when triggered through the handle, and spawn Jobs named `<cronjob>-<n>`
 //! with an ownerReference to the CronJob and the jobTemplate's labels. It honours spec.suspend
 //! and concurrencyPolicy (Allow, Forbid, Replace), trims finished Jobs to the history limits,
 //! and maintains status.active, lastScheduleTime and lastSuccessfulTime. Each firing decision
@@ -117,6 +118,34 @@ struct Context {
     /// Per CronJob uid: when it last fired on schedule (or was first seen), and the highest
     /// Job number used.
     schedule: Mutex<HashMap<String, (Instant, u64)>>,
+    /// Per CronJob uid: the last time it fired on its own `spec.schedule`.
+    fired: Mutex<HashMap<String, DateTime<Utc>>>,
+}
+
+/// The first time after `after` that the cron expression `schedule` (five fields, or a macro
+/// such as `@hourly`, evaluated in UTC) comes due; None when it does not parse.
+pub fn next_due(schedule: &str, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let schedule = schedule.trim();
+    let schedule = schedule
+        .strip_prefix("CRON_TZ=")
+        .or_else(|| schedule.strip_prefix("TZ="))
+        .and_then(|rest| rest.split_once(' ').map(|(_, s)| s))
+        .unwrap_or(schedule);
+    let cron = croner::Cron::new(schedule).parse().ok()?;
+    cron.find_next_occurrence(&after, false).ok()
+}
+
+fn chrono_time(
+    time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(time.0.as_second(), 0)
+}
+
+#[cfg(test)]
+fn parse_time(text: Option<&str>) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text?)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// Runs the CronJob controller until the task is aborted.
@@ -130,6 +159,7 @@ pub async fn run(
         shared: Arc::clone(&shared),
         triggers,
         schedule: Mutex::default(),
+        fired: Mutex::default(),
     });
     let stream = Controller::new(
         Api::<CronJob>::all(client.clone()),
@@ -192,9 +222,36 @@ async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, R
                     (false, Some(period - elapsed))
                 }
             }
-            None => (false, None),
+            None => {
+                let status = cronjob.status.as_ref();
+                let last = [
+                    ctx.fired
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get(&uid)
+                        .copied(),
+                    status
+                        .and_then(|s| s.last_schedule_time.as_ref())
+                        .and_then(chrono_time),
+                    cronjob
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .and_then(chrono_time),
+                ]
+                .into_iter()
+                .flatten()
+                .max();
+                on_schedule(&spec.schedule, last, Utc::now())
+            }
         }
     };
+    if due_on_schedule {
+        ctx.fired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uid.clone(), Utc::now());
+    }
     let triggered = ctx.triggers.take(&namespace, &name);
     let mut scheduled_now = false;
     if due_on_schedule || triggered {
@@ -252,6 +309,24 @@ async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, R
         patch_status(&api, &name, status).await?;
     }
     Ok(wait.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Whether a CronJob last run at `last` is due at `now` on `schedule`, and how long until it
+/// is next due.
+fn on_schedule(
+    schedule: &str,
+    last: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> (bool, Option<std::time::Duration>) {
+    let Some(next) = last.and_then(|last| next_due(schedule, last)) else {
+        return (false, None);
+    };
+    if next <= now {
+        let wait = next_due(schedule, now).and_then(|n| (n - now).to_std().ok());
+        (true, wait)
+    } else {
+        (false, (next - now).to_std().ok())
+    }
 }
 
 async fn owned_jobs(api: &Api<Job>, uid: &str) -> Result<Vec<Spawned>, ReconcileError> {
@@ -446,6 +521,29 @@ mod tests {
             result,
             completion: completion.map(|c| json!(c)),
         }
+    }
+
+    #[test]
+    fn schedules_come_due_as_cron_says() {
+        let at = |text: &str| parse_time(Some(text)).unwrap();
+        let t0 = at("2026-12-01T10:00:30Z");
+        assert_eq!(
+            next_due("*/5 * * * *", t0),
+            Some(at("2026-12-01T10:05:00Z"))
+        );
+        assert_eq!(next_due("@hourly", t0), Some(at("2026-12-01T11:00:00Z")));
+        assert_eq!(
+            next_due("TZ=UTC 0 0 * * *", t0),
+            Some(at("2026-12-02T00:00:00Z"))
+        );
+        assert_eq!(next_due("not a schedule", t0), None);
+        let (due, wait) = on_schedule("* * * * *", Some(t0), at("2026-12-01T10:01:10Z"));
+        assert!(due);
+        assert_eq!(wait, Some(std::time::Duration::from_secs(50)));
+        let (due, wait) = on_schedule("* * * * *", Some(t0), at("2026-12-01T10:00:40Z"));
+        assert!(!due);
+        assert_eq!(wait, Some(std::time::Duration::from_secs(20)));
+        assert_eq!(on_schedule("bad", Some(t0), t0), (false, None));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! affinity and NoSchedule/NoExecute taints checked as the scheduler does; cordoned nodes still
 //! run daemons, as daemon pods tolerate `unschedulable`), bound to its node directly. Pods of
 //! an older template (`controller-revision-hash`) are replaced one at a time once the others
-//! are ready; pods on nodes that are gone or no longer eligible are deleted. Status follows the
-//! real fields (desired/current/ready/available/updated numbers, observedGeneration).
+//! are ready and none is Terminating (a node gets its new pod once the old one is gone); pods
+//! on nodes that are gone or no longer eligible are deleted. Status follows the real fields
+//! (desired/current/ready/available/updated numbers, observedGeneration).
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use super::events::{Note, record};
 use super::pod_template::{Owner, pod_from_template, random_suffix};
 use super::pods::pod_status::is_ready;
 use super::pods::scheduling::{UNSCHEDULABLE_TAINT, selector_accepts, untolerated_taint};
-use super::replicasets::active_pods;
+use super::replicasets::{is_active, is_terminating, owned_pods};
 use super::rollout::template_hash;
 use super::runtime::{ReconcileError, Shared, drain, patch_status, retry};
 use super::status::already_applied;
@@ -79,7 +80,15 @@ async fn reconcile(ds: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Action, Re
         .filter(|n| eligible(&template, n))
         .filter_map(|n| n.pointer("/metadata/name").and_then(Value::as_str))
         .collect();
-    let pods = active_pods(client, &namespace, &uid).await?;
+    let owned = owned_pods(client, &namespace, &uid).await?;
+    // A node whose daemon pod is Terminating gets its new one once the old one is gone.
+    let terminating_on: Vec<String> = owned
+        .iter()
+        .filter(|p| is_terminating(p))
+        .filter_map(|p| p.pointer("/spec/nodeName").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    let pods: Vec<Value> = owned.into_iter().filter(is_active).collect();
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let node_of = |p: &Value| {
         p.pointer("/spec/nodeName")
@@ -104,14 +113,15 @@ async fn reconcile(ds: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Action, Re
         .iter()
         .filter(|p| eligible_nodes.contains(&node_of(p).as_str()))
         .collect();
-    let all_ready = placed.iter().all(|p| is_ready(p));
+    // A Terminating daemon pod counts as unavailable (maxUnavailable 1).
+    let all_ready = placed.iter().all(|p| is_ready(p)) && terminating_on.is_empty();
     if all_ready && let Some(outdated) = placed.iter().find(|p| !updated(p)) {
         delete_pod(&pods_api, outdated).await?;
     }
     let api_version = "apps/v1";
     let mut created = 0;
     for node in &eligible_nodes {
-        if placed.iter().any(|p| node_of(p) == *node) {
+        if placed.iter().any(|p| node_of(p) == *node) || terminating_on.iter().any(|n| n == node) {
             continue;
         }
         let owner = Owner {

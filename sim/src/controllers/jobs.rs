@@ -1,12 +1,17 @@
-//! The simulated Job controller: each Job runs one Pod at a time (ownerReference and the
-//! controller-uid / job-name labels real Jobs put on their pods), which the simulated scheduler
-//! and kubelet bind and start; once it runs, after the delay the pod terminates with the exit
-//! code and termination message the config chooses by Job name.
-//! A failed pod is retried with a new pod up to spec.backoffLimit (default 6); then the Job is
-//! Failed (FailureTarget + Failed). A succeeded pod completes the Job (SuccessCriteriaMet +
-//! Complete). spec.activeDeadlineSeconds fails a Job that runs too long, and
-//! spec.ttlSecondsAfterFinished deletes a finished one. Every run is recorded in [`JobRuns`],
-//! including Jobs deleted before they finished.
+//! The simulated Job controller: each Job runs up to spec.parallelism pods at once, no more
+//! than the completions still missing (a Job without completions is a work queue: done once one
+//! pod succeeded and none runs), with the ownerReference and controller-uid / job-name labels
+//! real Jobs put on their pods; the simulated scheduler and kubelet bind and start them, and
+//! once a pod runs, after the delay it terminates with the exit code and termination message
+//! the config chooses by Job name and attempt. Failed pods are replaced until more than
+//! spec.backoffLimit (default 6) have failed; then the Job is Failed (FailureTarget + Failed,
+//! reason BackoffLimitExceeded). spec.completions succeeded pods complete it
+//! (SuccessCriteriaMet + Complete). spec.activeDeadlineSeconds fails a Job that runs too long
+//! (DeadlineExceeded, its pods end with exit code 137); pods still running when the Job ends
+//! are deleted; Terminating pods are not active and show in status.terminating, and are
+//! replaced at once (podReplacementPolicy TerminatingOrFailed). spec.ttlSecondsAfterFinished
+//! deletes a finished Job. Every run is recorded in [`JobRuns`], including Jobs deleted before
+//! they finished.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,12 +122,15 @@ fn parse_time(value: Option<&Value>) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-struct JobFacts {
+/// What the Job controller reads from one Job.
+pub struct JobFacts {
     namespace: String,
     name: String,
     uid: String,
     backoff_limit: i64,
-    completions: i64,
+    /// None: a work queue (done once one pod succeeded and none is left running).
+    completions: Option<i64>,
+    parallelism: i64,
     deadline: Option<i64>,
     suspended: bool,
     previous: Option<Value>,
@@ -137,7 +145,12 @@ fn facts(job: &Job) -> Result<JobFacts, ReconcileError> {
         name: job.name_any(),
         uid: job.uid().ok_or(ReconcileError::Missing("uid"))?,
         backoff_limit: spec.backoff_limit.map_or(DEFAULT_BACKOFF_LIMIT, i64::from),
-        completions: spec.completions.map_or(1, i64::from).max(1),
+        completions: match (spec.completions, spec.parallelism) {
+            (Some(n), _) => Some(i64::from(n).max(1)),
+            (None, Some(_)) => None,
+            (None, None) => Some(1),
+        },
+        parallelism: spec.parallelism.map_or(1, i64::from).max(0),
         deadline: spec.active_deadline_seconds,
         suspended: spec.suspend == Some(true),
         previous: job.status.as_ref().map(serde_json::to_value).transpose()?,
@@ -182,7 +195,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
     // Wake up for the deadline too, not only for the next pod to finish.
     let mut wake: Option<Duration> = until_deadline.filter(|left| !left.is_zero());
     for (index, pod) in pods.iter_mut().enumerate() {
-        if is_terminal_phase(pod_phase(pod)) {
+        if is_terminal_phase(pod_phase(pod)) || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let pod_uid = pod.uid().unwrap_or_else(|| pod.name_any());
@@ -226,11 +239,20 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
 
     let succeeded = count_phase(&pods, "Succeeded");
     let failed = count_phase(&pods, "Failed");
-    let mut active = pods
+    let running: Vec<&Pod> = pods
         .iter()
         .filter(|p| !is_terminal_phase(pod_phase(p)))
+        .collect();
+    let terminating = running
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
         .count();
-    let verdict = if succeeded >= facts.completions {
+    let mut active = running.len() - terminating;
+    let complete = match facts.completions {
+        Some(completions) => succeeded >= completions,
+        None => succeeded >= 1 && active == 0,
+    };
+    let verdict = if complete {
         Some(Verdict::Complete)
     } else if deadline_passed {
         Some(Verdict::Failed(
@@ -245,10 +267,31 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
     } else {
         None
     };
-    if verdict.is_none() && active == 0 {
-        create_pod(&job, &facts, &pods_api, pods.len(), &ctx.runs).await?;
-        active = 1;
-        wake = Some(run_for);
+    if verdict.is_none() {
+        let wanted = pods_wanted(&facts, succeeded, active);
+        for offset in 0..wanted {
+            create_pod(&job, &facts, &pods_api, pods.len() + offset, &ctx.runs).await?;
+        }
+        if wanted > 0 {
+            active += wanted;
+            wake = Some(wake.map_or(run_for, |w| w.min(run_for)));
+        }
+    } else {
+        // A finished Job's pods that still run are stopped (deleted, as the real controller does).
+        for pod in running
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
+            match pods_api
+                .delete(&pod.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        active = 0;
     }
     // The watch cache may not show our own first status write yet: the run record knows the
     // start time.
@@ -260,7 +303,13 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
     ) {
         map.insert("startTime".to_owned(), Value::String(timestamp(started)));
     }
-    let status = job_status(Some(&basis), active, succeeded, failed, verdict.as_ref());
+    let counts = PodCounts {
+        active,
+        terminating,
+        succeeded,
+        failed,
+    };
+    let status = job_status(Some(&basis), &counts, verdict.as_ref());
     if !already_applied(&status, facts.previous.as_ref()) {
         let api: Api<Job> = Api::namespaced(ctx.shared.client.clone(), &facts.namespace);
         patch_status(&api, &facts.name, status).await?;
@@ -317,6 +366,18 @@ async fn expire_finished(
     }
 }
 
+/// How many new pods a running Job needs: up to `parallelism` at once, and no more than the
+/// completions still missing (a work queue stops starting pods once one has succeeded).
+pub fn pods_wanted(facts: &JobFacts, succeeded: i64, active: usize) -> usize {
+    let remaining = match facts.completions {
+        Some(completions) => (completions - succeeded).max(0),
+        None if succeeded > 0 => 0,
+        None => facts.parallelism,
+    };
+    let at_once = usize::try_from(facts.parallelism.min(remaining)).unwrap_or(0);
+    at_once.saturating_sub(active)
+}
+
 fn count_phase(pods: &[Pod], phase: &str) -> i64 {
     i64::try_from(pods.iter().filter(|p| pod_phase(p) == phase).count()).unwrap_or(i64::MAX)
 }
@@ -347,17 +408,29 @@ fn nonzero(count: i64) -> Value {
     }
 }
 
+/// A Job's pods by state, as its status counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodCounts {
+    /// Running or about to (neither finished nor Terminating).
+    pub active: usize,
+    /// Being deleted and not finished.
+    pub terminating: usize,
+    /// Phase Succeeded.
+    pub succeeded: i64,
+    /// Phase Failed.
+    pub failed: i64,
+}
+
 /// The Job status for the given pod counts and verdict.
 pub fn job_status(
     previous: Option<&Value>,
-    active: usize,
-    succeeded: i64,
-    failed: i64,
+    counts: &PodCounts,
     verdict: Option<&Verdict>,
 ) -> Value {
     let started = field(previous, "startTime").unwrap_or_else(|| Value::String(now()));
     let previous_conditions = previous.and_then(|s| s.get("conditions"));
-    let active = i64::try_from(active).unwrap_or(i64::MAX);
+    let active = i64::try_from(counts.active).unwrap_or(i64::MAX);
+    let (succeeded, failed) = (counts.succeeded, counts.failed);
     let (conditions, completion) = match verdict {
         None => (Value::Null, Value::Null),
         Some(Verdict::Complete) => {
@@ -392,7 +465,7 @@ pub fn job_status(
         "ready": nonzero(active),
         "succeeded": nonzero(succeeded),
         "failed": nonzero(failed),
-        "terminating": 0,
+        "terminating": counts.terminating,
         "uncountedTerminatedPods": {},
         "completionTime": completion,
         "conditions": conditions,
@@ -501,7 +574,8 @@ mod tests {
             name: "c-db-sync".into(),
             uid: "u-1".into(),
             backoff_limit: 6,
-            completions: 1,
+            completions: Some(1),
+            parallelism: 1,
             deadline: None,
             suspended: false,
             previous: None,
@@ -553,14 +627,35 @@ mod tests {
     }
 
     #[test]
+    fn parallelism_bounds_the_pods_at_once_and_completions_the_total() {
+        let mut f = facts();
+        f.completions = Some(5);
+        f.parallelism = 2;
+        assert_eq!(pods_wanted(&f, 0, 0), 2);
+        assert_eq!(pods_wanted(&f, 0, 1), 1);
+        assert_eq!(pods_wanted(&f, 4, 0), 1);
+        assert_eq!(pods_wanted(&f, 5, 0), 0);
+        f.completions = None;
+        f.parallelism = 3;
+        assert_eq!(pods_wanted(&f, 0, 1), 2);
+        assert_eq!(pods_wanted(&f, 1, 1), 0);
+    }
+
+    #[test]
     fn job_status_for_each_verdict() {
-        let running = job_status(None, 1, 0, 1, None);
+        let counts = |active, succeeded, failed| PodCounts {
+            active,
+            terminating: 0,
+            succeeded,
+            failed,
+        };
+        let running = job_status(None, &counts(1, 0, 1), None);
         assert_eq!(running["active"], 1);
         assert_eq!(running["failed"], 1);
         assert!(running["conditions"].is_null());
         assert_eq!(terminal_result(Some(&running)), None);
 
-        let done = job_status(Some(&running), 0, 1, 1, Some(&Verdict::Complete));
+        let done = job_status(Some(&running), &counts(0, 1, 1), Some(&Verdict::Complete));
         assert_eq!(done["startTime"], running["startTime"]);
         assert!(done["active"].is_null());
         assert!(done["completionTime"].is_string());
@@ -570,9 +665,7 @@ mod tests {
 
         let failed = job_status(
             Some(&running),
-            0,
-            0,
-            7,
+            &counts(0, 0, 7),
             Some(&Verdict::Failed("BackoffLimitExceeded", "limit")),
         );
         assert_eq!(failed["conditions"][0]["type"], "FailureTarget");

@@ -3,7 +3,7 @@
 //! The controllers are ordinary API clients of the embedded cluster (kube-rs over HTTP), like
 //! the real controllers they stand in for: nodes register and keep a heartbeat, a scheduler
 //! binds pods to nodes and a kubelet starts them once what they need exists, Deployments roll
-//! out through ReplicaSets, ReplicaSets, ReplicationControllers and DaemonSets keep their pods,
+//! out through ReplicaSets, ReplicaSets, ReplicationControllers, DaemonSets and StatefulSets keep their pods,
 //! Jobs run pods that exit with a chosen code, CronJobs spawn Jobs, mariadb-operator / external-secrets / Gateway API objects
 //! become Ready, autoscalers report status. Each can be switched off or slowed through
 //! [`ControllersConfig`], at start or at runtime through [`ControllersHandle`].
@@ -28,6 +28,7 @@ pub mod replicasets;
 pub mod rollout;
 mod runtime;
 pub mod secret_stores;
+pub mod statefulsets;
 pub mod status;
 
 use std::sync::{Arc, RwLock};
@@ -73,7 +74,7 @@ impl ControllersHandle {
 
     /// How many reconcile passes the controller `name` has finished (a pass that changes
     /// nothing counts too). Names: nodes (heartbeat rounds), pods, replicaset-controller,
-    /// replication-controller, daemonsets, deployments, jobs, cronjobs, mariadb, mariadb-databases,
+    /// replication-controller, daemonsets, statefulsets, deployments, jobs, cronjobs, mariadb, mariadb-databases,
     /// mariadb-users, mariadb-grants, secret-stores, cluster-secret-stores, gateways,
     /// httproutes, hpa, vpa.
     pub fn reconcile_passes(&self, name: &str) -> u64 {
@@ -171,6 +172,7 @@ pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHand
         replicasets::REPLICATION_CONTROLLER,
     ));
     tasks.spawn(daemonsets::run(Arc::clone(&shared)));
+    tasks.spawn(statefulsets::run(Arc::clone(&shared)));
     tasks.spawn(deployments::run(Arc::clone(&shared)));
     tasks.spawn(jobs::run(Arc::clone(&shared), runs.clone()));
     tasks.spawn(cronjobs::run(Arc::clone(&shared), cron.clone(), woken));

@@ -1,7 +1,7 @@
 //! Pods made from a workload's pod template: the template's labels, annotations and spec, the
 //! controller's own labels, and a controller owner reference (so the garbage collector removes
-//! them with their owner). Shared by the Job, ReplicaSet, ReplicationController and DaemonSet
-//! controllers.
+//! them with their owner). Shared by the Job, ReplicaSet, ReplicationController, DaemonSet and
+//! StatefulSet controllers.
 
 use rand::Rng;
 use serde_json::{Map, Value, json};

@@ -87,8 +87,8 @@ pub async fn run(shared: Arc<Shared>, kind: ReplicatedKind) {
     drain(&shared, kind.controller, stream).await;
 }
 
-/// The pods `owner` controls that still count (not finished, not being deleted).
-pub async fn active_pods(
+/// Every pod the object with `uid` controls, Terminating and finished ones included.
+pub async fn owned_pods(
     client: &Client,
     namespace: &str,
     uid: &str,
@@ -103,13 +103,34 @@ pub async fn active_pods(
         .collect::<Result<Vec<Value>, _>>()?
         .into_iter()
         .filter(|p| controlled_by(p, uid))
-        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|p| {
-            !matches!(
-                p.pointer("/status/phase").and_then(Value::as_str),
-                Some("Succeeded" | "Failed")
-            )
-        })
+        .collect())
+}
+
+/// Whether a pod still counts for its controller: neither finished nor Terminating (a real
+/// ReplicaSet replaces a Terminating pod at once and leaves it out of its status).
+pub fn is_active(pod: &Value) -> bool {
+    !is_terminating(pod)
+        && !matches!(
+            pod.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        )
+}
+
+/// Whether a pod is being deleted (Terminating).
+pub fn is_terminating(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// The pods `owner` controls that still count (see [`is_active`]).
+pub async fn active_pods(
+    client: &Client,
+    namespace: &str,
+    uid: &str,
+) -> Result<Vec<Value>, ReconcileError> {
+    Ok(owned_pods(client, namespace, uid)
+        .await?
+        .into_iter()
+        .filter(is_active)
         .collect())
 }
 

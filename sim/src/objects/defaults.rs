@@ -1,7 +1,8 @@
 //! Built-in defaulting, as a real API server applies it on every write of a built-in kind
 //! (so a field the client left out reads back with the server's value, and a write that leaves
 //! it out again changes nothing): Deployment (replicas, strategy, revisionHistoryLimit,
-//! progressDeadlineSeconds), Job (parallelism, completions, backoffLimit, completionMode,
+//! progressDeadlineSeconds), StatefulSet (replicas, podManagementPolicy, updateStrategy with
+//! partition, revisionHistoryLimit, persistentVolumeClaimRetentionPolicy), Job (parallelism, completions, backoffLimit, completionMode,
 //! suspend), CronJob (concurrencyPolicy, suspend, history limits), Service (sessionAffinity,
 //! port protocol and targetPort), and the pod spec inside Pods and templates (restartPolicy,
 //! dnsPolicy, schedulerName, terminationGracePeriodSeconds, securityContext, and per container
@@ -31,6 +32,7 @@ pub fn apply(group: &str, resource: &str, obj: &mut Value) {
     match (group, resource) {
         ("apps", "deployments") => deployment(root),
         ("apps", "daemonsets") => daemon_set(root),
+        ("apps", "statefulsets") => stateful_set(root),
         ("apps", "replicasets") | ("", "replicationcontrollers") => {
             if let Some(spec) = object_at(root, "spec") {
                 default(spec, "replicas", json!(1));
@@ -89,9 +91,36 @@ fn daemon_set(root: &mut Map<String, Value>) {
     template(spec, "Always");
 }
 
+fn stateful_set(root: &mut Map<String, Value>) {
+    let Some(spec) = object_at(root, "spec") else {
+        return;
+    };
+    default(spec, "replicas", json!(1));
+    default(spec, "revisionHistoryLimit", json!(10));
+    default(spec, "podManagementPolicy", json!("OrderedReady"));
+    if let Some(strategy) = object_at(spec, "updateStrategy") {
+        default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate")
+            && let Some(rolling) = object_at(strategy, "rollingUpdate")
+        {
+            default(rolling, "partition", json!(0));
+        }
+    }
+    if let Some(retention) = object_at(spec, "persistentVolumeClaimRetentionPolicy") {
+        default(retention, "whenDeleted", json!("Retain"));
+        default(retention, "whenScaled", json!("Retain"));
+    }
+    template(spec, "Always");
+}
+
 fn job_spec(spec: &mut Map<String, Value>) {
+    // completions defaults to 1 only for a Job that sets neither (else it is a work queue)
+    if spec.get("completions").is_none_or(Value::is_null)
+        && spec.get("parallelism").is_none_or(Value::is_null)
+    {
+        default(spec, "completions", json!(1));
+    }
     default(spec, "parallelism", json!(1));
-    default(spec, "completions", json!(1));
     default(spec, "backoffLimit", json!(6));
     default(spec, "completionMode", json!("NonIndexed"));
     default(spec, "suspend", json!(false));

@@ -123,7 +123,7 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
             let live: Vec<&String> = uids.iter().filter(|u| owners.contains_key(*u)).collect();
             if live.is_empty() {
                 if !deleting && let Some(t) = target_for(engine, key) {
-                    engine.delete_in(txn, &t, &current, Some("Background"));
+                    engine.delete_in(txn, &t, &current, Some("Background"), None);
                     changed = true;
                 }
                 continue;
@@ -168,7 +168,7 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
                     } else {
                         "Background"
                     };
-                    engine.delete_in(txn, &t, &current, Some(policy));
+                    engine.delete_in(txn, &t, &current, Some(policy), None);
                     changed = true;
                 }
                 continue;
@@ -207,7 +207,7 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
                 if o.pointer("/metadata/deletionTimestamp").is_none()
                     && let Some(t) = target_for(engine, k)
                 {
-                    engine.delete_in(txn, &t, &o, Some("Background"));
+                    engine.delete_in(txn, &t, &o, Some("Background"), None);
                     changed = true;
                 }
             }

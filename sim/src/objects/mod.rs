@@ -8,6 +8,7 @@ mod builtin_rules;
 mod defaults;
 pub mod disruption;
 pub mod gc;
+pub mod graceful;
 mod kinds;
 pub mod managed_fields;
 pub mod meta;
@@ -92,6 +93,8 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (pods: see [`graceful`]); None = the object's own.
+    pub grace_period: Option<i64>,
 }
 
 /// A list request.
@@ -108,6 +111,8 @@ pub struct ListOptions {
 pub struct Deleted {
     pub object: Value,
     pub gone: bool,
+    /// A pod left Terminating for its grace period (answered 200, as a real server does).
+    pub graceful: bool,
 }
 
 /// Namespaces that exist from the start and cannot be deleted (as on a real server).
@@ -698,22 +703,24 @@ impl Engine {
                     ));
                 }
             if opts.dry_run {
-                return Ok(Deleted { object: present(&t.info, &t.version, old), gone: true });
+                return Ok(Deleted { object: present(&t.info, &t.version, old), gone: true, graceful: false });
             }
-            Ok(self.delete_in(txn, t, &old, opts.propagation.as_deref()))
+            Ok(self.delete_in(txn, t, &old, opts.propagation.as_deref(), opts.grace_period))
         })?;
         self.gc_wake.notify_one();
         Ok(out)
     }
 
     /// Deletes inside a transaction: finalizers (and Foreground / Orphan propagation) leave the
-    /// object with a deletionTimestamp; otherwise it goes at once.
+    /// object with a deletionTimestamp, and so does a pod's grace period (`grace`: the
+    /// request's `gracePeriodSeconds`); otherwise it goes at once.
     pub(crate) fn delete_in(
         &self,
         txn: &mut Txn<'_>,
         t: &Target,
         old: &Value,
         propagation: Option<&str>,
+        grace: Option<i64>,
     ) -> Deleted {
         let key = ObjKey::new(
             &t.info.group,
@@ -734,18 +741,59 @@ impl Engine {
             fins.push(f.to_string());
         }
         let is_namespace = t.info.is(crate::groups::CORE, "namespaces");
+        let grace = if t.info.is(crate::groups::CORE, "pods") {
+            graceful::grace_seconds(old, grace)
+        } else {
+            0
+        };
+        if grace > 0 {
+            let started = graceful::begin(old, grace, chrono::Utc::now());
+            if started.is_none() && meta::finalizers(old) == fins {
+                return Deleted {
+                    object: present(&t.info, &t.version, old.clone()),
+                    gone: false,
+                    graceful: true,
+                };
+            }
+            let mut new = started.unwrap_or_else(|| old.clone());
+            meta::set_finalizers(&mut new, &fins);
+            let stored = txn.put(key, new);
+            return Deleted {
+                object: present(&t.info, &t.version, stored),
+                gone: false,
+                graceful: true,
+            };
+        }
         if fins.is_empty() && !is_namespace {
             let gone = txn.remove(&key).unwrap_or(Value::Null);
             kinds::after_delete(self, txn, t, &gone);
             return Deleted {
                 object: present(&t.info, &t.version, gone),
                 gone: true,
+                graceful: false,
             };
         }
         if deleting && meta::finalizers(old) == fins {
+            // a pod's kubelet ends the grace period early: the pod waits for its finalizers only
+            if t.info.is(crate::groups::CORE, "pods")
+                && old
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g > 0)
+            {
+                let mut new = old.clone();
+                new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                let stored = txn.put(key, new);
+                return Deleted {
+                    object: present(&t.info, &t.version, stored),
+                    gone: false,
+                    graceful: false,
+                };
+            }
             return Deleted {
                 object: present(&t.info, &t.version, old.clone()),
                 gone: false,
+                graceful: false,
             };
         }
         let mut new = old.clone();
@@ -761,6 +809,7 @@ impl Engine {
         Deleted {
             object: present(&t.info, &t.version, stored),
             gone: false,
+            graceful: false,
         }
     }
 
@@ -793,8 +842,14 @@ impl Engine {
                     ..t.clone()
                 };
                 out.push(
-                    self.delete_in(txn, &one, &obj, opts.propagation.as_deref())
-                        .object,
+                    self.delete_in(
+                        txn,
+                        &one,
+                        &obj,
+                        opts.propagation.as_deref(),
+                        opts.grace_period,
+                    )
+                    .object,
                 );
             }
             out

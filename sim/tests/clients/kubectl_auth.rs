@@ -1,6 +1,8 @@
 //! kubectl against a simulator enforcing RBAC: a ServiceAccount, a Role and a RoleBinding made
 //! with `kubectl create`, a token from `kubectl create token`, `kubectl auth can-i` answering yes
-//! and no for it, `kubectl auth whoami`, and a refused `kubectl get` showing the real message.
+//! and no for it, `kubectl auth can-i --list`, impersonation (`--as`, allowed for the
+//! administrator, refused for the ServiceAccount), `kubectl auth whoami`, and a refused
+//! `kubectl get` showing the real message.
 //! Skipped (with a printed reason) when no kubectl is on PATH.
 
 use crate::tools::cluster_and_kubectl_with;
@@ -75,6 +77,38 @@ async fn auth_can_i_answers_from_rbac() {
         ])
         .await;
     assert_eq!(elsewhere.stdout.trim(), "no");
+    // the rules the token holds in its namespace
+    let list = k
+        .ok(&["auth", "can-i", "--list", "-n", "team", &token])
+        .await;
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("configmaps ") && l.contains("[get list]")),
+        "{list}"
+    );
+    assert!(!list.contains("secrets"), "{list}");
+    // the administrator acting as the ServiceAccount (impersonation)
+    let as_app = "--as=system:serviceaccount:team:app";
+    let yes = k
+        .run(&["auth", "can-i", "list", "configmaps", "-n", "team", as_app])
+        .await;
+    assert_eq!(yes.stdout.trim(), "yes", "{}", yes.stderr);
+    let no = k
+        .run(&["auth", "can-i", "create", "pods", "-n", "team", as_app])
+        .await;
+    assert_eq!(no.stdout.trim(), "no", "{}", no.stderr);
+    // the ServiceAccount itself may not impersonate anyone
+    let refused = k
+        .run(&["get", "configmaps", "-n", "team", &token, "--as=jane"])
+        .await;
+    assert!(!refused.ok);
+    assert!(
+        refused.stderr.contains(
+            "users \"jane\" is forbidden: User \"system:serviceaccount:team:app\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        ),
+        "{}",
+        refused.stderr
+    );
     // the kubeconfig's administrator may do anything
     let admin = k.run(&["auth", "can-i", "delete", "nodes"]).await;
     assert_eq!(admin.stdout.trim(), "yes", "{}", admin.stderr);

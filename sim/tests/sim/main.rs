@@ -14,6 +14,7 @@ mod lifecycle;
 mod limits;
 mod malformed;
 mod nodes_and_pods;
+mod pod_lifecycle;
 mod randomized;
 mod rbac;
 mod workload_pods;

@@ -367,3 +367,152 @@ async fn token_review_and_subject_access_review_answer_from_tokens_and_rbac() {
     assert_eq!(sneaky.code, 403, "{}", sneaky.body);
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn impersonation_needs_the_impersonate_verb_and_rules_reviews_list_the_grants() {
+    let c = rbac_cluster().await;
+    let admin = c.client().await;
+    namespace(&admin, "team").await;
+    create(
+        &admin,
+        RBAC,
+        "Role",
+        "roles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "cm-reader", "namespace": "team"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}),
+    )
+    .await;
+    create(
+        &admin,
+        RBAC,
+        "RoleBinding",
+        "rolebindings",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "app-reads", "namespace": "team"},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "cm-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": "team"}]}),
+    )
+    .await;
+    let app_token = service_account_token(&admin, "team", "app").await;
+    let helper_token = service_account_token(&admin, "team", "helper").await;
+    let as_app = [("Impersonate-User", "system:serviceaccount:team:app")];
+    let bearer = |token: &str| format!("Bearer {token}");
+
+    // the administrator may impersonate anyone: the request acts as the ServiceAccount
+    let admin_token = cinder_kubeconfig_token(&c);
+    let auth = bearer(&admin_token);
+    let listed = raw(
+        &c.url(),
+        "GET",
+        "/api/v1/namespaces/team/configmaps",
+        &[("Authorization", auth.as_str()), as_app[0]],
+        "",
+    )
+    .await;
+    assert_eq!(listed.code, 200, "{}", listed.body);
+    let refused = raw(
+        &c.url(),
+        "GET",
+        "/api/v1/namespaces/team/secrets",
+        &[("Authorization", auth.as_str()), as_app[0]],
+        "",
+    )
+    .await;
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused.body.contains(
+            "User \\\"system:serviceaccount:team:app\\\" cannot list resource \\\"secrets\\\""
+        ),
+        "{}",
+        refused.body
+    );
+
+    // a ServiceAccount without the impersonate verb is refused, naming what it asked
+    let helper = bearer(&helper_token);
+    let refused = raw(
+        &c.url(),
+        "GET",
+        "/api/v1/namespaces/team/configmaps",
+        &[("Authorization", helper.as_str()), as_app[0]],
+        "",
+    )
+    .await;
+    assert_eq!(refused.code, 403, "{}", refused.body);
+    assert_eq!(
+        refused.json()["message"],
+        "serviceaccounts \"app\" is forbidden: User \"system:serviceaccount:team:helper\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"team\""
+    );
+    let groups_only = raw(
+        &c.url(),
+        "GET",
+        "/api/v1/namespaces/team/configmaps",
+        &[
+            ("Authorization", helper.as_str()),
+            ("Impersonate-Group", "x"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(groups_only.code, 400, "{}", groups_only.body);
+    create(&admin, RBAC, "ClusterRole", "clusterroles", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "impersonator"},
+        "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}]})).await;
+    create(
+        &admin,
+        RBAC,
+        "RoleBinding",
+        "rolebindings",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "helper-impersonates", "namespace": "team"},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "impersonator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "helper", "namespace": "team"}]}),
+    )
+    .await;
+    let allowed = raw(
+        &c.url(),
+        "GET",
+        "/api/v1/namespaces/team/configmaps",
+        &[("Authorization", helper.as_str()), as_app[0]],
+        "",
+    )
+    .await;
+    assert_eq!(allowed.code, 200, "{}", allowed.body);
+
+    // SelfSubjectRulesReview: the app's own rules in its namespace
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+                        "spec": {"namespace": "team"}});
+    let app = bearer(&app_token);
+    let answer = raw(
+        &c.url(),
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        &[
+            ("Authorization", app.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        review.to_string(),
+    )
+    .await;
+    assert_eq!(answer.code, 201, "{}", answer.body);
+    let status = &answer.json()["status"];
+    let rules = status["resourceRules"].as_array().unwrap();
+    assert!(
+        rules.contains(
+            &json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["configmaps"]})
+        ),
+        "{status}"
+    );
+    assert!(!rules.iter().any(|r| r["resources"] == json!(["secrets"])));
+    assert_eq!(status["incomplete"], false);
+    c.shutdown().await;
+}
+
+/// The administrator's token, from the kubeconfig the simulator wrote.
+fn cinder_kubeconfig_token(c: &EmbeddedCluster) -> String {
+    let text = std::fs::read_to_string(c.kubeconfig_path()).unwrap();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("token:"))
+        .map(|t| t.trim().trim_matches('"').to_owned())
+        .unwrap()
+}

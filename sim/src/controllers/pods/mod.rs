@@ -10,7 +10,8 @@
 //! ContainerCreating with FailedMount) until it appears. Then it shows ContainerCreating for its
 //! start delay and runs, Ready when its simulated readiness probe passes. Pods of Jobs start at
 //! once (the Job's simulated duration is the whole run; the Job controller ends them); pods of
-//! ReplicaSets take the Deployments delay; others the pods delay.
+//! ReplicaSets take the Deployments delay; others the pods delay. A Terminating pod is stopped:
+//! after its grace period (scaled by `grace_second`) the kubelet removes it.
 
 pub mod needs;
 pub mod pod_status;
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -91,18 +92,23 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
     let uid = pod.uid().ok_or(ReconcileError::Missing("uid"))?;
     let enabled = ctx.shared.read(|c| c.pods.enabled);
     let object = serde_json::to_value(pod.as_ref())?;
-    if matches!(phase(&object), "Succeeded" | "Failed") || pod.metadata.deletion_timestamp.is_some()
-    {
+    let namespace = pod
+        .namespace()
+        .ok_or(ReconcileError::Missing("namespace"))?;
+    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &namespace);
+    if pod.metadata.deletion_timestamp.is_some() {
+        if !enabled {
+            return Ok(Action::await_change());
+        }
+        return terminate(&object, &uid, &api, &ctx).await;
+    }
+    if matches!(phase(&object), "Succeeded" | "Failed") {
         ctx.forget(&uid);
         return Ok(Action::await_change());
     }
     if !enabled {
         return Ok(Action::await_change());
     }
-    let namespace = pod
-        .namespace()
-        .ok_or(ReconcileError::Missing("namespace"))?;
-    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &namespace);
     match object.pointer("/spec/nodeName").and_then(Value::as_str) {
         None => schedule(&object, &api, &ctx).await,
         Some(node) if phase(&object) == "Pending" => start(&object, node, &api, &ctx).await,
@@ -270,6 +276,16 @@ async fn namespace_view(ctx: &Context, namespace: &str) -> Result<NamespaceView,
     })
 }
 
+/// The pod's container names, comma-separated (for events).
+fn container_names(pod: &Value) -> String {
+    let names: Vec<&str> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    names.join(", ")
+}
+
 /// The controller kind that owns the pod (Job, ReplicaSet, ...), if any.
 fn owner_kind(pod: &Value) -> Option<&str> {
     pod.pointer("/metadata/ownerReferences")
@@ -375,13 +391,64 @@ async fn start(
     let ip = pod_status::pod_ip(uid);
     patch_status(api, pod, pod_status::running(pod, ready, &at, &host, &ip)).await?;
     ctx.forget(uid);
-    let names: Vec<&str> = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default();
-    let message = format!("Started container {}", names.join(", "));
+    let message = format!("Started container {}", container_names(pod));
     record(client, pod, note("Normal", "Started", &message, "kubelet")).await?;
+    Ok(Action::await_change())
+}
+
+/// A Terminating pod: its kubelet stops the containers within the grace period (scaled by
+/// [`super::ControllersConfig::grace_second`]) and then removes the pod (a DELETE with a grace
+/// period of 0, for this pod's uid only).
+async fn terminate(
+    pod: &Value,
+    uid: &str,
+    api: &Api<Pod>,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    let grace = pod
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        .max(0);
+    let bound = pod.pointer("/spec/nodeName").is_some();
+    let key = format!("{uid}/terminating");
+    if grace > 0 && bound {
+        let second = ctx.shared.read(|c| c.grace_second);
+        let period = second.saturating_mul(u32::try_from(grace).unwrap_or(u32::MAX));
+        if ctx.first_report(&key, "Killing") {
+            let message = format!("Stopping container {}", container_names(pod));
+            record(
+                &ctx.shared.client,
+                pod,
+                note("Normal", "Killing", &message, "kubelet"),
+            )
+            .await?;
+        }
+        if let Some(left) = ctx.seen.remaining(&key, grace, period) {
+            return Ok(Action::requeue(left));
+        }
+    } else if grace == 0 {
+        // Removed already, or waiting for its finalizers only.
+        ctx.forget(uid);
+        ctx.forget(&key);
+        return Ok(Action::await_change());
+    }
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
+        Err(error) => return Err(error.into()),
+    }
+    ctx.forget(uid);
+    ctx.forget(&key);
     Ok(Action::await_change())
 }
 
