@@ -16,7 +16,6 @@
 //! nobody holds or waits for retires: it tells the coordinator ([`Retired`]) and stops; requests
 //! that reach a stopped actor see their reply channel closed and resolve the actor again.
 
-use crate::coordinator::{ClaimKey, Committed, Coordinator, UnclaimKey};
 use crate::error::LockError;
 use crate::inspect::{ResourceSnapshot, WaiterSnapshot};
 use crate::lock_queue::{LockQueue, Priority};
@@ -46,6 +45,50 @@ pub struct Retired {
     pub id: String,
     /// The generation of the retiring actor.
     pub generation: u64,
+}
+
+/// A resource actor committed a value (or removed it): the coordinator's catalog follows.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Committed {
+    /// The kind.
+    pub kind: Arc<str>,
+    /// The id.
+    pub id: String,
+    /// The new value (`None`: deleted).
+    pub value: Option<Arc<Value>>,
+}
+
+/// A commit is about to give `id` the key `key`: claim it (refused when another id owns it).
+#[derive(Message)]
+#[rtype(result = "Result<(), LockError>")]
+pub(crate) struct ClaimKey {
+    pub(crate) kind: String,
+    pub(crate) key: String,
+    pub(crate) id: String,
+}
+
+/// The commit after a [`ClaimKey`] was refused: give the key back.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct UnclaimKey {
+    pub(crate) kind: String,
+    pub(crate) key: String,
+    pub(crate) id: String,
+}
+
+/// The coordinator as its resource actors reach it: its catalog learns their commits and key
+/// claims, its registry their retirements. The coordinator's address implements it
+/// (`coordinator/actor.rs`); a trait, so that this file knows nothing of the actor that starts it.
+pub(crate) trait CoordinatorLink: Send + 'static {
+    /// Sends [`Retired`].
+    fn retired(&self, msg: Retired);
+    /// Sends [`Committed`].
+    fn committed(&self, msg: Committed);
+    /// Asks [`ClaimKey`].
+    fn claim_key(&self, msg: ClaimKey) -> RecipientRequest<ClaimKey>;
+    /// Sends [`UnclaimKey`].
+    fn unclaim_key(&self, msg: UnclaimKey);
 }
 
 /// Ask for the lock in `mode`. The grant (the value at grant time) is sent on `reply`, at once when
@@ -125,7 +168,7 @@ pub struct ResourceActor {
     value: Option<Arc<Value>>,
     queue: LockQueue<oneshot::Sender<Grant>>,
     generation: u64,
-    coordinator: Addr<Coordinator>,
+    coordinator: Box<dyn CoordinatorLink>,
     /// Set when the actor decided to retire: nothing is granted after it.
     retired: bool,
 }
@@ -138,7 +181,7 @@ pub(crate) struct ResourceSpec {
     pub(crate) value: Option<Arc<Value>>,
     pub(crate) age_step: Duration,
     pub(crate) generation: u64,
-    pub(crate) coordinator: Addr<Coordinator>,
+    pub(crate) coordinator: Box<dyn CoordinatorLink>,
 }
 
 impl Actor for ResourceActor {
@@ -267,7 +310,7 @@ impl ResourceActor {
         self.pump();
         if self.queue.is_idle() && self.value.is_none() {
             self.retired = true;
-            self.coordinator.do_send(Retired {
+            self.coordinator.retired(Retired {
                 kind: self.kind.clone(),
                 id: self.id.clone(),
                 generation: self.generation,
@@ -289,7 +332,7 @@ impl ResourceActor {
     fn store(&mut self, value: Option<Arc<Value>>) {
         self.value = value.clone();
         if self.info.is_some() {
-            self.coordinator.do_send(Committed {
+            self.coordinator.committed(Committed {
                 kind: self.kind.clone(),
                 id: self.id.clone(),
                 value,
@@ -375,14 +418,14 @@ impl Handler<Commit> for ResourceActor {
             key: key.clone(),
             id: self.id.clone(),
         };
-        let claimed = self.coordinator.send(claim).into_actor(self).map(
+        let claimed = self.coordinator.claim_key(claim).into_actor(self).map(
             move |answer, act: &mut ResourceActor, _ctx| match answer {
                 Ok(Ok(())) if act.queue.holds(txn, Some(LockMode::Write)) => {
                     act.store(Some(value));
                     Ok(())
                 }
                 Ok(Ok(())) => {
-                    act.coordinator.do_send(UnclaimKey {
+                    act.coordinator.unclaim_key(UnclaimKey {
                         kind: act.kind.to_string(),
                         key,
                         id: act.id.clone(),

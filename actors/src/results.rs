@@ -2,11 +2,11 @@
 //! mutated copy changes nothing) and commit handles whose upsert / delete / interior mutation are
 //! messages to the owning resource actor.
 
-use crate::coordinator::{Coordinator, Resolve};
+use crate::coordinator::messages::Resolve;
 use crate::error::LockError;
 use crate::query::Op;
 use crate::resource_actor::{Change, Commit, Mutate, ResourceRef};
-use actix::Addr;
+use actix::Recipient;
 use serde_json::Value;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -112,7 +112,7 @@ pub struct ResourceResult {
 
 #[derive(Clone)]
 pub(crate) struct CommitTarget {
-    pub(crate) coordinator: Arc<Addr<Coordinator>>,
+    pub(crate) coordinator: Arc<Recipient<Resolve>>,
     pub(crate) txn: u64,
     pub(crate) resource: Option<ResourceRef>,
 }

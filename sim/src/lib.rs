@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod controllers;
 pub mod error;
 pub mod faults;
+pub mod gc;
 pub mod groups;
 pub mod json;
 pub mod kubeconfig;

@@ -4,7 +4,9 @@
 //! fields the upgrade walks, the events on a Cinder, and the overlap check over the simulator's
 //! Job run record.
 
-use crate::{Credentials, NS, create_cluster_store, create_credentials, eventually};
+use crate::fixtures::{Credentials, create_cluster_store, create_credentials};
+use crate::test_env::NS;
+use crate::waiting::eventually;
 use cinder_operator::crd::{Cinder, CinderStatus};
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::JobRun;

@@ -5,7 +5,11 @@
 //! Debian's `prometheus` package (installed when missing) with a Prometheus process that is
 //! killed when dropped.
 
-use crate::{EVENTUALLY, HarnessConfig, NS, create_namespace, eventually, install_crds};
+pub use crate::clients::{client_with_token, client_with_user_agent};
+use crate::fixtures::{create_namespace, install_crds};
+use crate::harness::HarnessConfig;
+use crate::test_env::{EVENTUALLY, NS};
+use crate::waiting::eventually;
 use anyhow::Context as _;
 use cinder_lease::DeviceLockMetrics;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
@@ -264,14 +268,6 @@ pub fn describe_request(r: &RequestRecord) -> String {
 // ---------------------------------------------------------------------------------------------
 // The operator in-process, with its own client and endpoints
 
-/// A client for `cluster` that sends `user_agent` on every request.
-pub async fn client_with_user_agent(
-    cluster: &EmbeddedCluster,
-    user_agent: &str,
-) -> anyhow::Result<Client> {
-    client_with_token(cluster, user_agent, None).await
-}
-
 /// The namespace and ServiceAccount deploy/ runs the operator as.
 pub const DEPLOY_NAMESPACE: &str = "cinder-system";
 pub const DEPLOY_ACCOUNT: &str = "cinder-operator";
@@ -325,30 +321,6 @@ pub async fn apply_service_account(
         .status
         .and_then(|s| s.token)
         .context("the TokenRequest answer holds no token")
-}
-
-/// A client for `cluster` sending `user_agent` and authenticating with `token` (None: the
-/// administrator of the cluster's kubeconfig).
-pub async fn client_with_token(
-    cluster: &EmbeddedCluster,
-    user_agent: &str,
-    token: Option<&str>,
-) -> anyhow::Result<Client> {
-    let yaml = match token {
-        Some(token) => cinder_sim::kubeconfig::kubeconfig_yaml(&cluster.url(), token),
-        None => cluster.kubeconfig_yaml(),
-    };
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml)?;
-    let mut config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await?;
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_str(user_agent)?,
-    ));
-    Ok(Client::try_from(config)?)
 }
 
 /// `curl -sk` of `https://addr/path` with an optional bearer token: the status and body.

@@ -4,7 +4,10 @@
 //! and the count of /healthcheck probes in the simulator's request record.
 
 use crate::database_helpers::database_environment;
-use crate::{HarnessConfig, NS, create_cinder, create_nfs_backend, eventually};
+use crate::fixtures::{create_cinder, create_nfs_backend};
+use crate::harness::{Harness, HarnessConfig};
+use crate::test_env::NS;
+use crate::waiting::eventually;
 use cinder_operator::crd::Cinder;
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::config::FixtureSet;
@@ -138,7 +141,7 @@ pub async fn wait_deployment(client: &Client, name: &str) -> anyhow::Result<Depl
     .await
 }
 
-/// Waits until `probe` turns false (an object is gone), for up to [`crate::EVENTUALLY`].
+/// Waits until `probe` turns false (an object is gone), for up to [`EVENTUALLY`](crate::test_env::EVENTUALLY).
 pub async fn wait_gone<F, Fut>(what: &str, mut probe: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
@@ -152,7 +155,7 @@ where
 }
 
 /// The passes the operator finished for Cinder `name` (its record in the pipelines view).
-pub async fn passes(h: &crate::Harness, name: &str) -> u64 {
+pub async fn passes(h: &Harness, name: &str) -> u64 {
     let records = h
         .ctx
         .pipelines

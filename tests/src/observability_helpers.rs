@@ -4,7 +4,7 @@
 //! raw HTTP GET that keeps the response headers, kubectl, promtool, and the artefact folder
 //! under the target directory.
 
-use crate::LogCapture;
+use crate::log_capture::LogCapture;
 use anyhow::Context as _;
 use cinder_operator::telemetry::{self, LogFormat, TelemetryOptions};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{

@@ -2,7 +2,9 @@
 //! labelled kubeconfig Secret that registers it on the management cluster, and the Secret /
 //! ConfigMap references of the pod templates a cluster holds, checked against that cluster.
 
-use crate::{Harness, NS};
+use crate::fixtures::create_namespace;
+use crate::harness::Harness;
+use crate::test_env::NS;
 use cinder_operator::target_cluster::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::ByteString;
@@ -20,7 +22,7 @@ pub async fn target_cluster(
     let target = EmbeddedCluster::start(ClusterConfig::default()).await?;
     let client = target.client().await;
     if with_namespace {
-        crate::create_namespace(&client, NS).await?;
+        create_namespace(&client, NS).await?;
     }
     Ok((target, client))
 }

@@ -3,7 +3,9 @@
 //! finalizer of a backend, and the pod-template annotations that roll a workload.
 
 use crate::database_helpers::*;
-use crate::*;
+use crate::fixtures::{Credentials, create_cinder, create_nfs_backend, put_secret};
+use crate::test_env::NS;
+use crate::waiting::{eventually, wait_cinder_condition};
 use cinder_operator::crd::CinderBackend;
 use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};

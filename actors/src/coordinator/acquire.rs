@@ -9,66 +9,23 @@
 //! given back (the closed reply channel makes the resource actor release it, or the grant that
 //! arrived meanwhile is released here).
 
+use super::actor::{Coordinator, Planned};
 use super::guard::{LockGuard, Locked};
-use super::{CheckNewKeys, Collect, Collected, Coordinator, Planned, Resolve};
+use super::messages::{CheckNewKeys, Collect, Collected, Resolve};
+use super::pending_grant::PendingGrant;
 use crate::error::LockError;
 use crate::lock_queue::Priority;
-use crate::plan::{EntryAction, LockStep};
-use crate::resource_actor::{Grant, ResourceRef};
-use crate::results::{CommitTarget, QueryResult, ResourceResult};
-use actix::Addr;
+use crate::plan::EntryAction;
+use crate::resource_actor::Grant;
+use crate::results::{CommitTarget, Listed, QueryResult, ResourceResult};
+use actix::{Addr, Recipient};
 use std::collections::HashMap;
-use tokio::sync::oneshot;
-
-/// A grant asked for and not yet taken. Dropped before it was taken (the caller was cancelled), it
-/// closes the channel, withdraws the queued request and releases a grant that arrived meanwhile; a
-/// grant sent after the close fails and the resource actor releases it itself.
-pub(crate) struct PendingGrant {
-    rx: Option<oneshot::Receiver<Grant>>,
-    resource: ResourceRef,
-    txn: u64,
-}
-
-impl PendingGrant {
-    /// Asks `resource` for the lock of `step` on behalf of `txn`.
-    pub(crate) fn ask(
-        resource: &ResourceRef,
-        txn: u64,
-        step: &LockStep,
-        priority: Priority,
-    ) -> Self {
-        PendingGrant {
-            rx: Some(resource.acquire(txn, step.mode, priority)),
-            resource: resource.clone(),
-            txn,
-        }
-    }
-
-    /// The grant, or `None` when the actor stopped before granting.
-    async fn wait(&mut self) -> Option<Grant> {
-        let rx = self.rx.as_mut()?;
-        let grant = rx.await.ok();
-        self.rx = None;
-        grant
-    }
-}
-
-impl Drop for PendingGrant {
-    fn drop(&mut self) {
-        if let Some(mut rx) = self.rx.take() {
-            rx.close();
-            if rx.try_recv().is_ok() {
-                self.resource.release(self.txn);
-            } else {
-                self.resource.withdraw(self.txn);
-            }
-        }
-    }
-}
+use std::sync::Arc;
 
 /// Carries out `planned` in the calling task.
 pub(crate) async fn acquire(
     coordinator: &Addr<Coordinator>,
+    resolver: &Arc<Recipient<Resolve>>,
     planned: Planned,
     priority: Priority,
 ) -> Result<Locked, LockError> {
@@ -150,8 +107,6 @@ pub(crate) async fn acquire(
         }
     }
 
-    // One shared coordinator address for every commit handle of the phase.
-    let shared = std::sync::Arc::new(coordinator.clone());
     // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
     let mut covered: Option<HashMap<(&str, &str), usize>> = None;
     let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::default()).collect();
@@ -173,6 +128,10 @@ pub(crate) async fn acquire(
         let (value, resource) = match action {
             EntryAction::List => {
                 if let Some(Collected::List(_, listed)) = from_catalog.remove(&at) {
+                    let listed = listed
+                        .into_iter()
+                        .map(|(id, value)| Listed { id, value })
+                        .collect();
                     result.set_list(&e.kind, listed);
                 }
                 continue;
@@ -208,7 +167,7 @@ pub(crate) async fn acquire(
             },
         };
         let target = CommitTarget {
-            coordinator: shared.clone(),
+            coordinator: resolver.clone(),
             txn,
             resource,
         };

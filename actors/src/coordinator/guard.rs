@@ -1,7 +1,7 @@
 //! The outcome of a phase and the release of its locks: `Locked` (context, results, guard, plan),
 //! `LockGuard` (reverse-order release on `unlock()` or on drop) and `ShutdownGuard`.
 
-use super::PhaseTicket;
+use super::actor::PhaseTicket;
 use crate::plan::{LockContext, LockStep, Plan};
 use crate::resource_actor::ResourceRef;
 use crate::results::QueryResult;

@@ -3,9 +3,9 @@
 //! then ask the resource actors for their grants from the calling task.
 
 use super::acquire::acquire;
+use super::actor::{Begin, Coordinator, CoordinatorConfig, PhaseKind};
 use super::guard::{Locked, ShutdownGuard};
-use super::inspect::Inspect;
-use super::{Begin, Coordinator, CoordinatorConfig, Explain, Peek, PhaseKind, Stop};
+use super::messages::{Explain, Inspect, Peek, Resolve, Stop};
 use crate::error::LockError;
 use crate::inspect::CoordinatorSnapshot;
 use crate::lock_queue::Priority;
@@ -21,6 +21,8 @@ use tokio::sync::oneshot;
 #[derive(Clone)]
 pub struct CoordinatorHandle {
     addr: Addr<Coordinator>,
+    /// The coordinator as the commit handles of a phase reach it (shared by every phase).
+    resolver: Arc<Recipient<Resolve>>,
     schema: Arc<Schema>,
     arbiter: ArbiterHandle,
 }
@@ -39,6 +41,7 @@ impl CoordinatorHandle {
     pub fn start(schema: Arc<Schema>, config: CoordinatorConfig) -> CoordinatorHandle {
         let addr = Coordinator::new(schema.clone(), &config).start();
         CoordinatorHandle {
+            resolver: Arc::new(addr.clone().recipient()),
             addr,
             schema,
             arbiter: Arbiter::current(),
@@ -123,7 +126,7 @@ impl CoordinatorHandle {
             reply,
         });
         let planned = answer.await.map_err(|_| LockError::ShuttingDown)??;
-        acquire(&self.addr, planned, priority).await
+        acquire(&self.addr, &self.resolver, planned, priority).await
     }
 
     /// Lock with the default priority.

@@ -2,18 +2,14 @@
 //! holds and the one it waits on, read from the resource actors' own snapshots (each actor reports
 //! its holders and waiters), and every live resource actor.
 
-use super::Coordinator;
+use super::actor::Coordinator;
+use super::messages::Inspect;
 use crate::inspect::{CoordinatorSnapshot, ResourceSnapshot, TransactionSnapshot, WaitSnapshot};
 use crate::plan::LockStep;
 use crate::resource_actor::{InspectResource, ResourceRef};
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
-
-/// Report the transaction table and every live resource actor.
-#[derive(Message)]
-#[rtype(result = "CoordinatorSnapshot")]
-pub(crate) struct Inspect;
 
 /// A phase as the table records it, before the resource actors answered.
 struct PhaseView {

@@ -3,66 +3,10 @@
 //! (`--kube-qps` / `--kube-burst`) that also honours a 429's Retry-After, so a fleet's first
 //! sync does not reach the API server all at once.
 
+pub mod build;
+pub mod limits;
 pub mod throttle;
 pub mod token_bucket;
 
-use kube::Client;
-use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-
-/// The client-side request limits of one client (one API server).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClientLimits {
-    /// Sustained requests per second.
-    pub qps: f32,
-    /// Requests that may start at once after a quiet period.
-    pub burst: u32,
-    /// How often one request is retried after a 429, 503 or 504 (waiting its Retry-After each
-    /// time).
-    pub max_retries: u32,
-}
-
-impl Default for ClientLimits {
-    /// controller-runtime's defaults: 20 requests per second, bursts of 30.
-    fn default() -> Self {
-        ClientLimits {
-            qps: 20.0,
-            burst: 30,
-            max_retries: 10,
-        }
-    }
-}
-
-/// The user agent of the operator's requests (audit logs and API priority and fairness see who
-/// asks; the simulator's request record tells the operator's requests from others).
-pub const USER_AGENT: &str = concat!("cinder-operator/", env!("CARGO_PKG_VERSION"));
-
-/// A client for `config` whose requests go through the limits and carry [`USER_AGENT`] (unless
-/// the config names another). kube's own retry layer is off: it sits below the throttle, where a
-/// 429 could not pause the bucket, so [`throttle::Throttle`] does the retrying.
-pub fn throttled(mut config: kube::Config, limits: ClientLimits) -> Result<Client, kube::Error> {
-    config.default_retry = false;
-    if !config
-        .headers
-        .iter()
-        .any(|(name, _)| name == http::header::USER_AGENT)
-    {
-        config.headers.push((
-            http::header::USER_AGENT,
-            http::HeaderValue::from_static(USER_AGENT),
-        ));
-    }
-    let builder = ClientBuilder::try_from(config)?;
-    Ok(builder
-        .with_layer(&throttle::ThrottleLayer::new(limits))
-        .build())
-}
-
-/// A throttled client from kubeconfig YAML (its current context).
-pub async fn throttled_from_kubeconfig(yaml: &str, limits: ClientLimits) -> Result<Client, String> {
-    let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    throttled(config, limits).map_err(|e| e.to_string())
-}
+pub use build::{USER_AGENT, throttled, throttled_from_kubeconfig};
+pub use limits::ClientLimits;

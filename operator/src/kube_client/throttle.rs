@@ -5,7 +5,7 @@
 //! reconcile then backs off). A 503 or 504 (an API server restarting or overloaded) is retried
 //! the same number of times after its Retry-After, without pausing the other requests.
 
-use super::ClientLimits;
+use super::limits::ClientLimits;
 use super::token_bucket::TokenBucket;
 use futures::future::BoxFuture;
 use http::{HeaderMap, Request, Response, StatusCode};

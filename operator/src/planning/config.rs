@@ -11,6 +11,7 @@
 
 use super::digest::map_digest;
 use super::ini::{ControlCharacter, IniDoc};
+pub use super::process_model::CONFIG_DIR;
 use super::process_model::{API_CONF, API_UWSGI_INI, api_conf, api_uwsgi_ini};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderSpec;
@@ -20,8 +21,6 @@ use std::collections::BTreeMap;
 /// The reserved `spec.extraConfig` section whose entries (rule → check string) become
 /// policy.yaml instead of cinder.conf settings.
 pub const POLICY_SECTION: &str = "policy";
-/// Where the ConfigMap is mounted in every pod.
-pub const CONFIG_DIR: &str = "/etc/cinder";
 /// Environment variable carrying the DSN (oslo.config environment source).
 pub const ENV_DB_CONNECTION: &str = "OS_DATABASE__CONNECTION";
 /// Environment variable carrying the transport URL.

@@ -10,11 +10,12 @@
 //!
 //! No `osapi_volume_workers` is rendered: the API never forks one worker per CPU.
 
-use super::config::CONFIG_DIR;
 use super::ini::IniDoc;
 use crate::crd::CinderSpec;
 use crate::names;
 
+/// Where the config ConfigMap is mounted in every pod (every process reads its files there).
+pub const CONFIG_DIR: &str = "/etc/cinder";
 /// The uWSGI config of the API, in the config ConfigMap.
 pub const API_UWSGI_INI: &str = "api-uwsgi.ini";
 /// The API's cinder.conf overlay (its oslo.db pool), in the config ConfigMap.

@@ -1,12 +1,14 @@
 //! Reading a request body within the real API server's limit (3 MiB): a larger body is
 //! refused with 413 RequestEntityTooLarge as soon as its Content-Length (or the bytes read so
 //! far) exceed the limit, and the rest is read and dropped, never kept, so the client gets the
-//! answer rather than a broken connection.
+//! answer rather than a broken connection. A JSON or YAML body is parsed by its Content-Type.
 
 use crate::error::ApiError;
+use crate::patch;
 use actix_web::HttpRequest;
 use actix_web::web::{Bytes, BytesMut, Payload};
 use futures::StreamExt;
+use serde_json::Value;
 
 /// Largest request body, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
@@ -43,4 +45,23 @@ pub async fn read(req: &HttpRequest, mut payload: Payload) -> Result<Bytes, ApiE
         return Err(ApiError::request_entity_too_large(MAX_REQUEST_BYTES));
     }
     Ok(body.freeze())
+}
+
+pub(super) fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if body.is_empty() {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    if ct.contains("yaml") {
+        patch::parse_yaml_or_json(body)
+    } else if ct.is_empty() || ct.contains("json") {
+        patch::parse_json(body)
+    } else {
+        Err(ApiError::unsupported_media_type(&ct))
+    }
 }

@@ -6,6 +6,7 @@
 
 mod body;
 mod builtin_schemas;
+pub mod context;
 pub mod discovery;
 pub mod jsonpath;
 pub mod openapi;
@@ -14,66 +15,29 @@ pub mod partial;
 mod pod_subresources;
 pub mod protobuf;
 pub mod proxy;
+mod responses;
 pub mod route;
 mod sim_faults;
 pub mod table;
 pub mod watch;
 
+pub use context::AppState;
+
 use crate::error::ApiError;
-use crate::faults::FaultHandle;
 use crate::objects::validation::check_field_manager;
-use crate::objects::{DeleteOptions, Engine, ListOptions, Target, WriteOptions};
-use crate::patch::{self, PatchType};
-use crate::requests::{RequestLog, RequestRecord};
+use crate::objects::{DeleteOptions, ListOptions, Target, WriteOptions};
+use crate::patch::PatchType;
+use crate::requests::RequestRecord;
 use crate::store::selectors::{FieldSelector, LabelSelector};
-use crate::writes::{LeaseSnapshot, WriteLog, WriteRecord, is_mutating};
-use actix_web::http::{Method, StatusCode};
+use crate::writes::{LeaseSnapshot, WriteRecord, is_mutating};
+use actix_web::http::Method;
 use actix_web::{HttpRequest, HttpResponse, web};
+use body::parse_body;
+use responses::{error_response, json_response, typed_response};
 use route::{ResourcePath, Route};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// Shared state of the HTTP workers.
-#[derive(Clone)]
-pub struct AppState {
-    pub engine: Engine,
-    pub faults: FaultHandle,
-    pub log: RequestLog,
-    /// The write record (mutating requests with the Leases before and after; may be off).
-    pub writes: WriteLog,
-    /// Flips to true when the server shuts down (ends watches).
-    pub stop: tokio::sync::watch::Receiver<bool>,
-    pub address: String,
-    /// Authentication and authorization of every request.
-    pub auth: crate::auth::Auth,
-}
-
-fn json_response(code: u16, body: &Value) -> HttpResponse {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    HttpResponse::build(status)
-        .content_type("application/json")
-        .body(serde_json::to_vec(body).unwrap_or_default())
-}
-
-/// A 200 answer with a JSON body of a specific content type (Table, PartialObjectMetadata).
-fn typed_response(content_type: &str, body: &Value) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(content_type)
-        .body(serde_json::to_vec(body).unwrap_or_default())
-}
-
-fn error_response(e: &ApiError) -> HttpResponse {
-    let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut answer = HttpResponse::build(status);
-    answer.content_type("application/json");
-    if e.code == 429 {
-        // As a real API server: the Status's details.retryAfterSeconds, and the header clients
-        // read.
-        answer.insert_header(("Retry-After", "1"));
-    }
-    answer.body(e.status_bytes())
-}
 
 fn header(req: &HttpRequest, name: &str) -> String {
     req.headers()
@@ -391,20 +355,6 @@ fn parse_object(req: &HttpRequest, body: &[u8], target: &Target) -> Result<Value
         return protobuf::decode(body);
     }
     parse_body(req, body)
-}
-
-fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value, ApiError> {
-    let ct = header(req, "content-type").to_ascii_lowercase();
-    if body.is_empty() {
-        return Err(ApiError::bad_request("the request body is empty"));
-    }
-    if ct.contains("yaml") {
-        patch::parse_yaml_or_json(body)
-    } else if ct.is_empty() || ct.contains("json") {
-        patch::parse_json(body)
-    } else {
-        Err(ApiError::unsupported_media_type(&ct))
-    }
 }
 
 fn delete_options(

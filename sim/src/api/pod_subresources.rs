@@ -10,7 +10,9 @@ use actix_web::http::Method;
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Value, json};
 
-use super::{AppState, json_response, parse_body};
+use super::body::parse_body;
+use super::context::AppState;
+use super::responses::json_response;
 use crate::error::ApiError;
 use crate::objects::disruption::eviction_refusal;
 use crate::objects::{DeleteOptions, Target, WriteOptions};

@@ -3,7 +3,7 @@
 //! match the Service's selector has readyReplicas ≥ 1, else 503; fault injection can force the
 //! status or delay the answer. Other paths answer 200 with a small JSON document when ready.
 
-use super::AppState;
+use super::context::AppState;
 use crate::error::ApiError;
 use crate::store::selectors::map_selects;
 use actix_web::HttpResponse;

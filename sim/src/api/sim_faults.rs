@@ -4,7 +4,7 @@
 //! them, PUT replaces them (a body that does not parse, or has a probability outside 0..1 or a
 //! code that is not an error, is refused with 400 and changes nothing), DELETE clears them.
 
-use super::{error_response, json_response};
+use super::responses::{error_response, json_response};
 use crate::error::ApiError;
 use crate::faults::{FaultConfig, FaultHandle};
 use actix_web::HttpRequest;

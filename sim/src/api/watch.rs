@@ -5,7 +5,7 @@
 //! selectors (objects entering / leaving a selector appear as ADDED / DELETED), timeoutSeconds,
 //! periodic bookmarks, server shutdown and injected drops.
 
-use super::AppState;
+use super::context::AppState;
 use super::table::{self, IncludeObject};
 use crate::error::ApiError;
 use crate::objects::{Target, present};

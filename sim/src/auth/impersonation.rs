@@ -6,8 +6,9 @@
 //! The acting user gets the groups asked for (a ServiceAccount without them its fixed groups)
 //! plus `system:authenticated`.
 
-use super::rbac::{AUTHENTICATED, Attributes, ResourceAttributes, UNAUTHENTICATED};
+use super::rbac::{Attributes, ResourceAttributes};
 use super::user::UserInfo;
+use super::user::{AUTHENTICATED, UNAUTHENTICATED};
 
 /// What a request's impersonation headers ask for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 //! may read the health and version endpoints). Pure: no store access, unit-tested.
 
 use super::user::UserInfo;
+use super::user::{AUTHENTICATED, MASTERS};
 use serde_json::{Value, json};
 
 /// What a request asks to do.
@@ -50,13 +51,6 @@ pub struct Decision {
     /// Which grant allowed it, or why nothing did.
     pub reason: String,
 }
-
-/// The group every request with a valid credential belongs to.
-pub const AUTHENTICATED: &str = "system:authenticated";
-/// The group of requests without a credential.
-pub const UNAUTHENTICATED: &str = "system:unauthenticated";
-/// The group allowed everything.
-pub const MASTERS: &str = "system:masters";
 
 /// Paths any authenticated user may `get` (the system:discovery and system:basic-user roles).
 const DISCOVERY_PATHS: &[&str] = &[

@@ -5,8 +5,9 @@
 //! whoami`). Each answers the request's object with its
 //! `status` filled in; nothing is stored.
 
-use super::Auth;
+use super::admit::Auth;
 use super::rbac::{Attributes, ResourceAttributes};
+use super::review_kinds::{AUTHENTICATION, AUTHORIZATION, REVIEWS};
 use super::tokens::{API_AUDIENCE, DEFAULT_EXPIRATION};
 use super::user::UserInfo;
 use crate::api::route::ResourcePath;
@@ -14,44 +15,6 @@ use crate::error::{ApiError, Cause};
 use crate::json::strings;
 use crate::store::Store;
 use serde_json::{Value, json};
-
-pub const AUTHENTICATION: &str = "authentication.k8s.io";
-pub const AUTHORIZATION: &str = "authorization.k8s.io";
-
-/// The review kinds: (group, plural, kind, namespaced).
-pub const REVIEWS: &[(&str, &str, &str, bool)] = &[
-    (AUTHENTICATION, "tokenreviews", "TokenReview", false),
-    (
-        AUTHENTICATION,
-        "selfsubjectreviews",
-        "SelfSubjectReview",
-        false,
-    ),
-    (
-        AUTHORIZATION,
-        "subjectaccessreviews",
-        "SubjectAccessReview",
-        false,
-    ),
-    (
-        AUTHORIZATION,
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
-        false,
-    ),
-    (
-        AUTHORIZATION,
-        "selfsubjectrulesreviews",
-        "SelfSubjectRulesReview",
-        false,
-    ),
-    (
-        AUTHORIZATION,
-        "localsubjectaccessreviews",
-        "LocalSubjectAccessReview",
-        true,
-    ),
-];
 
 /// What a review request is, if `p` addresses one.
 fn review_kind(p: &ResourcePath) -> Option<&'static str> {

@@ -1,8 +1,6 @@
 //! Who a request comes from: the user name, uid and groups authentication finds, named as a real
 //! API server names them (`system:serviceaccount:<ns>:<name>`, `system:anonymous`, ...).
 
-use super::rbac::{AUTHENTICATED, MASTERS, UNAUTHENTICATED};
-
 /// An authenticated (or anonymous) user.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserInfo {
@@ -11,6 +9,12 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
+/// The group every request with a valid credential belongs to.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group of requests without a credential.
+pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The group RBAC allows everything.
+pub const MASTERS: &str = "system:masters";
 /// The name of the cluster administrator the simulator's kubeconfig authenticates as.
 pub const ADMIN: &str = "kubernetes-admin";
 

@@ -5,8 +5,10 @@
 //! PersistentVolumeClaims start Pending; built-ins get their defaults (`defaults`) and
 //! validation (`builtin_rules`). CRD deletion removes the resource and its instances.
 
-use super::{Engine, Target, builtin_rules, defaults, meta};
+use super::target::Target;
+use super::{builtin_rules, defaults, meta};
 use crate::error::ApiError;
+use crate::registry::Registry;
 use crate::registry::crd_status;
 use crate::schema;
 use crate::store::Txn;
@@ -16,11 +18,11 @@ use serde_json::{Value, json};
 const CRD_GROUP: &str = "apiextensions.k8s.io";
 
 /// Adjusts and validates an object about to be written (`old` is None on create). Runs inside
-/// a store transaction: it must not touch `engine.store` (`rv` is the transaction's version).
+/// a store transaction: it must not touch the engine's store (`rv` is the transaction's version).
 /// `strict` (fieldValidation=Strict) refuses unknown fields of custom resources instead of
 /// pruning them silently.
 pub fn on_write(
-    engine: &Engine,
+    registry: &Registry,
     t: &Target,
     old: Option<&Value>,
     obj: &mut Value,
@@ -65,7 +67,7 @@ pub fn on_write(
                     causes,
                 ));
             }
-            if let Some(existing) = engine.registry.find_resource(
+            if let Some(existing) = registry.find_resource(
                 obj.pointer("/spec/group")
                     .and_then(Value::as_str)
                     .unwrap_or_default(),
@@ -189,7 +191,7 @@ fn is_empty_status(obj: &Value) -> bool {
 
 /// Follow-ups of a stored write (CRD registration).
 pub fn after_write(
-    engine: &Engine,
+    registry: &Registry,
     _txn: &mut Txn<'_>,
     t: &Target,
     stored: &Value,
@@ -197,13 +199,13 @@ pub fn after_write(
     if t.info.is(CRD_GROUP, "customresourcedefinitions")
         && stored.pointer("/metadata/deletionTimestamp").is_none()
     {
-        engine.registry.register_crd(stored)?;
+        registry.register_crd(stored)?;
     }
     Ok(())
 }
 
 /// Follow-ups of a removal: a CRD takes its resource and every instance with it.
-pub fn after_delete(engine: &Engine, txn: &mut Txn<'_>, t: &Target, gone: &Value) {
+pub fn after_delete(registry: &Registry, txn: &mut Txn<'_>, t: &Target, gone: &Value) {
     if t.info.is(CRD_GROUP, "customresourcedefinitions") {
         let group = gone
             .pointer("/spec/group")
@@ -215,7 +217,7 @@ pub fn after_delete(engine: &Engine, txn: &mut Txn<'_>, t: &Target, gone: &Value
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        engine.registry.unregister_crd(&group, &plural);
+        registry.unregister_crd(&group, &plural);
         for (key, _) in txn.list(&group, &plural, None) {
             txn.remove(&key);
         }

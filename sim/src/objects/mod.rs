@@ -7,12 +7,14 @@
 mod builtin_rules;
 mod defaults;
 pub mod disruption;
-pub mod gc;
 pub mod graceful;
-mod kinds;
+pub(crate) mod kinds;
 pub mod managed_fields;
 pub mod meta;
+pub mod target;
 pub mod validation;
+
+pub use target::Target;
 
 use crate::error::ApiError;
 use crate::patch::{self, PatchType};
@@ -22,36 +24,6 @@ use crate::store::{ObjKey, Store, Txn};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::Notify;
-
-/// What a request addresses: a resource at a version, a namespace ("" = cluster-scoped or all
-/// namespaces), a name ("" = the collection) and a subresource ("" = the object itself).
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub info: Arc<ResourceInfo>,
-    pub version: String,
-    pub namespace: String,
-    pub name: String,
-    pub subresource: String,
-}
-
-impl Target {
-    pub fn key(&self) -> ObjKey {
-        ObjKey::new(
-            &self.info.group,
-            &self.info.resource,
-            &self.namespace,
-            &self.name,
-        )
-    }
-
-    fn api_version(&self) -> String {
-        self.info.api_version(&self.version)
-    }
-
-    fn name_rule(&self) -> validation::NameRule {
-        validation::NameRule::of(&self.info.group, &self.info.resource)
-    }
-}
 
 /// Options of a write request.
 #[derive(Clone, Debug, Default)]
@@ -338,7 +310,7 @@ impl Engine {
     ) -> Result<Value, ApiError> {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
         let rv = txn.rv();
-        kinds::on_write(self, t, None, &mut obj, rv, opts.strict())?;
+        kinds::on_write(&self.registry, t, None, &mut obj, rv, opts.strict())?;
         validation::validate_meta(&obj, &t.info.kind, &t.info.group, t.name_rule())?;
         if t.info.namespaced {
             let ns_key = ObjKey::new("", "namespaces", "", &t.namespace);
@@ -380,7 +352,7 @@ impl Engine {
             return Ok(obj);
         }
         let stored = txn.put(key, obj);
-        kinds::after_write(self, txn, t, &stored)?;
+        kinds::after_write(&self.registry, txn, t, &stored)?;
         Ok(present(&t.info, &t.version, stored))
     }
 
@@ -492,7 +464,14 @@ impl Engine {
             }
         }
         new = present(&t.info, &t.version, new);
-        kinds::on_write(self, t, Some(old), &mut new, txn.rv(), opts.strict())?;
+        kinds::on_write(
+            &self.registry,
+            t,
+            Some(old),
+            &mut new,
+            txn.rv(),
+            opts.strict(),
+        )?;
         validation::validate_meta(&new, &t.info.kind, &t.info.group, t.name_rule())?;
         let old_gen = old
             .pointer("/metadata/generation")
@@ -521,7 +500,7 @@ impl Engine {
             }
             txn.put(key.clone(), new);
             let gone = txn.remove(&key).unwrap_or(Value::Null);
-            kinds::after_delete(self, txn, t, &gone);
+            kinds::after_delete(&self.registry, txn, t, &gone);
             self.gc_wake.notify_one();
             return Ok(present(&t.info, &t.version, gone));
         }
@@ -532,7 +511,7 @@ impl Engine {
             return Ok(new);
         }
         let stored = txn.put(key, new);
-        kinds::after_write(self, txn, t, &stored)?;
+        kinds::after_write(&self.registry, txn, t, &stored)?;
         Ok(present(&t.info, &t.version, stored))
     }
 
@@ -766,7 +745,7 @@ impl Engine {
         }
         if fins.is_empty() && !is_namespace {
             let gone = txn.remove(&key).unwrap_or(Value::Null);
-            kinds::after_delete(self, txn, t, &gone);
+            kinds::after_delete(&self.registry, txn, t, &gone);
             return Deleted {
                 object: present(&t.info, &t.version, gone),
                 gone: true,

@@ -15,7 +15,7 @@ use crate::runtime::{runtime_cpu, spawn};
 use crate::stats::ms;
 
 use super::create_publish::{Shape, create, prepare};
-use super::{backend_id, verify, volume_value};
+use super::objects::{backend_id, verify, volume_value};
 
 /// Figures of one engine.
 #[derive(Clone, Debug)]

@@ -16,7 +16,7 @@ use crate::query::{self, Kind};
 use crate::runtime::{runtime_cpu, spawn};
 use crate::stats::{ms, percentile_ms};
 
-use super::{
+use super::objects::{
     RESERVED_PER_VOLUME, backend_id, backend_value, node_id, node_value, verify, volume_value,
 };
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{self, Kind, Query};
 
-use super::{backend_value, node_value, volume_value};
+use super::objects::{backend_value, node_value, volume_value};
 
 /// Figures of one engine.
 #[derive(Clone, Debug)]

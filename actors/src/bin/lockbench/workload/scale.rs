@@ -12,7 +12,7 @@ use crate::query::{self, Kind};
 use crate::stats::{SplitMix, ms, rss_bytes};
 
 use super::create_publish::prepare;
-use super::{backend_id, volume_value};
+use super::objects::{backend_id, volume_value};
 
 /// Figures of one engine.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -3,7 +3,7 @@
 //! `foregroundDeletion` finalizer) and Orphan deletions (owner references removed, then the
 //! `orphan` finalizer), and empties terminating Namespaces before removing them.
 
-use super::{Engine, Target, meta};
+use crate::objects::{Engine, Target, kinds, meta};
 use crate::store::{ObjKey, Txn};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -69,7 +69,7 @@ fn rewrite(txn: &mut Txn<'_>, key: &ObjKey, obj: Value, engine: &Engine) {
         if let Some(gone) = txn.remove(key)
             && let Some(t) = target_for(engine, key)
         {
-            super::kinds::after_delete(engine, txn, &t, &gone);
+            kinds::after_delete(&engine.registry, txn, &t, &gone);
         }
     } else {
         txn.put(key.clone(), obj);

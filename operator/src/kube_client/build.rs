@@ -1,0 +1,40 @@
+//! Building the operator's clients: every client goes through the throttle layer and carries the
+//! operator's user agent.
+
+use super::limits::ClientLimits;
+use super::throttle::ThrottleLayer;
+use kube::Client;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// The user agent of the operator's requests (audit logs and API priority and fairness see who
+/// asks; the simulator's request record tells the operator's requests from others).
+pub const USER_AGENT: &str = concat!("cinder-operator/", env!("CARGO_PKG_VERSION"));
+
+/// A client for `config` whose requests go through the limits and carry [`USER_AGENT`] (unless
+/// the config names another). kube's own retry layer is off: it sits below the throttle, where a
+/// 429 could not pause the bucket, so [`Throttle`](super::throttle::Throttle) does the retrying.
+pub fn throttled(mut config: kube::Config, limits: ClientLimits) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    if !config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT)
+    {
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(USER_AGENT),
+        ));
+    }
+    let builder = ClientBuilder::try_from(config)?;
+    Ok(builder.with_layer(&ThrottleLayer::new(limits)).build())
+}
+
+/// A throttled client from kubeconfig YAML (its current context).
+pub async fn throttled_from_kubeconfig(yaml: &str, limits: ClientLimits) -> Result<Client, String> {
+    let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    throttled(config, limits).map_err(|e| e.to_string())
+}
