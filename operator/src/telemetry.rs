@@ -230,15 +230,16 @@ pub fn step_span(step: &'static str) -> Span {
 }
 
 /// Logs (at debug) how a step ended, in its span.
-pub fn step_ran(outcome: &crate::pipeline::Outcome, elapsed: std::time::Duration) {
+pub fn step_ran(result: &crate::pipeline::StepResult, elapsed: std::time::Duration) {
+    use crate::pipeline::Outcome;
     let ms = elapsed.as_secs_f64() * 1000.0;
-    match outcome {
-        crate::pipeline::Outcome::Continue => tracing::debug!(ms, "step continued"),
-        crate::pipeline::Outcome::RequeueAfter(d) => {
+    match result {
+        Ok(Outcome::Continue) => tracing::debug!(ms, "step continued"),
+        Ok(Outcome::RequeueAfter(d)) => {
             tracing::debug!(ms, requeue_s = d.as_secs_f64(), "step asked to requeue");
         }
-        crate::pipeline::Outcome::Error(e) => tracing::debug!(ms, error = %e, "step failed"),
-        crate::pipeline::Outcome::ContinueDespite(e) => {
+        Err(e) => tracing::debug!(ms, error = %e, "step failed"),
+        Ok(Outcome::ContinueDespite(e)) => {
             tracing::debug!(ms, error = %e, "step failed and continued with last-good artefacts");
         }
     }

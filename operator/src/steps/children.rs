@@ -9,7 +9,7 @@ use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -160,39 +160,31 @@ pub struct NotRequired {
 /// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
 /// nothing.
 pub async fn remove_unwanted<K>(
-    ctx: StepContext,
+    ctx: &mut StepContext,
     api: &Api<K>,
     what: &str,
     name: &str,
     unwanted: NotRequired,
-) -> StepReport
+) -> StepResult
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let present = match api.get_opt(name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,
-        Err(e) => return ctx.error(format!("reading {what} {name}"), e),
+        Err(e) => return Err(e).doing(format_args!("reading {what} {name}")),
     };
-    if !present {
-        return ctx.proceed(not_required(
-            unwanted.condition_type,
-            unwanted.reason,
-            unwanted.field,
-            &format!("{what} {name}"),
-            false,
-        ));
-    }
-    match delete_if_present(api, name, &DeleteParams::default()).await {
-        Ok(deleted) => ctx.proceed(not_required(
-            unwanted.condition_type,
-            unwanted.reason,
-            unwanted.field,
-            &format!("{what} {name}"),
-            deleted,
-        )),
-        Err(e) => ctx.error(format!("deleting {what} {name}"), e),
-    }
+    let deleted = present
+        && delete_if_present(api, name, &DeleteParams::default())
+            .await
+            .doing(format_args!("deleting {what} {name}"))?;
+    ctx.proceed(not_required(
+        unwanted.condition_type,
+        unwanted.reason,
+        unwanted.field,
+        &format!("{what} {name}"),
+        deleted,
+    ))
 }
 
 /// What the Cinder's live Deployments mount.

@@ -24,7 +24,7 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
-use crate::pipeline::{Clusters, Outcome, StepContext, StepReport};
+use crate::pipeline::{Clusters, Doing, Outcome, StepContext, StepResult};
 use crate::planning::connection_cap::connection_cap;
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
@@ -157,16 +157,18 @@ async fn drive_job(
     })
 }
 
-fn outcome(requeue: Option<Duration>) -> Outcome {
-    requeue.map_or(Outcome::Continue, Outcome::RequeueAfter)
+/// Reports `condition`, then continues or requeues after `requeue`.
+fn settle(ctx: &mut StepContext, condition: Cond, requeue: Option<Duration>) -> StepResult {
+    ctx.set(condition);
+    Ok(requeue.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
 async fn steady(
     clusters: &Clusters,
     services: &DatabaseServices,
-    mut ctx: StepContext,
+    ctx: &mut StepContext,
     config_map: &str,
-) -> StepReport {
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let release = cinder.spec.open_stack_release.clone();
     ctx.status.target_release = None;
@@ -179,18 +181,19 @@ async fn steady(
         config_map,
         REQUEUE_DATABASE_WAIT,
     )
-    .await;
+    .await
+    .map_err(|e| e.to_string())
+    .doing("running the database Job")?;
     match driven {
-        Err(e) => ctx.error("running the database Job", e.to_string()),
-        Ok(Driven::Wait(after, note)) => {
+        Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
         }
-        Ok(Driven::State(state, _uid)) => {
+        Driven::State(state, _uid) => {
             let step = db_sync_step(ctx.name(), &release, state);
             if step.promote {
                 ctx.status.installed_release = Some(release);
             }
-            ctx.report(vec![step.condition], outcome(step.requeue))
+            settle(ctx, step.condition, step.requeue)
         }
     }
 }
@@ -216,15 +219,15 @@ fn in_progress_reason(phase: UpgradePhase) -> &'static str {
 async fn upgrade_phase(
     clusters: &Clusters,
     services: &DatabaseServices,
-    mut ctx: StepContext,
+    ctx: &mut StepContext,
     config_map: &str,
     target: String,
     phase: UpgradePhase,
-) -> StepReport {
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let Some(which) = phase_job(phase) else {
         let step = phase_step(ctx.name(), &target, phase, JobState::Absent);
-        return ctx.report(vec![step.condition], outcome(step.requeue));
+        return settle(ctx, step.condition, step.requeue);
     };
     let driven = drive_job(
         clusters,
@@ -234,13 +237,14 @@ async fn upgrade_phase(
         config_map,
         REQUEUE_UPGRADE_WAIT,
     )
-    .await;
+    .await
+    .map_err(|e| e.to_string())
+    .doing("running the database Job")?;
     match driven {
-        Err(e) => ctx.error("running the database Job", e.to_string()),
-        Ok(Driven::Wait(after, note)) => {
+        Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, in_progress_reason(phase), note), after)
         }
-        Ok(Driven::State(state, uid)) => {
+        Driven::State(state, uid) => {
             if phase == UpgradePhase::Migrating && state == JobState::Succeeded {
                 upgrade_flow::report_upgrade_check(&clusters.children, services, &cinder, &uid)
                     .await;
@@ -253,7 +257,7 @@ async fn upgrade_phase(
                 ctx.status.target_release = None;
                 ctx.status.upgrade_phase = None;
             }
-            ctx.report(vec![step.condition], outcome(step.requeue))
+            settle(ctx, step.condition, step.requeue)
         }
     }
 }
@@ -261,18 +265,20 @@ async fn upgrade_phase(
 async fn abort(
     clusters: &Clusters,
     services: &DatabaseServices,
-    mut ctx: StepContext,
-) -> StepReport {
+    ctx: &mut StepContext,
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let target = ctx.status.target_release.clone().unwrap_or_default();
     let names: Vec<String> = SchemaJob::PHASES
         .iter()
         .map(|j| j.job_name(ctx.name()))
         .collect();
-    let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names).await;
+    let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names)
+        .await
+        .map_err(|e| e.to_string())
+        .doing("aborting the upgrade")?;
     match act {
-        Err(e) => ctx.error("aborting the upgrade", e.to_string()),
-        Ok(Act::Done) => {
+        Act::Done => {
             ctx.status.target_release = None;
             ctx.status.upgrade_phase = None;
             let c = db_cond(
@@ -284,7 +290,7 @@ async fn abort(
             );
             ctx.requeue(c, REQUEUE_NEXT_PASS)
         }
-        Ok(Act::DeviceBusy(after)) => ctx.requeue(
+        Act::DeviceBusy(after) => ctx.requeue(
             db_cond(
                 false,
                 reason::DB_SYNC_IN_PROGRESS,
@@ -292,7 +298,7 @@ async fn abort(
             ),
             after,
         ),
-        Ok(_) => ctx.requeue(
+        _ => ctx.requeue(
             db_cond(
                 false,
                 reason::DB_SYNC_IN_PROGRESS,
@@ -304,14 +310,19 @@ async fn abort(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> StepReport {
+pub async fn run(
+    (env, services): (StepEnv, DatabaseServices),
+    ctx: &mut StepContext,
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let clusters = ctx.clusters(&env.client);
 
     let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
-    match provisioning::provision(&env.client, &cinder, cap).await {
-        Err(e) => return ctx.error("provisioning the database", e),
-        Ok(Provisioned::Waiting { condition, created }) => {
+    match provisioning::provision(&env.client, &cinder, cap)
+        .await
+        .doing("provisioning the database")?
+    {
+        Provisioned::Waiting { condition, created } => {
             let after = if created {
                 REQUEUE_NEXT_PASS
             } else {
@@ -319,7 +330,7 @@ pub async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext)
             };
             return ctx.requeue(condition, after);
         }
-        Ok(Provisioned::Ready) => {}
+        Provisioned::Ready => {}
     }
 
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {

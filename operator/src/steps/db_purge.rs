@@ -11,12 +11,12 @@ use super::env::StepEnv;
 use super::workloads::{
     JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
 };
-use crate::conditions::{Cond, event_reason, kind, reason};
+use crate::conditions::event_reason;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, StepContext, StepReport};
+use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
@@ -156,40 +156,25 @@ fn summary(job: &Job) -> (JobSummary, Duration) {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let effective = effective_db_purge(&ctx.cinder.spec.db_purge);
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
         // The Database step before this one already waits for the config; nothing to report.
-        return ctx.report(
-            Vec::new(),
-            Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING),
-        );
-    };
-    let api_error = |e: &kube::Error| {
-        Cond::false_(
-            kind::DB_PURGE_READY,
-            reason::DB_PURGE_JOB_FAILED,
-            format!("kubernetes API error: {e}"),
-        )
+        return Ok(Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING));
     };
     let desired = desired_cron_job(&ctx.cinder, &effective, &config_map);
-    if let Err(e) = ensure_cron_job(&children, &desired).await {
-        let c = api_error(&e);
-        return ctx.fail(
-            c,
-            format!("writing CronJob {}: {e}", names::db_purge_cronjob(&name)),
-        );
-    }
-    let jobs = match purge_jobs(&children, &ns, &name).await {
-        Ok(j) => j,
-        Err(e) => {
-            let c = api_error(&e);
-            return ctx.fail(c, format!("listing purge Jobs: {e}"));
-        }
-    };
+    ensure_cron_job(&children, &desired)
+        .await
+        .doing(format_args!(
+            "writing CronJob {}",
+            names::db_purge_cronjob(&name)
+        ))?;
+    let jobs = purge_jobs(&children, &ns, &name)
+        .await
+        .doing("listing purge Jobs")?;
     let mut durations = HashMap::new();
     let summaries: Vec<JobSummary> = jobs
         .iter()

@@ -16,7 +16,7 @@ use crate::crd::cinder::GatewaySpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use kube::Api;
 use kube::api::DynamicObject;
@@ -79,7 +79,7 @@ fn not_installed() -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
@@ -123,9 +123,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Err(e) if e.is_not_found() => {
             return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
         }
-        Err(e) => {
-            return ctx.error(format!("applying HTTPRoute {route_name}"), e);
-        }
+        Err(e) => return Err(e).doing(format_args!("applying HTTPRoute {route_name}")),
     };
     if accepted(&live) {
         ctx.proceed(Cond::true_(

@@ -12,7 +12,7 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::network_policy::{NetworkPolicyError, derive_network_policy};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
@@ -23,7 +23,7 @@ pub const EMPTY_INGRESS: &str = "EmptyIngress";
 pub const BROKER_PORT_UNKNOWN: &str = "BrokerPortUnknown";
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
@@ -59,23 +59,19 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
                 NetworkPolicyError::EmptyIngress => EMPTY_INGRESS,
                 NetworkPolicyError::BrokerPortUnknown => BROKER_PORT_UNKNOWN,
             };
-            let msg = e.to_string();
-            return ctx.fail(
-                Cond::false_(kind::NETWORK_POLICY_READY, why, msg.clone()),
-                msg,
-            );
+            return Err(e.to_string()).with_reason(why);
         }
     };
     let policy = NetworkPolicy {
         metadata: child_meta(&ctx.cinder, &np_name, &[]),
         spec: Some(spec),
     };
-    match apply(&api, &np_name, &policy).await {
-        Ok(_) => ctx.proceed(Cond::true_(
-            kind::NETWORK_POLICY_READY,
-            reason::NETWORK_POLICY_READY,
-            format!("NetworkPolicy {np_name} applied"),
-        )),
-        Err(e) => ctx.error(format!("applying NetworkPolicy {np_name}"), e),
-    }
+    apply(&api, &np_name, &policy)
+        .await
+        .doing(format_args!("applying NetworkPolicy {np_name}"))?;
+    ctx.proceed(Cond::true_(
+        kind::NETWORK_POLICY_READY,
+        reason::NETWORK_POLICY_READY,
+        format!("NetworkPolicy {np_name} applied"),
+    ))
 }

@@ -22,7 +22,7 @@ use super::workloads::{
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{CinderBackend, VolumeServiceStatus};
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, ProjectedBackend, StepContext, StepReport};
+use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use cinder_lease::Priority;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
@@ -351,22 +351,16 @@ async fn apply_volume_plan(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContext) -> StepResult {
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let children = ctx.children(&env.client);
-    let fail = |ctx: StepContext, what: String| {
-        let c = waiting(format!("error: {what}"));
-        ctx.fail(c, what)
-    };
-    let attached = match attached_backends(&env.client, &ns, &name).await {
-        Ok(s) => s,
-        Err(e) => return fail(ctx, format!("listing CinderBackends: {e}")),
-    };
-    let existing = match volume_deployments(&children, &ns, &name).await {
-        Ok(d) => d,
-        Err(e) => return fail(ctx, format!("listing volume Deployments: {e}")),
-    };
+    let attached = attached_backends(&env.client, &ns, &name)
+        .await
+        .doing("listing CinderBackends")?;
+    let existing = volume_deployments(&children, &ns, &name)
+        .await
+        .doing("listing volume Deployments")?;
     let config_map = ctx.artefacts.config_map_name.clone();
     let active: Vec<_> = ctx
         .artefacts
@@ -376,13 +370,12 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
         .cloned()
         .collect();
 
-    let plan = plan_volume_services(&ctx, &active, &attached, &existing);
-    let mut pending = match apply_volume_plan(&env, &ctx, &plan).await {
+    let plan = plan_volume_services(ctx, &active, &attached, &existing);
+    let mut pending = match apply_volume_plan(&env, ctx, &plan).await {
         Ok(p) => p,
         Err(Stopped::Busy(condition, after)) => return ctx.requeue(condition, after),
-        Err(Stopped::Failed(what)) => return fail(ctx, what),
+        Err(Stopped::Failed(what)) => return Err(what.into()),
     };
-    let mut ctx = ctx;
     ctx.status.volume_services = plan
         .desired
         .iter()
@@ -411,7 +404,7 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
     )
     .await;
     match detached {
-        Err(e) => return fail(ctx, format!("detach: {e}")),
+        Err(e) => return Err(e.to_string()).doing("detach"),
         Ok(DetachOutcome::Busy { backend, after }) => {
             return ctx.requeue(
                 waiting(format!("detaching backend {backend}: a device is busy")),
@@ -423,7 +416,7 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
                 .condition
                 .clone()
                 .unwrap_or_else(|| waiting(format!("detaching backend {}", plan.backend)));
-            return ctx.report(vec![condition], Outcome::RequeueAfter(plan.requeue));
+            return ctx.requeue(condition, plan.requeue);
         }
         Ok(DetachOutcome::Idle) => {}
     }
