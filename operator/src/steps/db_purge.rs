@@ -5,7 +5,7 @@
 //! db-purge component): DBPurgeScheduled, DBPurgeJobFailed with a Warning event, or
 //! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
 
-use super::children::{child_meta, selector};
+use super::children::{child_meta, list_children};
 use super::database::jobs::{CONNECTION_ENV, observe};
 use super::env::StepEnv;
 use super::workloads::{
@@ -14,6 +14,7 @@ use super::workloads::{
 use crate::conditions::event_reason;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
@@ -25,7 +26,7 @@ use crate::steps::job_marker::CountedJob;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use std::collections::HashMap;
@@ -87,11 +88,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
     match api.get_opt(&name).await? {
-        None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_conflict() => Ok(()),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
         Some(existing) => {
             let mut replacement = desired.clone();
@@ -112,12 +109,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
 
 /// The purge Jobs of Cinder `cinder` (common labels and the db-purge component).
 async fn purge_jobs(client: &Client, ns: &str, cinder: &str) -> Result<Vec<Job>, kube::Error> {
-    let api: Api<Job> = Api::namespaced(client.clone(), ns);
-    let sel = selector(
-        cinder,
-        &[(names::LABEL_COMPONENT, Component::DbPurge.as_str())],
-    );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+    list_children(client, ns, cinder, Some(Component::DbPurge)).await
 }
 
 fn summary(job: &Job) -> (JobSummary, Duration) {

@@ -12,7 +12,7 @@ use super::workloads::{
     SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, kind, reason};
-use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::upgrade::rollout_converged;
@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -100,11 +100,7 @@ where
     let name = meta.name.clone().unwrap_or_default();
     let api: Api<K> = Api::namespaced(client.clone(), &ns);
     match api.get_opt(&name).await? {
-        None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_conflict() => Ok(()),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
         Some(_) => {
             let body = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;

@@ -12,7 +12,7 @@
 
 pub mod detach;
 
-use super::children::selector;
+use super::children::list_children;
 use super::env::StepEnv;
 use super::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
@@ -28,7 +28,6 @@ use cinder_lease::Priority;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
-use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,12 +82,7 @@ async fn volume_deployments(
     ns: &str,
     cinder: &str,
 ) -> Result<Vec<Deployment>, kube::Error> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let sel = selector(
-        cinder,
-        &[(names::LABEL_COMPONENT, Component::Volume.as_str())],
-    );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+    list_children(client, ns, cinder, Some(Component::Volume)).await
 }
 
 fn backend_label(d: &Deployment) -> Option<&str> {

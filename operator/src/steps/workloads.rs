@@ -10,6 +10,7 @@ use super::children::child_meta;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::names::{self, Component};
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::config::{
@@ -376,11 +377,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
         return Ok(false);
     }
     match existing {
-        None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_conflict() => Ok(false),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, desired).await,
         Some(e) => {
             let mut replacement = desired.clone();
             replacement.metadata.resource_version = e.metadata.resource_version;

@@ -19,6 +19,7 @@ use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
 use crate::conditions::event_reason;
 use crate::crd::{Cinder, CinderBackend};
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::kube_ext::finalizer;
 use crate::metrics::JobResult;
 use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
@@ -31,7 +32,7 @@ use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
-use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::time::Duration;
@@ -473,11 +474,8 @@ async fn launch_under_database_lock(
             return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
         }
         let api: Api<Job> = Api::namespaced(client.clone(), &ns);
-        match api.create(&PostParams::default(), job).await {
-            Ok(_) => Ok(None),
-            Err(e) if e.is_conflict() => Ok(None),
-            Err(e) => Err(DetachError::from(e)),
-        }
+        create_if_absent(&api, job).await?;
+        Ok(None)
     }
     .await;
     guard.release().await;
