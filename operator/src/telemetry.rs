@@ -7,8 +7,8 @@
 //! carries the Cinder, the step and the trace id.
 //!
 //! With `--otlp-endpoint` the spans are exported over OTLP/gRPC (batched): one span per pass, a
-//! child per step, and below them a child per Kubernetes API call (kube's own `HTTP` spans) and
-//! per lock or device wait. Without it the trace ids still exist (they appear in the logs) and
+//! child per step, and below them a child per Kubernetes API call (kube's own `HTTP` spans).
+//! Without it the trace ids still exist (they appear in the logs) and
 //! nothing is sent anywhere.
 
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
@@ -26,8 +26,6 @@ pub const SERVICE_NAME: &str = "cinder-operator";
 pub const PASS_SPAN: &str = "reconcile";
 /// The name of the span of one step.
 pub const STEP_SPAN: &str = "step";
-/// The name of the span of a lock or device wait.
-pub const WAIT_SPAN: &str = "wait";
 /// Directives always added: kube-client logs every failed request at ERROR, and the operator
 /// reports what failed itself.
 const QUIET: &str = "kube_client::client::builder=off";
@@ -243,11 +241,6 @@ pub fn step_ran(result: &crate::pipeline::StepResult, elapsed: std::time::Durati
             tracing::debug!(ms, error = %e, "step failed and continued with last-good artefacts");
         }
     }
-}
-
-/// The span of a wait for a lock or a device (`what`: the lock or device id).
-pub fn wait_span(kind: &'static str, what: &str) -> Span {
-    tracing::info_span!(WAIT_SPAN, kind, id = %what, otel.name = %format!("wait {kind} {what}"))
 }
 
 /// The trace id of `span` as 32 hex digits, when it has a valid one.

@@ -49,11 +49,6 @@ impl DatabaseServices {
         &self.recorder
     }
 
-    /// The db_sync pair.
-    pub fn db_sync_metrics(&self) -> &JobMetrics {
-        &self.db_sync
-    }
-
     /// Feeds the db_sync pair for `job`, once per UID (across processes through the Job's
     /// counted marker); returns whether it counted.
     pub async fn observe_job_once(
