@@ -167,6 +167,15 @@ impl StepContext {
         }
     }
 
+    /// The API of kind `K` in the Cinder's namespace on the cluster holding its children.
+    pub fn children_api<K>(&self, management: &kube::Client) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        kube::Api::namespaced(self.children(management), self.namespace())
+    }
+
     /// The Cinder's name.
     pub fn name(&self) -> &str {
         self.cinder.metadata.name.as_deref().unwrap_or_default()

@@ -216,12 +216,9 @@ mod tests {
     use super::*;
 
     fn spec() -> CinderSpec {
-        serde_yaml::from_str(
-            r#"{openStackRelease: "2026.1", image: {repository: r, tag: "2026.1"},
-                database: {clusterRef: {name: m}, secretRef: {name: d}}, messaging: {clusterRef: {name: q}},
-                serviceUser: {secretRef: {name: s}}, keystoneEndpoint: "https://keystone.example/v3"}"#,
-        )
-        .unwrap()
+        let mut s = crate::test_fixtures::cinder().spec;
+        s.keystone_endpoint = "https://keystone.example/v3".to_string();
+        s
     }
 
     fn overlay(s: &mut CinderSpec, section: &str, key: &str, value: &str) {

@@ -165,27 +165,45 @@ where
     Ok(list.items)
 }
 
-/// An optional child the spec does not ask for: its condition and the spec field that is unset.
+/// An optional child the spec does not ask for: what it is ("HPA"), its condition and reason
+/// when absent, and the spec field that is unset.
 pub struct NotRequired {
+    pub what: &'static str,
     pub condition_type: &'static str,
     pub reason: &'static str,
     pub field: &'static str,
 }
 
-/// Ends the step of an optional child the spec does not ask for: deletes `what` `name` if it
+impl NotRequired {
+    pub const fn new(
+        what: &'static str,
+        condition_type: &'static str,
+        reason: &'static str,
+        field: &'static str,
+    ) -> Self {
+        NotRequired {
+            what,
+            condition_type,
+            reason,
+            field,
+        }
+    }
+}
+
+/// Ends the step of an optional child the spec does not ask for: deletes the child `name` if it
 /// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
 /// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
 /// nothing.
 pub async fn remove_unwanted<K>(
     ctx: &mut StepContext,
     api: &Api<K>,
-    what: &str,
     name: &str,
     unwanted: NotRequired,
 ) -> StepResult
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let what = unwanted.what;
     let present = match api.get_opt(name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,

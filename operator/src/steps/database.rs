@@ -24,7 +24,7 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
-use crate::pipeline::{Clusters, Doing, Outcome, StepContext, StepResult};
+use crate::pipeline::{Clusters, Doing, Outcome, StepContext, StepError, StepResult};
 use crate::planning::connection_cap::connection_cap;
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
@@ -58,103 +58,106 @@ async fn drive_job(
     clusters: &Clusters,
     services: &DatabaseServices,
     cinder: &Cinder,
-    which: SchemaJob,
+    (which, wait): (SchemaJob, Duration),
     config_map: &str,
-    wait: Duration,
-) -> Result<Driven, String> {
-    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
-    let name = cinder.metadata.name.as_deref().unwrap_or_default();
-    let desired = jobs::desired_job(cinder, which, config_map);
-    let job_name = which.job_name(name);
-    let observed = jobs::read_job(&clusters.children, ns, &job_name)
-        .await
-        .map_err(|e| format!("reading Job {job_name}: {e}"))?;
-    let act = match &observed {
-        None => {
-            let act = jobs::launch(clusters, services, cinder, which, &desired)
-                .await
-                .map_err(|e| format!("launching Job {job_name}: {e}"))?;
-            if act == Act::Done {
-                crate::events::job_started(
-                    services.recorder(),
-                    cinder,
-                    &job_name,
-                    &format!("db-{}", which.label()),
-                )
-                .await;
-            }
-            act
-        }
-        Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
-            let act = jobs::delete_jobs(
-                clusters,
-                services,
-                cinder,
-                which,
-                std::slice::from_ref(&job_name),
-            )
+) -> Result<Driven, StepError> {
+    let driven: Result<Driven, String> = async {
+        let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+        let name = cinder.metadata.name.as_deref().unwrap_or_default();
+        let desired = jobs::desired_job(cinder, which, config_map);
+        let job_name = which.job_name(name);
+        let observed = jobs::read_job(&clusters.children, ns, &job_name)
             .await
-            .map_err(|e| format!("replacing Job {job_name}: {e}"))?;
-            if act == Act::Done {
-                return Ok(Driven::Wait(
-                    REQUEUE_NEXT_PASS,
-                    format!("Job {job_name} is being replaced (its image or config changed)"),
-                ));
-            }
-            act
-        }
-        Some(o) => {
-            let mut state = o.state;
-            if let JobState::Failed { .. } = state {
-                state = JobState::Failed {
-                    exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
-                };
-            }
-            if state.is_terminal() {
-                let result = if state == JobState::Succeeded {
-                    JobResult::Succeeded
-                } else {
-                    JobResult::Failed
-                };
-                let duration = o.duration.unwrap_or_default();
-                let counted = CountedJob {
-                    client: &clusters.children,
-                    name: &job_name,
-                    uid: &o.uid,
-                };
-                if services
-                    .observe_job_once(&counted, ns, name, result, duration)
+            .map_err(|e| format!("reading Job {job_name}: {e}"))?;
+        let act = match &observed {
+            None => {
+                let act = jobs::launch(clusters, services, cinder, which, &desired)
                     .await
-                {
-                    crate::events::job_finished(
+                    .map_err(|e| format!("launching Job {job_name}: {e}"))?;
+                if act == Act::Done {
+                    crate::events::job_started(
                         services.recorder(),
                         cinder,
                         &job_name,
                         &format!("db-{}", which.label()),
-                        result,
-                        duration,
                     )
                     .await;
                 }
+                act
             }
-            return Ok(Driven::State(state, o.uid.clone()));
-        }
-    };
-    Ok(match act {
-        Act::Done => Driven::State(JobState::Running, String::new()),
-        Act::DeviceBusy(after) => Driven::Wait(
-            after,
-            format!("Job {job_name} waits for the database lock another replica holds"),
-        ),
-        Act::OtherActive(other) => Driven::Wait(
-            wait,
-            format!("Job {job_name} waits for Job {other} of the same database to finish"),
-        ),
-        Act::StaleSnapshot => Driven::Wait(
-            REQUEUE_NEXT_PASS,
-            "the Cinder changed during this pass; acting on the next one".to_string(),
-        ),
-    })
+            Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
+                let act = jobs::delete_jobs(
+                    clusters,
+                    services,
+                    cinder,
+                    which,
+                    std::slice::from_ref(&job_name),
+                )
+                .await
+                .map_err(|e| format!("replacing Job {job_name}: {e}"))?;
+                if act == Act::Done {
+                    return Ok(Driven::Wait(
+                        REQUEUE_NEXT_PASS,
+                        format!("Job {job_name} is being replaced (its image or config changed)"),
+                    ));
+                }
+                act
+            }
+            Some(o) => {
+                let mut state = o.state;
+                if let JobState::Failed { .. } = state {
+                    state = JobState::Failed {
+                        exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
+                    };
+                }
+                if state.is_terminal() {
+                    let result = if state == JobState::Succeeded {
+                        JobResult::Succeeded
+                    } else {
+                        JobResult::Failed
+                    };
+                    let duration = o.duration.unwrap_or_default();
+                    let counted = CountedJob {
+                        client: &clusters.children,
+                        name: &job_name,
+                        uid: &o.uid,
+                    };
+                    if services
+                        .observe_job_once(&counted, ns, name, result, duration)
+                        .await
+                    {
+                        crate::events::job_finished(
+                            services.recorder(),
+                            cinder,
+                            &job_name,
+                            &format!("db-{}", which.label()),
+                            result,
+                            duration,
+                        )
+                        .await;
+                    }
+                }
+                return Ok(Driven::State(state, o.uid.clone()));
+            }
+        };
+        Ok(match act {
+            Act::Done => Driven::State(JobState::Running, String::new()),
+            Act::DeviceBusy(after) => Driven::Wait(
+                after,
+                format!("Job {job_name} waits for the database lock another replica holds"),
+            ),
+            Act::OtherActive(other) => Driven::Wait(
+                wait,
+                format!("Job {job_name} waits for Job {other} of the same database to finish"),
+            ),
+            Act::StaleSnapshot => Driven::Wait(
+                REQUEUE_NEXT_PASS,
+                "the Cinder changed during this pass; acting on the next one".to_string(),
+            ),
+        })
+    }
+    .await;
+    driven.doing("running the database Job")
 }
 
 /// Reports `condition`, then continues or requeues after `requeue`.
@@ -173,17 +176,8 @@ async fn steady(
     let release = cinder.spec.open_stack_release.clone();
     ctx.status.target_release = None;
     ctx.status.upgrade_phase = None;
-    let driven = drive_job(
-        clusters,
-        services,
-        &cinder,
-        SchemaJob::DbSync,
-        config_map,
-        REQUEUE_DATABASE_WAIT,
-    )
-    .await
-    .map_err(|e| e.to_string())
-    .doing("running the database Job")?;
+    let job = (SchemaJob::DbSync, REQUEUE_DATABASE_WAIT);
+    let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
         Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
@@ -229,17 +223,8 @@ async fn upgrade_phase(
         let step = phase_step(ctx.name(), &target, phase, JobState::Absent);
         return settle(ctx, step.condition, step.requeue);
     };
-    let driven = drive_job(
-        clusters,
-        services,
-        &cinder,
-        which,
-        config_map,
-        REQUEUE_UPGRADE_WAIT,
-    )
-    .await
-    .map_err(|e| e.to_string())
-    .doing("running the database Job")?;
+    let job = (which, REQUEUE_UPGRADE_WAIT);
+    let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
         Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, in_progress_reason(phase), note), after)

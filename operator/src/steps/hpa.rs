@@ -50,26 +50,20 @@ pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> Horizontal
     }
 }
 
+/// The HPA while `spec.autoscaling` is unset.
+const UNWANTED: NotRequired = NotRequired::new(
+    "HPA",
+    kind::HPA_READY,
+    reason::HPA_NOT_REQUIRED,
+    "spec.autoscaling",
+);
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let client = ctx.children(&env.client);
-    let ns = ctx.namespace().to_string();
-    let name = ctx.name().to_string();
-    let hpa_name = names::api_hpa(&name);
-    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client, &ns);
+    let hpa_name = names::api_hpa(ctx.name());
+    let api: Api<HorizontalPodAutoscaler> = ctx.children_api(&env.client);
     let Some(autoscaling) = ctx.cinder.spec.autoscaling.clone() else {
-        return remove_unwanted(
-            ctx,
-            &api,
-            "HPA",
-            &hpa_name,
-            NotRequired {
-                condition_type: kind::HPA_READY,
-                reason: reason::HPA_NOT_REQUIRED,
-                field: "spec.autoscaling",
-            },
-        )
-        .await;
+        return remove_unwanted(ctx, &api, &hpa_name, UNWANTED).await;
     };
     let desired = desired_hpa(&ctx.cinder, &autoscaling);
     let applied = apply(&api, &hpa_name, &desired)

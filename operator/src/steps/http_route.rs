@@ -78,6 +78,14 @@ fn not_installed() -> Cond {
     )
 }
 
+/// The HTTPRoute while `spec.gateway` is unset.
+const UNWANTED: NotRequired = NotRequired::new(
+    "HTTPRoute",
+    kind::HTTP_ROUTE_READY,
+    reason::HTTP_ROUTE_NOT_REQUIRED,
+    "spec.gateway",
+);
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
@@ -88,18 +96,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         Api::namespaced_with(client.clone(), &ns, &HTTP_ROUTE.api_resource());
     let Some(gateway) = ctx.cinder.spec.gateway.clone() else {
         // Not wanted: delete it; a 404 (no route, or no Gateway API at all) is the goal state.
-        return remove_unwanted(
-            ctx,
-            &api,
-            "HTTPRoute",
-            &route_name,
-            NotRequired {
-                condition_type: kind::HTTP_ROUTE_READY,
-                reason: reason::HTTP_ROUTE_NOT_REQUIRED,
-                field: "spec.gateway",
-            },
-        )
-        .await;
+        return remove_unwanted(ctx, &api, &route_name, UNWANTED).await;
     };
     match capability::is_served(&client, HTTP_ROUTE).await {
         Ok(true) => {}

@@ -22,13 +22,19 @@ pub const EMPTY_INGRESS: &str = "EmptyIngress";
 /// Reason while the broker port is not known yet.
 pub const BROKER_PORT_UNKNOWN: &str = "BrokerPortUnknown";
 
+/// The NetworkPolicy while `spec.networkPolicy` is unset.
+const UNWANTED: NotRequired = NotRequired::new(
+    "NetworkPolicy",
+    kind::NETWORK_POLICY_READY,
+    reason::NETWORK_POLICY_NOT_REQUIRED,
+    "spec.networkPolicy",
+);
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let client = ctx.children(&env.client);
-    let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let np_name = names::network_policy(&name);
-    let api: Api<NetworkPolicy> = Api::namespaced(client, &ns);
+    let api: Api<NetworkPolicy> = ctx.children_api(&env.client);
     let mut backends = ctx.artefacts.backends.clone();
     backends.extend(ctx.artefacts.held_backends.iter().cloned());
     backends.extend(ctx.artefacts.backup_backend.clone());
@@ -41,18 +47,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let spec = match derived {
         Ok(Some(spec)) => spec,
         Ok(None) => {
-            return remove_unwanted(
-                ctx,
-                &api,
-                "NetworkPolicy",
-                &np_name,
-                NotRequired {
-                    condition_type: kind::NETWORK_POLICY_READY,
-                    reason: reason::NETWORK_POLICY_NOT_REQUIRED,
-                    field: "spec.networkPolicy",
-                },
-            )
-            .await;
+            return remove_unwanted(ctx, &api, &np_name, UNWANTED).await;
         }
         Err(e) => {
             let why = match e {
