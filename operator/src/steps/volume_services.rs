@@ -435,25 +435,46 @@ pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContex
             REQUEUE_DEPLOYMENT_POLLING,
         );
     }
-    let held = if plan.held.is_empty() {
+    ctx.proceed(all_ready(count, &plan.held))
+}
+
+/// AllVolumeServicesReady for `count` services, naming those kept as they run while their
+/// backends are not projected.
+fn all_ready(count: usize, held: &[(VolumeServiceStatus, bool)]) -> Cond {
+    let held = if held.is_empty() {
         String::new()
     } else {
-        let names: Vec<_> = plan.held.iter().map(|(s, _)| s.backend.as_str()).collect();
+        let names: Vec<_> = held.iter().map(|(s, _)| s.backend.as_str()).collect();
         format!(
             " ({} kept as they run while their backends are not projected)",
             names.join(", ")
         )
     };
-    ctx.proceed(Cond::true_(
+    Cond::true_(
         kind::VOLUME_SERVICES_READY,
         reason::ALL_VOLUME_SERVICES_READY,
         format!("{count} volume service(s) ready{held}"),
-    ))
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_ready_names_the_services_kept_for_unprojected_backends() {
+        assert_eq!(all_ready(2, &[]).message, "2 volume service(s) ready");
+        let kept = VolumeServiceStatus {
+            backend: "nfs1".into(),
+            host: "c@nfs1".into(),
+        };
+        let c = all_ready(1, &[(kept, true)]);
+        assert!(c.status);
+        assert_eq!(
+            c.message,
+            "1 volume service(s) ready (nfs1 kept as they run while their backends are not projected)"
+        );
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn deployment(backend: &str, device: Option<&str>, deleting: bool) -> Deployment {
