@@ -223,21 +223,30 @@ pub struct Metrics {
     pub transactions_in_flight: Gauge,
 }
 
+/// Registers `metric` as `name` with `help` and returns it (a family or gauge is a handle:
+/// the registered clone and the returned one share their series).
+fn registered<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     /// Creates every family and registers it in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
-        let reconcile_duration_seconds: HistogramFamily<StepLabels> =
-            Family::new_with_constructor(reconcile_histogram);
-        registry.register(
+        let reconcile_duration_seconds: HistogramFamily<StepLabels> = registered(
+            registry,
             "cinder_operator_reconcile_duration_seconds",
             "Duration of one pipeline step (sub-reconciler) run",
-            reconcile_duration_seconds.clone(),
+            Family::new_with_constructor(reconcile_histogram),
         );
-        let reconcile_errors = Family::<StepErrorLabels, Counter>::default();
-        registry.register(
+        let reconcile_errors = registered(
+            registry,
             "cinder_operator_reconcile_errors",
             "Pipeline step runs that returned an error, by step and the condition it reports",
-            reconcile_errors.clone(),
+            Family::<StepErrorLabels, Counter>::default(),
         );
         let db_sync = JobMetrics::register(
             registry,
@@ -247,36 +256,35 @@ impl Metrics {
         let db_purge = JobMetrics::register(registry, "db_purge", "database purge");
         let service_remove =
             JobMetrics::register(registry, "service_remove", "backend detach service-remove");
-        let cinder_ready = Family::<CinderLabels, Gauge>::default();
-        registry.register(
+        let cinder_ready = registered(
+            registry,
             "cinder_operator_cinder_ready",
             "1 while the Cinder's Ready condition is True, else 0",
-            cinder_ready.clone(),
+            Family::<CinderLabels, Gauge>::default(),
         );
-        let upgrade_phase = Family::<PhaseLabels, Gauge>::default();
-        registry.register(
+        let upgrade_phase = registered(
+            registry,
             "cinder_operator_upgrade_phase",
             "1 for the database upgrade phase the Cinder is in, 0 for the other phases",
-            upgrade_phase.clone(),
+            Family::<PhaseLabels, Gauge>::default(),
         );
-        let mailbox_depth = Family::<KindLabels, Gauge>::default();
-        registry.register(
+        let mailbox_depth = registered(
+            registry,
             "cinder_operator_mailbox_depth",
             "Messages queued in actor mailboxes by actor kind",
-            mailbox_depth.clone(),
+            Family::<KindLabels, Gauge>::default(),
         );
-        let lock_wait_seconds: HistogramFamily<LockLabels> =
-            Family::new_with_constructor(lock_wait_histogram);
-        registry.register(
+        let lock_wait_seconds: HistogramFamily<LockLabels> = registered(
+            registry,
             "cinder_operator_lock_wait_seconds",
             "Time from requesting a lock to its grant, by resource kind and mode",
-            lock_wait_seconds.clone(),
+            Family::new_with_constructor(lock_wait_histogram),
         );
-        let transactions_in_flight = Gauge::default();
-        registry.register(
+        let transactions_in_flight = registered(
+            registry,
             "cinder_operator_transactions_in_flight",
             "Lock-coordinator transactions currently holding or acquiring locks",
-            transactions_in_flight.clone(),
+            Gauge::default(),
         );
         let metrics = Metrics {
             reconcile_duration_seconds,

@@ -33,11 +33,6 @@ pub const LABEL_CINDER: &str = "cinder.openstack.c5c3.io/cinder";
 /// The backend a projection Secret / volume Deployment belongs to.
 pub const LABEL_BACKEND: &str = "cinder.openstack.c5c3.io/backend";
 
-/// Field index over the Secrets a Cinder / satellite references.
-pub const SECRET_REFS_INDEX: &str = "spec.secretRefs.name";
-/// Field index from a satellite to its parent Cinder.
-pub const CINDER_REF_INDEX: &str = "spec.cinderRef.name";
-
 /// Port of the API Service.
 pub const API_PORT: i32 = 8776;
 
@@ -194,14 +189,6 @@ pub fn backend_secret(cinder: &str, backend: &str, content_hash: &str) -> String
 /// The base name of the backup target's projection Secrets: `{name}-backup-backend`.
 pub fn backup_backend_secret_base(cinder: &str) -> String {
     format!("{cinder}-backup-backend")
-}
-/// `{base}-{hash}`: one content-hashed projection Secret of the backup target.
-pub fn backup_backend_secret(cinder: &str, content_hash: &str) -> String {
-    format!(
-        "{}-{}",
-        backup_backend_secret_base(cinder),
-        short_hash(content_hash)
-    )
 }
 
 fn short_hash(h: &str) -> &str {

@@ -64,28 +64,28 @@ pub fn watched_kinds(namespace: Option<&str>) -> Vec<WatchedKind> {
         origin,
         namespace: namespace.map(str::to_string),
     };
-    let mut kinds = vec![
-        scoped(ApiResource::erase::<Cinder>(&()), Origin::Operator),
-        scoped(ApiResource::erase::<CinderBackend>(&()), Origin::Operator),
-        scoped(
-            ApiResource::erase::<CinderBackupBackend>(&()),
-            Origin::Operator,
-        ),
-        scoped(ApiResource::erase::<Deployment>(&()), Origin::BuiltIn),
-        scoped(ApiResource::erase::<Service>(&()), Origin::BuiltIn),
-        scoped(ApiResource::erase::<ConfigMap>(&()), Origin::BuiltIn),
-        scoped(ApiResource::erase::<Secret>(&()), Origin::BuiltIn),
-        scoped(
-            ApiResource::erase::<PodDisruptionBudget>(&()),
-            Origin::BuiltIn,
-        ),
-        scoped(
-            ApiResource::erase::<HorizontalPodAutoscaler>(&()),
-            Origin::BuiltIn,
-        ),
-        scoped(ApiResource::erase::<NetworkPolicy>(&()), Origin::BuiltIn),
-        scoped(ApiResource::erase::<Job>(&()), Origin::BuiltIn),
-        scoped(ApiResource::erase::<CronJob>(&()), Origin::BuiltIn),
+    let operator = [
+        ApiResource::erase::<Cinder>(&()),
+        ApiResource::erase::<CinderBackend>(&()),
+        ApiResource::erase::<CinderBackupBackend>(&()),
+    ];
+    let built_in = [
+        ApiResource::erase::<Deployment>(&()),
+        ApiResource::erase::<Service>(&()),
+        ApiResource::erase::<ConfigMap>(&()),
+        ApiResource::erase::<Secret>(&()),
+        ApiResource::erase::<PodDisruptionBudget>(&()),
+        ApiResource::erase::<HorizontalPodAutoscaler>(&()),
+        ApiResource::erase::<NetworkPolicy>(&()),
+        ApiResource::erase::<Job>(&()),
+        ApiResource::erase::<CronJob>(&()),
+    ];
+    let mut kinds: Vec<WatchedKind> = operator
+        .into_iter()
+        .map(|r| scoped(r, Origin::Operator))
+        .chain(built_in.into_iter().map(|r| scoped(r, Origin::BuiltIn)))
+        .collect();
+    kinds.extend([
         scoped(
             secret_store_resource(),
             Origin::ThirdParty("external-secrets (https://external-secrets.io)"),
@@ -96,7 +96,7 @@ pub fn watched_kinds(namespace: Option<&str>) -> Vec<WatchedKind> {
                 "mariadb-operator (https://github.com/mariadb-operator/mariadb-operator)",
             ),
         ),
-    ];
+    ]);
     if namespace.is_none() {
         kinds.push(WatchedKind {
             resource: cluster_secret_store_resource(),

@@ -7,8 +7,8 @@
 //! carries the Cinder, the step and the trace id.
 //!
 //! With `--otlp-endpoint` the spans are exported over OTLP/gRPC (batched): one span per pass, a
-//! child per step, and below them a child per Kubernetes API call (kube's own `HTTP` spans) and
-//! per lock or device wait. Without it the trace ids still exist (they appear in the logs) and
+//! child per step, and below them a child per Kubernetes API call (kube's own `HTTP` spans).
+//! Without it the trace ids still exist (they appear in the logs) and
 //! nothing is sent anywhere.
 
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
@@ -26,8 +26,6 @@ pub const SERVICE_NAME: &str = "cinder-operator";
 pub const PASS_SPAN: &str = "reconcile";
 /// The name of the span of one step.
 pub const STEP_SPAN: &str = "step";
-/// The name of the span of a lock or device wait.
-pub const WAIT_SPAN: &str = "wait";
 /// Directives always added: kube-client logs every failed request at ERROR, and the operator
 /// reports what failed itself.
 const QUIET: &str = "kube_client::client::builder=off";
@@ -230,23 +228,19 @@ pub fn step_span(step: &'static str) -> Span {
 }
 
 /// Logs (at debug) how a step ended, in its span.
-pub fn step_ran(outcome: &crate::pipeline::Outcome, elapsed: std::time::Duration) {
+pub fn step_ran(result: &crate::pipeline::StepResult, elapsed: std::time::Duration) {
+    use crate::pipeline::Outcome;
     let ms = elapsed.as_secs_f64() * 1000.0;
-    match outcome {
-        crate::pipeline::Outcome::Continue => tracing::debug!(ms, "step continued"),
-        crate::pipeline::Outcome::RequeueAfter(d) => {
+    match result {
+        Ok(Outcome::Continue) => tracing::debug!(ms, "step continued"),
+        Ok(Outcome::RequeueAfter(d)) => {
             tracing::debug!(ms, requeue_s = d.as_secs_f64(), "step asked to requeue");
         }
-        crate::pipeline::Outcome::Error(e) => tracing::debug!(ms, error = %e, "step failed"),
-        crate::pipeline::Outcome::ContinueDespite(e) => {
+        Err(e) => tracing::debug!(ms, error = %e, "step failed"),
+        Ok(Outcome::ContinueDespite(e)) => {
             tracing::debug!(ms, error = %e, "step failed and continued with last-good artefacts");
         }
     }
-}
-
-/// The span of a wait for a lock or a device (`what`: the lock or device id).
-pub fn wait_span(kind: &'static str, what: &str) -> Span {
-    tracing::info_span!(WAIT_SPAN, kind, id = %what, otel.name = %format!("wait {kind} {what}"))
 }
 
 /// The trace id of `span` as 32 hex digits, when it has a valid one.

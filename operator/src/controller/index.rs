@@ -191,6 +191,19 @@ impl<K: Eq + Hash> Legs<K> {
     }
 }
 
+impl Legs<Key> {
+    /// References to the objects of kind `R` under `namespace/parent`.
+    fn refs<R>(&self, namespace: &str, parent: &str) -> Vec<ObjectRef<R>>
+    where
+        R: kube::Resource<DynamicType = ()>,
+    {
+        let at = (namespace.to_string(), parent.to_string());
+        self.names(&at)
+            .map(|n| ObjectRef::new(n).within(namespace))
+            .collect()
+    }
+}
+
 /// Which satellite kind a change concerns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SatelliteSide {
@@ -413,11 +426,7 @@ impl IndexState {
 
     /// The CinderBackends whose parent is `namespace/cinder`.
     pub fn backends_of(&self, namespace: &str, cinder: &str) -> Vec<ObjectRef<CinderBackend>> {
-        let at = (namespace.to_string(), cinder.to_string());
-        self.backends_of
-            .names(&at)
-            .map(|n| ObjectRef::new(n).within(namespace))
-            .collect()
+        self.backends_of.refs(namespace, cinder)
     }
 
     /// The CinderBackupBackends whose parent is `namespace/cinder`.
@@ -426,11 +435,7 @@ impl IndexState {
         namespace: &str,
         cinder: &str,
     ) -> Vec<ObjectRef<CinderBackupBackend>> {
-        let at = (namespace.to_string(), cinder.to_string());
-        self.backup_backends_of
-            .names(&at)
-            .map(|n| ObjectRef::new(n).within(namespace))
-            .collect()
+        self.backup_backends_of.refs(namespace, cinder)
     }
 
     /// The satellites (either kind) whose key Secret is `namespace/secret`.

@@ -1,11 +1,13 @@
 //! Kubernetes helpers the rest of the crate builds on, depending on nothing else in it: the
 //! external kinds the operator reads (external-secrets stores, mariadb-operator MariaDB), APIs
 //! scoped to the watched namespace, finalizers, the ownership label of children on a target
-//! cluster, the field manager of server-side applies and the apply itself, the label-selected sweep, and
+//! cluster, the field manager of server-side applies and the apply itself, creating what may exist
+//! already, the label-selected sweep, and
 //! [`ApiErrorExt`] for the API answers the operator treats as expected (404, 409).
 
 pub mod api_error;
 pub mod apply;
+pub mod create;
 pub mod finalizer;
 pub mod ownership;
 pub mod resources;
@@ -14,5 +16,6 @@ pub mod sweep;
 
 pub use api_error::ApiErrorExt;
 pub use apply::{FIELD_MANAGER, apply};
+pub use create::create_if_absent;
 pub use scope::{scoped, scoped_dynamic};
 pub use sweep::{delete_if_present, sweep};

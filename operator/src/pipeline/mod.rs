@@ -28,8 +28,8 @@ pub use key::CinderKey;
 pub use memory::StepMemory;
 pub use pass::{PassEnd, PassObserver, PassReport, StepFailure, run_pass};
 pub use step::{
-    Clusters, ForgetCinder, Outcome, RunStep, Step, StepActor, StepContext, StepError, StepFn,
-    StepReport, TargetCluster,
+    Clusters, Doing, ForgetCinder, Outcome, RunStep, Step, StepActor, StepBody, StepContext,
+    StepError, StepFn, StepReport, StepResult, TargetCluster,
 };
 pub use step_name::{GROUP, LANE, StepName};
 pub use table::{PipelineTable, StepHandle, TableError};

@@ -3,8 +3,9 @@
 //! shortest requeue wins), the aggregate Ready, and the decision whether the status changed.
 
 use super::artefacts::Artefacts;
-use super::step::RunStep;
-use super::step::{Outcome, StepContext, StepReport, TargetCluster};
+use super::step::{
+    Outcome, RunStep, StepContext, StepError, StepReport, StepResult, TargetCluster,
+};
 use super::table::{PipelineTable, StepHandle};
 use super::view::StepRecord;
 use crate::conditions::{self, Cond, kind, reason};
@@ -114,31 +115,32 @@ async fn run_step(
 ) -> (StepReport, Duration) {
     let fallback = ctx.clone();
     let started = Instant::now();
-    let span = crate::telemetry::step_span(handle.name);
+    let span = crate::telemetry::step_span(handle.name.as_str());
     let report = match handle.addr.send(RunStep(ctx, span.clone())).await {
         Ok(report) => report,
-        Err(e) => fallback.report(
-            Vec::new(),
-            Outcome::Error(format!("step actor unavailable: {e}")),
-        ),
+        Err(e) => fallback.into_report(Err(StepError::Failed(format!(
+            "step actor unavailable: {e}"
+        )))),
     };
     let elapsed = started.elapsed();
-    metrics.observe_step(handle.name, elapsed);
-    span.in_scope(|| crate::telemetry::step_ran(&report.outcome, elapsed));
+    metrics.observe_step(handle.name.as_str(), elapsed);
+    span.in_scope(|| crate::telemetry::step_ran(&report.result, elapsed));
     (report, elapsed)
 }
 
 /// The condition of `handle`'s own type a step run left in `conditions`.
 fn own_condition<'a>(handle: &StepHandle, conditions: &'a [Cond]) -> Option<&'a Cond> {
-    conditions.iter().find(|c| c.type_ == handle.condition_type)
+    conditions
+        .iter()
+        .find(|c| c.type_ == handle.name.condition_type())
 }
 
 /// The condition a failed step leaves when it reported none for its own type.
-fn error_condition(handle: &StepHandle, message: &str) -> Cond {
+fn error_condition(handle: &StepHandle, error: &StepError) -> Cond {
     Cond::false_(
-        handle.condition_type,
-        reason::RECONCILE_ERROR,
-        message.to_string(),
+        handle.name.condition_type(),
+        error.reason(),
+        error.to_string(),
     )
 }
 
@@ -172,6 +174,7 @@ impl Pass<'_> {
             target: self.target.clone(),
             artefacts: self.artefacts.clone(),
             status: self.status.clone(),
+            conditions: Vec::new(),
             memory: Default::default(),
         }
     }
@@ -191,35 +194,34 @@ impl Pass<'_> {
     fn settle(
         &mut self,
         handle: &StepHandle,
-        outcome: Outcome,
+        result: StepResult,
         own: Option<Cond>,
         elapsed: Duration,
     ) -> bool {
-        let (own, continued) = match outcome {
-            Outcome::Continue => (own, true),
-            Outcome::ContinueDespite(_) => {
-                self.metrics
-                    .count_step_error(handle.name, handle.condition_type);
+        let (name, condition_type) = (handle.name.as_str(), handle.name.condition_type());
+        let (own, continued) = match result {
+            Ok(Outcome::Continue) => (own, true),
+            Ok(Outcome::ContinueDespite(_)) => {
+                self.metrics.count_step_error(name, condition_type);
                 (own, true)
             }
-            Outcome::RequeueAfter(d) => {
+            Ok(Outcome::RequeueAfter(d)) => {
                 self.requeue = shorter(self.requeue, d);
                 (own, false)
             }
-            Outcome::Error(message) => {
-                self.metrics
-                    .count_step_error(handle.name, handle.condition_type);
-                let c = own.unwrap_or_else(|| error_condition(handle, &message));
+            Err(error) => {
+                self.metrics.count_step_error(name, condition_type);
+                let c = own.unwrap_or_else(|| error_condition(handle, &error));
                 self.errors.push(StepFailure {
-                    step: handle.name,
-                    condition_type: handle.condition_type,
-                    message,
+                    step: name,
+                    condition_type,
+                    message: error.to_string(),
                 });
                 (Some(c), false)
             }
         };
         self.steps
-            .push(StepRecord::new(handle.name, elapsed, own.as_ref()));
+            .push(StepRecord::new(name, elapsed, own.as_ref()));
         if let Some(c) = own {
             self.set(&c);
         }
@@ -281,7 +283,7 @@ pub async fn run_pass(
 
     // The lane: each step borrows the pass's state (its status and artefacts carry on).
     for handle in &table.lane {
-        observer.step_started(handle.name);
+        observer.step_started(handle.name.as_str());
         let (report, elapsed) = run_step(handle, pass.context(), metrics).await;
         let conds = std::mem::take(&mut pass.status.conditions);
         pass.status = report.status;
@@ -291,14 +293,15 @@ pub async fn run_pass(
             pass.set(c);
         }
         let own = own_condition(handle, &report.conditions).cloned();
-        if !pass.settle(handle, report.outcome, own, elapsed) {
-            return pass.finish(before, PassEnd::ShortCircuited { step: handle.name });
+        if !pass.settle(handle, report.result, own, elapsed) {
+            let step = handle.name.as_str();
+            return pass.finish(before, PassEnd::ShortCircuited { step });
         }
     }
 
     // The group: every member on its own copy; only its own condition is taken.
     for handle in &table.group {
-        observer.step_started(handle.name);
+        observer.step_started(handle.name.as_str());
     }
     let runs = table.group.iter().map(|handle| {
         let ctx = pass.context();
@@ -306,7 +309,7 @@ pub async fn run_pass(
     });
     for (handle, (report, elapsed)) in futures::future::join_all(runs).await {
         let own = own_condition(handle, &report.conditions).cloned();
-        pass.settle(handle, report.outcome, own, elapsed);
+        pass.settle(handle, report.result, own, elapsed);
     }
     pass.finish(before, PassEnd::Completed)
 }

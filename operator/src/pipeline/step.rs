@@ -1,7 +1,7 @@
-//! The contract between the engine and one pipeline step: what a step receives
-//! ([`StepContext`]), what it returns ([`StepReport`] with an [`Outcome`]), the [`Step`]
-//! trait real steps implement (async, as trait objects; [`StepFn`] makes one of a name and a
-//! function), and the actor that runs one step kind for every Cinder ([`StepActor`], message
+//! The contract between the engine and one pipeline step: what a step works on
+//! ([`StepContext`]), how its body ends ([`StepResult`]: an [`Outcome`] or a [`StepError`], with
+//! [`Doing`] saying what failed), the [`Step`] trait the engine runs (as trait objects;
+//! [`StepFn`] makes one of a [`StepName`] and an async body), and the actor that runs one step kind for every Cinder ([`StepActor`], message
 //! [`RunStep`]) and owns what that step remembers between runs ([`Memory`]).
 
 use super::artefacts::Artefacts;
@@ -17,30 +17,51 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What a step run ends with.
+/// How a step run that did not fail ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Go on with the next step.
     Continue,
     /// End the lane; reconcile again after this (nominal) delay.
     RequeueAfter(Duration),
-    /// End the lane; the message is counted and reported, never containing a secret value.
-    Error(String),
     /// Counted as an error (the message never contains a secret value), yet the lane goes on:
     /// the step reported its own condition and handed on last-good artefacts (a refused
     /// spec.extraConfig keeps the running config).
     ContinueDespite(String),
 }
 
-/// Why a step run failed. The engine counts it, sets the step's condition False with reason
-/// ReconcileError and the message (unless the step reported its own condition of that type),
-/// and ends the lane. Never carries a secret value.
+/// Why a step run failed. The engine counts it, sets the step's condition False with this
+/// error's reason (ReconcileError unless the step named its own) and message (unless the step
+/// reported its own condition of that type), and ends the lane. Never carries a secret value.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     #[error("kubernetes API error: {0}")]
     Kube(#[from] kube::Error),
     #[error("{0}")]
     Failed(String),
+    /// What the step was doing when `source` happened ("writing Secret x: ...").
+    #[error("{doing}: {source}")]
+    While {
+        doing: String,
+        source: Box<StepError>,
+    },
+    /// `source`, reported under the step's own reason for it (e.g. VPAError).
+    #[error("{source}")]
+    Reason {
+        reason: &'static str,
+        source: Box<StepError>,
+    },
+}
+
+impl StepError {
+    /// The reason of the condition this error leaves.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StepError::Reason { reason, .. } => reason,
+            StepError::While { source, .. } => source.reason(),
+            StepError::Kube(_) | StepError::Failed(_) => crate::conditions::reason::RECONCILE_ERROR,
+        }
+    }
 }
 
 impl From<String> for StepError {
@@ -48,6 +69,38 @@ impl From<String> for StepError {
         StepError::Failed(message)
     }
 }
+
+impl From<&str> for StepError {
+    fn from(message: &str) -> Self {
+        StepError::Failed(message.to_string())
+    }
+}
+
+/// Names what a fallible call was doing, so that the step's error (and the condition the engine
+/// writes from it) says what failed: `api.create(..).await.doing("writing Secret x")?`.
+pub trait Doing<T> {
+    fn doing(self, what: impl std::fmt::Display) -> Result<T, StepError>;
+    /// The error under the step's own `reason` rather than ReconcileError.
+    fn with_reason(self, reason: &'static str) -> Result<T, StepError>;
+}
+
+impl<T, E: Into<StepError>> Doing<T> for Result<T, E> {
+    fn doing(self, what: impl std::fmt::Display) -> Result<T, StepError> {
+        self.map_err(|e| StepError::While {
+            doing: what.to_string(),
+            source: Box::new(e.into()),
+        })
+    }
+    fn with_reason(self, reason: &'static str) -> Result<T, StepError> {
+        self.map_err(|e| StepError::Reason {
+            reason,
+            source: Box::new(e.into()),
+        })
+    }
+}
+
+/// What a step body returns: how it ended, or why it failed.
+pub type StepResult = Result<Outcome, StepError>;
 
 /// The registered target cluster a pass projects the Cinder's children onto (resolved by the
 /// controller's gate ahead of the pass; docs/target-clusters.md).
@@ -76,10 +129,11 @@ pub struct Clusters {
     pub children: kube::Client,
 }
 
-/// The inputs of one step run: the CR snapshot, where its children live, the artefacts of
-/// earlier steps and the working copy of the status (steps may set `endpoint`,
-/// `installedRelease`, `targetRelease`, `upgradePhase`, `volumeServices`; conditions are
-/// reported through [`StepReport::conditions`]).
+/// The inputs of one step run and what it hands on: the CR snapshot, where its children live,
+/// the artefacts of earlier steps and the working copy of the status (steps may set `endpoint`,
+/// `installedRelease`, `targetRelease`, `upgradePhase`, `volumeServices`), and the conditions
+/// the run reports (through [`StepContext::set`]; stamped by the engine). A lane step works on
+/// the pass's context, a group member on its own copy.
 #[derive(Clone, Debug)]
 pub struct StepContext {
     pub cinder: Arc<Cinder>,
@@ -88,6 +142,8 @@ pub struct StepContext {
     pub target: Option<TargetCluster>,
     pub artefacts: Artefacts,
     pub status: CinderStatus,
+    /// The conditions this run reports.
+    pub conditions: Vec<Cond>,
     /// What the step's actor remembers of this Cinder (set by the actor that runs the step).
     pub memory: StepMemory,
 }
@@ -111,6 +167,15 @@ impl StepContext {
         }
     }
 
+    /// The API of kind `K` in the Cinder's namespace on the cluster holding its children.
+    pub fn children_api<K>(&self, management: &kube::Client) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        kube::Api::namespaced(self.children(management), self.namespace())
+    }
+
     /// The Cinder's name.
     pub fn name(&self) -> &str {
         self.cinder.metadata.name.as_deref().unwrap_or_default()
@@ -124,37 +189,34 @@ impl StepContext {
             .unwrap_or_default()
     }
 
-    /// A report that keeps this context's artefacts and status and ends with `outcome`.
-    pub fn report(self, conditions: Vec<Cond>, outcome: Outcome) -> StepReport {
+    /// Reports `condition`.
+    pub fn set(&mut self, condition: Cond) {
+        self.conditions.push(condition);
+    }
+    /// Reports `condition`, then [`Outcome::Continue`].
+    pub fn proceed(&mut self, condition: Cond) -> StepResult {
+        self.set(condition);
+        Ok(Outcome::Continue)
+    }
+    /// Reports `condition`, then [`Outcome::RequeueAfter`].
+    pub fn requeue(&mut self, condition: Cond, after: Duration) -> StepResult {
+        self.set(condition);
+        Ok(Outcome::RequeueAfter(after))
+    }
+
+    /// The report of a run that ended with `result`, keeping what the run set here.
+    pub fn into_report(self, result: StepResult) -> StepReport {
         StepReport {
-            conditions,
+            conditions: self.conditions,
             artefacts: self.artefacts,
             status: self.status,
-            outcome,
+            result,
         }
-    }
-    /// One condition, then [`Outcome::Continue`].
-    pub fn proceed(self, condition: Cond) -> StepReport {
-        self.report(vec![condition], Outcome::Continue)
-    }
-    /// One condition, then [`Outcome::RequeueAfter`].
-    pub fn requeue(self, condition: Cond, after: Duration) -> StepReport {
-        self.report(vec![condition], Outcome::RequeueAfter(after))
-    }
-    /// One condition, then [`Outcome::Error`].
-    pub fn fail(self, condition: Cond, error: impl Into<String>) -> StepReport {
-        self.report(vec![condition], Outcome::Error(error.into()))
-    }
-    /// The step failed while `doing` (e.g. "writing Secret x"): [`Outcome::Error`] with the
-    /// message `"{doing}: {error}"`, which the engine writes into the step's condition.
-    pub fn error(self, doing: impl std::fmt::Display, error: impl Into<StepError>) -> StepReport {
-        let message = format!("{doing}: {}", error.into());
-        self.report(Vec::new(), Outcome::Error(message))
     }
 }
 
-/// What one step run returns.
-#[derive(Clone, Debug)]
+/// What one step run returns to the engine.
+#[derive(Debug)]
 pub struct StepReport {
     /// Conditions to set (stamped by the engine with time and generation).
     pub conditions: Vec<Cond>,
@@ -162,39 +224,73 @@ pub struct StepReport {
     pub artefacts: Artefacts,
     /// The working status copy, with whatever fields this step set (conditions ignored).
     pub status: CinderStatus,
-    pub outcome: Outcome,
+    pub result: StepResult,
 }
 
 /// One pipeline step. Implementations are shared by every Cinder (one actor per step kind) and
 /// must be cheap to call concurrently; `run` owns what its future needs (clone a client in).
 pub trait Step: Send + Sync + 'static {
-    /// The `sub_reconciler` label: one of [`StepName`] in the product table.
-    fn name(&self) -> &'static str;
-    /// The condition this step reports through (the `condition_type` label of its errors).
-    fn condition_type(&self) -> &'static str;
+    /// Which step this is (its `sub_reconciler` label and its condition follow from it).
+    fn name(&self) -> StepName;
     /// Runs the step once for one Cinder.
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport>;
 }
 
-/// A step made of its name (its condition follows from it) and the function that runs it.
-pub struct StepFn<F> {
-    pub name: StepName,
-    pub run: F,
+/// A step body: an async function working on the run's context, e.g.
+/// `async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult`, given `with` (what the
+/// step is built with) by value.
+pub trait StepBody<'a, With>: Fn(With, &'a mut StepContext) -> Self::Run {
+    type Run: Future<Output = StepResult> + Send + 'a;
 }
 
-impl<F, Fut> Step for StepFn<F>
+impl<'a, With, F, Fut> StepBody<'a, With> for F
 where
-    F: Fn(StepContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = StepReport> + Send + 'static,
+    F: Fn(With, &'a mut StepContext) -> Fut,
+    Fut: Future<Output = StepResult> + Send + 'a,
 {
-    fn name(&self) -> &'static str {
-        self.name.as_str()
+    type Run = Fut;
+}
+
+/// A step made of its name and its body, which each run gets a copy of `with` for (the body's
+/// environment, made per run by `per_run` from the step's memory).
+pub struct StepFn<With, B> {
+    pub name: StepName,
+    pub with: With,
+    pub per_run: fn(&With, &StepMemory) -> With,
+    pub body: B,
+}
+
+impl<With, B> StepFn<With, B> {
+    /// The step `name` running `body` with a clone of `with` each run.
+    pub fn new(name: StepName, with: With, body: B) -> Self
+    where
+        With: Clone,
+    {
+        StepFn {
+            name,
+            with,
+            per_run: |with, _| with.clone(),
+            body,
+        }
     }
-    fn condition_type(&self) -> &'static str {
-        self.name.condition_type()
+}
+
+impl<With, B> Step for StepFn<With, B>
+where
+    With: Send + Sync + 'static,
+    B: for<'a> StepBody<'a, With> + Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> StepName {
+        self.name
     }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        (self.run)(ctx).boxed()
+    fn run(&self, mut ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        let with = (self.per_run)(&self.with, &ctx.memory);
+        let body = self.body.clone();
+        async move {
+            let result = body(with, &mut ctx).await;
+            ctx.into_report(result)
+        }
+        .boxed()
     }
 }
 

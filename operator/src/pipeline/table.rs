@@ -6,11 +6,10 @@ use super::step_name::StepName;
 use actix::prelude::*;
 use std::sync::Arc;
 
-/// One entry of the table: a step's names and the address of its actor.
+/// One entry of the table: a step's name and the address of its actor.
 #[derive(Clone)]
 pub struct StepHandle {
-    pub name: &'static str,
-    pub condition_type: &'static str,
+    pub name: StepName,
     pub addr: Addr<StepActor>,
 }
 
@@ -19,7 +18,6 @@ impl StepHandle {
     pub fn start(step: Arc<dyn Step>) -> Self {
         StepHandle {
             name: step.name(),
-            condition_type: step.condition_type(),
             addr: StepActor::new(step).start(),
         }
     }
@@ -28,16 +26,8 @@ impl StepHandle {
 /// A step the product table cannot hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TableError {
-    #[error("{0:?} is not a step of the Cinder pipeline")]
-    UnknownStep(String),
     #[error("step {0} was given twice")]
     Duplicate(&'static str),
-    #[error("step {name} must report through {expected}, not {actual}")]
-    WrongCondition {
-        name: &'static str,
-        expected: &'static str,
-        actual: &'static str,
-    },
 }
 
 /// The lane and the group a pipeline runs.
@@ -56,22 +46,14 @@ impl PipelineTable {
         }
     }
 
-    /// The product table from the real steps that exist: each must carry a pipeline step name
-    /// and that step's condition; lane steps are ordered as [`LANE`], group members as [`GROUP`].
+    /// The product table from the real steps that exist, each step at most once; lane steps are
+    /// ordered as [`LANE`], group members as [`GROUP`].
     pub fn product(steps: Vec<Arc<dyn Step>>) -> Result<Self, TableError> {
         let mut named: Vec<(StepName, Arc<dyn Step>)> = Vec::new();
         for step in steps {
-            let name = StepName::parse(step.name())
-                .ok_or_else(|| TableError::UnknownStep(step.name().to_string()))?;
+            let name = step.name();
             if named.iter().any(|(n, _)| *n == name) {
                 return Err(TableError::Duplicate(name.as_str()));
-            }
-            if step.condition_type() != name.condition_type() {
-                return Err(TableError::WrongCondition {
-                    name: name.as_str(),
-                    expected: name.condition_type(),
-                    actual: step.condition_type(),
-                });
             }
             named.push((name, step));
         }
@@ -93,7 +75,7 @@ impl PipelineTable {
         self.lane
             .iter()
             .chain(self.group.iter())
-            .map(|h| h.name)
+            .map(|h| h.name.as_str())
             .collect()
     }
 }

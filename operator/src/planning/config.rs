@@ -94,39 +94,20 @@ fn cinder_conf(cinder: &str, spec: &CinderSpec) -> IniDoc {
     );
     d.set("DEFAULT", "storage_availability_zone", "nova");
     super::process_model::set_single_writer_pool(&mut d);
-    d.set("keystone_authtoken", "auth_type", "password");
-    d.set(
-        "keystone_authtoken",
-        "auth_url",
-        spec.keystone_endpoint.as_str(),
-    );
-    d.set(
-        "keystone_authtoken",
-        "www_authenticate_uri",
-        spec.keystone_endpoint.as_str(),
-    );
-    d.set("keystone_authtoken", "region_name", spec.region.as_str());
-    d.set(
-        "keystone_authtoken",
-        "username",
-        spec.service_user.username.as_str(),
-    );
-    d.set(
-        "keystone_authtoken",
-        "project_name",
-        spec.service_user.project_name.as_str(),
-    );
-    d.set(
-        "keystone_authtoken",
-        "user_domain_name",
-        spec.service_user.user_domain_name.as_str(),
-    );
-    d.set(
-        "keystone_authtoken",
-        "project_domain_name",
-        spec.service_user.project_domain_name.as_str(),
-    );
-    d.set("keystone_authtoken", "service_token_roles_required", "true");
+    let user = &spec.service_user;
+    for (key, value) in [
+        ("auth_type", "password"),
+        ("auth_url", spec.keystone_endpoint.as_str()),
+        ("www_authenticate_uri", spec.keystone_endpoint.as_str()),
+        ("region_name", spec.region.as_str()),
+        ("username", user.username.as_str()),
+        ("project_name", user.project_name.as_str()),
+        ("user_domain_name", user.user_domain_name.as_str()),
+        ("project_domain_name", user.project_domain_name.as_str()),
+        ("service_token_roles_required", "true"),
+    ] {
+        d.set("keystone_authtoken", key, value);
+    }
     d.set("oslo_concurrency", "lock_path", "/var/lib/cinder/tmp");
     d.set("oslo_messaging_rabbit", "heartbeat_in_pthread", "false");
     d.set(
@@ -234,12 +215,9 @@ mod tests {
     use super::*;
 
     fn spec() -> CinderSpec {
-        serde_yaml::from_str(
-            r#"{openStackRelease: "2026.1", image: {repository: r, tag: "2026.1"},
-                database: {clusterRef: {name: m}, secretRef: {name: d}}, messaging: {clusterRef: {name: q}},
-                serviceUser: {secretRef: {name: s}}, keystoneEndpoint: "https://keystone.example/v3"}"#,
-        )
-        .unwrap()
+        let mut s = crate::test_fixtures::cinder().spec;
+        s.keystone_endpoint = "https://keystone.example/v3".to_string();
+        s
     }
 
     fn overlay(s: &mut CinderSpec, section: &str, key: &str, value: &str) {

@@ -32,12 +32,7 @@ mod tests {
     use crate::crd::cinder::AutoscalingSpec;
 
     fn spec() -> CinderSpec {
-        serde_yaml::from_str(
-            r#"{openStackRelease: "2026.1", image: {repository: r, tag: "2026.1"},
-                database: {clusterRef: {name: m}, secretRef: {name: d}}, messaging: {clusterRef: {name: q}},
-                serviceUser: {secretRef: {name: s}}, keystoneEndpoint: "https://k:5000/v3"}"#,
-        )
-        .unwrap()
+        crate::test_fixtures::cinder().spec
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackend;
 use crate::crd::validation::validate_satellite;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::backend_projection::{held_backend, project_backend};
 use kube::ResourceExt;
 use std::collections::BTreeMap;
@@ -29,15 +29,14 @@ pub fn bytes(data: BTreeMap<String, String>) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
-    let attached: Vec<CinderBackend> = match attached(&env.client, &ns, &cinder_name).await {
-        Ok(a) => a,
-        Err(e) => return ctx.error("listing CinderBackends", e),
-    };
+    let attached: Vec<CinderBackend> = attached(&env.client, &ns, &cinder_name)
+        .await
+        .doing("listing CinderBackends")?;
 
     let mut projected = Vec::new();
     let mut waiting = Vec::new();
@@ -59,13 +58,13 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             b.spec.satellite.rbd.as_ref(),
         )
         .await
+        .doing(format_args!("reading the key of {bname}"))?
         {
-            Err(e) => return ctx.error(format!("reading the key of {bname}"), e),
-            Ok(Err(why)) => {
+            Err(why) => {
                 waiting.push(format!("{bname} ({why})"));
                 continue;
             }
-            Ok(Ok(k)) => k,
+            Ok(k) => k,
         };
         let projection = match project_backend(
             &cinder_name,
@@ -90,9 +89,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             bytes(projection.data),
             true,
         );
-        if let Err(e) = ensure_secret(&children, desired).await {
-            return ctx.error(format!("writing Secret {}", projection.secret_name), e);
-        }
+        ensure_secret(&children, desired)
+            .await
+            .doing(format_args!("writing Secret {}", projection.secret_name))?;
         let mut summary = projection.summary;
         summary.deleting = b.metadata.deletion_timestamp.is_some();
         held.retain(|h| h.name != bname);
@@ -101,9 +100,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
 
     let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
     let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_VOLUME, keep);
-    if let Err(e) = swept.await {
-        return ctx.error("sweeping backend Secrets", e);
-    }
+    swept.await.doing("sweeping backend Secrets")?;
 
     let condition = if attached.is_empty() {
         Cond::true_(
@@ -124,7 +121,6 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             format!("waiting for: {}", waiting.join("; ")),
         )
     };
-    let mut ctx = ctx;
     ctx.artefacts.backends = projected;
     ctx.artefacts.held_backends = held;
     // Never short-circuits: a backend's credential flip re-enqueues through the watch.

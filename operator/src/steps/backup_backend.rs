@@ -16,7 +16,7 @@ use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderBackupBackend;
 use crate::crd::validation::validate_satellite;
 use crate::names;
-use crate::pipeline::{ProjectedBackend, StepContext, StepReport};
+use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::project_backup_backend;
 use kube::{Client, ResourceExt};
 
@@ -69,14 +69,13 @@ async fn project_one(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
-    let attached: Vec<CinderBackupBackend> = match attached(&env.client, &ns, &cinder_name).await {
-        Ok(a) => a,
-        Err(e) => return ctx.error("listing CinderBackupBackends", e),
-    };
+    let attached: Vec<CinderBackupBackend> = attached(&env.client, &ns, &cinder_name)
+        .await
+        .doing("listing CinderBackupBackends")?;
 
     let (condition, projected) = match attached.as_slice() {
         [] => (
@@ -87,9 +86,11 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             ),
             None,
         ),
-        [b] => match project_one(&env.client, &ctx, b).await {
-            Err(e) => return ctx.error(format!("projecting {}", b.name_any()), e),
-            Ok(Err(why)) => (
+        [b] => match project_one(&env.client, ctx, b)
+            .await
+            .doing(format_args!("projecting {}", b.name_any()))?
+        {
+            Err(why) => (
                 Cond::false_(
                     kind::BACKUP_BACKEND_READY,
                     reason::WAITING_FOR_BACKUP_BACKEND,
@@ -97,7 +98,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
                 ),
                 None,
             ),
-            Ok(Ok(summary)) => (
+            Ok(summary) => (
                 Cond::true_(
                     kind::BACKUP_BACKEND_READY,
                     reason::BACKUP_BACKEND_PROJECTED,
@@ -127,10 +128,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
 
     let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
     let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_BACKUP, keep);
-    if let Err(e) = swept.await {
-        return ctx.error("sweeping backup Secrets", e);
-    }
-    let mut ctx = ctx;
+    swept.await.doing("sweeping backup Secrets")?;
     if projected.is_none() {
         ctx.artefacts.backup_backend_held = attached.iter().map(|b| b.name_any()).collect();
     }

@@ -13,7 +13,7 @@ use super::workloads::{
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::BackendType;
 use crate::names::{self, Component};
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 
@@ -26,7 +26,7 @@ fn waiting(message: impl Into<String>) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
@@ -40,12 +40,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
                 "backup target {held} is not projected; Deployment {deployment_name} is kept as it is"
             )));
         }
-        if let Err(e) = delete_deployment(&children, &ns, &deployment_name).await {
-            return ctx.fail(
-                waiting(format!("kubernetes API error: {e}")),
-                format!("deleting Deployment {deployment_name}: {e}"),
-            );
-        }
+        delete_deployment(&children, &ns, &deployment_name)
+            .await
+            .doing(format_args!("deleting Deployment {deployment_name}"))?;
         return ctx.proceed(Cond::true_(
             kind::BACKUP_SERVICE_READY,
             reason::BACKUP_NOT_CONFIGURED,
@@ -58,15 +55,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             REQUEUE_DEPLOYMENT_POLLING,
         );
     };
-    let specs = match attached_backends(&env.client, &ns, &name).await {
-        Ok(s) => s,
-        Err(e) => {
-            return ctx.fail(
-                waiting(format!("kubernetes API error: {e}")),
-                format!("listing CinderBackends: {e}"),
-            );
-        }
-    };
+    let specs = attached_backends(&env.client, &ns, &name)
+        .await
+        .doing("listing CinderBackends")?;
     let mut extra_volumes = vec![ExtraVolume::secret(
         "backup-target",
         &target.secret_name,

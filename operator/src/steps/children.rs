@@ -7,9 +7,10 @@
 use crate::conditions::not_required;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::kube_ext::delete_if_present;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -95,12 +96,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
     match api.get_opt(&name).await? {
-        None => match api.create(&PostParams::default(), &desired).await {
-            Ok(_) => Ok(true),
-            // Created concurrently: the next pass compares it.
-            Err(e) if e.is_conflict() => Ok(false),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, &desired).await,
         Some(existing) => {
             if existing.data == desired.data
                 && existing.metadata.labels == desired.metadata.labels
@@ -131,11 +127,7 @@ pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bo
     if api.get_opt(&name).await?.is_some() {
         return Ok(false);
     }
-    match api.create(&PostParams::default(), &desired).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_conflict() => Ok(false),
-        Err(e) => Err(e),
-    }
+    create_if_absent(&api, &desired).await
 }
 
 /// The label selector of `cinder`'s children carrying `extra` too.
@@ -148,51 +140,86 @@ pub fn selector(cinder_name: &str, extra: &[(&str, &str)]) -> String {
     parts.join(",")
 }
 
-/// An optional child the spec does not ask for: its condition and the spec field that is unset.
+/// The children of kind `K` of Cinder `cinder` in `namespace`, of `component` when given.
+pub async fn list_children<K>(
+    client: &Client,
+    namespace: &str,
+    cinder: &str,
+    component: Option<names::Component>,
+) -> Result<Vec<K>, kube::Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let extra: Vec<_> = component
+        .map(|c| (names::LABEL_COMPONENT, c.as_str()))
+        .into_iter()
+        .collect();
+    let list = api
+        .list(&ListParams::default().labels(&selector(cinder, &extra)))
+        .await?;
+    Ok(list.items)
+}
+
+/// An optional child the spec does not ask for: what it is ("HPA"), its condition and reason
+/// when absent, and the spec field that is unset.
 pub struct NotRequired {
+    pub what: &'static str,
     pub condition_type: &'static str,
     pub reason: &'static str,
     pub field: &'static str,
 }
 
-/// Ends the step of an optional child the spec does not ask for: deletes `what` `name` if it
+impl NotRequired {
+    pub const fn new(
+        what: &'static str,
+        condition_type: &'static str,
+        reason: &'static str,
+        field: &'static str,
+    ) -> Self {
+        NotRequired {
+            what,
+            condition_type,
+            reason,
+            field,
+        }
+    }
+}
+
+/// Ends the step of an optional child the spec does not ask for: deletes the child `name` if it
 /// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
 /// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
 /// nothing.
 pub async fn remove_unwanted<K>(
-    ctx: StepContext,
+    ctx: &mut StepContext,
     api: &Api<K>,
-    what: &str,
     name: &str,
     unwanted: NotRequired,
-) -> StepReport
+) -> StepResult
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let what = unwanted.what;
     let present = match api.get_opt(name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,
-        Err(e) => return ctx.error(format!("reading {what} {name}"), e),
+        Err(e) => return Err(e).doing(format_args!("reading {what} {name}")),
     };
-    if !present {
-        return ctx.proceed(not_required(
-            unwanted.condition_type,
-            unwanted.reason,
-            unwanted.field,
-            &format!("{what} {name}"),
-            false,
-        ));
-    }
-    match delete_if_present(api, name, &DeleteParams::default()).await {
-        Ok(deleted) => ctx.proceed(not_required(
-            unwanted.condition_type,
-            unwanted.reason,
-            unwanted.field,
-            &format!("{what} {name}"),
-            deleted,
-        )),
-        Err(e) => ctx.error(format!("deleting {what} {name}"), e),
-    }
+    let deleted = present
+        && delete_if_present(api, name, &DeleteParams::default())
+            .await
+            .doing(format_args!("deleting {what} {name}"))?;
+    ctx.proceed(not_required(
+        unwanted.condition_type,
+        unwanted.reason,
+        unwanted.field,
+        &format!("{what} {name}"),
+        deleted,
+    ))
 }
 
 /// What the Cinder's live Deployments mount.
@@ -210,13 +237,10 @@ pub struct Mounts {
 /// pods of a rollout still in progress mount the previous content-addressed children).
 pub async fn mounts(client: &Client, namespace: &str, cinder: &str) -> Result<Mounts, kube::Error> {
     use k8s_openapi::api::apps::v1::Deployment;
-    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default().labels(&selector(cinder, &[])))
-        .await?;
+    let deployments: Vec<Deployment> = list_children(client, namespace, cinder, None).await?;
     let api_name = names::api_deployment(cinder);
     let mut out = Mounts::default();
-    for d in list.items {
+    for d in deployments {
         let volumes = d
             .spec
             .template

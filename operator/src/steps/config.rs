@@ -11,7 +11,7 @@ use super::children::{child_meta, ensure_config_map, mounts, selector};
 use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::sweep;
-use crate::pipeline::{Outcome, StepContext, StepReport};
+use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::config::render_config;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -19,24 +19,16 @@ use kube::Api;
 /// Label of the config ConfigMaps (what the sweep selects).
 pub const CONFIG_LABEL: &str = "cinder.openstack.c5c3.io/config";
 
-fn api_error(e: &kube::Error) -> Cond {
-    Cond::false_(
-        kind::SECRETS_READY,
-        reason::CONFIG_ERROR,
-        format!("kubernetes API error: {e}"),
-    )
-}
-
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
-    let mounted = match mounts(&children, &ns, &name).await {
-        Ok(m) => m,
-        Err(e) => return ctx.fail(api_error(&e), format!("listing Deployments: {e}")),
-    };
+    let mounted = mounts(&children, &ns, &name)
+        .await
+        .doing("listing Deployments")
+        .with_reason(reason::CONFIG_ERROR)?;
     let rendered = match render_config(&name, &cinder.spec) {
         Ok(r) => r,
         Err(e) => {
@@ -45,10 +37,10 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
                 "spec.extraConfig: {e}; keeping the last-good config ({})",
                 mounted.api_config_map.as_deref().unwrap_or("none")
             );
-            let mut ctx = ctx;
             ctx.artefacts.config_map_name = mounted.api_config_map;
             let message = error.message.clone();
-            return ctx.report(vec![error], Outcome::ContinueDespite(message));
+            ctx.set(error);
+            return Ok(Outcome::ContinueDespite(message));
         }
     };
     let health = rendered.extra_config_condition();
@@ -58,35 +50,26 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         immutable: Some(true),
         ..Default::default()
     };
-    if let Err(e) = ensure_config_map(&children, cm).await {
-        return ctx.fail(
-            api_error(&e),
-            format!("writing ConfigMap {}: {e}", rendered.name),
-        );
-    }
+    ensure_config_map(&children, cm)
+        .await
+        .doing(format_args!("writing ConfigMap {}", rendered.name))
+        .with_reason(reason::CONFIG_ERROR)?;
     let mut keep = mounted.config_maps;
     keep.push(rendered.name.clone());
     let sel = selector(&name, &[(CONFIG_LABEL, "true")]);
-    if let Err(e) = sweep(
+    sweep(
         &Api::<ConfigMap>::namespaced(children.clone(), &ns),
         &sel,
         |n| keep.iter().any(|k| k == n),
     )
     .await
-    {
-        return ctx.fail(api_error(&e), format!("sweeping ConfigMaps: {e}"));
-    }
-    let mut ctx = ctx;
+    .doing("sweeping ConfigMaps")
+    .with_reason(reason::CONFIG_ERROR)?;
     ctx.artefacts.config_map_name = Some(rendered.name.clone());
-    ctx.report(
-        vec![
-            Cond::true_(
-                kind::SECRETS_READY,
-                reason::SECRETS_AVAILABLE,
-                format!("config rendered into ConfigMap {}", rendered.name),
-            ),
-            health,
-        ],
-        Outcome::Continue,
-    )
+    ctx.set(health);
+    ctx.proceed(Cond::true_(
+        kind::SECRETS_READY,
+        reason::SECRETS_AVAILABLE,
+        format!("config rendered into ConfigMap {}", rendered.name),
+    ))
 }

@@ -24,7 +24,7 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
-use crate::pipeline::{Clusters, Outcome, StepContext, StepReport};
+use crate::pipeline::{Clusters, Doing, Outcome, StepContext, StepError, StepResult};
 use crate::planning::connection_cap::connection_cap;
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
@@ -58,139 +58,136 @@ async fn drive_job(
     clusters: &Clusters,
     services: &DatabaseServices,
     cinder: &Cinder,
-    which: SchemaJob,
+    (which, wait): (SchemaJob, Duration),
     config_map: &str,
-    wait: Duration,
-) -> Result<Driven, String> {
-    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
-    let name = cinder.metadata.name.as_deref().unwrap_or_default();
-    let desired = jobs::desired_job(cinder, which, config_map);
-    let job_name = which.job_name(name);
-    let observed = jobs::read_job(&clusters.children, ns, &job_name)
-        .await
-        .map_err(|e| format!("reading Job {job_name}: {e}"))?;
-    let act = match &observed {
-        None => {
-            let act = jobs::launch(clusters, services, cinder, which, &desired)
-                .await
-                .map_err(|e| format!("launching Job {job_name}: {e}"))?;
-            if act == Act::Done {
-                crate::events::job_started(
-                    services.recorder(),
-                    cinder,
-                    &job_name,
-                    &format!("db-{}", which.label()),
-                )
-                .await;
-            }
-            act
-        }
-        Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
-            let act = jobs::delete_jobs(
-                clusters,
-                services,
-                cinder,
-                which,
-                std::slice::from_ref(&job_name),
-            )
+) -> Result<Driven, StepError> {
+    let driven: Result<Driven, String> = async {
+        let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+        let name = cinder.metadata.name.as_deref().unwrap_or_default();
+        let desired = jobs::desired_job(cinder, which, config_map);
+        let job_name = which.job_name(name);
+        let observed = jobs::read_job(&clusters.children, ns, &job_name)
             .await
-            .map_err(|e| format!("replacing Job {job_name}: {e}"))?;
-            if act == Act::Done {
-                return Ok(Driven::Wait(
-                    REQUEUE_NEXT_PASS,
-                    format!("Job {job_name} is being replaced (its image or config changed)"),
-                ));
-            }
-            act
-        }
-        Some(o) => {
-            let mut state = o.state;
-            if let JobState::Failed { .. } = state {
-                state = JobState::Failed {
-                    exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
-                };
-            }
-            if state.is_terminal() {
-                let result = if state == JobState::Succeeded {
-                    JobResult::Succeeded
-                } else {
-                    JobResult::Failed
-                };
-                let duration = o.duration.unwrap_or_default();
-                let counted = CountedJob {
-                    client: &clusters.children,
-                    name: &job_name,
-                    uid: &o.uid,
-                };
-                if services
-                    .observe_job_once(&counted, ns, name, result, duration)
+            .map_err(|e| format!("reading Job {job_name}: {e}"))?;
+        let act = match &observed {
+            None => {
+                let act = jobs::launch(clusters, services, cinder, which, &desired)
                     .await
-                {
-                    crate::events::job_finished(
+                    .map_err(|e| format!("launching Job {job_name}: {e}"))?;
+                if act == Act::Done {
+                    crate::events::job_started(
                         services.recorder(),
                         cinder,
                         &job_name,
                         &format!("db-{}", which.label()),
-                        result,
-                        duration,
                     )
                     .await;
                 }
+                act
             }
-            return Ok(Driven::State(state, o.uid.clone()));
-        }
-    };
-    Ok(match act {
-        Act::Done => Driven::State(JobState::Running, String::new()),
-        Act::DeviceBusy(after) => Driven::Wait(
-            after,
-            format!("Job {job_name} waits for the database lock another replica holds"),
-        ),
-        Act::OtherActive(other) => Driven::Wait(
-            wait,
-            format!("Job {job_name} waits for Job {other} of the same database to finish"),
-        ),
-        Act::StaleSnapshot => Driven::Wait(
-            REQUEUE_NEXT_PASS,
-            "the Cinder changed during this pass; acting on the next one".to_string(),
-        ),
-    })
+            Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
+                let act = jobs::delete_jobs(
+                    clusters,
+                    services,
+                    cinder,
+                    which,
+                    std::slice::from_ref(&job_name),
+                )
+                .await
+                .map_err(|e| format!("replacing Job {job_name}: {e}"))?;
+                if act == Act::Done {
+                    return Ok(Driven::Wait(
+                        REQUEUE_NEXT_PASS,
+                        format!("Job {job_name} is being replaced (its image or config changed)"),
+                    ));
+                }
+                act
+            }
+            Some(o) => {
+                let mut state = o.state;
+                if let JobState::Failed { .. } = state {
+                    state = JobState::Failed {
+                        exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
+                    };
+                }
+                if state.is_terminal() {
+                    let result = if state == JobState::Succeeded {
+                        JobResult::Succeeded
+                    } else {
+                        JobResult::Failed
+                    };
+                    let duration = o.duration.unwrap_or_default();
+                    let counted = CountedJob {
+                        client: &clusters.children,
+                        name: &job_name,
+                        uid: &o.uid,
+                    };
+                    if services
+                        .observe_job_once(&counted, ns, name, result, duration)
+                        .await
+                    {
+                        crate::events::job_finished(
+                            services.recorder(),
+                            cinder,
+                            &job_name,
+                            &format!("db-{}", which.label()),
+                            result,
+                            duration,
+                        )
+                        .await;
+                    }
+                }
+                return Ok(Driven::State(state, o.uid.clone()));
+            }
+        };
+        Ok(match act {
+            Act::Done => Driven::State(JobState::Running, String::new()),
+            Act::DeviceBusy(after) => Driven::Wait(
+                after,
+                format!("Job {job_name} waits for the database lock another replica holds"),
+            ),
+            Act::OtherActive(other) => Driven::Wait(
+                wait,
+                format!("Job {job_name} waits for Job {other} of the same database to finish"),
+            ),
+            Act::StaleSnapshot => Driven::Wait(
+                REQUEUE_NEXT_PASS,
+                "the Cinder changed during this pass; acting on the next one".to_string(),
+            ),
+        })
+    }
+    .await;
+    driven.doing("running the database Job")
 }
 
-fn outcome(requeue: Option<Duration>) -> Outcome {
-    requeue.map_or(Outcome::Continue, Outcome::RequeueAfter)
+/// Reports `condition`, then continues or requeues after `requeue`.
+fn settle(ctx: &mut StepContext, condition: Cond, requeue: Option<Duration>) -> StepResult {
+    ctx.set(condition);
+    Ok(requeue.map_or(Outcome::Continue, Outcome::RequeueAfter))
 }
 
 async fn steady(
     clusters: &Clusters,
     services: &DatabaseServices,
-    mut ctx: StepContext,
+    ctx: &mut StepContext,
     config_map: &str,
-) -> StepReport {
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let release = cinder.spec.open_stack_release.clone();
     ctx.status.target_release = None;
     ctx.status.upgrade_phase = None;
-    let driven = drive_job(
-        clusters,
-        services,
-        &cinder,
-        SchemaJob::DbSync,
-        config_map,
-        REQUEUE_DATABASE_WAIT,
-    )
-    .await;
+    let job = (SchemaJob::DbSync, REQUEUE_DATABASE_WAIT);
+    let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
-        Err(e) => ctx.error("running the database Job", e.to_string()),
-        Ok(Driven::Wait(after, note)) => {
+        Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
         }
-        Ok(Driven::State(state, _uid)) => {
+        Driven::State(state, _uid) => {
             let step = db_sync_step(ctx.name(), &release, state);
             if step.promote {
                 ctx.status.installed_release = Some(release);
             }
-            ctx.report(vec![step.condition], outcome(step.requeue))
+            settle(ctx, step.condition, step.requeue)
         }
     }
 }
@@ -216,31 +213,23 @@ fn in_progress_reason(phase: UpgradePhase) -> &'static str {
 async fn upgrade_phase(
     clusters: &Clusters,
     services: &DatabaseServices,
-    mut ctx: StepContext,
+    ctx: &mut StepContext,
     config_map: &str,
     target: String,
     phase: UpgradePhase,
-) -> StepReport {
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let Some(which) = phase_job(phase) else {
         let step = phase_step(ctx.name(), &target, phase, JobState::Absent);
-        return ctx.report(vec![step.condition], outcome(step.requeue));
+        return settle(ctx, step.condition, step.requeue);
     };
-    let driven = drive_job(
-        clusters,
-        services,
-        &cinder,
-        which,
-        config_map,
-        REQUEUE_UPGRADE_WAIT,
-    )
-    .await;
+    let job = (which, REQUEUE_UPGRADE_WAIT);
+    let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
-        Err(e) => ctx.error("running the database Job", e.to_string()),
-        Ok(Driven::Wait(after, note)) => {
+        Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, in_progress_reason(phase), note), after)
         }
-        Ok(Driven::State(state, uid)) => {
+        Driven::State(state, uid) => {
             if phase == UpgradePhase::Migrating && state == JobState::Succeeded {
                 upgrade_flow::report_upgrade_check(&clusters.children, services, &cinder, &uid)
                     .await;
@@ -253,7 +242,7 @@ async fn upgrade_phase(
                 ctx.status.target_release = None;
                 ctx.status.upgrade_phase = None;
             }
-            ctx.report(vec![step.condition], outcome(step.requeue))
+            settle(ctx, step.condition, step.requeue)
         }
     }
 }
@@ -261,18 +250,20 @@ async fn upgrade_phase(
 async fn abort(
     clusters: &Clusters,
     services: &DatabaseServices,
-    mut ctx: StepContext,
-) -> StepReport {
+    ctx: &mut StepContext,
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let target = ctx.status.target_release.clone().unwrap_or_default();
     let names: Vec<String> = SchemaJob::PHASES
         .iter()
         .map(|j| j.job_name(ctx.name()))
         .collect();
-    let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names).await;
+    let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names)
+        .await
+        .map_err(|e| e.to_string())
+        .doing("aborting the upgrade")?;
     match act {
-        Err(e) => ctx.error("aborting the upgrade", e.to_string()),
-        Ok(Act::Done) => {
+        Act::Done => {
             ctx.status.target_release = None;
             ctx.status.upgrade_phase = None;
             let c = db_cond(
@@ -284,7 +275,7 @@ async fn abort(
             );
             ctx.requeue(c, REQUEUE_NEXT_PASS)
         }
-        Ok(Act::DeviceBusy(after)) => ctx.requeue(
+        Act::DeviceBusy(after) => ctx.requeue(
             db_cond(
                 false,
                 reason::DB_SYNC_IN_PROGRESS,
@@ -292,7 +283,7 @@ async fn abort(
             ),
             after,
         ),
-        Ok(_) => ctx.requeue(
+        _ => ctx.requeue(
             db_cond(
                 false,
                 reason::DB_SYNC_IN_PROGRESS,
@@ -304,14 +295,19 @@ async fn abort(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext) -> StepReport {
+pub async fn run(
+    (env, services): (StepEnv, DatabaseServices),
+    ctx: &mut StepContext,
+) -> StepResult {
     let cinder = ctx.cinder.clone();
     let clusters = ctx.clusters(&env.client);
 
     let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
-    match provisioning::provision(&env.client, &cinder, cap).await {
-        Err(e) => return ctx.error("provisioning the database", e),
-        Ok(Provisioned::Waiting { condition, created }) => {
+    match provisioning::provision(&env.client, &cinder, cap)
+        .await
+        .doing("provisioning the database")?
+    {
+        Provisioned::Waiting { condition, created } => {
             let after = if created {
                 REQUEUE_NEXT_PASS
             } else {
@@ -319,7 +315,7 @@ pub async fn run(env: StepEnv, services: DatabaseServices, mut ctx: StepContext)
             };
             return ctx.requeue(condition, after);
         }
-        Ok(Provisioned::Ready) => {}
+        Provisioned::Ready => {}
     }
 
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {

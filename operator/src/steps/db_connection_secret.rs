@@ -10,7 +10,7 @@ use super::secrets::DB_KEYS;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{
     DB_CONNECTION_KEY, DEFAULT_DB_PORT, DbEndpoint, pymysql_dsn,
 };
@@ -39,15 +39,16 @@ pub fn database_endpoint(cinder: &Cinder) -> DbEndpoint {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let db = &cinder.spec.database;
-    let values = match credentials::read(&env.client, &ns, &db.secret_ref.name, &DB_KEYS, &[]).await
+    let values = match credentials::read(&env.client, &ns, &db.secret_ref.name, &DB_KEYS, &[])
+        .await
+        .doing("reading the database Secret")?
     {
-        Err(e) => return ctx.error("reading the database Secret", e),
-        Ok(Err(m)) => {
+        Err(m) => {
             let c = Cond::false_(
                 kind::SECRETS_READY,
                 reason::WAITING_FOR_DB_CREDENTIALS,
@@ -55,7 +56,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             );
             return ctx.requeue(c, REQUEUE_SECRET_POLLING);
         }
-        Ok(Ok(v)) => v,
+        Ok(v) => v,
     };
     let dsn = match pymysql_dsn(
         &database_endpoint(&cinder),
@@ -78,10 +79,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let digest = dsn.digest();
     let name = names::db_connection_secret(ctx.name());
     let written = ensure_derived_secret(&children, &cinder, &name, DB_CONNECTION_KEY, dsn.expose());
-    if let Err(e) = written.await {
-        return ctx.error(format!("writing Secret {name}"), e);
-    }
-    let mut ctx = ctx;
+    written.await.doing(format_args!("writing Secret {name}"))?;
     ctx.artefacts.db_connection_hash = Some(digest);
     ctx.proceed(Cond::true_(
         kind::SECRETS_READY,

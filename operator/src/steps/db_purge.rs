@@ -5,18 +5,19 @@
 //! db-purge component): DBPurgeScheduled, DBPurgeJobFailed with a Warning event, or
 //! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
 
-use super::children::{child_meta, selector};
+use super::children::{child_meta, list_children};
 use super::database::jobs::{CONNECTION_ENV, observe};
 use super::env::StepEnv;
 use super::workloads::{
     JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
 };
-use crate::conditions::{Cond, event_reason, kind, reason};
+use crate::conditions::event_reason;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, StepContext, StepReport};
+use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
@@ -25,7 +26,7 @@ use crate::steps::job_marker::CountedJob;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use std::collections::HashMap;
@@ -87,11 +88,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
     match api.get_opt(&name).await? {
-        None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_conflict() => Ok(()),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
         Some(existing) => {
             let mut replacement = desired.clone();
@@ -112,12 +109,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
 
 /// The purge Jobs of Cinder `cinder` (common labels and the db-purge component).
 async fn purge_jobs(client: &Client, ns: &str, cinder: &str) -> Result<Vec<Job>, kube::Error> {
-    let api: Api<Job> = Api::namespaced(client.clone(), ns);
-    let sel = selector(
-        cinder,
-        &[(names::LABEL_COMPONENT, Component::DbPurge.as_str())],
-    );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+    list_children(client, ns, cinder, Some(Component::DbPurge)).await
 }
 
 fn summary(job: &Job) -> (JobSummary, Duration) {
@@ -156,40 +148,25 @@ fn summary(job: &Job) -> (JobSummary, Duration) {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let effective = effective_db_purge(&ctx.cinder.spec.db_purge);
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
         // The Database step before this one already waits for the config; nothing to report.
-        return ctx.report(
-            Vec::new(),
-            Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING),
-        );
-    };
-    let api_error = |e: &kube::Error| {
-        Cond::false_(
-            kind::DB_PURGE_READY,
-            reason::DB_PURGE_JOB_FAILED,
-            format!("kubernetes API error: {e}"),
-        )
+        return Ok(Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING));
     };
     let desired = desired_cron_job(&ctx.cinder, &effective, &config_map);
-    if let Err(e) = ensure_cron_job(&children, &desired).await {
-        let c = api_error(&e);
-        return ctx.fail(
-            c,
-            format!("writing CronJob {}: {e}", names::db_purge_cronjob(&name)),
-        );
-    }
-    let jobs = match purge_jobs(&children, &ns, &name).await {
-        Ok(j) => j,
-        Err(e) => {
-            let c = api_error(&e);
-            return ctx.fail(c, format!("listing purge Jobs: {e}"));
-        }
-    };
+    ensure_cron_job(&children, &desired)
+        .await
+        .doing(format_args!(
+            "writing CronJob {}",
+            names::db_purge_cronjob(&name)
+        ))?;
+    let jobs = purge_jobs(&children, &ns, &name)
+        .await
+        .doing("listing purge Jobs")?;
     let mut durations = HashMap::new();
     let summaries: Vec<JobSummary> = jobs
         .iter()

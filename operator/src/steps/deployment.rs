@@ -12,16 +12,16 @@ use super::workloads::{
     SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, kind, reason};
-use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::upgrade::rollout_converged;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -100,11 +100,7 @@ where
     let name = meta.name.clone().unwrap_or_default();
     let api: Api<K> = Api::namespaced(client.clone(), &ns);
     match api.get_opt(&name).await? {
-        None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_conflict() => Ok(()),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
         Some(_) => {
             let body = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
@@ -121,7 +117,7 @@ where
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
@@ -149,28 +145,21 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         )
     };
     let desired = desired_deployment(&cinder, &spec);
-    let converged = match ensure_converged(&children, &desired).await {
-        Ok(c) => c,
-        Err(e) => {
-            return ctx.fail(
-                waiting(format!("kubernetes API error: {e}")),
-                format!("writing Deployment {deployment_name}: {e}"),
-            );
-        }
-    };
-    if let Err(e) = ensure_patched(&children, &desired_service(&cinder)).await {
-        return ctx.fail(
-            waiting(format!("kubernetes API error: {e}")),
-            format!("writing Service {}: {e}", names::api_service(&name)),
-        );
-    }
-    if let Err(e) = ensure_patched(&children, &desired_pdb(&cinder)).await {
-        return ctx.fail(
-            waiting(format!("kubernetes API error: {e}")),
-            format!("writing PodDisruptionBudget {}: {e}", names::api_pdb(&name)),
-        );
-    }
-    let mut ctx = ctx;
+    let converged = ensure_converged(&children, &desired)
+        .await
+        .doing(format_args!("writing Deployment {deployment_name}"))?;
+    ensure_patched(&children, &desired_service(&cinder))
+        .await
+        .doing(format_args!(
+            "writing Service {}",
+            names::api_service(&name)
+        ))?;
+    ensure_patched(&children, &desired_pdb(&cinder))
+        .await
+        .doing(format_args!(
+            "writing PodDisruptionBudget {}",
+            names::api_pdb(&name)
+        ))?;
     ctx.status.endpoint = Some(names::api_endpoint(&name, &ns));
     if !converged {
         return ctx.requeue(
@@ -186,7 +175,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     // The workload steps before this one only continue once their rollouts converged.
     if let Some((phase, after)) = rollout_converged(ctx.status.upgrade_phase, true) {
         ctx.status.upgrade_phase = Some(phase);
-        return ctx.report(vec![ready], Outcome::RequeueAfter(after));
+        return ctx.requeue(ready, after);
     }
     ctx.proceed(ready)
 }

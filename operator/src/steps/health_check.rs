@@ -19,7 +19,7 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::ApiErrorExt;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{StepContext, StepResult};
 use crate::requeue::{HEALTH_CHECK_RETRY, PROBE_CACHE_TTL};
 use kube::Client;
 use kube::api::GetParams;
@@ -151,7 +151,7 @@ pub fn condition(result: &ProbeResult, endpoint: &str) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();

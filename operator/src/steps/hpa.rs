@@ -2,7 +2,7 @@
 //! autoscaling/v2 HorizontalPodAutoscaler `{name}-api` of the API Deployment (min, max, a CPU
 //! utilization target) is applied server-side (created or updated); unset, it is deleted
 //! (HPANotRequired). HPAReady reflects the applied HPA's AbleToScale and ScalingActive
-//! conditions (HPANotScaling while either is False). API errors propagate (Outcome::Error).
+//! conditions (HPANotScaling while either is False). API errors fail the step.
 
 use super::children::child_meta;
 use super::children::{NotRequired, remove_unwanted};
@@ -12,7 +12,7 @@ use crate::crd::Cinder;
 use crate::crd::cinder::AutoscalingSpec;
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::api::autoscaling::v2::{
     CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
     MetricTarget, ResourceMetricSource,
@@ -50,32 +50,25 @@ pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> Horizontal
     }
 }
 
+/// The HPA while `spec.autoscaling` is unset.
+const UNWANTED: NotRequired = NotRequired::new(
+    "HPA",
+    kind::HPA_READY,
+    reason::HPA_NOT_REQUIRED,
+    "spec.autoscaling",
+);
+
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
-    let client = ctx.children(&env.client);
-    let ns = ctx.namespace().to_string();
-    let name = ctx.name().to_string();
-    let hpa_name = names::api_hpa(&name);
-    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client, &ns);
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
+    let hpa_name = names::api_hpa(ctx.name());
+    let api: Api<HorizontalPodAutoscaler> = ctx.children_api(&env.client);
     let Some(autoscaling) = ctx.cinder.spec.autoscaling.clone() else {
-        return remove_unwanted(
-            ctx,
-            &api,
-            "HPA",
-            &hpa_name,
-            NotRequired {
-                condition_type: kind::HPA_READY,
-                reason: reason::HPA_NOT_REQUIRED,
-                field: "spec.autoscaling",
-            },
-        )
-        .await;
+        return remove_unwanted(ctx, &api, &hpa_name, UNWANTED).await;
     };
     let desired = desired_hpa(&ctx.cinder, &autoscaling);
-    let applied = match apply(&api, &hpa_name, &desired).await {
-        Ok(a) => a,
-        Err(e) => return ctx.error(format!("applying HPA {hpa_name}"), e),
-    };
+    let applied = apply(&api, &hpa_name, &desired)
+        .await
+        .doing(format_args!("applying HPA {hpa_name}"))?;
     let summary = format!(
         "HPA {hpa_name}: {}..{} replicas at {}% CPU",
         autoscaling.min_replicas, autoscaling.max_replicas, autoscaling.target_cpu_utilization

@@ -16,7 +16,7 @@ use crate::crd::cinder::GatewaySpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use kube::Api;
 use kube::api::DynamicObject;
@@ -78,8 +78,16 @@ fn not_installed() -> Cond {
     )
 }
 
+/// The HTTPRoute while `spec.gateway` is unset.
+const UNWANTED: NotRequired = NotRequired::new(
+    "HTTPRoute",
+    kind::HTTP_ROUTE_READY,
+    reason::HTTP_ROUTE_NOT_REQUIRED,
+    "spec.gateway",
+);
+
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
@@ -88,18 +96,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Api::namespaced_with(client.clone(), &ns, &HTTP_ROUTE.api_resource());
     let Some(gateway) = ctx.cinder.spec.gateway.clone() else {
         // Not wanted: delete it; a 404 (no route, or no Gateway API at all) is the goal state.
-        return remove_unwanted(
-            ctx,
-            &api,
-            "HTTPRoute",
-            &route_name,
-            NotRequired {
-                condition_type: kind::HTTP_ROUTE_READY,
-                reason: reason::HTTP_ROUTE_NOT_REQUIRED,
-                field: "spec.gateway",
-            },
-        )
-        .await;
+        return remove_unwanted(ctx, &api, &route_name, UNWANTED).await;
     };
     match capability::is_served(&client, HTTP_ROUTE).await {
         Ok(true) => {}
@@ -123,9 +120,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         Err(e) if e.is_not_found() => {
             return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
         }
-        Err(e) => {
-            return ctx.error(format!("applying HTTPRoute {route_name}"), e);
-        }
+        Err(e) => return Err(e).doing(format_args!("applying HTTPRoute {route_name}")),
     };
     if accepted(&live) {
         ctx.proceed(Cond::true_(

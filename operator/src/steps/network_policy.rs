@@ -12,7 +12,7 @@ use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::network_policy::{NetworkPolicyError, derive_network_policy};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
@@ -22,13 +22,19 @@ pub const EMPTY_INGRESS: &str = "EmptyIngress";
 /// Reason while the broker port is not known yet.
 pub const BROKER_PORT_UNKNOWN: &str = "BrokerPortUnknown";
 
+/// The NetworkPolicy while `spec.networkPolicy` is unset.
+const UNWANTED: NotRequired = NotRequired::new(
+    "NetworkPolicy",
+    kind::NETWORK_POLICY_READY,
+    reason::NETWORK_POLICY_NOT_REQUIRED,
+    "spec.networkPolicy",
+);
+
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
-    let client = ctx.children(&env.client);
-    let ns = ctx.namespace().to_string();
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let name = ctx.name().to_string();
     let np_name = names::network_policy(&name);
-    let api: Api<NetworkPolicy> = Api::namespaced(client, &ns);
+    let api: Api<NetworkPolicy> = ctx.children_api(&env.client);
     let mut backends = ctx.artefacts.backends.clone();
     backends.extend(ctx.artefacts.held_backends.iter().cloned());
     backends.extend(ctx.artefacts.backup_backend.clone());
@@ -41,41 +47,26 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let spec = match derived {
         Ok(Some(spec)) => spec,
         Ok(None) => {
-            return remove_unwanted(
-                ctx,
-                &api,
-                "NetworkPolicy",
-                &np_name,
-                NotRequired {
-                    condition_type: kind::NETWORK_POLICY_READY,
-                    reason: reason::NETWORK_POLICY_NOT_REQUIRED,
-                    field: "spec.networkPolicy",
-                },
-            )
-            .await;
+            return remove_unwanted(ctx, &api, &np_name, UNWANTED).await;
         }
         Err(e) => {
             let why = match e {
                 NetworkPolicyError::EmptyIngress => EMPTY_INGRESS,
                 NetworkPolicyError::BrokerPortUnknown => BROKER_PORT_UNKNOWN,
             };
-            let msg = e.to_string();
-            return ctx.fail(
-                Cond::false_(kind::NETWORK_POLICY_READY, why, msg.clone()),
-                msg,
-            );
+            return Err(e.to_string()).with_reason(why);
         }
     };
     let policy = NetworkPolicy {
         metadata: child_meta(&ctx.cinder, &np_name, &[]),
         spec: Some(spec),
     };
-    match apply(&api, &np_name, &policy).await {
-        Ok(_) => ctx.proceed(Cond::true_(
-            kind::NETWORK_POLICY_READY,
-            reason::NETWORK_POLICY_READY,
-            format!("NetworkPolicy {np_name} applied"),
-        )),
-        Err(e) => ctx.error(format!("applying NetworkPolicy {np_name}"), e),
-    }
+    apply(&api, &np_name, &policy)
+        .await
+        .doing(format_args!("applying NetworkPolicy {np_name}"))?;
+    ctx.proceed(Cond::true_(
+        kind::NETWORK_POLICY_READY,
+        reason::NETWORK_POLICY_READY,
+        format!("NetworkPolicy {np_name} applied"),
+    ))
 }

@@ -7,7 +7,7 @@ use super::env::StepEnv;
 use super::workloads::{WorkloadSpec, converge, desired_deployment};
 use crate::conditions::{Cond, kind, reason};
 use crate::names::{self, Component};
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{StepContext, StepResult};
 use crate::planning::config::CONFIG_DIR;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 
@@ -20,7 +20,7 @@ fn waiting(message: impl Into<String>) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let name = ctx.name().to_string();
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
         return ctx.requeue(

@@ -16,7 +16,7 @@ use crate::crd::{Cinder, SecretStoreKind};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
 use crate::names;
-use crate::pipeline::{Outcome, StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::authtoken_hash;
 use crate::requeue::REQUEUE_SECRET_POLLING;
 use kube::api::DynamicObject;
@@ -112,11 +112,11 @@ struct Needed<'a> {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let store = &cinder.spec.secret_store_ref;
-    let requeue = |ctx: StepContext, c: Cond| ctx.requeue(c, REQUEUE_SECRET_POLLING);
+    let requeue = |ctx: &mut StepContext, c: Cond| ctx.requeue(c, REQUEUE_SECRET_POLLING);
 
     if store.kind == SecretStoreKind::ClusterSecretStore && env.watch_namespace.is_some() {
         let c = Cond::false_(
@@ -129,13 +129,12 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         );
         return requeue(ctx, c);
     }
-    match store_ready(&env.client, &ns, store.kind, &store.name).await {
-        Err(e) => return ctx.error("reading the secret store", e),
-        Ok(Err(why)) => {
-            let c = Cond::false_(kind::SECRETS_READY, reason::SECRET_STORE_NOT_READY, why);
-            return requeue(ctx, c);
-        }
-        Ok(Ok(())) => {}
+    let store_ready = store_ready(&env.client, &ns, store.kind, &store.name)
+        .await
+        .doing("reading the secret store")?;
+    if let Err(why) = store_ready {
+        let c = Cond::false_(kind::SECRETS_READY, reason::SECRET_STORE_NOT_READY, why);
+        return requeue(ctx, c);
     }
 
     let db = &cinder.spec.database.secret_ref;
@@ -180,10 +179,9 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             return requeue(ctx, c);
         };
         let read = credentials::read(&env.client, &need.namespace, &need.name, &need.keys, &[]);
-        match read.await {
-            Err(e) => return ctx.error(format!("reading {}", need.what), e),
-            Ok(Err(m)) => return requeue(ctx, waiting(need.reason, need.what, &m)),
-            Ok(Ok(values)) => {
+        match read.await.doing(format_args!("reading {}", need.what))? {
+            Err(m) => return requeue(ctx, waiting(need.reason, need.what, &m)),
+            Ok(values) => {
                 if let Some(key) = need.hashed {
                     password_hash = values.get(key).map(authtoken_hash);
                     password = values.get(key).map(str::to_string);
@@ -203,17 +201,13 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         SERVICE_USER_PASSWORD_KEY,
         password.as_deref().unwrap_or_default(),
     );
-    if let Err(e) = written.await {
-        return ctx.error(format!("writing Secret {derived}"), e);
-    }
-    let mut ctx = ctx;
+    written
+        .await
+        .doing(format_args!("writing Secret {derived}"))?;
     ctx.artefacts.authtoken_hash = password_hash;
-    ctx.report(
-        vec![Cond::true_(
-            kind::SECRETS_READY,
-            reason::SECRETS_AVAILABLE,
-            "the secret store is Ready and the credential Secrets are present",
-        )],
-        Outcome::Continue,
-    )
+    ctx.proceed(Cond::true_(
+        kind::SECRETS_READY,
+        reason::SECRETS_AVAILABLE,
+        "the secret store is Ready and the credential Secrets are present",
+    ))
 }

@@ -10,22 +10,15 @@ use super::{
     transport_url_secret, volume_services, vpa,
 };
 use crate::metrics::JobKind;
-use crate::pipeline::{
-    PipelineTable, Step, StepContext, StepFn, StepMemory, StepName, StepReport, TableError,
-};
-use std::future::Future;
+use crate::pipeline::{PipelineTable, Step, StepBody, StepFn, StepMemory, StepName, TableError};
 use std::sync::Arc;
 
-/// The step `name` running `run` with a copy of `env`.
-fn step<Fut>(name: StepName, env: &StepEnv, run: fn(StepEnv, StepContext) -> Fut) -> Arc<dyn Step>
+/// The step `name` running `body` with a copy of `env`.
+fn step<B>(name: StepName, env: &StepEnv, body: B) -> Arc<dyn Step>
 where
-    Fut: Future<Output = StepReport> + Send + 'static,
+    B: for<'a> StepBody<'a, StepEnv> + Clone + Send + Sync + 'static,
 {
-    let env = env.clone();
-    Arc::new(StepFn {
-        name,
-        run: move |ctx| run(env.clone(), ctx),
-    })
+    Arc::new(StepFn::new(name, env.clone(), body))
 }
 
 /// What a Job-running step keeps beyond the environment; each run gets a copy that remembers
@@ -46,24 +39,17 @@ impl PerRun for JobReporting {
     }
 }
 
-/// The step `name` running `run` with a copy of `env` and `state` made for the run.
-fn step_with<S, Fut>(
-    name: StepName,
-    env: &StepEnv,
-    state: S,
-    run: fn(StepEnv, S, StepContext) -> Fut,
-) -> Arc<dyn Step>
+/// The step `name` running `body` with a copy of `env` and `state` made for the run.
+fn step_with<S, B>(name: StepName, env: &StepEnv, state: S, body: B) -> Arc<dyn Step>
 where
     S: PerRun,
-    Fut: Future<Output = StepReport> + Send + 'static,
+    B: for<'a> StepBody<'a, (StepEnv, S)> + Clone + Send + Sync + 'static,
 {
-    let env = env.clone();
     Arc::new(StepFn {
         name,
-        run: move |ctx: StepContext| {
-            let state = state.for_run(&ctx.memory);
-            run(env.clone(), state, ctx)
-        },
+        with: (env.clone(), state),
+        per_run: |(env, state), memory| (env.clone(), state.for_run(memory)),
+        body,
     })
 }
 

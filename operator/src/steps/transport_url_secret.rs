@@ -10,11 +10,11 @@ use super::env::StepEnv;
 use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, messaging_secret};
 use crate::conditions::{Cond, kind, reason};
 use crate::names;
-use crate::pipeline::{StepContext, StepReport};
+use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{BrokerEndpoint, TRANSPORT_URL_KEY, rabbit_transport_url};
 use crate::requeue::REQUEUE_SECRET_POLLING;
 
-fn waiting(ctx: StepContext, why: String) -> StepReport {
+fn waiting(ctx: &mut StepContext, why: String) -> StepResult {
     let c = Cond::false_(
         kind::SECRETS_READY,
         reason::WAITING_FOR_MESSAGING_CREDENTIALS,
@@ -24,7 +24,7 @@ fn waiting(ctx: StepContext, why: String) -> StepReport {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&env.client);
     let cinder = ctx.cinder.clone();
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
@@ -41,10 +41,10 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         &MESSAGING_OPTIONAL_KEYS,
     )
     .await
+    .doing("reading the messaging Secret")?
     {
-        Err(e) => return ctx.error("reading the messaging Secret", e),
-        Ok(Err(m)) => return waiting(ctx, m.to_string()),
-        Ok(Ok(v)) => v,
+        Err(m) => return waiting(ctx, m.to_string()),
+        Ok(v) => v,
     };
     let url = BrokerEndpoint::parse(
         values.get("host").unwrap_or_default(),
@@ -66,10 +66,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let digest = url.digest();
     let name = names::transport_url_secret(ctx.name());
     let written = ensure_derived_secret(&children, &cinder, &name, TRANSPORT_URL_KEY, url.expose());
-    if let Err(e) = written.await {
-        return ctx.error(format!("writing Secret {name}"), e);
-    }
-    let mut ctx = ctx;
+    written.await.doing(format_args!("writing Secret {name}"))?;
     ctx.artefacts.transport_url_hash = Some(digest);
     ctx.artefacts.broker_port = Some(port);
     ctx.proceed(Cond::true_(

@@ -12,7 +12,7 @@
 
 pub mod detach;
 
-use super::children::selector;
+use super::children::list_children;
 use super::env::StepEnv;
 use super::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
@@ -22,13 +22,12 @@ use super::workloads::{
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{CinderBackend, VolumeServiceStatus};
 use crate::names::{self, Component};
-use crate::pipeline::{Outcome, ProjectedBackend, StepContext, StepReport};
+use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use cinder_lease::Priority;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
-use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,12 +82,7 @@ async fn volume_deployments(
     ns: &str,
     cinder: &str,
 ) -> Result<Vec<Deployment>, kube::Error> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let sel = selector(
-        cinder,
-        &[(names::LABEL_COMPONENT, Component::Volume.as_str())],
-    );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+    list_children(client, ns, cinder, Some(Component::Volume)).await
 }
 
 fn backend_label(d: &Deployment) -> Option<&str> {
@@ -351,22 +345,16 @@ async fn apply_volume_plan(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> StepReport {
+pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContext) -> StepResult {
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let children = ctx.children(&env.client);
-    let fail = |ctx: StepContext, what: String| {
-        let c = waiting(format!("error: {what}"));
-        ctx.fail(c, what)
-    };
-    let attached = match attached_backends(&env.client, &ns, &name).await {
-        Ok(s) => s,
-        Err(e) => return fail(ctx, format!("listing CinderBackends: {e}")),
-    };
-    let existing = match volume_deployments(&children, &ns, &name).await {
-        Ok(d) => d,
-        Err(e) => return fail(ctx, format!("listing volume Deployments: {e}")),
-    };
+    let attached = attached_backends(&env.client, &ns, &name)
+        .await
+        .doing("listing CinderBackends")?;
+    let existing = volume_deployments(&children, &ns, &name)
+        .await
+        .doing("listing volume Deployments")?;
     let config_map = ctx.artefacts.config_map_name.clone();
     let active: Vec<_> = ctx
         .artefacts
@@ -376,13 +364,12 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
         .cloned()
         .collect();
 
-    let plan = plan_volume_services(&ctx, &active, &attached, &existing);
-    let mut pending = match apply_volume_plan(&env, &ctx, &plan).await {
+    let plan = plan_volume_services(ctx, &active, &attached, &existing);
+    let mut pending = match apply_volume_plan(&env, ctx, &plan).await {
         Ok(p) => p,
         Err(Stopped::Busy(condition, after)) => return ctx.requeue(condition, after),
-        Err(Stopped::Failed(what)) => return fail(ctx, what),
+        Err(Stopped::Failed(what)) => return Err(what.into()),
     };
-    let mut ctx = ctx;
     ctx.status.volume_services = plan
         .desired
         .iter()
@@ -411,7 +398,7 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
     )
     .await;
     match detached {
-        Err(e) => return fail(ctx, format!("detach: {e}")),
+        Err(e) => return Err(e.to_string()).doing("detach"),
         Ok(DetachOutcome::Busy { backend, after }) => {
             return ctx.requeue(
                 waiting(format!("detaching backend {backend}: a device is busy")),
@@ -423,7 +410,7 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
                 .condition
                 .clone()
                 .unwrap_or_else(|| waiting(format!("detaching backend {}", plan.backend)));
-            return ctx.report(vec![condition], Outcome::RequeueAfter(plan.requeue));
+            return ctx.requeue(condition, plan.requeue);
         }
         Ok(DetachOutcome::Idle) => {}
     }
@@ -448,25 +435,46 @@ pub async fn run(env: StepEnv, reporting: JobReporting, ctx: StepContext) -> Ste
             REQUEUE_DEPLOYMENT_POLLING,
         );
     }
-    let held = if plan.held.is_empty() {
+    ctx.proceed(all_ready(count, &plan.held))
+}
+
+/// AllVolumeServicesReady for `count` services, naming those kept as they run while their
+/// backends are not projected.
+fn all_ready(count: usize, held: &[(VolumeServiceStatus, bool)]) -> Cond {
+    let held = if held.is_empty() {
         String::new()
     } else {
-        let names: Vec<_> = plan.held.iter().map(|(s, _)| s.backend.as_str()).collect();
+        let names: Vec<_> = held.iter().map(|(s, _)| s.backend.as_str()).collect();
         format!(
             " ({} kept as they run while their backends are not projected)",
             names.join(", ")
         )
     };
-    ctx.proceed(Cond::true_(
+    Cond::true_(
         kind::VOLUME_SERVICES_READY,
         reason::ALL_VOLUME_SERVICES_READY,
         format!("{count} volume service(s) ready{held}"),
-    ))
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_ready_names_the_services_kept_for_unprojected_backends() {
+        assert_eq!(all_ready(2, &[]).message, "2 volume service(s) ready");
+        let kept = VolumeServiceStatus {
+            backend: "nfs1".into(),
+            host: "c@nfs1".into(),
+        };
+        let c = all_ready(1, &[(kept, true)]);
+        assert!(c.status);
+        assert_eq!(
+            c.message,
+            "1 volume service(s) ready (nfs1 kept as they run while their backends are not projected)"
+        );
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn deployment(backend: &str, device: Option<&str>, deleting: bool) -> Deployment {

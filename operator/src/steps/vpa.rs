@@ -19,7 +19,7 @@ use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::{Artefacts, StepContext, StepReport};
+use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
@@ -84,10 +84,6 @@ pub fn desired_vpa(cinder: &Cinder, deployment: &str) -> DynamicObject {
     vpa
 }
 
-fn vpa_error(message: String) -> Cond {
-    Cond::false_(kind::VPA_READY, reason::VPA_ERROR, message)
-}
-
 fn not_installed() -> Cond {
     Cond::false_(
         kind::VPA_READY,
@@ -112,7 +108,7 @@ async fn sweep(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
@@ -139,8 +135,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             && let Err(e) = sweep(&api, &name, &BTreeSet::new()).await
             && !e.is_not_found()
         {
-            let msg = format!("deleting VPAs: {e}");
-            return ctx.fail(vpa_error(msg.clone()), msg);
+            return Err(e).doing("deleting VPAs").with_reason(reason::VPA_ERROR);
         }
         return ctx.proceed(Cond::true_(
             kind::VPA_READY,
@@ -152,21 +147,16 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
         return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
     }
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let existing: BTreeSet<String> = match deployments
+    let existing: BTreeSet<String> = deployments
         .list_metadata(&ListParams::default().labels(&selector(&name, &[])))
         .await
-    {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter(|d| d.metadata.deletion_timestamp.is_none())
-            .filter_map(|d| d.metadata.name)
-            .collect(),
-        Err(e) => {
-            let msg = format!("listing Deployments: {e}");
-            return ctx.fail(vpa_error(msg.clone()), msg);
-        }
-    };
+        .doing("listing Deployments")
+        .with_reason(reason::VPA_ERROR)?
+        .items
+        .into_iter()
+        .filter(|d| d.metadata.deletion_timestamp.is_none())
+        .filter_map(|d| d.metadata.name)
+        .collect();
     let targets: BTreeSet<String> = target_deployments(&name, &ctx.artefacts)
         .intersection(&existing)
         .cloned()
@@ -179,14 +169,15 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             if e.is_not_found() {
                 return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);
             }
-            let msg = format!("applying VPA {vpa_name}: {e}");
-            return ctx.fail(vpa_error(msg.clone()), msg);
+            return Err(e)
+                .doing(format_args!("applying VPA {vpa_name}"))
+                .with_reason(reason::VPA_ERROR);
         }
     }
-    if let Err(e) = sweep(&api, &name, &keep).await {
-        let msg = format!("sweeping VPAs: {e}");
-        return ctx.fail(vpa_error(msg.clone()), msg);
-    }
+    sweep(&api, &name, &keep)
+        .await
+        .doing("sweeping VPAs")
+        .with_reason(reason::VPA_ERROR)?;
     let list: Vec<&str> = targets.iter().map(String::as_str).collect();
     ctx.proceed(Cond::true_(
         kind::VPA_READY,

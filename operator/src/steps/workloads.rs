@@ -10,8 +10,9 @@ use super::children::child_meta;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::names::{self, Component};
-use crate::pipeline::{Artefacts, StepContext, StepReport};
+use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::config::{
     CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL,
 };
@@ -376,11 +377,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
         return Ok(false);
     }
     match existing {
-        None => match api.create(&PostParams::default(), desired).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_conflict() => Ok(false),
-            Err(e) => Err(e),
-        },
+        None => create_if_absent(&api, desired).await,
         Some(e) => {
             let mut replacement = desired.clone();
             replacement.metadata.resource_version = e.metadata.resource_version;
@@ -439,26 +436,27 @@ pub fn converged(d: &Deployment) -> bool {
         && status.replicas.unwrap_or(0) == want
 }
 
-/// Ensures `desired` on `client` and ends the step with it: `waiting` (an API error, or the
-/// rollout still running: polled every [`REQUEUE_DEPLOYMENT_POLLING`]) or `ready` once converged.
+/// Ensures `desired` on `client` and ends the step with it: `waiting` while the rollout runs
+/// (polled every [`REQUEUE_DEPLOYMENT_POLLING`]), `ready` once converged; an API error fails the
+/// step.
 pub async fn converge(
-    ctx: StepContext,
+    ctx: &mut StepContext,
     client: &Client,
     desired: &Deployment,
     waiting: fn(String) -> Cond,
     ready: Cond,
-) -> StepReport {
+) -> StepResult {
     let name = desired.metadata.name.clone().unwrap_or_default();
-    match ensure_converged(client, desired).await {
-        Err(e) => ctx.fail(
-            waiting(format!("kubernetes API error: {e}")),
-            format!("writing Deployment {name}: {e}"),
-        ),
-        Ok(false) => ctx.requeue(
+    if ensure_converged(client, desired)
+        .await
+        .doing(format_args!("writing Deployment {name}"))?
+    {
+        ctx.proceed(ready)
+    } else {
+        ctx.requeue(
             waiting(format!("Deployment {name} is rolling out")),
             REQUEUE_DEPLOYMENT_POLLING,
-        ),
-        Ok(true) => ctx.proceed(ready),
+        )
     }
 }
 

@@ -16,46 +16,55 @@ use std::time::Duration;
 type Behaviour = Arc<dyn Fn(StepContext) -> BoxFuture<'static, StepReport> + Send + Sync>;
 
 struct Fake {
-    name: &'static str,
-    condition_type: &'static str,
+    name: StepName,
     calls: Arc<Mutex<Vec<String>>>,
     behaviour: Behaviour,
 }
 
 impl Step for Fake {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> StepName {
         self.name
-    }
-    fn condition_type(&self) -> &'static str {
-        self.condition_type
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
         self.calls
             .lock()
             .unwrap()
-            .push(format!("{}:{}", ctx.name(), self.name));
+            .push(format!("{}:{}", ctx.name(), self.name.as_str()));
         (self.behaviour)(ctx)
     }
 }
 
 fn fake(
-    name: &'static str,
-    condition_type: &'static str,
+    name: StepName,
     calls: &Arc<Mutex<Vec<String>>>,
     f: impl Fn(StepContext) -> BoxFuture<'static, StepReport> + Send + Sync + 'static,
 ) -> Arc<dyn Step> {
     Arc::new(Fake {
         name,
-        condition_type,
         calls: calls.clone(),
         behaviour: Arc::new(f),
     })
 }
 
 /// A step that sets its condition True and continues.
-fn ok(name: &'static str, ct: &'static str, calls: &Arc<Mutex<Vec<String>>>) -> Arc<dyn Step> {
-    fake(name, ct, calls, move |ctx| {
-        async move { ctx.proceed(Cond::true_(ct, "Fine", "")) }.boxed()
+fn ok(name: StepName, calls: &Arc<Mutex<Vec<String>>>) -> Arc<dyn Step> {
+    fake(name, calls, move |mut ctx| {
+        async move {
+            let result = ctx.proceed(Cond::true_(name.condition_type(), "Fine", ""));
+            ctx.into_report(result)
+        }
+        .boxed()
+    })
+}
+
+/// A step that fails with `message`.
+fn failing(
+    name: StepName,
+    calls: &Arc<Mutex<Vec<String>>>,
+    message: &'static str,
+) -> Arc<dyn Step> {
+    fake(name, calls, move |ctx| {
+        async move { ctx.into_report(Err(message.into())) }.boxed()
     })
 }
 
@@ -84,55 +93,47 @@ fn calls() -> Arc<Mutex<Vec<String>>> {
 /// Nine lane steps covering the lane's sub-conditions, all True.
 fn healthy_lane(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
     [
-        kind::SECRETS_READY,
-        kind::BACKENDS_READY,
-        kind::BACKUP_BACKEND_READY,
-        kind::DATABASE_READY,
-        kind::SCHEDULER_READY,
-        kind::VOLUME_SERVICES_READY,
-        kind::BACKUP_SERVICE_READY,
-        kind::DEPLOYMENT_READY,
-        kind::DB_PURGE_READY,
+        StepName::Secrets,
+        StepName::Backends,
+        StepName::BackupBackend,
+        StepName::Database,
+        StepName::Scheduler,
+        StepName::VolumeServices,
+        StepName::BackupService,
+        StepName::Deployment,
+        StepName::DBPurge,
     ]
     .into_iter()
-    .map(|ct| ok(ct, ct, calls))
+    .map(|name| ok(name, calls))
     .collect()
 }
 
 fn healthy_group(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
-    [
-        kind::HTTP_ROUTE_READY,
-        kind::CINDER_API_READY,
-        kind::HPA_READY,
-        kind::VPA_READY,
-        kind::NETWORK_POLICY_READY,
-    ]
-    .into_iter()
-    .map(|ct| ok(ct, ct, calls))
-    .collect()
+    GROUP.into_iter().map(|name| ok(name, calls)).collect()
 }
 
 #[actix::test]
 async fn first_requeue_ends_the_lane_and_the_group_does_not_run() {
     let c = calls();
     let lane = vec![
-        ok("A", kind::SECRETS_READY, &c),
-        fake("B", kind::DATABASE_READY, &c, |ctx| {
+        ok(StepName::Secrets, &c),
+        fake(StepName::Database, &c, |mut ctx| {
             async move {
-                ctx.requeue(
+                let result = ctx.requeue(
                     Cond::false_(kind::DATABASE_READY, reason::WAITING_FOR_DATABASE, "gate"),
                     Duration::from_secs(30),
-                )
+                );
+                ctx.into_report(result)
             }
             .boxed()
         }),
-        ok("C", kind::SCHEDULER_READY, &c),
+        ok(StepName::Scheduler, &c),
     ];
-    let table = PipelineTable::custom(lane, vec![ok("G", kind::HPA_READY, &c)]);
+    let table = PipelineTable::custom(lane, vec![ok(StepName::HPA, &c)]);
     let (_r, metrics) = Metrics::new_registry();
     let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
-    assert_eq!(*c.lock().unwrap(), ["c1:A", "c1:B"]);
-    assert_eq!(report.end, PassEnd::ShortCircuited { step: "B" });
+    assert_eq!(*c.lock().unwrap(), ["c1:Secrets", "c1:Database"]);
+    assert_eq!(report.end, PassEnd::ShortCircuited { step: "Database" });
     assert_eq!(report.requeue, Some(Duration::from_secs(30)));
     let st = &report.status;
     let db = st
@@ -158,21 +159,19 @@ async fn first_requeue_ends_the_lane_and_the_group_does_not_run() {
 async fn lane_error_is_counted_and_becomes_the_step_condition() {
     let c = calls();
     let lane = vec![
-        ok("A", kind::SECRETS_READY, &c),
-        fake("Boom", kind::SCHEDULER_READY, &c, |ctx| {
-            async move { ctx.report(vec![], Outcome::Error("api said 500".into())) }.boxed()
-        }),
-        ok("C", kind::DEPLOYMENT_READY, &c),
+        ok(StepName::Secrets, &c),
+        failing(StepName::Scheduler, &c, "api said 500"),
+        ok(StepName::Deployment, &c),
     ];
     let table = PipelineTable::custom(lane, vec![]);
     let (registry, metrics) = Metrics::new_registry();
     let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
-    assert_eq!(report.end, PassEnd::ShortCircuited { step: "Boom" });
+    assert_eq!(report.end, PassEnd::ShortCircuited { step: "Scheduler" });
     assert_eq!(report.requeue, None);
     assert_eq!(
         report.errors,
         [StepFailure {
-            step: "Boom",
+            step: "Scheduler",
             condition_type: "SchedulerReady",
             message: "api said 500".into()
         }]
@@ -188,11 +187,16 @@ async fn lane_error_is_counted_and_becomes_the_step_condition() {
         ("False", "api said 500")
     );
     let text = encode_openmetrics(&registry).unwrap();
-    assert!(text.contains(r#"cinder_operator_reconcile_errors_total{sub_reconciler="Boom",condition_type="SchedulerReady"} 1"#));
+    assert!(text.contains(r#"cinder_operator_reconcile_errors_total{sub_reconciler="Scheduler",condition_type="SchedulerReady"} 1"#));
+    assert!(text.contains(
+        r#"cinder_operator_reconcile_duration_seconds_count{sub_reconciler="Secrets"} 1"#
+    ));
     assert!(
-        text.contains(r#"cinder_operator_reconcile_duration_seconds_count{sub_reconciler="A"} 1"#)
+        text.contains(
+            r#"cinder_operator_reconcile_duration_seconds_count{sub_reconciler="Deployment"} 0"#
+        ),
+        "Deployment never ran"
     );
-    assert!(!text.contains(r#"sub_reconciler="C""#), "C never ran");
 }
 
 #[actix::test]
@@ -201,27 +205,29 @@ async fn artefacts_and_status_fields_flow_down_the_lane() {
     let seen = Arc::new(Mutex::new(None));
     let seen2 = seen.clone();
     let lane = vec![
-        fake("Producer", kind::SECRETS_READY, &c, |mut ctx| {
+        fake(StepName::Secrets, &c, |mut ctx| {
             async move {
                 ctx.artefacts.broker_port = Some(5672);
                 ctx.artefacts.config_map_name = Some("c1-config-abc".into());
                 ctx.status.endpoint = Some("http://c1-api.ns.svc:8776".into());
-                ctx.proceed(Cond::true_(
+                let result = ctx.proceed(Cond::true_(
                     kind::SECRETS_READY,
                     reason::SECRETS_AVAILABLE,
                     "",
-                ))
+                ));
+                ctx.into_report(result)
             }
             .boxed()
         }),
-        fake("Consumer", kind::DATABASE_READY, &c, move |ctx| {
+        fake(StepName::Database, &c, move |mut ctx| {
             *seen2.lock().unwrap() = Some((ctx.artefacts.clone(), ctx.status.endpoint.clone()));
             async move {
-                ctx.proceed(Cond::true_(
+                let result = ctx.proceed(Cond::true_(
                     kind::DATABASE_READY,
                     reason::DATABASE_SYNCED,
                     "",
-                ))
+                ));
+                ctx.into_report(result)
             }
             .boxed()
         }),
@@ -244,37 +250,36 @@ async fn artefacts_and_status_fields_flow_down_the_lane() {
 async fn group_runs_all_members_merges_one_condition_each_and_shortest_requeue_wins() {
     let c = calls();
     let group = vec![
-        fake("HTTPRoute", kind::HTTP_ROUTE_READY, &c, |ctx| {
+        fake(StepName::HTTPRoute, &c, |mut ctx| {
             async move {
                 // A member's own copy: a second condition and a status field never reach the CR.
-                let mut ctx = ctx;
                 ctx.status.endpoint = Some("leaked".into());
-                ctx.report(
-                    vec![
-                        Cond::true_(kind::HTTP_ROUTE_READY, reason::HTTP_ROUTE_NOT_REQUIRED, ""),
-                        Cond::false_(kind::SECRETS_READY, reason::CONFIG_ERROR, "must be ignored"),
-                    ],
-                    Outcome::RequeueAfter(Duration::from_secs(30)),
-                )
+                ctx.set(Cond::false_(
+                    kind::SECRETS_READY,
+                    reason::CONFIG_ERROR,
+                    "must be ignored",
+                ));
+                let result = ctx.requeue(
+                    Cond::true_(kind::HTTP_ROUTE_READY, reason::HTTP_ROUTE_NOT_REQUIRED, ""),
+                    Duration::from_secs(30),
+                );
+                ctx.into_report(result)
             }
             .boxed()
         }),
-        fake("HealthCheck", kind::CINDER_API_READY, &c, |ctx| {
+        fake(StepName::HealthCheck, &c, |mut ctx| {
             async move {
-                ctx.requeue(
+                let result = ctx.requeue(
                     Cond::false_(kind::CINDER_API_READY, reason::API_UNHEALTHY, "503"),
                     Duration::from_secs(10),
-                )
+                );
+                ctx.into_report(result)
             }
             .boxed()
         }),
-        fake("HPA", kind::HPA_READY, &c, |ctx| {
-            async move { ctx.report(vec![], Outcome::Error("hpa conflict".into())) }.boxed()
-        }),
-        ok("VPA", kind::VPA_READY, &c),
-        fake("NetworkPolicy", kind::NETWORK_POLICY_READY, &c, |ctx| {
-            async move { ctx.report(vec![], Outcome::Error("empty ingress".into())) }.boxed()
-        }),
+        failing(StepName::HPA, &c, "hpa conflict"),
+        ok(StepName::VPA, &c),
+        failing(StepName::NetworkPolicy, &c, "empty ingress"),
     ];
     let table = PipelineTable::custom(healthy_lane(&c), group);
     let (registry, metrics) = Metrics::new_registry();
@@ -376,7 +381,7 @@ async fn different_cinders_run_concurrently() {
     let c = calls();
     let b_ran = Arc::new(tokio::sync::Notify::new());
     let b_ran2 = b_ran.clone();
-    let lane = vec![fake("Gate", kind::SECRETS_READY, &c, move |ctx| {
+    let lane = vec![fake(StepName::Secrets, &c, move |mut ctx| {
         let b_ran = b_ran2.clone();
         async move {
             if ctx.name() == "a" {
@@ -384,11 +389,12 @@ async fn different_cinders_run_concurrently() {
             } else {
                 b_ran.notify_one();
             }
-            ctx.proceed(Cond::true_(
+            let result = ctx.proceed(Cond::true_(
                 kind::SECRETS_READY,
                 reason::SECRETS_AVAILABLE,
                 "",
-            ))
+            ));
+            ctx.into_report(result)
         }
         .boxed()
     })];
@@ -409,7 +415,7 @@ async fn passes_of_one_cinder_are_serialized() {
     let in_flight: Arc<Mutex<HashMap<String, (usize, usize)>>> =
         Arc::new(Mutex::new(HashMap::new()));
     let f = in_flight.clone();
-    let lane = vec![fake("Slow", kind::SECRETS_READY, &c, move |ctx| {
+    let lane = vec![fake(StepName::Secrets, &c, move |mut ctx| {
         let f = f.clone();
         async move {
             let key = ctx.name().to_string();
@@ -424,11 +430,12 @@ async fn passes_of_one_cinder_are_serialized() {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
             f.lock().unwrap().get_mut(&key).unwrap().0 -= 1;
-            ctx.proceed(Cond::true_(
+            let result = ctx.proceed(Cond::true_(
                 kind::SECRETS_READY,
                 reason::SECRETS_AVAILABLE,
                 "",
-            ))
+            ));
+            ctx.into_report(result)
         }
         .boxed()
     })];
@@ -477,30 +484,19 @@ async fn passes_of_one_cinder_are_serialized() {
 }
 
 #[actix::test]
-async fn product_table_orders_pipeline_steps_and_refuses_strangers() {
+async fn product_table_orders_pipeline_steps_and_refuses_duplicates() {
     let c = calls();
     let table = PipelineTable::product(vec![
-        ok("HPA", kind::HPA_READY, &c),
-        ok("Database", kind::DATABASE_READY, &c),
-        ok("Secrets", kind::SECRETS_READY, &c),
-        ok("Config", kind::SECRETS_READY, &c),
+        ok(StepName::HPA, &c),
+        ok(StepName::Database, &c),
+        ok(StepName::Secrets, &c),
+        ok(StepName::Config, &c),
     ])
     .unwrap();
     assert_eq!(table.names(), ["Secrets", "Config", "Database", "HPA"]);
     assert_eq!(table.group.len(), 1);
     assert!(matches!(
-        PipelineTable::product(vec![ok("Fake", kind::HPA_READY, &c)]),
-        Err(TableError::UnknownStep(_))
-    ));
-    assert!(matches!(
-        PipelineTable::product(vec![ok("Database", kind::HPA_READY, &c)]),
-        Err(TableError::WrongCondition { .. })
-    ));
-    assert!(matches!(
-        PipelineTable::product(vec![
-            ok("HPA", kind::HPA_READY, &c),
-            ok("HPA", kind::HPA_READY, &c)
-        ]),
+        PipelineTable::product(vec![ok(StepName::HPA, &c), ok(StepName::HPA, &c)]),
         Err(TableError::Duplicate("HPA"))
     ));
     assert_eq!(LANE.len() + GROUP.len(), 17);

@@ -11,6 +11,7 @@
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::names::{self, Component};
 use crate::pipeline::Clusters;
 use crate::planning::digest::sha256_hex;
@@ -21,7 +22,7 @@ use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
 
@@ -302,12 +303,9 @@ pub async fn active_database_jobs(
     namespace: &str,
     cinder: &str,
 ) -> Result<Vec<String>, kube::Error> {
-    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default().labels(&crate::steps::children::selector(cinder, &[])))
-        .await?;
-    Ok(list
-        .items
+    let jobs: Vec<Job> =
+        crate::steps::children::list_children(client, namespace, cinder, None).await?;
+    Ok(jobs
         .iter()
         .filter(|j| is_database_job(j, cinder))
         .filter(|j| !observe(j).state.is_terminal())
@@ -408,11 +406,8 @@ async fn act_locked(
             if let Some(other) = active.into_iter().next() {
                 return Ok(Act::OtherActive(other));
             }
-            match api.create(&PostParams::default(), job).await {
-                Ok(_) => Ok(Act::Done),
-                Err(e) if e.is_conflict() => Ok(Act::Done),
-                Err(e) => Err(e.into()),
-            }
+            create_if_absent(&api, job).await?;
+            Ok(Act::Done)
         }
         Action::Delete(names) => {
             let params = DeleteParams {

@@ -7,11 +7,12 @@
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
+use crate::kube_ext::create_if_absent;
 use crate::kube_ext::resources::mariadb_resource;
 use crate::steps::children::management_child_meta;
 use crate::steps::credentials;
 use crate::steps::secrets::DB_KEYS;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -196,11 +197,7 @@ pub async fn provision(
             None => {
                 let mut obj = DynamicObject::new(&object_name, &ar).data(json!({ "spec": spec }));
                 obj.metadata = management_child_meta(cinder, &object_name, &[]);
-                match api.create(&PostParams::default(), &obj).await {
-                    Ok(_) => {}
-                    Err(e) if e.is_conflict() => {}
-                    Err(e) => return Err(e),
-                }
+                create_if_absent(&api, &obj).await?;
                 created = true;
                 not_ready.push(kind.as_str());
             }

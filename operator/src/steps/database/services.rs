@@ -49,11 +49,6 @@ impl DatabaseServices {
         &self.recorder
     }
 
-    /// The db_sync pair.
-    pub fn db_sync_metrics(&self) -> &JobMetrics {
-        &self.db_sync
-    }
-
     /// Feeds the db_sync pair for `job`, once per UID (across processes through the Job's
     /// counted marker); returns whether it counted.
     pub async fn observe_job_once(
@@ -90,7 +85,7 @@ impl DatabaseServices {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepReport};
+    use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepName, StepReport};
     use actix::Actor;
     use futures::future::BoxFuture;
     use std::sync::Arc;
@@ -121,14 +116,11 @@ mod tests {
     struct Idle;
 
     impl Step for Idle {
-        fn name(&self) -> &'static str {
-            "Database"
-        }
-        fn condition_type(&self) -> &'static str {
-            crate::conditions::kind::DATABASE_READY
+        fn name(&self) -> StepName {
+            StepName::Database
         }
         fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-            Box::pin(async move { ctx.report(Vec::new(), Outcome::Continue) })
+            Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
         }
     }
 

@@ -18,8 +18,8 @@ use super::super::workloads::config_mount;
 use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
 use crate::conditions::event_reason;
 use crate::crd::{Cinder, CinderBackend};
-use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::finalizer;
+use crate::kube_ext::{create_if_absent, delete_if_present};
 use crate::metrics::JobResult;
 use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
 use crate::pipeline::Clusters;
@@ -31,7 +31,7 @@ use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
-use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::time::Duration;
@@ -317,6 +317,28 @@ pub async fn detach_pass(
     result
 }
 
+/// Publishes the ServiceRemoved event of backend `b` (a failure is logged: the detach goes on).
+async fn service_removed(reporting: &JobReporting, cinder: &Cinder, b: &str) {
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let event = Event {
+        type_: EventType::Normal,
+        reason: event_reason::SERVICE_REMOVED.to_string(),
+        note: Some(format!(
+            "volume service {} removed from the service registry; backend {b} detached",
+            names::volume_service_host(name, b)
+        )),
+        action: "Detach".to_string(),
+        secondary: None,
+    };
+    if let Err(e) = reporting
+        .recorder
+        .publish(&event, &cinder.object_ref(&()))
+        .await
+    {
+        tracing::warn!(cinder = %name, backend = %b, error = %e, "publishing ServiceRemoved failed");
+    }
+}
+
 async fn apply(
     clusters: &Clusters,
     reporting: &JobReporting,
@@ -362,20 +384,12 @@ async fn apply(
                     propagation_policy: Some(PropagationPolicy::Background),
                     ..Default::default()
                 };
-                match api.delete(job, &params).await {
-                    Ok(_) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                }
+                delete_if_present(&api, job, &params).await?;
             }
             DetachAction::DeleteSecrets { names: secrets } => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
                 for s in secrets {
-                    match api.delete(s, &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e.into()),
-                    }
+                    delete_if_present(&api, s, &DeleteParams::default()).await?;
                 }
             }
             DetachAction::ReleaseFinalizer { .. } => {
@@ -383,23 +397,7 @@ async fn apply(
                 finalizer::remove(&api, backend, SERVICE_REMOVE_FINALIZER).await?;
             }
             DetachAction::EmitServiceRemoved { backend: b } => {
-                let event = Event {
-                    type_: EventType::Normal,
-                    reason: event_reason::SERVICE_REMOVED.to_string(),
-                    note: Some(format!(
-                        "volume service {} removed from the service registry; backend {b} detached",
-                        names::volume_service_host(&name, b)
-                    )),
-                    action: "Detach".to_string(),
-                    secondary: None,
-                };
-                if let Err(e) = reporting
-                    .recorder
-                    .publish(&event, &cinder.object_ref(&()))
-                    .await
-                {
-                    tracing::warn!(cinder = %name, backend = %b, error = %e, "publishing ServiceRemoved failed");
-                }
+                service_removed(reporting, cinder, b).await;
             }
             DetachAction::RecordServiceRemove {
                 backend: b,
@@ -473,11 +471,8 @@ async fn launch_under_database_lock(
             return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
         }
         let api: Api<Job> = Api::namespaced(client.clone(), &ns);
-        match api.create(&PostParams::default(), job).await {
-            Ok(_) => Ok(None),
-            Err(e) if e.is_conflict() => Ok(None),
-            Err(e) => Err(DetachError::from(e)),
-        }
+        create_if_absent(&api, job).await?;
+        Ok(None)
     }
     .await;
     guard.release().await;
