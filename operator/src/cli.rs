@@ -359,7 +359,10 @@ mod tests {
         ] {
             let line = one_line_error(&run_args(bad).unwrap_err());
             assert!(!line.contains('\n'), "{line}");
-            assert!(line.contains("--shards") || line.contains("--leader-elect"), "{line}");
+            assert!(
+                line.contains("--shards") || line.contains("--leader-elect"),
+                "{line}"
+            );
         }
     }
 

@@ -32,10 +32,7 @@ use crate::kube_client::{ClientLimits, throttled, throttled_from_kubeconfig};
 use crate::metrics::Metrics;
 use crate::shards::{ShardHolderConfig, ShardHolderHandle, ShardMetrics};
 use anyhow::Context as _;
-use cinder_lease::{
-    DeviceLockMetrics, HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle,
-    LeaseSettings,
-};
+use cinder_lease::{HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle, LeaseSettings};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
@@ -302,7 +299,7 @@ type Built = (
 /// taking its shards) when `--shards` does.
 async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<Built> {
     let (mut registry, metrics) = Metrics::new_registry();
-    let device_lock_metrics = DeviceLockMetrics::default();
+    let device_lock_metrics = crate::metrics::device_lock_metrics(&metrics);
     device_lock_metrics.register(&mut registry);
     crate::metrics::zero_device_lock_series(&device_lock_metrics);
     let lease_duration = Duration::from_secs(args.lease_duration);

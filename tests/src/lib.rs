@@ -9,6 +9,7 @@
 
 pub mod database_helpers;
 pub mod deploy_helpers;
+pub mod fleet_helpers;
 pub mod group_helpers;
 pub mod observability_helpers;
 pub mod operator_process;

@@ -284,7 +284,8 @@ async fn reconcile_in_span(
         // The shard went to another replica during the pass: it writes the status from now on.
         ctx.op.pipelines.do_send(PassNotWritten {
             key: started.key,
-            outcome: "not written: this replica lost the Cinder's shard during the pass".to_string(),
+            outcome: "not written: this replica lost the Cinder's shard during the pass"
+                .to_string(),
             requeue: None,
         });
         return Ok(Action::await_change());

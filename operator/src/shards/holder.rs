@@ -12,7 +12,9 @@ use super::membership::{member_lease_name, observe, shard_lease_name};
 use super::metrics::ShardMetrics;
 use super::plan::plan;
 use super::view::{HeldShards, ShardView};
-use cinder_lease::{Acquired, HeldLease, HolderIdentity, LeaseError, LeaseLock, LeaseSettings, jitter};
+use cinder_lease::{
+    Acquired, HeldLease, HolderIdentity, LeaseError, LeaseLock, LeaseSettings, jitter,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
@@ -164,7 +166,9 @@ impl Holder {
         if self.membership.is_none() {
             match HeldLease::acquire(self.member.clone()).await {
                 Ok(held) => self.membership = Some(held),
-                Err(e) => tracing::warn!(lease = self.member.name(), error = %e, "cannot hold the membership Lease; retrying"),
+                Err(e) => {
+                    tracing::warn!(lease = self.member.name(), error = %e, "cannot hold the membership Lease; retrying")
+                }
             }
         }
         let listed = match self.leases.list(&ListParams::default()).await {
@@ -188,7 +192,11 @@ impl Holder {
             if let Some(lease) = self.held.remove(&shard) {
                 // Out of the view before the Lease is given back: no pass starts on it after.
                 self.publish();
-                tracing::info!(shard, live = observed.live_members, "giving a shard back to balance the replicas");
+                tracing::info!(
+                    shard,
+                    live = observed.live_members,
+                    "giving a shard back to balance the replicas"
+                );
                 if let Err(e) = lease.release().await {
                     tracing::warn!(shard, error = %e, "giving a shard back failed; it will expire");
                 }
@@ -202,7 +210,11 @@ impl Holder {
                 Ok(lease) => {
                     if let Acquired::TakenOver { previous_holder } = lease.acquired() {
                         self.metrics.takeovers.inc();
-                        tracing::info!(shard, previous_holder, "took over a shard whose holder stopped renewing");
+                        tracing::info!(
+                            shard,
+                            previous_holder,
+                            "took over a shard whose holder stopped renewing"
+                        );
                     } else {
                         tracing::info!(shard, "holding a shard");
                     }
@@ -227,7 +239,10 @@ impl Holder {
             .collect();
         for shard in lost {
             if let Some(lease) = self.held.remove(&shard) {
-                tracing::warn!(shard, "lost a shard Lease: its Cinders are left to the replica that takes it");
+                tracing::warn!(
+                    shard,
+                    "lost a shard Lease: its Cinders are left to the replica that takes it"
+                );
                 lease.abandon().await;
             }
         }

@@ -116,9 +116,7 @@ impl SatelliteControllers {
     pub fn reconcile_on(
         mut self,
         backends: impl futures::Stream<Item = ObjectRef<CinderBackend>> + Send + 'static,
-        backup_backends: impl futures::Stream<Item = ObjectRef<CinderBackupBackend>>
-        + Send
-        + 'static,
+        backup_backends: impl futures::Stream<Item = ObjectRef<CinderBackupBackend>> + Send + 'static,
     ) -> Self {
         self.backends = self.backends.reconcile_on(backends);
         self.backup_backends = self.backup_backends.reconcile_on(backup_backends);
