@@ -19,7 +19,7 @@ use crate::held_lease::{HeldLease, LostSignal};
 use crate::holder_identity::HolderIdentity;
 use crate::jitter::jitter;
 use crate::lease_lock::{Acquired, LeaseLock, LeaseSettings};
-use crate::metrics::{DeviceLockMetrics, PriorityLabel, PriorityLabels};
+use crate::metrics::{DeviceLockMetrics, PriorityLabel};
 use actix::{Actor, Addr};
 use cinder_actors::query::{query, upsert_device};
 use cinder_actors::{CoordinatorHandle, Locked, Priority, Query, QueryResult};
@@ -218,11 +218,7 @@ impl DeviceLocks {
         let lost = held.lost_signal();
         self.inner
             .metrics
-            .wait_seconds
-            .get_or_create(&PriorityLabels {
-                priority: priority_label(priority),
-            })
-            .observe(requested.elapsed().as_secs_f64());
+            .observe_wait(priority_label(priority), requested.elapsed().as_secs_f64());
         self.inner.metrics.holds.inc();
         let taken_over_from = match held.acquired() {
             Acquired::TakenOver { previous_holder } => Some(previous_holder.clone()),

@@ -199,9 +199,8 @@ async fn renew_loop(
 fn declare_lost(lock: &LeaseLock, lost: &watch::Sender<bool>, why: &str) {
     tracing::warn!(
         lease = lock.name(),
-        device = lock.device_id(),
         reason = why,
-        "device lease lost: this process stops acting as holder"
+        "lease lost: this process stops acting as holder"
     );
     if let Some(m) = lock.metrics() {
         m.lost.inc();

@@ -97,6 +97,10 @@ pub struct DeviceLockMetrics {
     pub lost: Counter,
     /// `cinder_operator_lease_api_calls_total{verb}`.
     pub lease_api_calls: Family<VerbLabels, Counter>,
+    /// A series every grant's wait is also observed into: the operator passes the
+    /// `{kind="device",mode="write"}` series of `cinder_operator_lock_wait_seconds` (the wait for
+    /// any lock, by resource kind) through [`DeviceLockMetrics::with_lock_wait`].
+    pub lock_wait: Option<Histogram>,
 }
 
 impl Default for DeviceLockMetrics {
@@ -107,6 +111,7 @@ impl Default for DeviceLockMetrics {
             takeovers: Counter::default(),
             lost: Counter::default(),
             lease_api_calls: Family::default(),
+            lock_wait: None,
         }
     }
 }
@@ -139,6 +144,22 @@ impl DeviceLockMetrics {
             "Kubernetes Lease API calls made by device locks, by verb",
             self.lease_api_calls.clone(),
         );
+    }
+
+    /// Also observes every grant's wait into `series`.
+    pub fn with_lock_wait(mut self, series: Histogram) -> Self {
+        self.lock_wait = Some(series);
+        self
+    }
+
+    /// Observes one grant's wait (request to grant) at `priority`.
+    pub fn observe_wait(&self, priority: PriorityLabel, seconds: f64) {
+        self.wait_seconds
+            .get_or_create(&PriorityLabels { priority })
+            .observe(seconds);
+        if let Some(series) = &self.lock_wait {
+            series.observe(seconds);
+        }
     }
 
     /// Counts one Lease API call.

@@ -105,8 +105,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub namespace: Option<String>,
     /// Take part in leader election on a Lease before reconciling.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shards")]
     pub leader_elect: bool,
+    /// Split the Cinders over this many shards, each a Lease `cinder-operator-shard-<i>` in the
+    /// operator's namespace; this replica reconciles only the Cinders of the shards it holds
+    /// (at most ceil(shards / live replicas)). Without it the replica reconciles every Cinder.
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: Option<u32>,
     /// Address of the Prometheus endpoint (`/metrics`).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_bind: String,
@@ -341,6 +346,24 @@ mod tests {
         assert_eq!(a.client_limits().qps, 2.5);
         assert_eq!(a.client_limits().burst, 5);
         assert_eq!(a.max_concurrent_reconciles, 64);
+    }
+
+    #[test]
+    fn shards_parse_and_exclude_leader_election() {
+        assert_eq!(run_args(&[]).unwrap().shards, None);
+        assert_eq!(run_args(&["--shards", "4"]).unwrap().shards, Some(4));
+        for bad in [
+            &["--shards", "0"][..],
+            &["--shards", "x"],
+            &["--shards", "2", "--leader-elect"],
+        ] {
+            let line = one_line_error(&run_args(bad).unwrap_err());
+            assert!(!line.contains('\n'), "{line}");
+            assert!(
+                line.contains("--shards") || line.contains("--leader-elect"),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -12,7 +12,11 @@
 //! its Lease stops its controllers and the process exits 1 with one line on stderr (the Deployment
 //! restarts the pod, which campaigns again), as controller-runtime does. On SIGTERM the leader
 //! drains, then releases the Lease so a successor takes over at once. `--lease-duration` sets the
-//! duration of the leader Lease and of the device Leases.
+//! duration of the leader Lease, of the shard Leases and of the device Leases.
+//!
+//! With `--shards S` the replica starts a [`ShardHolderHandle`] (see [`crate::shards`]) before the
+//! controllers, which then reconcile only the Cinders of the shards it holds; on SIGTERM it
+//! drains, then gives its shards back.
 
 use crate::cli::RunArgs;
 use crate::context::{OperatorContext, OperatorOptions};
@@ -26,11 +30,9 @@ use crate::http::{
 };
 use crate::kube_client::{ClientLimits, throttled, throttled_from_kubeconfig};
 use crate::metrics::Metrics;
+use crate::shards::{ShardHolderConfig, ShardHolderHandle, ShardMetrics};
 use anyhow::Context as _;
-use cinder_lease::{
-    DeviceLockMetrics, HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle,
-    LeaseSettings,
-};
+use cinder_lease::{HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle, LeaseSettings};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
@@ -236,7 +238,7 @@ async fn serve_on(
     )
     .await
     .map_err(anyhow::Error::msg)?;
-    let (registry, ctx, leader) = build_context(args, &client).await?;
+    let (registry, ctx, leader, shards) = build_context(args, &client).await?;
     let leader = leader.map(LeaderElector::start);
     let endpoints = start_endpoints(args, registry, &ctx, leader.as_ref())?;
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -251,6 +253,9 @@ async fn serve_on(
     // Only after the drain: a successor must not reconcile while this replica still does.
     if let Some(leader) = leader {
         release_leadership(leader).await;
+    }
+    if let Some(shards) = shards {
+        give_shards_back(shards).await;
     }
     endpoints.stop().await;
     if outcome.is_ok() {
@@ -280,17 +285,41 @@ async fn bootstrap_embedded(
     Ok(())
 }
 
+/// What [`build_context`] starts: the metrics registry, the context, the leader elector
+/// (`--leader-elect`) and the shard holder (`--shards`).
+type Built = (
+    Registry,
+    Arc<OperatorContext>,
+    Option<LeaderElector>,
+    Option<ShardHolderHandle>,
+);
+
 /// The metrics registry (every family registered, labelled series at zero), the operator
-/// context, and the leader elector when `--leader-elect` asks for one.
-async fn build_context(
-    args: &RunArgs,
-    client: &kube::Client,
-) -> anyhow::Result<(Registry, Arc<OperatorContext>, Option<LeaderElector>)> {
+/// context, the leader elector when `--leader-elect` asks for one, and the shard holder (already
+/// taking its shards) when `--shards` does.
+async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<Built> {
     let (mut registry, metrics) = Metrics::new_registry();
-    let device_lock_metrics = DeviceLockMetrics::default();
+    let device_lock_metrics = crate::metrics::device_lock_metrics(&metrics);
     device_lock_metrics.register(&mut registry);
     crate::metrics::zero_device_lock_series(&device_lock_metrics);
     let lease_duration = Duration::from_secs(args.lease_duration);
+    let shards = match args.shards {
+        Some(count) => {
+            let metrics = ShardMetrics::default();
+            metrics.register(&mut registry);
+            let holder = ShardHolderHandle::start(ShardHolderConfig {
+                client: client.clone(),
+                namespace: lease_namespace(args),
+                count,
+                identity: HolderIdentity::process(),
+                settings: LeaseSettings::with_duration(lease_duration),
+                metrics,
+            })
+            .context("cannot start holding shards")?;
+            Some(holder)
+        }
+        None => None,
+    };
     let options = OperatorOptions {
         namespace: args.namespace.clone(),
         lease_namespace: lease_namespace(args),
@@ -299,6 +328,9 @@ async fn build_context(
         lock_arbiters: args.lock_arbiters,
         concurrency: args.max_concurrent_reconciles,
         target_client_limits: Some(args.client_limits()),
+        shards: shards
+            .as_ref()
+            .map_or_else(crate::shards::ShardView::all, ShardHolderHandle::view),
         ..OperatorOptions::default()
     };
     let leader = if args.leader_elect {
@@ -316,7 +348,7 @@ async fn build_context(
     let ctx = OperatorContext::new(client.clone(), options, Arc::new(metrics))
         .await
         .context("cannot start the operator")?;
-    Ok((registry, ctx, leader))
+    Ok((registry, ctx, leader, shards))
 }
 
 /// Binds the metrics, probe and admin endpoints and prints where they are.
@@ -352,7 +384,7 @@ fn start_endpoints(
         url(endpoints.probes_addr)
     );
     println!(
-        "admin:   {0}/ (HTML) {0}/actors {0}/transactions {0}/devices {0}/pipelines",
+        "admin:   {0}/ (HTML) {0}/actors {0}/transactions {0}/devices {0}/pipelines {0}/shards",
         url(endpoints.admin_addr)
     );
     Ok(endpoints)
@@ -483,6 +515,17 @@ async fn release_leadership(leader: LeaderHandle) {
     }
 }
 
+/// Gives every shard Lease back so the other replicas take them on their next round (else they
+/// expire).
+async fn give_shards_back(shards: ShardHolderHandle) {
+    if tokio::time::timeout(CONNECT_TIMEOUT, shards.release())
+        .await
+        .is_err()
+    {
+        tracing::warn!("giving the shards back timed out; they will expire");
+    }
+}
+
 /// `/readyz`: the controllers' stores have synced.
 pub fn readiness(ctx: &Arc<OperatorContext>) -> Readiness {
     let ctx = Arc::clone(ctx);
@@ -582,6 +625,7 @@ pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
         devices: ctx.device_locks.clone(),
         pipelines,
         inventory,
+        shards: ctx.options.shards.clone(),
     }
 }
 

@@ -39,6 +39,8 @@ pub struct OperatorOptions {
     /// The client-side limits of the clients built for target clusters (`--kube-qps`,
     /// `--kube-burst`); `None` leaves them unthrottled.
     pub target_client_limits: Option<crate::kube_client::ClientLimits>,
+    /// The shards this replica holds (`--shards`); [`ShardView::all`] when unsharded.
+    pub shards: crate::shards::ShardView,
 }
 
 /// The default of `--lock-arbiters`: the number of cores.
@@ -59,6 +61,7 @@ impl Default for OperatorOptions {
             lease_duration: cinder_lease::lease_lock::DEFAULT_LEASE_DURATION,
             lock_arbiters: default_lock_arbiters(),
             target_client_limits: None,
+            shards: crate::shards::ShardView::all(),
         }
     }
 }
@@ -165,11 +168,14 @@ impl OperatorContext {
             metrics: Arc::clone(&metrics),
         };
         let engine_metrics = (*metrics).clone();
+        let shards = options.shards.clone();
         let pipelines = actors
             .run(move || -> anyhow::Result<actix::Addr<Pipelines>> {
                 use actix::Actor;
                 let table = crate::steps::table(env)?;
-                Ok(Pipelines::new(table, engine_metrics).start())
+                Ok(Pipelines::new(table, engine_metrics)
+                    .with_shards(shards)
+                    .start())
             })
             .await??;
         let target_registry = actors

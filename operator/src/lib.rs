@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod planning;
 pub mod preflight;
 pub mod requeue;
+pub mod shards;
 pub mod steps;
 pub mod target_cluster;
 pub mod telemetry;

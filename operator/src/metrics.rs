@@ -398,6 +398,20 @@ impl Metrics {
     }
 }
 
+/// The device-lock families, each grant's wait also observed into the
+/// `{kind="device",mode="write"}` series of `cinder_operator_lock_wait_seconds` (a device lock
+/// is exclusive: a write).
+pub fn device_lock_metrics(metrics: &Metrics) -> cinder_lease::DeviceLockMetrics {
+    let series = metrics
+        .lock_wait_seconds
+        .get_or_create(&LockLabels {
+            kind: "device".to_string(),
+            mode: "write".to_string(),
+        })
+        .clone();
+    cinder_lease::DeviceLockMetrics::default().with_lock_wait(series)
+}
+
 /// The device-lock families' labelled series at zero: the wait histogram for every priority and
 /// the Lease API call counter for every verb.
 pub fn zero_device_lock_series(device: &cinder_lease::DeviceLockMetrics) {

@@ -392,7 +392,8 @@ impl DeployedOperator {
             )
         };
         let (mut registry, metrics) = Metrics::new_registry();
-        let device_lock_metrics = DeviceLockMetrics::default();
+        // As `cinder-operator run` wires them.
+        let device_lock_metrics = cinder_operator::metrics::device_lock_metrics(&metrics);
         device_lock_metrics.register(&mut registry);
         let options = OperatorOptions {
             lease_namespace: lease_namespace.to_string(),
@@ -471,7 +472,8 @@ impl DeployedOperator {
 
 /// The operator's `/metrics` text with one sample in every family (a family without series
 /// shows nothing), so that every exported name appears: the operator's registry plus the
-/// device-lock families, as `cinder-operator run` registers them.
+/// device-lock families and (with `--shards`) the shard families, as `cinder-operator run`
+/// registers them.
 pub fn every_metric_family_text() -> anyhow::Result<String> {
     use cinder_lease::metrics::{LeaseVerb, PriorityLabel, PriorityLabels};
     use cinder_operator::metrics::{JobKind, JobResult, KindLabels, LockLabels};
@@ -506,6 +508,10 @@ pub fn every_metric_family_text() -> anyhow::Result<String> {
         .observe(0.1);
     device.count_call(LeaseVerb::Get);
     device.holds.inc();
+    let shards = cinder_operator::shards::ShardMetrics::default();
+    shards.register(&mut registry);
+    shards.held.set(2);
+    shards.takeovers.inc();
     Ok(cinder_operator::metrics::encode_openmetrics(&registry)?)
 }
 

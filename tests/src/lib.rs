@@ -11,6 +11,7 @@ pub mod clients;
 pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod fixtures;
+pub mod fleet_helpers;
 pub mod group_helpers;
 pub mod harness;
 pub mod log_capture;

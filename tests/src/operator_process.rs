@@ -72,6 +72,25 @@ impl OperatorProcess {
         lease_duration_s: u64,
         log_dir: &Path,
     ) -> anyhow::Result<OperatorProcess> {
+        Self::start_with(
+            kubeconfig,
+            pod,
+            lease_namespace,
+            lease_duration_s,
+            log_dir,
+            &[],
+        )
+    }
+
+    /// [`OperatorProcess::start`] with more `run` flags (e.g. `--shards 4`).
+    pub fn start_with(
+        kubeconfig: &Path,
+        pod: &str,
+        lease_namespace: &str,
+        lease_duration_s: u64,
+        log_dir: &Path,
+        flags: &[&str],
+    ) -> anyhow::Result<OperatorProcess> {
         let bin = operator_binary()?;
         let log = log_dir.join(format!("{pod}.log"));
         let stderr = std::fs::File::create(&log)?;
@@ -92,6 +111,7 @@ impl OperatorProcess {
                 "--log-level",
                 "info",
             ])
+            .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", pod)
             .env("POD_NAMESPACE", lease_namespace)

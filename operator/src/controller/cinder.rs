@@ -188,10 +188,15 @@ pub fn error_policy(
 }
 
 /// One reconcile of one Cinder, in its pass span (the Cinder and the trace id on every line).
+/// A Cinder of a shard this replica does not hold is left alone (`--shards`): the replica that
+/// holds it reconciles it, and this one is woken when it gains the shard.
 pub async fn reconcile(
     cinder: Arc<Cinder>,
     ctx: Arc<CinderReconciler>,
 ) -> Result<Action, ReconcileError> {
+    if !owns(&ctx, &cinder) {
+        return Ok(Action::await_change());
+    }
     let pass = crate::telemetry::pass_span(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
         cinder.metadata.name.as_deref().unwrap_or_default(),
@@ -204,6 +209,14 @@ pub async fn reconcile(
         ctx.backoffs.succeeded(&key);
     }
     result
+}
+
+/// Whether this replica holds the Cinder's shard now.
+fn owns(ctx: &CinderReconciler, cinder: &Cinder) -> bool {
+    ctx.op.options.shards.owns(
+        cinder.metadata.namespace.as_deref().unwrap_or_default(),
+        cinder.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 async fn reconcile_in_span(
@@ -267,6 +280,16 @@ async fn reconcile_in_span(
             return Err(ReconcileError::Pipeline(e.to_string()));
         }
     };
+    if !owns(&ctx, &cinder) {
+        // The shard went to another replica during the pass: it writes the status from now on.
+        ctx.op.pipelines.do_send(PassNotWritten {
+            key: started.key,
+            outcome: "not written: this replica lost the Cinder's shard during the pass"
+                .to_string(),
+            requeue: None,
+        });
+        return Ok(Action::await_change());
+    }
     let written = match report.status_write() {
         Some(status) => write_if_changed(&api, &cinder, status).await?,
         None => Written::Unchanged,

@@ -14,7 +14,9 @@
 //! - the Cinder's mariadb-operator Database, User and Grant (by name, which is the Cinder's);
 //! - CinderBackend and CinderBackupBackend through `spec.cinderRef.name` (no generation predicate);
 //! - the same owned kinds on every resolved target cluster, by the ownership label
-//!   ([`crate::target_cluster::TargetClusters`]).
+//!   ([`crate::target_cluster::TargetClusters`]);
+//! - with `--shards`, the shards this replica gains ([`crate::shards::wake`]): their Cinders and
+//!   satellites are reconciled at once. Objects of shards it does not hold are skipped.
 
 pub mod backoff;
 pub mod cinder;
@@ -71,6 +73,7 @@ fn cinder_controller(
     index: &IndexHandle,
     w: &mut Watches,
     woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
+    gained: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
     stop: satellites::StopSignal,
 ) -> Controller<Cinder> {
     let mut cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store())
@@ -83,7 +86,8 @@ fn cinder_controller(
         .owns_shared_stream(w.network_policies.subscribe())
         .owns_shared_stream(w.jobs.subscribe())
         .owns_shared_stream(w.cron_jobs.subscribe())
-        .reconcile_on(woken);
+        .reconcile_on(woken)
+        .reconcile_on(gained);
     if let Some(routes) = w.http_routes.as_mut() {
         // Owned: an HTTPRoute wakes the Cinder that controls it.
         cinders = cinders.watches_shared_stream_with(
@@ -199,8 +203,12 @@ pub async fn run_operator(
     // Children on target clusters wake their Cinder through the target watchers.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     ctx.targets.watch_into(wake);
+    // The Cinders and satellites of shards this replica gains are reconciled at once.
+    let (wake_cinder, gained_cinders) = futures::channel::mpsc::unbounded();
+    let (wake_backend, gained_backends) = futures::channel::mpsc::unbounded();
+    let (wake_backup, gained_backups) = futures::channel::mpsc::unbounded();
     // The Cinder controller is set up first: it owns the indexes the satellites rely on.
-    let cinders = cinder_controller(&ctx, &index, &mut w, woken, stop.clone());
+    let cinders = cinder_controller(&ctx, &index, &mut w, woken, gained_cinders, stop.clone());
     let cinder_store = w.cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
@@ -217,9 +225,36 @@ pub async fn run_operator(
         });
 
     let satellites =
-        satellites::SatelliteControllers::build(ctx.clone(), &index, &mut w, stop.clone());
+        satellites::SatelliteControllers::build(ctx.clone(), &index, &mut w, stop.clone())
+            .reconcile_on(gained_backends, gained_backups);
     let backend_store = w.backends.store();
     let backup_store = w.backup_backends.store();
+    let waking = {
+        use crate::crd::Satellite;
+        use crate::shards::wake::{WakeTarget, Wakeable, wake_gained};
+        let targets: Vec<Box<dyn Wakeable>> = vec![
+            Box::new(WakeTarget {
+                store: cinder_store.clone(),
+                wake: wake_cinder,
+                cinder_of: |c: &Cinder| c.name_any(),
+            }),
+            Box::new(WakeTarget {
+                store: backend_store.clone(),
+                wake: wake_backend,
+                cinder_of: |b: &CinderBackend| b.satellite().cinder_ref.name.clone(),
+            }),
+            Box::new(WakeTarget {
+                store: backup_store.clone(),
+                wake: wake_backup,
+                cinder_of: |b: &CinderBackupBackend| b.satellite().cinder_ref.name.clone(),
+            }),
+        ];
+        tokio::spawn(wake_gained(
+            ctx.options.shards.clone(),
+            targets,
+            shutdown.clone(),
+        ))
+    };
     let watching = tokio::spawn(w.run());
 
     let readiness = {
@@ -248,6 +283,7 @@ pub async fn run_operator(
     ctx.set_ready(false);
     readiness.abort();
     watching.abort();
+    waking.abort();
     let _ = departed.await;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The admin endpoint's JSON views: `/actors`, `/actors/{kind}/{id}`, `/transactions`,
-//! `/devices`, `/pipelines` (scripts read them; their shape is stable), and the sources the HTML
+//! `/devices`, `/pipelines`, `/shards` (scripts read them; their shape is stable), and the sources the HTML
 //! pages of [`ui`](super::ui) read. Every JSON view goes through [`redact`](super::redact)
 //! before it leaves the process.
 
@@ -45,6 +45,8 @@ pub struct AdminSources {
     pub pipelines: PipelinesSource,
     /// The Cinders and their backends (the HTML pages).
     pub inventory: InventorySource,
+    /// The shards this replica holds (`/shards`).
+    pub shards: crate::shards::ShardView,
 }
 
 /// Why a view could not be built.
@@ -111,6 +113,15 @@ impl AdminSources {
     /// `/pipelines`.
     pub async fn pipelines(&self) -> Value {
         redacted((self.pipelines)().await)
+    }
+
+    /// `/shards`: whether this replica runs sharded, the shard count and the shards it holds.
+    pub fn shards(&self) -> Value {
+        json!({
+            "sharded": self.shards.is_sharded(),
+            "count": self.shards.count(),
+            "held": self.shards.held(),
+        })
     }
 }
 
@@ -184,11 +195,15 @@ async fn pipelines(sources: web::Data<AdminSources>) -> HttpResponse {
     json_response(&sources.pipelines().await)
 }
 
+async fn shards(sources: web::Data<AdminSources>) -> HttpResponse {
+    json_response(&sources.shards())
+}
+
 async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
     error_response(
         actix_web::http::StatusCode::NOT_FOUND,
         &format!(
-            "no admin view at {:?}; try / (the HTML pages), /actors, /actors/{{kind}}/{{id}}, /transactions, /devices, /pipelines",
+            "no admin view at {:?}; try / (the HTML pages), /actors, /actors/{{kind}}/{{id}}, /transactions, /devices, /pipelines, /shards",
             req.path()
         ),
     )
@@ -202,5 +217,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/transactions", web::get().to(transactions))
         .route("/devices", web::get().to(devices))
         .route("/pipelines", web::get().to(pipelines))
+        .route("/shards", web::get().to(shards))
         .default_service(web::to(not_found));
 }

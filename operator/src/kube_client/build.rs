@@ -7,11 +7,21 @@ use kube::Client;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-/// The user agent of the operator's requests (audit logs and API priority and fairness see who
-/// asks; the simulator's request record tells the operator's requests from others).
+/// The product part of the user agent of the operator's requests (audit logs and API priority and
+/// fairness see who asks; the simulator's request record tells the operator's requests from
+/// others).
 pub const USER_AGENT: &str = concat!("cinder-operator/", env!("CARGO_PKG_VERSION"));
 
-/// A client for `config` whose requests go through the limits and carry [`USER_AGENT`] (unless
+/// The user agent this process sends: [`USER_AGENT`] and, in parentheses, the replica's holder
+/// identity (`cinder-operator/<version> (<pod>-<uuid>)`), so the API server's records tell
+/// replicas apart (the shard takeover test checks no object is written by two at once).
+pub fn user_agent() -> http::HeaderValue {
+    let identity = cinder_lease::HolderIdentity::process();
+    http::HeaderValue::from_str(&format!("{USER_AGENT} ({identity})"))
+        .unwrap_or_else(|_| http::HeaderValue::from_static(USER_AGENT))
+}
+
+/// A client for `config` whose requests go through the limits and carry [`user_agent`] (unless
 /// the config names another). kube's own retry layer is off: it sits below the throttle, where a
 /// 429 could not pause the bucket, so [`Throttle`](super::throttle::Throttle) does the retrying.
 pub fn throttled(mut config: kube::Config, limits: ClientLimits) -> Result<Client, kube::Error> {
@@ -21,10 +31,9 @@ pub fn throttled(mut config: kube::Config, limits: ClientLimits) -> Result<Clien
         .iter()
         .any(|(name, _)| name == http::header::USER_AGENT)
     {
-        config.headers.push((
-            http::header::USER_AGENT,
-            http::HeaderValue::from_static(USER_AGENT),
-        ));
+        config
+            .headers
+            .push((http::header::USER_AGENT, user_agent()));
     }
     let builder = ClientBuilder::try_from(config)?;
     Ok(builder.with_layer(&ThrottleLayer::new(limits)).build())

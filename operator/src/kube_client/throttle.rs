@@ -4,6 +4,11 @@
 //! [`ClientLimits::max_retries`] times, before the 429 goes back to the caller (whose
 //! reconcile then backs off). A 503 or 504 (an API server restarting or overloaded) is retried
 //! the same number of times after its Retry-After, without pausing the other requests.
+//!
+//! Lease requests (`coordination.k8s.io`: leader election, shards, device locks) take no token:
+//! a renewal must not queue behind a fleet's reconcile traffic, or a busy replica loses its
+//! Leases for being busy (API priority and fairness likewise gives leader election its own
+//! priority level). They are a few requests per Lease and renew period.
 
 use super::limits::ClientLimits;
 use super::token_bucket::TokenBucket;
@@ -81,6 +86,11 @@ pub fn retry_after(headers: &HeaderMap) -> Duration {
         .min(MAX_RETRY_AFTER)
 }
 
+/// Whether `req` is a Lease request (exempt from the bucket).
+fn is_lease_request<B>(req: &Request<B>) -> bool {
+    req.uri().path().starts_with("/apis/coordination.k8s.io/")
+}
+
 /// A copy of `req` to send again (`None` when its body is a stream).
 fn copy_request(req: &Request<Body>) -> Option<Request<Body>> {
     let body = req.body().try_clone()?;
@@ -115,11 +125,16 @@ where
         Box::pin(async move {
             let mut req = req;
             let mut retries = 0;
+            let exempt = is_lease_request(&req);
             loop {
-                let wait = bucket
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take(Instant::now());
+                let wait = if exempt {
+                    Duration::ZERO
+                } else {
+                    bucket
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take(Instant::now())
+                };
                 if !wait.is_zero() {
                     tokio::time::sleep(wait).await;
                 }
@@ -162,6 +177,16 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::Api;
     use kube::api::ListParams;
+
+    #[test]
+    fn lease_requests_are_told_apart() {
+        let req = |path: &str| Request::builder().uri(path).body(()).unwrap();
+        assert!(is_lease_request(&req(
+            "/apis/coordination.k8s.io/v1/namespaces/ns/leases/cinder-operator-shard-0"
+        )));
+        assert!(!is_lease_request(&req("/api/v1/namespaces/ns/secrets/x")));
+        assert!(!is_lease_request(&req("/apis/apps/v1/deployments")));
+    }
 
     /// A cluster answering 429 beyond 2 operator requests per second (bursts of 2).
     async fn limited_cluster() -> EmbeddedCluster {

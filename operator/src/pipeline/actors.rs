@@ -9,7 +9,9 @@
 //! A pipeline actor runs its Cinder's passes one at a time (a pass that arrives while one runs
 //! waits in the actor's queue), while the actors of different Cinders run concurrently; and it
 //! owns the Cinder's record in the `/pipelines` view ([`PipelineRecord`]), which it answers from
-//! even while a pass runs (the pass is a future of the actor, not a blocked mailbox).
+//! even while a pass runs (the pass is a future of the actor, not a blocked mailbox). With
+//! `--shards`, a running pass asks before each step whether this replica still holds the
+//! Cinder's shard, and stops when it does not.
 
 use super::key::CinderKey;
 use super::pass::{PassObserver, PassReport, run_pass};
@@ -18,6 +20,7 @@ use super::table::PipelineTable;
 use super::view::{PassSummary, PipelineRecord};
 use crate::crd::Cinder;
 use crate::metrics::Metrics;
+use crate::shards::ShardView;
 use actix::prelude::*;
 use futures::channel::oneshot;
 use std::collections::{BTreeMap, VecDeque};
@@ -58,6 +61,7 @@ pub struct Pipelines {
     table: Arc<PipelineTable>,
     metrics: Metrics,
     actors: BTreeMap<CinderKey, Addr<PipelineActor>>,
+    shards: ShardView,
 }
 
 impl Pipelines {
@@ -66,7 +70,14 @@ impl Pipelines {
             table: Arc::new(table),
             metrics,
             actors: BTreeMap::new(),
+            shards: ShardView::all(),
         }
+    }
+
+    /// Passes stop before their next step once this replica no longer holds their shard.
+    pub fn with_shards(mut self, shards: ShardView) -> Self {
+        self.shards = shards;
+        self
     }
 
     /// The pipeline actor of `key`, started on first use.
@@ -74,7 +85,10 @@ impl Pipelines {
         self.actors
             .entry(key.clone())
             .or_insert_with(|| {
-                PipelineActor::new(key.clone(), self.table.clone(), self.metrics.clone()).start()
+                let mut actor =
+                    PipelineActor::new(key.clone(), self.table.clone(), self.metrics.clone());
+                actor.shards = self.shards.clone();
+                actor.start()
             })
             .clone()
     }
@@ -217,6 +231,8 @@ pub struct PipelineActor {
     /// The number of the pass running now, if one runs.
     running: Option<u64>,
     started: u64,
+    /// The shards this replica holds (a pass stops before a step of a shard it lost).
+    shards: ShardView,
 }
 
 impl PipelineActor {
@@ -228,6 +244,7 @@ impl PipelineActor {
             queue: VecDeque::new(),
             running: None,
             started: 0,
+            shards: ShardView::all(),
         }
     }
 
@@ -248,6 +265,9 @@ impl PipelineActor {
         let mut observer = ReportSteps {
             pass,
             to: ctx.address(),
+            shards: self.shards.clone(),
+            namespace: self.record.namespace.clone(),
+            name: self.record.name.clone(),
         };
         let started_at = chrono::Utc::now();
         let started = Instant::now();
@@ -279,6 +299,9 @@ impl Actor for PipelineActor {
 struct ReportSteps {
     pass: u64,
     to: Addr<PipelineActor>,
+    shards: ShardView,
+    namespace: String,
+    name: String,
 }
 
 impl PassObserver for ReportSteps {
@@ -287,6 +310,10 @@ impl PassObserver for ReportSteps {
             pass: self.pass,
             step,
         });
+    }
+
+    fn still_owned(&self) -> bool {
+        self.shards.owns(&self.namespace, &self.name)
     }
 }
 

@@ -93,6 +93,12 @@ impl PassReport {
 /// Observes a pass while it runs (the admin view of each Cinder's current step).
 pub trait PassObserver: Send {
     fn step_started(&mut self, step: &'static str);
+
+    /// Whether this replica may still write for the Cinder (it holds its shard); asked before
+    /// every step, and the pass stops at the first `false`.
+    fn still_owned(&self) -> bool {
+        true
+    }
 }
 
 impl PassObserver for () {
@@ -283,6 +289,14 @@ pub async fn run_pass(
 
     // The lane: each step borrows the pass's state (its status and artefacts carry on).
     for handle in &table.lane {
+        if !observer.still_owned() {
+            return pass.finish(
+                before,
+                PassEnd::ShortCircuited {
+                    step: handle.name.as_str(),
+                },
+            );
+        }
         observer.step_started(handle.name.as_str());
         let (report, elapsed) = run_step(handle, pass.context(), metrics).await;
         let conds = std::mem::take(&mut pass.status.conditions);
@@ -300,6 +314,16 @@ pub async fn run_pass(
     }
 
     // The group: every member on its own copy; only its own condition is taken.
+    if let Some(first) = table.group.first()
+        && !observer.still_owned()
+    {
+        return pass.finish(
+            before,
+            PassEnd::ShortCircuited {
+                step: first.name.as_str(),
+            },
+        );
+    }
     for handle in &table.group {
         observer.step_started(handle.name.as_str());
     }

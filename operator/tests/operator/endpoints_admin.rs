@@ -94,6 +94,7 @@ async fn fixture() -> Fixture {
             devices: devices.clone(),
             pipelines,
             inventory,
+            shards: cinder_operator::shards::ShardView::all(),
         },
     )
     .unwrap();
@@ -230,6 +231,11 @@ async fn devices_and_pipelines_views() {
     let guard = f.devices.lock("dev-1", Priority::High).await.unwrap();
     let devices = get_json(admin, "/devices").await;
     assert_eq!(devices["namespace"], "default");
+    let shards = get_json(admin, "/shards").await;
+    assert_eq!(
+        shards,
+        serde_json::json!({"sharded": false, "count": 0, "held": []})
+    );
     let d = devices["devices"]
         .as_array()
         .unwrap()

@@ -11,5 +11,6 @@ mod admin_pages;
 mod alert_rules;
 mod events;
 mod install_without_monitoring;
+mod lock_wait;
 mod otlp_tree;
 mod zero_series;

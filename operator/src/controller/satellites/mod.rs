@@ -112,6 +112,17 @@ impl SatelliteControllers {
         }
     }
 
+    /// Also reconciles the satellites these streams name (the shards this replica gains).
+    pub fn reconcile_on(
+        mut self,
+        backends: impl futures::Stream<Item = ObjectRef<CinderBackend>> + Send + 'static,
+        backup_backends: impl futures::Stream<Item = ObjectRef<CinderBackupBackend>> + Send + 'static,
+    ) -> Self {
+        self.backends = self.backends.reconcile_on(backends);
+        self.backup_backends = self.backup_backends.reconcile_on(backup_backends);
+        self
+    }
+
     /// Runs both until the stop signal, draining in-flight reconciles.
     pub async fn run(self) {
         let backends = self

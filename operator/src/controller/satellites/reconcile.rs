@@ -243,6 +243,10 @@ async fn reconcile_once<S: SatelliteKind>(
     ctx: Arc<SatelliteContext>,
 ) -> Result<Action, SatelliteError> {
     let ns = obj.namespace().unwrap_or_default();
+    // A satellite follows its Cinder's shard (`--shards`): another replica may hold it.
+    if !ctx.op.options.shards.owns(&ns, obj.parent()) {
+        return Ok(Action::await_change());
+    }
     let api: Api<S> = Api::namespaced(ctx.op.client.clone(), &ns);
     let cinders: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &ns);
     let parent = cinders.get_opt(obj.parent()).await?;
@@ -274,6 +278,10 @@ async fn reconcile_once<S: SatelliteKind>(
     let conds = conditions_for(&creds, projected);
     let ready = conds.iter().all(|c| c.status);
     let status = next_status(obj.status(), &conds, obj.meta().generation);
+    if !ctx.op.options.shards.owns(&ns, obj.parent()) {
+        // The shard went to another replica during the reconcile: it writes from now on.
+        return Ok(Action::await_change());
+    }
     write_status(&ctx, &api, obj.as_ref(), &status, true).await?;
     Ok(if ready {
         Action::await_change()

@@ -20,6 +20,11 @@ pub struct Args {
     /// Operator replicas (child processes).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub replicas: u32,
+    /// The replicas' --shards (each replica then reconciles only the Cinders of the shard
+    /// Leases it holds); unsharded when absent (two unsharded replicas both reconcile every
+    /// Cinder).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: Option<u32>,
     /// Multiplies every simulated controller delay (Job runs, roll-outs, readiness).
     #[arg(long, default_value_t = 1.0)]
     pub delay_scale: f64,

@@ -8,17 +8,14 @@ use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::fleet_helpers::{create_fleet_cinder, ready_count};
 use cinder_e2e::target_helpers::register_with;
-use cinder_e2e::{
-    NS, cinder_json, create_cluster_store, create_namespace, install_crds, put_secret,
-};
-use cinder_operator::crd::{Cinder, CinderBackend};
+use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
 use cinder_sim::controllers::config::{ControllersConfig, Switch};
 use cinder_sim::faults::RateLimit;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
+use kube::Client;
 use std::time::{Duration, Instant};
 
 /// Creates in flight at once while the fleet is created.
@@ -74,75 +71,10 @@ fn cinder_name(i: u32) -> String {
     format!("c{i:05}")
 }
 
-/// Cinder `i` with its own credential Secrets and `backends` NFS backends, on target
-/// `i mod targets` when there are targets.
+/// Cinder `i` (see [`create_fleet_cinder`]), on target `i mod targets` when there are targets.
 async fn create_one(client: &Client, i: u32, args: &Args) -> anyhow::Result<()> {
-    let name = cinder_name(i);
-    let (db, keystone, rabbit) = (
-        format!("{name}-db"),
-        format!("{name}-keystone"),
-        format!("{name}-rabbit"),
-    );
-    put_secret(
-        client,
-        &db,
-        &[("username", "cinder"), ("password", "fleet-db")],
-    )
-    .await?;
-    put_secret(client, &keystone, &[("password", "fleet-keystone")]).await?;
-    put_secret(
-        client,
-        &rabbit,
-        &[
-            ("username", "cinder"),
-            ("password", "fleet-rabbit"),
-            ("host", "rabbitmq"),
-        ],
-    )
-    .await?;
-    let mut extra = serde_json::json!({
-        "database": {"clusterRef": {"name": "mariadb"}, "secretRef": {"name": db}},
-        "messaging": {"secretRef": {"name": rabbit}},
-        "serviceUser": {"secretRef": {"name": keystone}},
-    });
-    if args.targets > 0 {
-        extra["targetClusterRef"] = serde_json::json!({"name": format!("t{}", i % args.targets)});
-    }
-    let cinder: Cinder = serde_json::from_value(cinder_json(&name, extra))?;
-    Api::<Cinder>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &cinder)
-        .await?;
-    for b in 0..args.backends {
-        let backend: CinderBackend = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "CinderBackend",
-            "metadata": {"name": format!("{name}-nfs{b}"), "namespace": NS},
-            "spec": {"cinderRef": {"name": name}, "type": "NFS",
-                     "nfs": {"server": "nfs.example", "path": format!("/exports/{name}/{b}")}}
-        }))?;
-        Api::<CinderBackend>::namespaced(client.clone(), NS)
-            .create(&PostParams::default(), &backend)
-            .await?;
-    }
-    Ok(())
-}
-
-/// How many Cinders in [`NS`] have Ready=True.
-async fn ready_count(client: &Client) -> anyhow::Result<usize> {
-    let list = Api::<Cinder>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-        })
-        .count())
+    let target = (args.targets > 0).then(|| format!("t{}", i % args.targets));
+    create_fleet_cinder(client, &cinder_name(i), args.backends, target.as_deref()).await
 }
 
 /// Prints the operator's most frequent requests, and its writes, of the steady window (by verb
@@ -206,12 +138,16 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         kube_qps: args.kube_qps,
         kube_burst: args.kube_burst,
         max_concurrent_reconciles: args.max_concurrent_reconciles,
+        shards: args.shards,
     };
     let mut replicas = Vec::new();
     for _ in 0..args.replicas {
         let r = Replica::start(management.kubeconfig_path(), &options).await?;
         r.wait_ready(Duration::from_secs(120)).await?;
         replicas.push(r);
+    }
+    if let Some(shards) = args.shards {
+        balanced(&replicas, shards).await?;
     }
     let rss_before: Vec<u64> = replicas
         .iter()
@@ -306,9 +242,15 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         })
         .max()
         .unwrap_or(0);
-    let rate = args.api_qps.map_or(f64::from(args.kube_qps), |api| {
-        api.min(f64::from(args.kube_qps))
-    });
+    // Every replica has its own client bucket; unsharded replicas share the same work, so only
+    // sharded ones add capacity.
+    let buckets = if args.shards.is_some() {
+        f64::from(args.replicas)
+    } else {
+        1.0
+    };
+    let client_rate = f64::from(args.kube_qps) * buckets;
+    let rate = args.api_qps.map_or(client_rate, |api| api.min(client_rate));
     let capacity_ms = (busiest as f64 / rate * 1000.0) as u64;
     let watches = watches_opened(&records);
 
@@ -331,6 +273,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         backends: args.backends,
         targets: args.targets,
         replicas: args.replicas,
+        shards: args.shards,
         delay_scale: args.delay_scale,
         api_qps: args.api_qps,
         created_ms,
@@ -346,4 +289,26 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         pass_p99_ms: quantile(&mut durations, 0.99),
         watches_open: watches,
     })
+}
+
+/// Waits until the replicas hold every shard between them, each at least one when there are
+/// enough shards (so the fleet is not created into one replica that then gives shards back).
+async fn balanced(replicas: &[Replica], shards: u32) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut held = Vec::new();
+        for r in replicas {
+            held.push(r.held_shards().await?);
+        }
+        let total: usize = held.iter().map(Vec::len).sum();
+        let each = held.iter().all(|h| !h.is_empty()) || replicas.len() > shards as usize;
+        if total == shards as usize && each {
+            eprintln!("fleetbench: shards held per replica: {held:?}");
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the replicas did not share the {shards} shards within 120 s: {held:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

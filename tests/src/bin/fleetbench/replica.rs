@@ -26,6 +26,8 @@ pub struct ReplicaOptions {
     pub kube_qps: f32,
     pub kube_burst: u32,
     pub max_concurrent_reconciles: u16,
+    /// `--shards`, when sharded.
+    pub shards: Option<u32>,
 }
 
 /// `http://host:port` at the start of the first word after `label` on a line.
@@ -40,6 +42,10 @@ impl Replica {
     /// Starts a replica against `kubeconfig` and waits until it says where its endpoints are.
     pub async fn start(kubeconfig: &Path, options: &ReplicaOptions) -> anyhow::Result<Replica> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
+        let shards = options
+            .shards
+            .map(|s| vec!["--shards".to_string(), s.to_string()])
+            .unwrap_or_default();
         let mut child = Command::new(exe)
             .args([
                 "operator",
@@ -59,6 +65,7 @@ impl Replica {
                 "--max-concurrent-reconciles",
                 &options.max_concurrent_reconciles.to_string(),
             ])
+            .args(shards)
             .env("KUBECONFIG", kubeconfig)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -137,6 +144,20 @@ impl Replica {
         Ok(Duration::from_millis(
             (user + system) * 1000 / TICKS_PER_SECOND,
         ))
+    }
+
+    /// The shards the replica holds (its admin `/shards`).
+    pub async fn held_shards(&self) -> anyhow::Result<Vec<u32>> {
+        let (status, body) = http_get(&self.admin, "/shards").await?;
+        if status != 200 {
+            bail!("/shards answered {status}");
+        }
+        #[derive(serde::Deserialize)]
+        struct View {
+            held: Vec<u32>,
+        }
+        let view: View = serde_json::from_slice(&body).context("/shards has no list `held`")?;
+        Ok(view.held)
     }
 
     /// The replica's pipeline records.

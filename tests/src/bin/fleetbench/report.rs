@@ -19,6 +19,7 @@ pub struct Report {
     pub backends: u32,
     pub targets: u32,
     pub replicas: u32,
+    pub shards: Option<u32>,
     pub delay_scale: f64,
     pub api_qps: Option<f64>,
     pub created_ms: u64,
@@ -60,7 +61,7 @@ impl Report {
         json!({
             "fleet": {
                 "cinders": n, "backends": self.backends, "targets": self.targets,
-                "replicas": self.replicas, "delay_scale": self.delay_scale,
+                "replicas": self.replicas, "shards": self.shards, "delay_scale": self.delay_scale,
                 "api_qps": self.api_qps, "created_ms": self.created_ms,
             },
             "ready": {
