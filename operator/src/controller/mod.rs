@@ -20,6 +20,7 @@ pub mod backoff;
 pub mod cinder;
 pub mod deletion;
 pub mod index;
+pub mod reader;
 pub mod satellites;
 pub mod shared_watch;
 pub mod status;
@@ -189,6 +190,7 @@ pub async fn run_operator(
         &index,
         gateway_api,
     );
+    w.serve_reads(&ctx.reads);
 
     let stop = {
         let mut rx = shutdown.clone();
@@ -248,6 +250,7 @@ pub async fn run_operator(
     ctx.set_ready(false);
     readiness.abort();
     watching.abort();
+    ctx.reads.clear();
     let _ = departed.await;
     Ok(())
 }

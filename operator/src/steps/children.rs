@@ -5,6 +5,7 @@
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
 use crate::conditions::not_required;
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
@@ -94,7 +95,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    match api.get_opt(&name).await? {
+    match reader::get_child(&api, &name).await? {
         None => match api.create(&PostParams::default(), &desired).await {
             Ok(_) => Ok(true),
             // Created concurrently: the next pass compares it.
@@ -128,7 +129,7 @@ pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bo
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    if api.get_opt(&name).await?.is_some() {
+    if reader::get_child(&api, &name).await?.is_some() {
         return Ok(false);
     }
     match api.create(&PostParams::default(), &desired).await {
@@ -167,9 +168,10 @@ pub async fn remove_unwanted<K>(
     unwanted: NotRequired,
 ) -> StepReport
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let present = match api.get_opt(name).await {
+    let present = match reader::get_child(api, name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,
         Err(e) => return ctx.error(format!("reading {what} {name}"), e),
@@ -211,12 +213,11 @@ pub struct Mounts {
 pub async fn mounts(client: &Client, namespace: &str, cinder: &str) -> Result<Mounts, kube::Error> {
     use k8s_openapi::api::apps::v1::Deployment;
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default().labels(&selector(cinder, &[])))
-        .await?;
+    let list =
+        reader::list_children(&api, &ListParams::default().labels(&selector(cinder, &[]))).await?;
     let api_name = names::api_deployment(cinder);
     let mut out = Mounts::default();
-    for d in list.items {
+    for d in list {
         let volumes = d
             .spec
             .template

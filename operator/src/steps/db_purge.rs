@@ -12,6 +12,7 @@ use super::workloads::{
     JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, event_reason, kind, reason};
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::metrics::JobResult;
@@ -86,7 +87,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-    match api.get_opt(&name).await? {
+    match reader::get_child(&api, &name).await? {
         None => match api.create(&PostParams::default(), desired).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_conflict() => Ok(()),
@@ -117,7 +118,7 @@ async fn purge_jobs(client: &Client, ns: &str, cinder: &str) -> Result<Vec<Job>,
         cinder,
         &[(names::LABEL_COMPONENT, Component::DbPurge.as_str())],
     );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+    reader::list_children(&api, &ListParams::default().labels(&sel)).await
 }
 
 fn summary(job: &Job) -> (JobSummary, Duration) {

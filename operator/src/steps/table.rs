@@ -24,7 +24,10 @@ where
     let env = env.clone();
     Arc::new(StepFn {
         name,
-        run: move |ctx| run(env.clone(), ctx),
+        run: move |ctx: StepContext| {
+            let scope = env.read_scope(&ctx);
+            crate::controller::reader::within(scope, run(env.clone(), ctx))
+        },
     })
 }
 
@@ -62,7 +65,8 @@ where
         name,
         run: move |ctx: StepContext| {
             let state = state.for_run(&ctx.memory);
-            run(env.clone(), state, ctx)
+            let scope = env.read_scope(&ctx);
+            crate::controller::reader::within(scope, run(env.clone(), state, ctx))
         },
     })
 }

@@ -20,6 +20,7 @@ use super::workloads::{
     needs_write,
 };
 use crate::conditions::{Cond, kind, reason};
+use crate::controller::reader;
 use crate::crd::{CinderBackend, VolumeServiceStatus};
 use crate::names::{self, Component};
 use crate::pipeline::{Outcome, ProjectedBackend, StepContext, StepReport};
@@ -88,7 +89,7 @@ async fn volume_deployments(
         cinder,
         &[(names::LABEL_COMPONENT, Component::Volume.as_str())],
     );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+    reader::list_children(&api, &ListParams::default().labels(&sel)).await
 }
 
 fn backend_label(d: &Deployment) -> Option<&str> {

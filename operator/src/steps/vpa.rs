@@ -111,6 +111,23 @@ async fn sweep(
     .await
 }
 
+/// The condition of a Cinder that asks for no VPA.
+fn not_asked() -> Cond {
+    Cond::true_(
+        kind::VPA_READY,
+        reason::VPA_NOT_REQUIRED,
+        "no VPA asked for (spec.verticalAutoscaling is unset)",
+    )
+}
+
+/// Whether the Cinder's status already says no VPA is asked for: a pass swept its VPAs then.
+fn swept_before(cinder: &Cinder) -> bool {
+    cinder.status.as_ref().is_some_and(|s| {
+        crate::conditions::find(&s.conditions, kind::VPA_READY)
+            .is_some_and(|c| c.status == "True" && c.reason == reason::VPA_NOT_REQUIRED)
+    })
+}
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let client = ctx.children(&env.client);
@@ -119,6 +136,10 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &VERTICAL_POD_AUTOSCALER.api_resource());
     let asked = wanted(&ctx.cinder);
+    if !asked && swept_before(&ctx.cinder) {
+        // The pass that found VPAs unasked swept them; nothing creates them since.
+        return ctx.proceed(not_asked());
+    }
     let served = match capability::is_served(&client, VERTICAL_POD_AUTOSCALER).await {
         Ok(served) => served,
         Err(e) if asked => {
@@ -142,11 +163,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
             let msg = format!("deleting VPAs: {e}");
             return ctx.fail(vpa_error(msg.clone()), msg);
         }
-        return ctx.proceed(Cond::true_(
-            kind::VPA_READY,
-            reason::VPA_NOT_REQUIRED,
-            "no VPA asked for (spec.verticalAutoscaling is unset)",
-        ));
+        return ctx.proceed(not_asked());
     }
     if !served {
         return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);

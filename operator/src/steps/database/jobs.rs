@@ -9,6 +9,7 @@
 //! propagation) in one pass and created again in a later one.
 
 use super::services::DatabaseServices;
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::names::{self, Component};
@@ -232,8 +233,7 @@ pub async fn read_job(
     name: &str,
 ) -> Result<Option<ObservedJob>, kube::Error> {
     let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    Ok(api
-        .get_opt(name)
+    Ok(reader::get_child(&api, name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none())
         .map(|j| observe(&j)))
@@ -303,11 +303,12 @@ pub async fn active_database_jobs(
     cinder: &str,
 ) -> Result<Vec<String>, kube::Error> {
     let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default().labels(&crate::steps::children::selector(cinder, &[])))
-        .await?;
+    let list = reader::list_children(
+        &api,
+        &ListParams::default().labels(&crate::steps::children::selector(cinder, &[])),
+    )
+    .await?;
     Ok(list
-        .items
         .iter()
         .filter(|j| is_database_job(j, cinder))
         .filter(|j| !observe(j).state.is_terminal())
