@@ -116,9 +116,16 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
             }
             let mut replacement = desired;
             replacement.metadata.resource_version = existing.metadata.resource_version;
-            api.replace(&name, &PostParams::default(), &replacement)
-                .await?;
-            Ok(true)
+            match api
+                .replace(&name, &PostParams::default(), &replacement)
+                .await
+            {
+                Ok(_) => Ok(true),
+                // Changed since the store's copy: its watch event brings the next pass, which
+                // compares again.
+                Err(e) if e.is_conflict() => Ok(false),
+                Err(e) => Err(e),
+            }
         }
     }
 }
