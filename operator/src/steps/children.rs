@@ -163,7 +163,19 @@ pub struct NotRequired {
     pub field: &'static str,
 }
 
-/// Ends the step of an optional child the spec does not ask for: deletes `what` `name` if it
+/// Whether the Cinder's status already holds the True `condition_type` with `reason`: the
+/// optional child it stands for was found absent or deleted by the pass that set it, so a
+/// pass while the spec still does not ask for it need not read (a kind the stores do not hold
+/// would cost a GET answered 404 on every pass).
+pub fn already_not_required(cinder: &Cinder, condition_type: &str, reason: &str) -> bool {
+    cinder.status.as_ref().is_some_and(|s| {
+        crate::conditions::find(&s.conditions, condition_type)
+            .is_some_and(|c| c.status == "True" && c.reason == reason)
+    })
+}
+
+/// Ends the step of an optional child the spec does not ask for: when the status already says
+/// so ([`already_not_required`]) it proceeds at once; otherwise deletes `what` `name` if it
 /// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
 /// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
 /// nothing.
@@ -178,6 +190,16 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    if already_not_required(&ctx.cinder, unwanted.condition_type, unwanted.reason) {
+        // The pass that set the condition found `name` absent or deleted it.
+        return ctx.proceed(not_required(
+            unwanted.condition_type,
+            unwanted.reason,
+            unwanted.field,
+            &format!("{what} {name}"),
+            false,
+        ));
+    }
     let present = match reader::get_child(api, name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,

@@ -12,7 +12,7 @@
 //! a removed backup target) is deleted with it.
 
 use super::capability::{self, VERTICAL_POD_AUTOSCALER};
-use super::children::{child_meta, selector};
+use super::children::{already_not_required, child_meta, selector};
 use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
@@ -120,14 +120,6 @@ fn not_asked() -> Cond {
     )
 }
 
-/// Whether the Cinder's status already says no VPA is asked for: a pass swept its VPAs then.
-fn swept_before(cinder: &Cinder) -> bool {
-    cinder.status.as_ref().is_some_and(|s| {
-        crate::conditions::find(&s.conditions, kind::VPA_READY)
-            .is_some_and(|c| c.status == "True" && c.reason == reason::VPA_NOT_REQUIRED)
-    })
-}
-
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let client = ctx.children(&env.client);
@@ -136,7 +128,7 @@ pub async fn run(env: StepEnv, ctx: StepContext) -> StepReport {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &VERTICAL_POD_AUTOSCALER.api_resource());
     let asked = wanted(&ctx.cinder);
-    if !asked && swept_before(&ctx.cinder) {
+    if !asked && already_not_required(&ctx.cinder, kind::VPA_READY, reason::VPA_NOT_REQUIRED) {
         // The pass that found VPAs unasked swept them; nothing creates them since.
         return ctx.proceed(not_asked());
     }
