@@ -129,6 +129,9 @@ pub struct OperatorContext {
     pub actors: ActorThread,
     /// The resolved target clusters (one client and one watcher per registered kubeconfig).
     pub targets: crate::target_cluster::TargetClusters,
+    /// The management cluster's reflector stores the cached reads answer from (filled when the
+    /// controllers start their watches, emptied when they stop).
+    pub reads: crate::controller::reader::ClusterStores,
     ready: AtomicBool,
 }
 
@@ -161,8 +164,10 @@ impl OperatorContext {
             config,
             options.device_lock_metrics.clone(),
         )?;
+        let reads = crate::controller::reader::ClusterStores::default();
         let env = crate::steps::StepEnv {
             client: client.clone(),
+            reads: reads.clone(),
             watch_namespace: options.namespace.clone(),
             device_locks: device_locks.clone(),
             metrics: Arc::clone(&metrics),
@@ -193,6 +198,7 @@ impl OperatorContext {
         );
         Ok(Arc::new(OperatorContext {
             targets,
+            reads,
             client,
             options,
             coordinator,

@@ -5,6 +5,7 @@
 //! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
 use super::deletion;
+use super::reader::{self, ReadScope};
 use super::status::{Written, gate_status, write_if_changed};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
@@ -203,8 +204,12 @@ pub async fn reconcile(
     );
     let span = pass.span.clone();
     let key = backoff_key(&cinder);
-    let result =
-        tracing::Instrument::instrument(reconcile_in_span(cinder, ctx.clone()), span).await;
+    let scope = ReadScope::management(&ctx.op.reads);
+    let result = tracing::Instrument::instrument(
+        reader::within(scope, reconcile_in_span(cinder, ctx.clone())),
+        span,
+    )
+    .await;
     if result.is_ok() {
         ctx.backoffs.succeeded(&key);
     }

@@ -5,6 +5,7 @@
 //! garbage collection on the management cluster, or by the ownership label on a target cluster
 //! (see [`crate::target_cluster`]).
 
+use super::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
@@ -38,7 +39,7 @@ pub async fn delete_database_objects(
     let mut live = Vec::new();
     for kind in SqlKind::ALL {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kind.resource());
-        let found = match api.get_opt(&name).await {
+        let found = match reader::get_management(&api, &name).await {
             Ok(found) => found,
             // The mariadb-operator CRDs are not installed: nothing to clean up.
             Err(e) if e.is_not_found() => None,

@@ -22,6 +22,7 @@ pub mod backoff;
 pub mod cinder;
 pub mod deletion;
 pub mod index;
+pub mod reader;
 pub mod satellites;
 pub mod shared_watch;
 pub mod status;
@@ -193,6 +194,7 @@ pub async fn run_operator(
         &index,
         gateway_api,
     );
+    w.serve_reads(&ctx.reads);
 
     let stop = {
         let mut rx = shutdown.clone();
@@ -284,6 +286,7 @@ pub async fn run_operator(
     readiness.abort();
     watching.abort();
     waking.abort();
+    ctx.reads.clear();
     let _ = departed.await;
     Ok(())
 }

@@ -33,6 +33,7 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     kind: String,
+    dyntype: K::DynamicType,
     api: Api<K>,
     config: watcher::Config,
     writer: Writer<K>,
@@ -49,6 +50,7 @@ where
     pub fn with_type(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType) -> Self {
         SharedWatch {
             kind: K::kind(&dyntype).to_string(),
+            dyntype: dyntype.clone(),
             api,
             config,
             writer: Writer::new(dyntype),
@@ -60,6 +62,20 @@ where
     /// The reflector store this watch fills (ready after the first complete list).
     pub fn store(&self) -> Store<K> {
         self.writer.as_reader()
+    }
+
+    /// The kind's dynamic type (`()` for a kind known at compile time).
+    pub fn dyntype(&self) -> K::DynamicType {
+        self.dyntype.clone()
+    }
+
+    /// What the watch covers: the collection URL it watches and the namespace it is scoped to
+    /// (`None`: every namespace).
+    pub fn covers(&self) -> (String, Option<String>) {
+        (
+            self.api.resource_url().to_string(),
+            self.api.namespace().map(str::to_string),
+        )
     }
 
     /// A trigger stream of every object the watch touches.
@@ -78,6 +94,7 @@ where
     pub async fn run(self) {
         let SharedWatch {
             kind,
+            dyntype: _,
             api,
             config,
             mut writer,

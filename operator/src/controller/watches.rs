@@ -3,6 +3,7 @@
 //! controller and the two satellite controllers subscribe to these before [`Watches::run`].
 
 use super::index::IndexHandle;
+use super::reader::ClusterStores;
 use super::shared_watch::SharedWatch;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
 use crate::kube_ext::resources::{
@@ -85,6 +86,36 @@ impl Watches {
                 .map(|k| (k.resource(), dynamic(k.resource())))
                 .collect(),
             http_routes: gateway_api.then(|| dynamic(HTTP_ROUTE.api_resource())),
+        }
+    }
+
+    /// Adds every watch's store to `stores`, so reads on the management cluster come from them.
+    pub fn serve_reads(&mut self, stores: &ClusterStores) {
+        stores.add(&mut self.cinders);
+        stores.add(&mut self.backends);
+        stores.add(&mut self.backup_backends);
+        stores.add(&mut self.deployments);
+        stores.add(&mut self.services);
+        stores.add(&mut self.config_maps);
+        stores.add(&mut self.secrets);
+        stores.add(&mut self.pod_disruption_budgets);
+        stores.add(&mut self.autoscalers);
+        stores.add(&mut self.network_policies);
+        stores.add(&mut self.jobs);
+        stores.add(&mut self.cron_jobs);
+        stores.add(&mut self.secret_stores);
+        stores.add(&mut self.mariadbs);
+        for w in [
+            self.cluster_secret_stores.as_mut(),
+            self.http_routes.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            stores.add(w);
+        }
+        for (_, w) in self.sql_objects.iter_mut() {
+            stores.add(w);
         }
     }
 

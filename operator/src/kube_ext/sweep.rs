@@ -3,11 +3,13 @@
 //! optional child whose spec block was unset).
 
 use super::api_error::ApiErrorExt;
+use crate::controller::reader;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde::de::DeserializeOwned;
 
-/// Deletes the objects of `api` matching `selector` for which `keep` is false (objects already
+/// Deletes the objects of `api` (on the children's cluster) matching `selector`, as the cached
+/// reader lists them, for which `keep` is false (objects already
 /// being deleted are left alone; a 404 counts as gone); returns the names deleted.
 pub async fn sweep<K>(
     api: &Api<K>,
@@ -15,17 +17,16 @@ pub async fn sweep<K>(
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, kube::Error>
 where
-    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let list = api
-        .list_metadata(&ListParams::default().labels(selector))
-        .await?;
+    let list = reader::list_children(api, &ListParams::default().labels(selector)).await?;
     let mut deleted = Vec::new();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
+    for item in list {
+        let Some(name) = item.meta().name.clone() else {
             continue;
         };
-        if keep(&name) || item.metadata.deletion_timestamp.is_some() {
+        if keep(&name) || item.meta().deletion_timestamp.is_some() {
             continue;
         }
         match api.delete(&name, &DeleteParams::default()).await {

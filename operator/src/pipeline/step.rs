@@ -110,6 +110,8 @@ pub struct TargetCluster {
     pub name: String,
     /// A client of the target, built from its registered kubeconfig.
     pub client: kube::Client,
+    /// The reflector stores of the target's watches (empty while none run).
+    pub stores: crate::controller::reader::ClusterStores,
 }
 
 impl std::fmt::Debug for TargetCluster {

@@ -5,6 +5,7 @@
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
 use crate::conditions::not_required;
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
@@ -95,7 +96,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    match api.get_opt(&name).await? {
+    match reader::get_child(&api, &name).await? {
         None => create_if_absent(&api, &desired).await,
         Some(existing) => {
             if existing.data == desired.data
@@ -111,9 +112,16 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
             }
             let mut replacement = desired;
             replacement.metadata.resource_version = existing.metadata.resource_version;
-            api.replace(&name, &PostParams::default(), &replacement)
-                .await?;
-            Ok(true)
+            match api
+                .replace(&name, &PostParams::default(), &replacement)
+                .await
+            {
+                Ok(_) => Ok(true),
+                // Changed since the store's copy: its watch event brings the next pass, which
+                // compares again.
+                Err(e) if e.is_conflict() => Ok(false),
+                Err(e) => Err(e),
+            }
         }
     }
 }
@@ -124,7 +132,7 @@ pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bo
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    if api.get_opt(&name).await?.is_some() {
+    if reader::get_child(&api, &name).await?.is_some() {
         return Ok(false);
     }
     create_if_absent(&api, &desired).await
@@ -151,18 +159,22 @@ where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let extra: Vec<_> = component
         .map(|c| (names::LABEL_COMPONENT, c.as_str()))
         .into_iter()
         .collect();
-    let list = api
-        .list(&ListParams::default().labels(&selector(cinder, &extra)))
-        .await?;
-    Ok(list.items)
+    reader::list_children(
+        &api,
+        &ListParams::default().labels(&selector(cinder, &extra)),
+    )
+    .await
 }
 
 /// An optional child the spec does not ask for: what it is ("HPA"), its condition and reason
@@ -190,7 +202,19 @@ impl NotRequired {
     }
 }
 
-/// Ends the step of an optional child the spec does not ask for: deletes the child `name` if it
+/// Whether the Cinder's status already holds the True `condition_type` with `reason`: the
+/// optional child it stands for was found absent or deleted by the pass that set it, so a
+/// pass while the spec still does not ask for it need not read (a kind the stores do not hold
+/// would cost a GET answered 404 on every pass).
+pub fn already_not_required(cinder: &Cinder, condition_type: &str, reason: &str) -> bool {
+    cinder.status.as_ref().is_some_and(|s| {
+        crate::conditions::find(&s.conditions, condition_type)
+            .is_some_and(|c| c.status == "True" && c.reason == reason)
+    })
+}
+
+/// Ends the step of an optional child the spec does not ask for: when the status already says
+/// so ([`already_not_required`]) it proceeds at once; otherwise deletes `what` `name` if it
 /// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
 /// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
 /// nothing.
@@ -201,10 +225,21 @@ pub async fn remove_unwanted<K>(
     unwanted: NotRequired,
 ) -> StepResult
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let what = unwanted.what;
-    let present = match api.get_opt(name).await {
+    if already_not_required(&ctx.cinder, unwanted.condition_type, unwanted.reason) {
+        // The pass that set the condition found `name` absent or deleted it.
+        return ctx.proceed(not_required(
+            unwanted.condition_type,
+            unwanted.reason,
+            unwanted.field,
+            &format!("{what} {name}"),
+            false,
+        ));
+    }
+    let present = match reader::get_child(api, name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,
         Err(e) => return Err(e).doing(format_args!("reading {what} {name}")),

@@ -1,6 +1,7 @@
 //! Reading credential Secrets: whether a Secret exists with the keys a step needs, and the
 //! values (kept in a type whose Debug never shows them).
 
+use crate::controller::reader;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ pub async fn read(
     optional: &[&str],
 ) -> Result<Result<SecretValues, Missing>, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let Some(secret) = api.get_opt(name).await? else {
+    let Some(secret) = reader::get_management(&api, name).await? else {
         return Ok(Err(Missing::Secret(name.to_string())));
     };
     let data = secret.data.unwrap_or_default();

@@ -12,6 +12,7 @@ use super::workloads::{
     JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
 };
 use crate::conditions::event_reason;
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
@@ -87,7 +88,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-    match api.get_opt(&name).await? {
+    match reader::get_child(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
         Some(existing) => {

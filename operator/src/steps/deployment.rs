@@ -12,6 +12,7 @@ use super::workloads::{
     SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, kind, reason};
+use crate::controller::reader;
 use crate::kube_ext::create_if_absent;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, StepContext, StepResult};
@@ -93,13 +94,16 @@ where
         + Clone
         + Debug
         + Serialize
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
 {
     let meta = desired.meta();
     let ns = meta.namespace.clone().unwrap_or_default();
     let name = meta.name.clone().unwrap_or_default();
     let api: Api<K> = Api::namespaced(client.clone(), &ns);
-    match api.get_opt(&name).await? {
+    match reader::get_child(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
         Some(_) => {

@@ -1,15 +1,32 @@
 //! [`StepEnv`]: what the product steps need from the operator context.
 
+use crate::controller::reader::ReadScope;
 use std::sync::Arc;
 
 /// What the steps need from the outside.
 #[derive(Clone)]
 pub struct StepEnv {
     pub client: kube::Client,
+    /// The management cluster's reflector stores (the steps' reads come from them).
+    pub reads: crate::controller::reader::ClusterStores,
     /// `--namespace`, when the operator watches one namespace only.
     pub watch_namespace: Option<String>,
     /// The operator context's device locks (so `/devices` shows the database and backend locks).
     pub device_locks: cinder_lease::DeviceLocks,
     /// The metrics the `/metrics` endpoint serves (the Job pairs).
     pub metrics: Arc<crate::metrics::Metrics>,
+}
+
+impl StepEnv {
+    /// The stores a step run of `ctx` reads from: the management cluster's, and the target's
+    /// for the children when the Cinder names one.
+    pub fn read_scope(&self, ctx: &crate::pipeline::StepContext) -> ReadScope {
+        ReadScope {
+            management: self.reads.clone(),
+            children: match &ctx.target {
+                Some(t) => t.stores.clone(),
+                None => self.reads.clone(),
+            },
+        }
+    }
 }

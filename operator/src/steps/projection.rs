@@ -5,6 +5,7 @@
 
 use super::children::{mounts, selector};
 use super::credentials::{self, Missing};
+use crate::controller::reader;
 use crate::crd::{BackendType, RbdSpec, Satellite};
 use crate::kube_ext::sweep;
 use k8s_openapi::api::core::v1::Secret;
@@ -30,13 +31,14 @@ where
         + Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
-        + std::fmt::Debug,
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let mut attached: Vec<K> = api
-        .list(&ListParams::default())
+    let mut attached: Vec<K> = reader::list_management(&api, &ListParams::default())
         .await?
-        .items
         .into_iter()
         .filter(|b| b.satellite().cinder_ref.name == cinder)
         .collect();

@@ -12,6 +12,7 @@ use super::children::ensure_derived_secret;
 use super::credentials::{self, Missing};
 use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
+use crate::controller::reader;
 use crate::crd::{Cinder, SecretStoreKind};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
@@ -70,7 +71,7 @@ async fn store_ready(
             Api::namespaced_with(client.clone(), namespace, &secret_store_resource())
         }
     };
-    let store = match api.get_opt(name).await {
+    let store = match reader::get_management(&api, name).await {
         Ok(s) => s,
         // The external-secrets CRDs are not installed.
         Err(e) if e.is_not_found() => None,

@@ -12,7 +12,7 @@
 //! a removed backup target) is deleted with it.
 
 use super::capability::{self, VERTICAL_POD_AUTOSCALER};
-use super::children::{child_meta, selector};
+use super::children::{already_not_required, child_meta, selector};
 use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
@@ -107,6 +107,15 @@ async fn sweep(
     .await
 }
 
+/// The condition of a Cinder that asks for no VPA.
+fn not_asked() -> Cond {
+    Cond::true_(
+        kind::VPA_READY,
+        reason::VPA_NOT_REQUIRED,
+        "no VPA asked for (spec.verticalAutoscaling is unset)",
+    )
+}
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
@@ -115,6 +124,10 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &VERTICAL_POD_AUTOSCALER.api_resource());
     let asked = wanted(&ctx.cinder);
+    if !asked && already_not_required(&ctx.cinder, kind::VPA_READY, reason::VPA_NOT_REQUIRED) {
+        // The pass that found VPAs unasked swept them; nothing creates them since.
+        return ctx.proceed(not_asked());
+    }
     let served = match capability::is_served(&client, VERTICAL_POD_AUTOSCALER).await {
         Ok(served) => served,
         Err(e) if asked => {
@@ -137,11 +150,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         {
             return Err(e).doing("deleting VPAs").with_reason(reason::VPA_ERROR);
         }
-        return ctx.proceed(Cond::true_(
-            kind::VPA_READY,
-            reason::VPA_NOT_REQUIRED,
-            "no VPA asked for (spec.verticalAutoscaling is unset)",
-        ));
+        return ctx.proceed(not_asked());
     }
     if !served {
         return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING);

@@ -8,6 +8,7 @@
 
 use super::children::child_meta;
 use crate::conditions::Cond;
+use crate::controller::reader;
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
@@ -363,7 +364,7 @@ pub async fn read_deployment(
     name: &str,
 ) -> Result<Option<Deployment>, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    api.get_opt(name).await
+    reader::get_child(&api, name).await
 }
 
 /// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
@@ -372,7 +373,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let existing = api.get_opt(&name).await?;
+    let existing = reader::get_child(&api, &name).await?;
     if !needs_write(existing.as_ref(), desired) {
         return Ok(false);
     }
@@ -407,7 +408,7 @@ pub async fn delete_deployment(
     name: &str,
 ) -> Result<bool, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    if api.get_opt(name).await?.is_none() {
+    if reader::get_child(&api, name).await?.is_none() {
         return Ok(false);
     }
     let params = DeleteParams {
@@ -479,10 +480,8 @@ pub async fn attached_backends(
     cinder: &str,
 ) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
     let api: Api<CinderBackend> = Api::namespaced(client.clone(), namespace);
-    Ok(api
-        .list(&ListParams::default())
+    Ok(reader::list_management(&api, &ListParams::default())
         .await?
-        .items
         .into_iter()
         .filter(|b| b.spec.satellite.cinder_ref.name == cinder)
         .map(|b| (b.name_any(), b))

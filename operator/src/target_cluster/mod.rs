@@ -11,9 +11,10 @@
 //!
 //! [`TargetClusters`] keeps (in its [`TargetRegistry`] actor) one client per registered kubeconfig (rebuilt when it changes,
 //! dropped when its registration goes), ensures the Cinder's namespace on the target, and runs one
-//! watcher per target over the owned kinds by [`OWNER_LABEL`], mapping each event back to the
-//! owning Cinder.
+//! watch per owned kind per target by [`OWNER_LABEL`] (`watches`), whose stores answer the
+//! steps' reads there and whose events wake the owning Cinder.
 
+use crate::controller::reader::{self, ClusterStores};
 use crate::crd::Cinder;
 use crate::kube_client::ClientLimits;
 use crate::kube_ext::ApiErrorExt;
@@ -21,7 +22,6 @@ use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
 use crate::pipeline::TargetCluster;
 use actix::Addr;
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -32,17 +32,16 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::NamespaceResourceScope;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 mod registry;
+mod watches;
 pub use registry::TargetRegistry;
 use registry::{
-    AbortOnDrop, CachedClient, ForgetTarget, NamespaceExists, NamespaceKnown, RecordClient,
-    WakeChannel, WatchInto,
+    CachedClient, ForgetTarget, NamespaceExists, NamespaceKnown, RecordClient, WakeChannel,
+    WatchInto,
 };
 
 /// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
@@ -66,8 +65,8 @@ async fn registration(
         }
         seen.push(ns);
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let list = api.list(&ListParams::default().labels(&selector)).await?;
-        let found = list.items.into_iter().find_map(|s| {
+        let list = reader::list_management(&api, &ListParams::default().labels(&selector)).await?;
+        let found = list.into_iter().find_map(|s| {
             s.data
                 .and_then(|mut d| d.remove(TARGET_CLUSTER_KUBECONFIG_KEY))
                 .filter(|v| !v.0.is_empty())
@@ -77,6 +76,14 @@ async fn registration(
         }
     }
     Ok(None)
+}
+
+/// A resolved target: the key of its entry (the kubeconfig's digest), its client and the stores
+/// of its watches (empty while none run).
+struct Resolved {
+    digest: String,
+    client: Client,
+    stores: ClusterStores,
 }
 
 /// Why a target cluster does not resolve (no secret material in the message).
@@ -231,7 +238,7 @@ impl TargetClusters {
         namespace: &str,
         name: &str,
     ) -> Result<Result<Client, Unresolvable>, kube::Error> {
-        Ok(self.resolve_keyed(namespace, name).await?.map(|(_, c)| c))
+        Ok(self.resolve_keyed(namespace, name).await?.map(|r| r.client))
     }
 
     /// [`Self::resolve`] with the key (kubeconfig digest) of the resolved entry.
@@ -239,7 +246,7 @@ impl TargetClusters {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Result<(String, Client), Unresolvable>, kube::Error> {
+    ) -> Result<Result<Resolved, Unresolvable>, kube::Error> {
         let namespaces = [namespace, self.lease_namespace.as_str()];
         let Some(raw) = registration(&self.management, &namespaces, name).await? else {
             self.forget_name(name);
@@ -251,8 +258,12 @@ impl TargetClusters {
             name: name.to_string(),
         };
         // A registry that is gone (shutdown) only costs the cache: the client is built anew.
-        if let Ok(Some(client)) = self.registry.send(cached).await {
-            return Ok(Ok((digest, client)));
+        if let Ok(Some((client, stores))) = self.registry.send(cached).await {
+            return Ok(Ok(Resolved {
+                digest,
+                client,
+                stores,
+            }));
         }
         let client = match client_from_kubeconfig(&raw, self.client_limits).await {
             Ok(c) => c,
@@ -262,7 +273,11 @@ impl TargetClusters {
             }
         };
         let watch = match self.registry.send(WakeChannel).await {
-            Ok(Some(wake)) => Some(self.spawn_watch(client.clone(), wake)),
+            Ok(Some(wake)) => Some(watches::start(
+                &client,
+                self.watch_namespace.as_deref(),
+                wake,
+            )),
             _ => None,
         };
         let record = RecordClient {
@@ -271,8 +286,16 @@ impl TargetClusters {
             client: client.clone(),
             watch,
         };
-        let client = self.registry.send(record).await.unwrap_or(client);
-        Ok(Ok((digest, client)))
+        let (client, stores) = self
+            .registry
+            .send(record)
+            .await
+            .unwrap_or_else(|_| (client, ClusterStores::default()));
+        Ok(Ok(Resolved {
+            digest,
+            client,
+            stores,
+        }))
     }
 
     /// The target `cinder` projects onto (`Ok(Ok(None))` when it names none), with the Cinder's
@@ -288,11 +311,16 @@ impl TargetClusters {
             return Ok(Err(why));
         }
         let namespace = cinder.namespace().unwrap_or_default();
-        let (key, client) = match self.resolve_keyed(&namespace, &target.name).await? {
-            Ok(c) => c,
+        let resolved = match self.resolve_keyed(&namespace, &target.name).await? {
+            Ok(r) => r,
             Err(why) => return Ok(Err(why)),
         };
-        if let Err(e) = self.ensure_namespace(&key, &client, &namespace).await {
+        let Resolved {
+            digest,
+            client,
+            stores,
+        } = resolved;
+        if let Err(e) = self.ensure_namespace(&digest, &client, &namespace).await {
             return Ok(Err(Unresolvable::Unreachable(
                 target.name.clone(),
                 short_error(&e),
@@ -301,6 +329,7 @@ impl TargetClusters {
         Ok(Ok(Some(TargetCluster {
             name: target.name.clone(),
             client,
+            stores,
         })))
     }
 
@@ -343,30 +372,6 @@ impl TargetClusters {
         });
         Ok(())
     }
-
-    /// One task watching the owned kinds on a target by [`OWNER_LABEL`].
-    fn spawn_watch(&self, client: Client, wake: UnboundedSender<ObjectRef<Cinder>>) -> AbortOnDrop {
-        let ns = self.watch_namespace.as_deref();
-        let streams = vec![
-            owner_events::<Deployment>(&client, ns),
-            owner_events::<Service>(&client, ns),
-            owner_events::<ConfigMap>(&client, ns),
-            owner_events::<Secret>(&client, ns),
-            owner_events::<PodDisruptionBudget>(&client, ns),
-            owner_events::<HorizontalPodAutoscaler>(&client, ns),
-            owner_events::<NetworkPolicy>(&client, ns),
-            owner_events::<Job>(&client, ns),
-            owner_events::<CronJob>(&client, ns),
-        ];
-        let mut events = futures::stream::select_all(streams);
-        AbortOnDrop(tokio::spawn(async move {
-            while let Some(owner) = events.next().await {
-                if wake.unbounded_send(owner).is_err() {
-                    return;
-                }
-            }
-        }))
-    }
 }
 
 /// A kube error in one line without a response body.
@@ -375,32 +380,6 @@ fn short_error(e: &kube::Error) -> String {
         kube::Error::Api(s) => format!("{} {}", s.code, s.reason),
         other => other.to_string(),
     }
-}
-
-/// The Cinders woken by the watch of one owned kind on a target.
-fn owner_events<K>(
-    client: &Client,
-    namespace: Option<&str>,
-) -> futures::stream::BoxStream<'static, ObjectRef<Cinder>>
-where
-    K: Resource<Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-    K::DynamicType: Default,
-{
-    // Metadata-only: the label is all the mapping needs.
-    let api: Api<PartialObjectMeta<K>> = crate::kube_ext::scoped(client, namespace);
-    watcher(api, watcher::Config::default().labels(OWNER_LABEL))
-        .default_backoff()
-        .touched_objects()
-        .filter_map(|o| async move {
-            let o = o.ok()?;
-            owner_of(o.labels().get(OWNER_LABEL)?)
-        })
-        .boxed()
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The actor that owns what the operator knows of its resolved target clusters: one client per
 //! registered kubeconfig (keyed by the kubeconfig's sha256), the target names that resolved to
-//! it, the namespaces known to exist on it, its owner-label watcher, and where watch events wake
+//! it, the namespaces known to exist on it, its owner-label watches and their stores, and where watch events wake
 //! the owning Cinder. Nothing else holds this state; [`super::TargetClusters`] asks by message.
 
+use super::watches::TargetWatches;
+use crate::controller::reader::ClusterStores;
 use crate::crd::Cinder;
 use actix::prelude::*;
 use futures::channel::mpsc::UnboundedSender;
@@ -26,8 +28,18 @@ struct Resolved {
     names: BTreeSet<String>,
     /// The namespaces known to exist on the target.
     namespaces: BTreeSet<String>,
-    /// The watcher over the owned kinds (while the controller runs).
-    _watch: Option<AbortOnDrop>,
+    /// The watches of the owned kinds (while the controller runs).
+    watch: Option<TargetWatches>,
+}
+
+impl Resolved {
+    /// The stores of the target's watches (empty without watches: reads go live).
+    fn stores(&self) -> ClusterStores {
+        self.watch
+            .as_ref()
+            .map(|w| w.stores.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// The resolved target clusters (see the module docs).
@@ -41,9 +53,10 @@ impl Actor for TargetRegistry {
     type Context = Context<Self>;
 }
 
-/// The client of kubeconfig `digest`, if resolved before; `name` is recorded as resolving to it.
+/// The client of kubeconfig `digest` and the stores of its watches, if resolved before; `name`
+/// is recorded as resolving to it.
 #[derive(Message)]
-#[rtype(result = "Option<Client>")]
+#[rtype(result = "Option<(Client, ClusterStores)>")]
 pub struct CachedClient {
     pub digest: String,
     pub name: String,
@@ -55,14 +68,15 @@ pub struct CachedClient {
 pub struct WakeChannel;
 
 /// Records the client built for kubeconfig `digest` (the one resolved first wins when two race)
-/// and returns the recorded client. `watch` is kept with it while watches run, dropped otherwise.
+/// and returns the recorded client with its watches' stores. `watch` is kept with it while
+/// watches run, dropped otherwise.
 #[derive(Message)]
-#[rtype(result = "Client")]
+#[rtype(result = "(Client, ClusterStores)")]
 pub struct RecordClient {
     pub digest: String,
     pub name: String,
     pub client: Client,
-    pub watch: Option<AbortOnDrop>,
+    pub watch: Option<TargetWatches>,
 }
 
 /// Target `name` does not resolve: the entries only it resolved to are dropped.
@@ -94,12 +108,12 @@ pub struct NamespaceExists {
 pub struct WatchInto(pub Option<UnboundedSender<ObjectRef<Cinder>>>);
 
 impl Handler<CachedClient> for TargetRegistry {
-    type Result = Option<Client>;
+    type Result = Option<(Client, ClusterStores)>;
 
-    fn handle(&mut self, msg: CachedClient, _ctx: &mut Self::Context) -> Option<Client> {
+    fn handle(&mut self, msg: CachedClient, _ctx: &mut Self::Context) -> Self::Result {
         let r = self.resolved.get_mut(&msg.digest)?;
         r.names.insert(msg.name);
-        Some(r.client.clone())
+        Some((r.client.clone(), r.stores()))
     }
 }
 
@@ -120,10 +134,10 @@ impl Handler<RecordClient> for TargetRegistry {
             client: msg.client,
             names: BTreeSet::new(),
             namespaces: BTreeSet::new(),
-            _watch: watch,
+            watch,
         });
         entry.names.insert(msg.name);
-        MessageResult(entry.client.clone())
+        MessageResult((entry.client.clone(), entry.stores()))
     }
 }
 

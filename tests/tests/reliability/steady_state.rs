@@ -1,9 +1,9 @@
 //! Steady state is quiet: once a Cinder is Ready and the operator has settled, a minute of its
-//! requests (`CINDER_STEADY_SECONDS`, 60 by default) holds no write at all, and its reads come
-//! only from the periodic pass (the API health probe every 30 s per Cinder, ±10% jitter): at
-//! most one burst per period. Each such pass still reads the Cinder's Secrets, MariaDB objects
-//! and children (about 40 requests), more than the probe alone. Watches are the event streams the
-//! operator keeps open (re-opened when the server ends them), not polling, and are not counted.
+//! requests (`CINDER_STEADY_SECONDS`, 60 by default) holds no write at all, and its only reads
+//! are the periodic pass's API health probe (every 30 s per Cinder, ±10% jitter): at most one
+//! per period. The passes read the Cinder's Secrets, MariaDB objects and children from the
+//! watches' stores. Watches are the event streams the operator keeps open (re-opened when the
+//! server ends them), not polling, and are not counted.
 
 use cinder_e2e::group_helpers::*;
 use cinder_e2e::operator_process::count_from_env;
@@ -81,6 +81,22 @@ async fn after_ready_the_operator_only_polls() {
         "{} bursts of reads in {seconds} s, more than one per 27 s: {:#?}",
         bursts.len(),
         describe(&window)
+    );
+    // Only the health probe (through the Service proxy) reaches the API server, once a period.
+    let (probes, others): (Vec<_>, Vec<_>) = window
+        .iter()
+        .copied()
+        .partition(|r| r.resource == "services" && r.subresource == "proxy");
+    assert!(
+        others.is_empty(),
+        "reads other than the health probe in steady state: {:#?}",
+        describe(&others)
+    );
+    assert!(
+        probes.len() as u64 <= periods,
+        "{} health probes in {seconds} s, more than one per 27 s: {:#?}",
+        probes.len(),
+        describe(&probes)
     );
     let mut per_target: BTreeMap<String, u64> = BTreeMap::new();
     for r in &window {

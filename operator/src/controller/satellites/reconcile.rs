@@ -13,6 +13,7 @@ use super::status::{
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
+use crate::controller::reader::{self, ReadScope};
 use crate::crd::{Cinder, SatelliteStatus};
 use crate::kube_ext::{FIELD_MANAGER, finalizer};
 use crate::names;
@@ -206,9 +207,10 @@ async fn projected<S: SatelliteKind>(
     let Some(Ok(target)) = placement else {
         return Ok(false);
     };
-    let client = target
-        .as_ref()
-        .map_or_else(|| ctx.op.client.clone(), |t| t.client.clone());
+    let (client, stores) = target.as_ref().map_or_else(
+        || (ctx.op.client.clone(), ctx.op.reads.clone()),
+        |t| (t.client.clone(), t.stores.clone()),
+    );
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let secrets: Api<Secret> = Api::namespaced(client, &ns);
@@ -219,10 +221,10 @@ async fn projected<S: SatelliteKind>(
             (PROJECTION_LABEL, S::PROJECTION),
         ],
     );
-    let list = secrets
-        .list_metadata(&ListParams::default().labels(&sel))
+    let list = stores
+        .list(&secrets, &ListParams::default().labels(&sel))
         .await?;
-    Ok(!list.items.is_empty())
+    Ok(!list.is_empty())
 }
 
 /// One reconcile of one satellite (a success resets its failure count).
@@ -231,7 +233,8 @@ pub async fn reconcile<S: SatelliteKind>(
     ctx: Arc<SatelliteContext>,
 ) -> Result<Action, SatelliteError> {
     let key = backoff_key(obj.as_ref());
-    let result = reconcile_once(obj, ctx.clone()).await;
+    let scope = ReadScope::management(&ctx.op.reads);
+    let result = reader::within(scope, reconcile_once(obj, ctx.clone())).await;
     if result.is_ok() {
         ctx.backoffs.succeeded(&key);
     }
@@ -249,7 +252,7 @@ async fn reconcile_once<S: SatelliteKind>(
     }
     let api: Api<S> = Api::namespaced(ctx.op.client.clone(), &ns);
     let cinders: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &ns);
-    let parent = cinders.get_opt(obj.parent()).await?;
+    let parent = reader::get_management(&cinders, obj.parent()).await?;
 
     if obj.meta().deletion_timestamp.is_some() {
         return match S::FINALIZER {

@@ -9,6 +9,7 @@
 //! propagation) in one pass and created again in a later one.
 
 use super::services::DatabaseServices;
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
@@ -233,8 +234,7 @@ pub async fn read_job(
     name: &str,
 ) -> Result<Option<ObservedJob>, kube::Error> {
     let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    Ok(api
-        .get_opt(name)
+    Ok(reader::get_child(&api, name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none())
         .map(|j| observe(&j)))

@@ -5,6 +5,7 @@
 //! owned by the Cinder and named after it. Brownfield (spec.database.host) provisions nothing.
 
 use crate::conditions::{Cond, kind, reason};
+use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
@@ -151,7 +152,7 @@ pub async fn provision(
     let cluster_ns = cluster.namespace.clone().unwrap_or_else(|| ns.clone());
     let mariadbs: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &cluster_ns, &mariadb_resource());
-    let found = match mariadbs.get_opt(&cluster.name).await {
+    let found = match reader::get_management(&mariadbs, &cluster.name).await {
         Ok(found) => found,
         // The mariadb-operator CRDs are not installed.
         Err(e) if e.is_not_found() => None,
@@ -193,7 +194,7 @@ pub async fn provision(
         let ar = kind.resource();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
         let spec = sql_spec(cinder, kind, &username, cap);
-        match api.get_opt(&object_name).await? {
+        match reader::get_management(&api, &object_name).await? {
             None => {
                 let mut obj = DynamicObject::new(&object_name, &ar).data(json!({ "spec": spec }));
                 obj.metadata = management_child_meta(cinder, &object_name, &[]);

@@ -17,6 +17,7 @@ use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
 use super::super::workloads::config_mount;
 use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
 use crate::conditions::event_reason;
+use crate::controller::reader;
 use crate::crd::{Cinder, CinderBackend};
 use crate::kube_ext::finalizer;
 use crate::kube_ext::{create_if_absent, delete_if_present};
@@ -226,8 +227,7 @@ async fn observe_backend(
     .is_some();
     let job_name = names::service_remove_job(cinder, backend);
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let live = jobs
-        .get_opt(&job_name)
+    let live = reader::get_child(&jobs, &job_name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none());
     let job_of_earlier_backend = live
