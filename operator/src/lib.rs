@@ -16,6 +16,7 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod embedded;
+pub mod entry;
 pub mod events;
 pub mod http;
 pub mod kube_client;

@@ -1,7 +1,6 @@
 //! The operator binary as its own process against an embedded cluster, for the crash tests: the
-//! binary built once per test binary (`cargo build -p cinder-operator --bin cinder-operator`
-//! into the same target folder), started through the cluster's kubeconfig with free ports and a
-//! pod name of its own (so its Lease holder identity says which process it was), killed with
+//! program built with the tests (the `operator-under-test` binary of this package), started
+//! through the cluster's kubeconfig with free ports and a pod name of its own (so its Lease holder identity says which process it was), killed with
 //! SIGKILL, and restarted; plus the seeded schedule of kill points.
 
 use anyhow::Context as _;
@@ -12,46 +11,57 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The target folder of this test binary (`CARGO_TARGET_DIR`, else three levels above it).
-fn target_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return Ok(PathBuf::from(dir));
-    }
-    let exe = std::env::current_exe()?;
-    exe.ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .context("the test executable has no target folder")
-}
-
-/// The `cinder-operator` binary of this workspace, built (debug profile) on first use.
+/// The operator program for the process tests: the `operator-under-test` binary of this package
+/// (`cinder_operator::entry::main`), which cargo builds beside the test executables, with the
+/// same features, before it runs an integration test of this package. A caller outside
+/// `cargo test` (a benchmark run by `cargo run --bin`) gets it built on first use.
 pub fn operator_binary() -> anyhow::Result<PathBuf> {
     static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BINARY
-        .get_or_init(|| build_operator().map_err(|e| format!("{e:#}")))
+        .get_or_init(|| find_or_build().map_err(|e| format!("{e:#}")))
         .clone()
         .map_err(anyhow::Error::msg)
 }
 
-fn build_operator() -> anyhow::Result<PathBuf> {
+/// The profile folder (`target/debug`) of this executable: a test executable lives in its
+/// `deps/`, a binary in the folder itself.
+fn profile_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let parent = exe.parent().context("the executable has no folder")?;
+    let dir = if parent.ends_with("deps") {
+        parent.parent().context("deps/ has no parent")?
+    } else {
+        parent
+    };
+    Ok(dir.to_path_buf())
+}
+
+fn find_or_build() -> anyhow::Result<PathBuf> {
+    let dir = profile_dir()?;
+    let bin = dir.join(OPERATOR_BIN);
+    if bin.is_file() {
+        return Ok(bin);
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target = target_dir()?;
+    let target = dir.parent().context("the profile folder has no parent")?;
     let out = Command::new(&cargo)
-        .args(["build", "-p", "cinder-operator", "--bin", "cinder-operator"])
-        .env("CARGO_TARGET_DIR", &target)
+        .args(["build", "-p", "cinder-e2e", "--bin", OPERATOR_BIN])
+        .env("CARGO_TARGET_DIR", target)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdin(Stdio::null())
         .output()
         .context("running cargo build for the operator binary")?;
     anyhow::ensure!(
         out.status.success(),
-        "cargo build -p cinder-operator failed: {}",
+        "cargo build --bin {OPERATOR_BIN} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let bin = target.join("debug").join("cinder-operator");
     anyhow::ensure!(bin.is_file(), "{} was not built", bin.display());
     Ok(bin)
 }
+
+/// The binary of this package that is the operator program.
+const OPERATOR_BIN: &str = "operator-under-test";
 
 /// One running `cinder-operator run` process.
 pub struct OperatorProcess {
