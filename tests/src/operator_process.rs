@@ -1,7 +1,8 @@
 //! The operator binary as its own process against an embedded cluster, for the crash tests: the
 //! program built with the tests (the `operator-under-test` binary of this package), started
-//! through the cluster's kubeconfig with free ports and a pod name of its own (so its Lease holder identity says which process it was), killed with
-//! SIGKILL, and restarted; plus the seeded schedule of kill points.
+//! through the cluster's kubeconfig with free ports and a pod name of its own (so its Lease
+//! holder identity says which process it was), killed with SIGKILL, and restarted; plus the
+//! seeded schedule of kill points.
 
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
