@@ -7,11 +7,13 @@
 //! satellites), polling waits with generous timeouts, and a capture of every tracing line the
 //! process emits (to prove no secret value is logged).
 
+pub mod bench_cluster;
 pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod group_helpers;
 pub mod observability_helpers;
 pub mod operator_process;
+pub mod operator_replica;
 pub mod request_checks;
 pub mod target_helpers;
 pub mod workload_helpers;

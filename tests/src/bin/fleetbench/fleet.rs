@@ -3,45 +3,25 @@
 
 use crate::args::Args;
 use crate::measure::{Requests, by_operator, quantile, requests_between, watches_opened};
-use crate::replica::{Replica, ReplicaOptions};
 use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
+use cinder_e2e::bench_cluster::{create_bench_cinder, scaled_controllers};
 use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::operator_replica::{Replica, ReplicaOptions};
 use cinder_e2e::target_helpers::register_with;
-use cinder_e2e::{
-    NS, cinder_json, create_cluster_store, create_namespace, install_crds, put_secret,
-};
-use cinder_operator::crd::{Cinder, CinderBackend};
-use cinder_sim::controllers::config::{ControllersConfig, Switch};
+use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
+use cinder_operator::crd::Cinder;
+use cinder_sim::controllers::config::ControllersConfig;
 use cinder_sim::faults::RateLimit;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use std::time::{Duration, Instant};
 
 /// Creates in flight at once while the fleet is created.
 const CREATE_PARALLELISM: usize = 16;
-
-fn scaled(s: &Switch, scale: f64) -> Switch {
-    Switch {
-        enabled: s.enabled,
-        delay: s.delay.mul_f64(scale),
-    }
-}
-
-/// The simulated controllers with every delay times `scale`.
-fn controllers(scale: f64) -> ControllersConfig {
-    let mut c = ControllersConfig::default();
-    c.deployments.switch = scaled(&c.deployments.switch, scale);
-    c.jobs.switch = scaled(&c.jobs.switch, scale);
-    c.mariadb.switch = scaled(&c.mariadb.switch, scale);
-    c.secret_stores.switch = scaled(&c.secret_stores.switch, scale);
-    c.gateways.switch = scaled(&c.gateways.switch, scale);
-    c.autoscalers = scaled(&c.autoscalers, scale);
-    c
-}
 
 /// The longest chain of simulated delays one Cinder waits through: the store validates, the
 /// MariaDB cluster and then its Database/User/Grant become Ready, the db-sync Job runs, the
@@ -56,7 +36,7 @@ pub fn delay_chain(c: &ControllersConfig) -> Duration {
 fn cluster_config(args: &Args) -> ClusterConfig {
     let capacity = (args.cinders as usize * 600).max(200_000);
     ClusterConfig {
-        controllers: controllers(args.delay_scale),
+        controllers: scaled_controllers(args.delay_scale),
         request_log_capacity: capacity,
         faults: cinder_sim::FaultConfig {
             rate_limit: args.api_qps.map(|qps| RateLimit {
@@ -77,54 +57,16 @@ fn cinder_name(i: u32) -> String {
 /// Cinder `i` with its own credential Secrets and `backends` NFS backends, on target
 /// `i mod targets` when there are targets.
 async fn create_one(client: &Client, i: u32, args: &Args) -> anyhow::Result<()> {
-    let name = cinder_name(i);
-    let (db, keystone, rabbit) = (
-        format!("{name}-db"),
-        format!("{name}-keystone"),
-        format!("{name}-rabbit"),
-    );
-    put_secret(
+    let target = (args.targets > 0).then(|| format!("t{}", i % args.targets));
+    create_bench_cinder(
         client,
-        &db,
-        &[("username", "cinder"), ("password", "fleet-db")],
+        &cinder_name(i),
+        args.backends,
+        target.as_deref(),
+        "fleet-db",
+        serde_json::json!({}),
     )
-    .await?;
-    put_secret(client, &keystone, &[("password", "fleet-keystone")]).await?;
-    put_secret(
-        client,
-        &rabbit,
-        &[
-            ("username", "cinder"),
-            ("password", "fleet-rabbit"),
-            ("host", "rabbitmq"),
-        ],
-    )
-    .await?;
-    let mut extra = serde_json::json!({
-        "database": {"clusterRef": {"name": "mariadb"}, "secretRef": {"name": db}},
-        "messaging": {"secretRef": {"name": rabbit}},
-        "serviceUser": {"secretRef": {"name": keystone}},
-    });
-    if args.targets > 0 {
-        extra["targetClusterRef"] = serde_json::json!({"name": format!("t{}", i % args.targets)});
-    }
-    let cinder: Cinder = serde_json::from_value(cinder_json(&name, extra))?;
-    Api::<Cinder>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &cinder)
-        .await?;
-    for b in 0..args.backends {
-        let backend: CinderBackend = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
-            "kind": "CinderBackend",
-            "metadata": {"name": format!("{name}-nfs{b}"), "namespace": NS},
-            "spec": {"cinderRef": {"name": name}, "type": "NFS",
-                     "nfs": {"server": "nfs.example", "path": format!("/exports/{name}/{b}")}}
-        }))?;
-        Api::<CinderBackend>::namespaced(client.clone(), NS)
-            .create(&PostParams::default(), &backend)
-            .await?;
-    }
-    Ok(())
+    .await
 }
 
 /// How many Cinders in [`NS`] have Ready=True.
