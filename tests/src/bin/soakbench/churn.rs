@@ -132,7 +132,7 @@ impl Churn {
         self.actions[slot as usize] += 1;
         match action {
             Action::UpdateSpec => {
-                let debug = if n % 2 == 0 { "true" } else { "false" };
+                let debug = if n.is_multiple_of(2) { "true" } else { "false" };
                 let patch =
                     serde_json::json!({"spec": {"extraConfig": {"DEFAULT": {"debug": debug}}}});
                 Api::<Cinder>::namespaced(self.client.clone(), NS)

@@ -102,20 +102,26 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         last_read = Instant::now();
         passes = passes_from_metrics(&replica.metrics_text().await?);
         if passes >= next_sample {
-            let s = sample(&replica, &client, passes, clock).await?;
-            eprintln!(
-                "soakbench: {} passes, {:.0} s, {:.1} MiB",
-                s.passes,
-                s.seconds,
-                s.rss_bytes as f64 / 1048576.0
-            );
-            samples.push(s);
-            next_sample = passes - passes % args.sample_every + args.sample_every;
+            // A sample the API server fails to answer for is taken at the next reading.
+            match sample(&replica, &client, passes, clock).await {
+                Ok(s) => {
+                    eprintln!(
+                        "soakbench: {} passes, {:.0} s, {:.1} MiB",
+                        s.passes,
+                        s.seconds,
+                        s.rss_bytes as f64 / 1048576.0
+                    );
+                    samples.push(s);
+                    next_sample = passes - passes % args.sample_every + args.sample_every;
+                }
+                Err(e) => eprintln!("soakbench: sampling at {passes} passes failed: {e:#}"),
+            }
         }
     }
-    let last = sample(&replica, &client, passes, clock).await?;
-    if samples.last().map(|s| s.passes) != Some(last.passes) {
-        samples.push(last);
+    match sample(&replica, &client, passes, clock).await {
+        Ok(last) if samples.last().map(|s| s.passes) != Some(last.passes) => samples.push(last),
+        Ok(_) => {}
+        Err(e) => eprintln!("soakbench: the last sample failed: {e:#}"),
     }
     replica.stop(Duration::from_secs(40)).await;
     cluster.shutdown().await;
