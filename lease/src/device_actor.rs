@@ -9,7 +9,9 @@
 //! Messages: [`Pending`] / [`Withdrawn`] (a request starts / gives up waiting in process), [`Take`]
 //! (granted in process: the parked Lease, or a fresh acquisition), [`EndHold`] (hand the Lease over
 //! or release it), [`Abandon`], [`ViewSlot`]. A [`DeviceDirectory`] actor maps device ids to their
-//! actors.
+//! actors; a device actor that falls idle (nobody holds, waits for or inherits its Lease, and its
+//! release is done) tells the directory ([`Idle`]), which forgets it unless its address was handed
+//! out meanwhile, so the directory holds the devices in use, not every device ever locked.
 
 use crate::error::LeaseError;
 use crate::held_lease::{HeldLease, LostSignal};
@@ -37,6 +39,10 @@ pub(crate) struct DeviceActor {
     max_handovers: u32,
     pending: usize,
     holder: Option<InProcessHolder>,
+    /// Requests counted in so far ([`Pending`] messages): the directory compares it with the
+    /// addresses it handed out.
+    requests: u64,
+    directory: Addr<DeviceDirectory>,
 }
 
 impl Actor for DeviceActor {
@@ -44,12 +50,29 @@ impl Actor for DeviceActor {
 }
 
 impl DeviceActor {
+    /// Tells the directory when nobody holds, waits for or inherits the Lease.
+    fn report_if_idle(&self) {
+        if self.pending == 0 && self.holder.is_none() && self.parked.is_none() {
+            self.directory.do_send(Idle {
+                device: self.lease.device_id().to_owned(),
+                requests: self.requests,
+            });
+        }
+    }
+
     /// A parked Lease that nobody is going to inherit (no pending request, no holder) is released.
     fn release_orphan(&mut self, ctx: &mut Context<Self>) {
         if self.pending == 0 && self.holder.is_none() {
             self.handovers = 0;
-            if let Some(held) = self.parked.take() {
-                ctx.wait(release(held).into_actor(self));
+            match self.parked.take() {
+                Some(held) => {
+                    ctx.wait(
+                        release(held)
+                            .into_actor(self)
+                            .map(|(), act, _| act.report_if_idle()),
+                    );
+                }
+                None => self.report_if_idle(),
             }
         }
     }
@@ -78,7 +101,8 @@ impl DeviceActor {
                     let _ = done.send(());
                 }
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(|(), act, _| act.report_if_idle()),
         );
     }
 }
@@ -99,6 +123,7 @@ impl Handler<Pending> for DeviceActor {
     type Result = ();
     fn handle(&mut self, _msg: Pending, _ctx: &mut Context<Self>) {
         self.pending += 1;
+        self.requests += 1;
     }
 }
 
@@ -164,7 +189,8 @@ impl DeviceActor {
             Err(_) => self.holder = None,
         }
         match reply.send(acquired) {
-            Ok(()) => {}
+            // A refusal leaves the device without a holder.
+            Ok(()) => self.report_if_idle(),
             // The caller went away: its tenure ends here.
             Err(Ok(held)) => self.end_hold(held, None, ctx),
             Err(Err(_)) => self.release_orphan(ctx),
@@ -207,7 +233,8 @@ impl Handler<Abandon> for DeviceActor {
                 held.abandon().await;
                 let _ = done.send(());
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(|(), act, _| act.report_if_idle()),
         );
     }
 }
@@ -241,9 +268,16 @@ impl Handler<ViewSlot> for DeviceActor {
     }
 }
 
-/// Maps device ids to their actors, starting one (with its one Lease client) on first use.
+/// A device actor and how many times its address was handed out.
+struct DeviceEntry {
+    addr: Addr<DeviceActor>,
+    handed: u64,
+}
+
+/// Maps device ids to their actors, starting one (with its one Lease client) on first use and
+/// forgetting it when it falls idle.
 pub(crate) struct DeviceDirectory {
-    devices: HashMap<String, Addr<DeviceActor>>,
+    devices: HashMap<String, DeviceEntry>,
     new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
     max_handovers: u32,
 }
@@ -272,9 +306,10 @@ pub(crate) struct Device(pub(crate) String);
 
 impl Handler<Device> for DeviceDirectory {
     type Result = MessageResult<Device>;
-    fn handle(&mut self, msg: Device, _ctx: &mut Context<Self>) -> Self::Result {
-        if let Some(addr) = self.devices.get(&msg.0) {
-            return MessageResult(addr.clone());
+    fn handle(&mut self, msg: Device, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(entry) = self.devices.get_mut(&msg.0) {
+            entry.handed += 1;
+            return MessageResult(entry.addr.clone());
         }
         let actor = DeviceActor {
             lease: Arc::new((self.new_lease)(&msg.0)),
@@ -283,10 +318,42 @@ impl Handler<Device> for DeviceDirectory {
             max_handovers: self.max_handovers,
             pending: 0,
             holder: None,
+            requests: 0,
+            directory: ctx.address(),
         };
         let addr = actor.start();
-        self.devices.insert(msg.0, addr.clone());
+        self.devices.insert(
+            msg.0,
+            DeviceEntry {
+                addr: addr.clone(),
+                handed: 1,
+            },
+        );
         MessageResult(addr)
+    }
+}
+
+/// The device actor of `device` fell idle after `requests` requests. Every request takes the
+/// address from the directory and counts itself in at once, so when the directory handed the
+/// address out exactly `requests` times nobody else has it: the directory forgets the actor
+/// (which stops with its last address). A lookup that came first keeps it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Idle {
+    device: String,
+    requests: u64,
+}
+
+impl Handler<Idle> for DeviceDirectory {
+    type Result = ();
+    fn handle(&mut self, msg: Idle, _ctx: &mut Context<Self>) {
+        if self
+            .devices
+            .get(&msg.device)
+            .is_some_and(|e| e.handed == msg.requests)
+        {
+            self.devices.remove(&msg.device);
+        }
     }
 }
 
@@ -298,6 +365,6 @@ pub(crate) struct AllDevices;
 impl Handler<AllDevices> for DeviceDirectory {
     type Result = MessageResult<AllDevices>;
     fn handle(&mut self, _msg: AllDevices, _ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.devices.values().cloned().collect())
+        MessageResult(self.devices.values().map(|e| e.addr.clone()).collect())
     }
 }

@@ -7,16 +7,17 @@
 //! satellites), polling waits with generous timeouts, and a capture of every tracing line the
 //! process emits (to prove no secret value is logged).
 
+pub mod bench_cluster;
 pub mod clients;
 pub mod database_helpers;
 pub mod deploy_helpers;
 pub mod fixtures;
-pub mod fleet_helpers;
 pub mod group_helpers;
 pub mod harness;
 pub mod log_capture;
 pub mod observability_helpers;
 pub mod operator_process;
+pub mod operator_replica;
 pub mod request_checks;
 pub mod target_helpers;
 pub mod test_env;

@@ -607,3 +607,36 @@ async fn a_release_interrupted_half_way_never_clears_the_next_holders_lease() {
     }
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_no_longer_locked_are_forgotten() {
+    let cluster = cluster().await;
+    let locks = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;
+    // Thirty devices locked and released one after the other, and one refused (held by another
+    // replica): none of them is remembered afterwards, in the directory or the coordinator.
+    for i in 0..30 {
+        let guard = locks
+            .lock(&format!("db:gone/{i}"), Priority::Default)
+            .await
+            .unwrap();
+        guard.release().await;
+    }
+    let other = replica(&cluster, "replica-b", long_lease(), SHORT, None).await;
+    let held = other.lock("db:taken", Priority::Default).await.unwrap();
+    assert!(matches!(
+        locks.lock("db:taken", Priority::Default).await,
+        Err(DeviceLockError::DeviceBusy { .. })
+    ));
+    eventually("every idle device forgotten", || async {
+        let devices = locks.inspect().await.devices;
+        let resources = locks.coordinator().inspect().await.unwrap().resources;
+        devices.is_empty() && resources.iter().all(|r| r.kind != "device")
+    })
+    .await;
+    // A device locked again gets a fresh actor that works as before.
+    let again = locks.lock("db:gone/3", Priority::High).await.unwrap();
+    assert_eq!(locks.inspect().await.devices.len(), 1);
+    again.release().await;
+    held.release().await;
+    cluster.shutdown().await;
+}

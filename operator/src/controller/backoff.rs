@@ -34,7 +34,7 @@ impl Backoffs {
         jittered(interval(*n))
     }
 
-    /// Forgets the failures of `key` (its reconcile succeeded).
+    /// Forgets the failures of `key` (its reconcile succeeded, or the object is gone).
     pub fn succeeded(&self, key: &str) {
         let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         failures.remove(key);

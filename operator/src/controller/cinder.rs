@@ -170,6 +170,35 @@ async fn finalize(
     Ok(Action::await_change())
 }
 
+/// Forgets each Cinder that left the cluster (the index's Cinder departures) until `shutdown`:
+/// its pipeline actor and `/pipelines` record, its metric series and what the step actors
+/// remember of it ([`Forget`], which the finalizer's release sends too; a Cinder that goes
+/// without that release, deleted before its finalizer was added or with the finalizer removed
+/// by hand, is forgotten only here), and its failure count.
+pub async fn forget_departed(
+    mut departures: futures::channel::mpsc::UnboundedReceiver<(String, String)>,
+    ctx: Arc<CinderReconciler>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use futures::StreamExt as _;
+    loop {
+        let (namespace, name) = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            next = departures.next() => match next {
+                Some(key) => key,
+                None => return,
+            },
+        };
+        ctx.backoffs.succeeded(&format!("{namespace}/{name}"));
+        // The registry goes only with the operator; nothing is left to forget then.
+        let _ = ctx
+            .op
+            .pipelines
+            .send(Forget(CinderKey { namespace, name }))
+            .await;
+    }
+}
+
 /// A pass that could not finish (the controller retries it through `error_policy`).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {

@@ -9,7 +9,8 @@
 //! - the store a Cinder selects (spec.secretStoreRef) and the MariaDB it names (spec.database.clusterRef).
 //!
 //! Every lookup is one hash-map probe. A Secret several legs match yields one request (lookups
-//! return sets). A satellite that leaves the cluster is reported on the departures channel.
+//! return sets). A satellite or a Cinder that leaves the cluster (deleted, or missing from a
+//! relist) is reported on its departures channel, so what the operator keeps of it goes too.
 
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, Satellite, SecretStoreKind};
 use kube::ResourceExt;
@@ -261,16 +262,19 @@ fn requests(ns: &str, names: impl IntoIterator<Item = String>) -> Vec<ObjectRef<
 }
 
 impl IndexState {
-    /// Applies a Cinder watch event.
-    pub fn apply_cinder(&mut self, event: &watcher::Event<Cinder>) {
+    /// Applies a Cinder watch event; returns the Cinders that left.
+    pub fn apply_cinder(&mut self, event: &watcher::Event<Cinder>) -> Vec<Key> {
+        let mut departed = Vec::new();
         for (key, old, new) in self.cinders.apply(event, CinderRefs::of) {
             if let Some(old) = old {
                 self.index_cinder(&key, &old, false);
             }
-            if let Some(new) = new {
-                self.index_cinder(&key, &new, true);
+            match new {
+                Some(new) => self.index_cinder(&key, &new, true),
+                None => departed.push(key),
             }
         }
+        departed
     }
 
     /// Applies a CinderBackend watch event; returns the backends that left.
@@ -452,12 +456,28 @@ impl IndexState {
     }
 }
 
+/// The receiving ends of the index's departures.
+pub struct Departures {
+    /// Satellites that left.
+    pub satellites: futures::channel::mpsc::UnboundedReceiver<Departed>,
+    /// Cinders that left, `(namespace, name)`.
+    pub cinders: futures::channel::mpsc::UnboundedReceiver<Key>,
+}
+
+/// What one index update reports as gone.
+#[derive(Default)]
+struct Gone {
+    satellites: Vec<Departed>,
+    cinders: Vec<Key>,
+}
+
 /// The shared handle the watch mappers, the watches and the readiness check use.
 #[derive(Clone)]
 pub struct IndexHandle {
     state: Arc<RwLock<IndexState>>,
     synced: tokio::sync::watch::Sender<bool>,
     departures: futures::channel::mpsc::UnboundedSender<Departed>,
+    cinder_departures: futures::channel::mpsc::UnboundedSender<Key>,
 }
 
 impl std::fmt::Debug for IndexHandle {
@@ -467,18 +487,23 @@ impl std::fmt::Debug for IndexHandle {
 }
 
 impl IndexHandle {
-    /// An empty index and the receiving end of its departures.
-    pub fn new() -> (
-        IndexHandle,
-        futures::channel::mpsc::UnboundedReceiver<Departed>,
-    ) {
-        let (departures, rx) = futures::channel::mpsc::unbounded();
+    /// An empty index and the receiving ends of its departures.
+    pub fn new() -> (IndexHandle, Departures) {
+        let (departures, satellites) = futures::channel::mpsc::unbounded();
+        let (cinder_departures, cinders) = futures::channel::mpsc::unbounded();
         let handle = IndexHandle {
             state: Arc::default(),
             synced: tokio::sync::watch::Sender::new(false),
             departures,
+            cinder_departures,
         };
-        (handle, rx)
+        (
+            handle,
+            Departures {
+                satellites,
+                cinders,
+            },
+        )
     }
 
     /// The index for reading (lookups are one hash probe each; hold the guard briefly).
@@ -486,15 +511,18 @@ impl IndexHandle {
         self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self, apply: impl FnOnce(&mut IndexState) -> Vec<Departed>) {
-        let (departed, synced) = {
+    fn write(&self, apply: impl FnOnce(&mut IndexState) -> Gone) {
+        let (gone, synced) = {
             let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-            let departed = apply(&mut state);
-            (departed, state.synced())
+            let gone = apply(&mut state);
+            (gone, state.synced())
         };
-        for d in departed {
-            // The receiver goes only with the operator; nothing is left to forget then.
+        // The receivers go only with the operator; nothing is left to forget then.
+        for d in gone.satellites {
             let _ = self.departures.unbounded_send(d);
+        }
+        for c in gone.cinders {
+            let _ = self.cinder_departures.unbounded_send(c);
         }
         self.synced.send_if_modified(|s| {
             let changed = *s != synced;
@@ -507,9 +535,9 @@ impl IndexHandle {
     pub fn on_cinder(&self) -> impl FnMut(&watcher::Event<Cinder>) + Send + 'static {
         let ix = self.clone();
         move |e| {
-            ix.write(|s| {
-                s.apply_cinder(e);
-                Vec::new()
+            ix.write(|s| Gone {
+                cinders: s.apply_cinder(e),
+                ..Gone::default()
             })
         }
     }
@@ -517,7 +545,12 @@ impl IndexHandle {
     /// Feeds the index from the CinderBackend watch.
     pub fn on_backend(&self) -> impl FnMut(&watcher::Event<CinderBackend>) + Send + 'static {
         let ix = self.clone();
-        move |e| ix.write(|s| s.apply_backend(e))
+        move |e| {
+            ix.write(|s| Gone {
+                satellites: s.apply_backend(e),
+                ..Gone::default()
+            })
+        }
     }
 
     /// Feeds the index from the CinderBackupBackend watch.
@@ -525,7 +558,12 @@ impl IndexHandle {
         &self,
     ) -> impl FnMut(&watcher::Event<CinderBackupBackend>) + Send + 'static {
         let ix = self.clone();
-        move |e| ix.write(|s| s.apply_backup_backend(e))
+        move |e| {
+            ix.write(|s| Gone {
+                satellites: s.apply_backup_backend(e),
+                ..Gone::default()
+            })
+        }
     }
 
     /// Waits until all three sources delivered their first complete list.
@@ -635,6 +673,22 @@ mod tests {
         s.apply_backend(&watcher::Event::InitDone);
         s.apply_backup_backend(&watcher::Event::InitDone);
         assert!(s.synced());
+    }
+
+    #[test]
+    fn a_departed_cinder_is_reported_by_a_delete_and_by_a_relist() {
+        let mut s = IndexState::default();
+        let key = |n: &str| ("ns".to_string(), n.to_string());
+        assert!(
+            s.apply_cinder(&watcher::Event::Apply(cinder("ns", "c1", "d", "s", "m")))
+                .is_empty()
+        );
+        s.apply_cinder(&watcher::Event::Apply(cinder("ns", "c2", "d", "s", "m")));
+        let gone = s.apply_cinder(&watcher::Event::Delete(cinder("ns", "c1", "d", "s", "m")));
+        assert_eq!(gone, vec![key("c1")]);
+        s.apply_cinder(&watcher::Event::Init);
+        let gone = s.apply_cinder(&watcher::Event::InitDone);
+        assert_eq!(gone, vec![key("c2")], "the relist without c2 departs it");
     }
 
     #[test]

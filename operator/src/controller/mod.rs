@@ -217,6 +217,11 @@ pub async fn run_operator(
         backoffs: backoff::Backoffs::default(),
         recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
     });
+    let departed_cinders = tokio::spawn(cinder::forget_departed(
+        departures.cinders,
+        reconciler.clone(),
+        shutdown.clone(),
+    ));
     let cinder_run = cinders
         .run(cinder::reconcile, cinder::error_policy, reconciler)
         .for_each(|r| {
@@ -275,7 +280,7 @@ pub async fn run_operator(
     };
     let readiness = tokio::spawn(readiness);
     let departed = tokio::spawn(satellites::forget_departed(
-        departures,
+        departures.satellites,
         ctx.coordinator.clone(),
         shutdown.clone(),
     ));
@@ -288,5 +293,6 @@ pub async fn run_operator(
     waking.abort();
     ctx.reads.clear();
     let _ = departed.await;
+    let _ = departed_cinders.await;
     Ok(())
 }

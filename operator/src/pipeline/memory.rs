@@ -2,13 +2,19 @@
 //! counted in the metrics, an event published for a Job) and results it reuses for a while
 //! (the HealthCheck probe's condition). [`Memory`] is the plain state the step actor owns;
 //! a run reaches it through [`StepMemory`], which messages the actor, so nothing else holds it.
-//! Everything of a Cinder is dropped when the Cinder goes ([`Memory::forget`]).
+//! Everything of a Cinder is dropped when the Cinder goes ([`Memory::forget`]); while it lives,
+//! at most [`SEEN_PER_CINDER`] keys are kept (the oldest go first: they name Jobs long gone,
+//! and the durable marker on a Job still answers for it), so a Cinder whose CronJob spawns a Job
+//! a day does not grow its memory forever.
 
 use super::key::CinderKey;
 use crate::conditions::Cond;
 use actix::prelude::*;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
+
+/// The most keys one step remembers of one Cinder.
+pub const SEEN_PER_CINDER: usize = 64;
 
 /// A condition reused until `until`.
 #[derive(Clone, Debug)]
@@ -21,6 +27,8 @@ struct Cached {
 #[derive(Clone, Debug, Default)]
 struct CinderMemory {
     seen: BTreeSet<String>,
+    /// The keys of `seen`, oldest first.
+    seen_order: VecDeque<String>,
     cached: BTreeMap<String, Cached>,
 }
 
@@ -31,19 +39,28 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// True the first time `key` is asked for `cinder` (it is remembered from then on).
+    /// True the first time `key` is asked for `cinder` (it is remembered from then on, among
+    /// the last [`SEEN_PER_CINDER`] keys of that Cinder).
     pub fn first_time(&mut self, cinder: &CinderKey, key: &str) -> bool {
-        self.by_cinder
-            .entry(cinder.clone())
-            .or_default()
-            .seen
-            .insert(key.to_string())
+        let m = self.by_cinder.entry(cinder.clone()).or_default();
+        if !m.seen.insert(key.to_string()) {
+            return false;
+        }
+        m.seen_order.push_back(key.to_string());
+        while m.seen_order.len() > SEEN_PER_CINDER {
+            if let Some(oldest) = m.seen_order.pop_front() {
+                m.seen.remove(&oldest);
+            }
+        }
+        true
     }
 
     /// Forgets `key` of `cinder` (what it stood for did not happen after all; try again).
     pub fn unsee(&mut self, cinder: &CinderKey, key: &str) {
-        if let Some(m) = self.by_cinder.get_mut(cinder) {
-            m.seen.remove(key);
+        if let Some(m) = self.by_cinder.get_mut(cinder)
+            && m.seen.remove(key)
+        {
+            m.seen_order.retain(|k| k != key);
         }
     }
 
@@ -241,6 +258,20 @@ mod tests {
         assert!(m.first_time(&key("b"), "uid1"), "per Cinder");
         m.unsee(&key("a"), "uid1");
         assert!(m.first_time(&key("a"), "uid1"));
+    }
+
+    #[test]
+    fn a_long_lived_cinder_keeps_only_its_latest_keys() {
+        let mut m = Memory::default();
+        for job in 0..1000 {
+            assert!(m.first_time(&key("a"), &format!("uid{job}")));
+        }
+        let a = &m.by_cinder[&key("a")];
+        assert_eq!(a.seen.len(), SEEN_PER_CINDER);
+        assert_eq!(a.seen_order.len(), SEEN_PER_CINDER);
+        assert!(!m.first_time(&key("a"), "uid999"), "the latest are kept");
+        m.unsee(&key("a"), "uid999");
+        assert_eq!(m.by_cinder[&key("a")].seen_order.len(), SEEN_PER_CINDER - 1);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! is left once the Cinder is gone; no finalizer is left; no Lease is held by a dead holder
 //! beyond its duration.
 //!
-//! `CINDER_CRASH_KILLS` sets the kills per stage (4 by default, 20 in all; the longer run is
+//! `CINDER_CRASH_KILLS` sets the kills per stage, the stages being the first convergence, each
+//! of the four upgrade phases, the detach, the rotation and the deletion (3 by default, 24 in
+//! all; the longer run, 20 per stage and 160 in all, is
 //! `CINDER_CRASH_KILLS=20 cargo test -p cinder-e2e --test reliability crash_anywhere`), and
 //! `CINDER_CRASH_SEED` repeats the kill points of a failed run (its seed is in the failure).
 
@@ -18,7 +20,7 @@ use cinder_e2e::database_helpers::*;
 use cinder_e2e::operator_process::*;
 use cinder_e2e::workload_helpers::*;
 use cinder_e2e::*;
-use cinder_operator::crd::Cinder;
+use cinder_operator::crd::{Cinder, UpgradePhase};
 use cinder_operator::names;
 use cinder_sim::controllers::{JobResult, PodOutcome};
 use cinder_sim::{EmbeddedCluster, LeaseState};
@@ -106,7 +108,7 @@ impl Crasher {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_anywhere_loses_nothing() {
     let seed = seed_from_env("CINDER_CRASH_SEED");
-    let kills = count_from_env("CINDER_CRASH_KILLS", 4);
+    let kills = count_from_env("CINDER_CRASH_KILLS", 3);
     eprintln!("crash test: seed {seed}, {kills} kills per stage (CINDER_CRASH_SEED={seed})");
     let kubeconfig = std::env::temp_dir().join(format!("cinder-crash-{seed}.kubeconfig"));
     let mut config = HarnessConfig::default().cluster;
@@ -131,7 +133,8 @@ async fn sigkill_anywhere_loses_nothing() {
     }
 }
 
-/// The five stages, each with `kills` kill points, each waiting for convergence afterwards.
+/// The eight stages (the upgrade's four phases each count), each with `kills` kill points, each
+/// waiting for convergence afterwards.
 async fn lifecycle(
     cluster: &EmbeddedCluster,
     crasher: &mut Crasher,
@@ -164,9 +167,28 @@ async fn lifecycle(
         .context("first convergence")?;
     mark("first convergence");
 
-    // The upgrade walks its four phases.
+    // The upgrade: `kills` kill points in each of its four phases (the operator runs unkilled
+    // between them until the next phase shows in the status).
     set_release(&client, CINDER, "2026.1").await?;
-    crasher.kill_during(kills).await.context("upgrade")?;
+    let rank = |p: UpgradePhase| UpgradePhase::ALL.iter().position(|q| *q == p);
+    for phase in UpgradePhase::ALL {
+        let at = wait_status(&client, CINDER, &format!("upgrade phase {phase:?}"), |s| {
+            s.installed_release.as_deref() == Some("2026.1")
+                || s.upgrade_phase.and_then(rank) >= rank(phase)
+        })
+        .await
+        .context("upgrade")?;
+        if at.upgrade_phase != Some(phase) {
+            eprintln!(
+                "crash test: the upgrade was at {:?} when the kills of {phase:?} began",
+                at.upgrade_phase
+            );
+        }
+        crasher
+            .kill_during(kills)
+            .await
+            .with_context(|| format!("upgrade, {phase:?}"))?;
+    }
     wait_status(&client, CINDER, "installedRelease 2026.1", |s| {
         s.installed_release.as_deref() == Some("2026.1") && s.upgrade_phase.is_none()
     })

@@ -7,8 +7,8 @@
 //! windows of the two replicas on one shard never overlap ([`check_exclusion`]).
 
 use anyhow::Context as _;
+use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count};
 use cinder_e2e::database_helpers::create_mariadb;
-use cinder_e2e::fleet_helpers::{create_fleet_cinder, ready_count};
 use cinder_e2e::operator_process::OperatorProcess;
 use cinder_e2e::write_checks::{Guard, Writer, check_exclusion};
 use cinder_e2e::*;
@@ -157,7 +157,7 @@ async fn scenario(cluster: &EmbeddedCluster, kubeconfig: &Path, logs: &Path) -> 
 
     let fleet = fleet();
     for name in fleet.keys() {
-        create_fleet_cinder(&client, name, 1, None).await?;
+        create_bench_cinder(&client, name, 1, None, "fleet-db", serde_json::json!({})).await?;
     }
     // Mid-convergence: the victim has written for its Cinders, and not every Cinder is Ready.
     let victim_ua = wait_for("the victim to write", Duration::from_secs(180), || async {

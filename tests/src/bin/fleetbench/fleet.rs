@@ -3,15 +3,15 @@
 
 use crate::args::Args;
 use crate::measure::{Requests, by_operator, quantile, requests_between, watches_opened};
-use crate::replica::{Replica, ReplicaOptions};
 use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
+use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count, scaled_controllers};
 use cinder_e2e::database_helpers::create_mariadb;
-use cinder_e2e::fleet_helpers::{create_fleet_cinder, ready_count};
+use cinder_e2e::operator_replica::{Replica, ReplicaOptions};
 use cinder_e2e::target_helpers::register_with;
 use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
-use cinder_sim::controllers::config::{ControllersConfig, Switch};
+use cinder_sim::controllers::config::ControllersConfig;
 use cinder_sim::faults::RateLimit;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use futures::{StreamExt, TryStreamExt};
@@ -20,25 +20,6 @@ use std::time::{Duration, Instant};
 
 /// Creates in flight at once while the fleet is created.
 const CREATE_PARALLELISM: usize = 16;
-
-fn scaled(s: &Switch, scale: f64) -> Switch {
-    Switch {
-        enabled: s.enabled,
-        delay: s.delay.mul_f64(scale),
-    }
-}
-
-/// The simulated controllers with every delay times `scale`.
-fn controllers(scale: f64) -> ControllersConfig {
-    let mut c = ControllersConfig::default();
-    c.deployments.switch = scaled(&c.deployments.switch, scale);
-    c.jobs.switch = scaled(&c.jobs.switch, scale);
-    c.mariadb.switch = scaled(&c.mariadb.switch, scale);
-    c.secret_stores.switch = scaled(&c.secret_stores.switch, scale);
-    c.gateways.switch = scaled(&c.gateways.switch, scale);
-    c.autoscalers = scaled(&c.autoscalers, scale);
-    c
-}
 
 /// The longest chain of simulated delays one Cinder waits through: the store validates, the
 /// MariaDB cluster and then its Database/User/Grant become Ready, the db-sync Job runs, the
@@ -53,7 +34,7 @@ pub fn delay_chain(c: &ControllersConfig) -> Duration {
 fn cluster_config(args: &Args) -> ClusterConfig {
     let capacity = (args.cinders as usize * 600).max(200_000);
     ClusterConfig {
-        controllers: controllers(args.delay_scale),
+        controllers: scaled_controllers(args.delay_scale),
         request_log_capacity: capacity,
         faults: cinder_sim::FaultConfig {
             rate_limit: args.api_qps.map(|qps| RateLimit {
@@ -71,10 +52,18 @@ fn cinder_name(i: u32) -> String {
     format!("c{i:05}")
 }
 
-/// Cinder `i` (see [`create_fleet_cinder`]), on target `i mod targets` when there are targets.
+/// Cinder `i` (see [`create_bench_cinder`]), on target `i mod targets` when there are targets.
 async fn create_one(client: &Client, i: u32, args: &Args) -> anyhow::Result<()> {
     let target = (args.targets > 0).then(|| format!("t{}", i % args.targets));
-    create_fleet_cinder(client, &cinder_name(i), args.backends, target.as_deref()).await
+    create_bench_cinder(
+        client,
+        &cinder_name(i),
+        args.backends,
+        target.as_deref(),
+        "fleet-db",
+        serde_json::json!({}),
+    )
+    .await
 }
 
 /// Prints the operator's most frequent requests, and its writes, of the steady window (by verb

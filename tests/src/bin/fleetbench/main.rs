@@ -7,35 +7,15 @@
 mod args;
 mod fleet;
 mod measure;
-mod replica;
 mod report;
 
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some("operator") {
+    if let Some(status) = cinder_e2e::operator_replica::run_if_replica("fleetbench") {
         // A replica: the operator binary's command line after `operator`.
-        let cli = match cinder_operator::cli::Cli::try_parse_from(
-            std::iter::once("cinder-operator".to_string()).chain(argv[2..].iter().cloned()),
-        ) {
-            Ok(cli) => cli,
-            Err(e) => {
-                eprintln!(
-                    "fleetbench operator: {}",
-                    cinder_operator::cli::one_line_error(&e)
-                );
-                return ExitCode::from(2);
-            }
-        };
-        return match cli.command {
-            cinder_operator::cli::Command::Run(run) => cinder_operator::cmd_run::run(&run),
-            _ => {
-                eprintln!("fleetbench operator: only the run subcommand starts a replica");
-                ExitCode::from(2)
-            }
-        };
+        return status;
     }
     let args = args::Args::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -1,11 +1,14 @@
-//! One operator replica: this binary re-run as `fleetbench operator run ...` against the
-//! management cluster's kubeconfig, its endpoints read from its stdout, its resident memory and
-//! CPU time from /proc, its passes from the admin endpoint's `/pipelines`.
+//! One operator replica of a benchmark: the benchmark's own binary re-run as
+//! `<bench> operator run ...` ([`run_if_replica`] is the child's side) against the management
+//! cluster's kubeconfig, its endpoints read from its stdout, its resident memory and CPU time
+//! from /proc, its passes from the admin endpoint's `/pipelines` and its metrics from
+//! `/metrics`. Shared by `fleetbench` and `soakbench`.
 
 use anyhow::{Context as _, bail};
 use cinder_operator::pipeline::PipelineRecord;
+use clap::Parser as _;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
@@ -19,6 +22,7 @@ pub struct Replica {
     pid: u32,
     admin: String,
     probes: String,
+    metrics: String,
 }
 
 /// The operator's options a replica runs with.
@@ -75,7 +79,7 @@ impl Replica {
         let pid = child.id().context("the replica has no pid")?;
         let stdout = child.stdout.take().context("the replica has no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
-        let (mut admin, mut probes) = (None, None);
+        let (mut admin, mut probes, mut metrics) = (None, None, None);
         let found = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(line) = lines.next_line().await? {
                 if let Some(u) = url_after(&line, "admin:") {
@@ -84,15 +88,20 @@ impl Replica {
                 if let Some(u) = url_after(&line, "probes:") {
                     probes = Some(u);
                 }
-                if admin.is_some() && probes.is_some() {
+                if let Some(u) = url_after(&line, "metrics:") {
+                    metrics = Some(u);
+                }
+                if admin.is_some() && probes.is_some() && metrics.is_some() {
                     break;
                 }
             }
             anyhow::Ok(())
         })
         .await;
-        let (Ok(Ok(())), Some(admin), Some(probes)) = (found, admin, probes) else {
-            bail!("the replica did not print its admin and probe endpoints within 60 s");
+        let (Ok(Ok(())), Some(admin), Some(probes), Some(metrics)) =
+            (found, admin, probes, metrics)
+        else {
+            bail!("the replica did not print its admin, probe and metrics endpoints within 60 s");
         };
         // Keep draining stdout so the replica never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
@@ -101,6 +110,7 @@ impl Replica {
             pid,
             admin,
             probes,
+            metrics,
         })
     }
 
@@ -175,6 +185,15 @@ impl Replica {
         Ok(view.pipelines)
     }
 
+    /// The replica's `/metrics` page (OpenMetrics text).
+    pub async fn metrics_text(&self) -> anyhow::Result<String> {
+        let (status, body) = http_get(&self.metrics, "/metrics").await?;
+        if status != 200 {
+            bail!("/metrics answered {status}");
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
     /// Ends the replica with SIGTERM and waits for its orderly shutdown (SIGKILL after `grace`).
     pub async fn stop(mut self, grace: Duration) {
         let _ = std::process::Command::new("kill")
@@ -187,6 +206,36 @@ impl Replica {
             let _ = self.child.kill().await;
         }
     }
+}
+
+/// The child's side of [`Replica::start`]: when this process was started as
+/// `<bench> operator run ...`, runs the operator's `run` subcommand with those arguments and
+/// returns its exit status; `None` for the benchmark itself. `bench` names the program in
+/// error lines.
+pub fn run_if_replica(bench: &str) -> Option<ExitCode> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) != Some("operator") {
+        return None;
+    }
+    let cli = match cinder_operator::cli::Cli::try_parse_from(
+        std::iter::once("cinder-operator".to_string()).chain(argv[2..].iter().cloned()),
+    ) {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!(
+                "{bench} operator: {}",
+                cinder_operator::cli::one_line_error(&e)
+            );
+            return Some(ExitCode::from(2));
+        }
+    };
+    Some(match cli.command {
+        cinder_operator::cli::Command::Run(run) => cinder_operator::cmd_run::run(&run),
+        _ => {
+            eprintln!("{bench} operator: only the run subcommand starts a replica");
+            ExitCode::from(2)
+        }
+    })
 }
 
 /// A plain HTTP/1.0 GET: the status code and the body.

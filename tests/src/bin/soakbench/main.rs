@@ -1,0 +1,45 @@
+//! `soakbench`: no slow leaks. One embedded cluster in this process, one operator as a child
+//! process of this binary (`soakbench operator run ...`), N Cinders (each with its credential
+//! Secrets and NFS backends) churned in turn (spec update, password rotation, deletion and
+//! re-creation under a new name) until the operator has run the asked number of passes (its
+//! `cinder_operator_reconcile_duration_seconds` counts) or the time is up; the operator's
+//! resident memory is sampled every so many passes and printed as a curve with the verdict:
+//! PASS when, after warm-up, it stays within 10% of its first value after warm-up, else MISS.
+//! A benchmark prints; it asserts nothing.
+//!
+//! `cargo run --release -p cinder-e2e --bin soakbench -- --cinders 20 --passes 10000`
+
+mod args;
+mod churn;
+mod curve;
+mod run;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    if let Some(status) = cinder_e2e::operator_replica::run_if_replica("soakbench") {
+        return status;
+    }
+    let args = args::Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("soakbench: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run::run(&args)) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("soakbench: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
