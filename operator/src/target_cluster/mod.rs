@@ -36,6 +36,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+mod abort_on_drop;
 mod registry;
 mod watches;
 pub use registry::TargetRegistry;
@@ -180,12 +181,6 @@ pub async fn delete_children(
     delete_labelled::<Job>(target, namespace, &selector, &mut deleted).await?;
     delete_labelled::<CronJob>(target, namespace, &selector, &mut deleted).await?;
     Ok(deleted)
-}
-
-/// The Cinder an [`OWNER_LABEL`] value names (namespaces hold no dots, so the first one splits).
-pub fn owner_of(value: &str) -> Option<ObjectRef<Cinder>> {
-    let (namespace, name) = value.split_once('.')?;
-    (!namespace.is_empty() && !name.is_empty()).then(|| ObjectRef::new(name).within(namespace))
 }
 
 /// The target clusters the operator has resolved (see the module docs). Cheap to clone; the
@@ -385,6 +380,7 @@ fn short_error(e: &kube::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube_ext::ownership::owner_of;
 
     #[tokio::test]
     async fn a_broken_kubeconfig_names_the_problem_not_the_content() {
@@ -416,11 +412,11 @@ mod tests {
     fn the_owner_label_names_its_cinder() {
         let value = owner_value("openstack", "cinder.a");
         assert_eq!(value, "openstack.cinder.a");
-        let owner = owner_of(&value).expect("an owner");
+        let owner = owner_of::<Cinder>(&value).expect("an owner");
         assert_eq!(owner.name, "cinder.a");
         assert_eq!(owner.namespace.as_deref(), Some("openstack"));
-        assert!(owner_of("nodot").is_none());
-        assert!(owner_of(".name").is_none());
-        assert!(owner_of("ns.").is_none());
+        assert!(owner_of::<Cinder>("nodot").is_none());
+        assert!(owner_of::<Cinder>(".name").is_none());
+        assert!(owner_of::<Cinder>("ns.").is_none());
     }
 }

@@ -12,15 +12,6 @@ use kube::Client;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::{BTreeSet, HashMap};
 
-/// Aborts a spawned task when dropped.
-pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One resolved kubeconfig.
 struct Resolved {
     client: Client,

@@ -3,12 +3,11 @@
 //! the steps' reads of the children on that target ([`ClusterStores`]); every object they touch
 //! wakes the Cinder its label names.
 
-use super::owner_of;
-use super::registry::AbortOnDrop;
+use super::abort_on_drop::AbortOnDrop;
 use crate::controller::reader::ClusterStores;
 use crate::controller::shared_watch::SharedWatch;
 use crate::crd::Cinder;
-use crate::kube_ext::ownership::OWNER_LABEL;
+use crate::kube_ext::ownership::{OWNER_LABEL, owner_of};
 use futures::channel::mpsc::UnboundedSender;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
