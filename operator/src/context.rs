@@ -131,7 +131,7 @@ pub struct OperatorContext {
     pub targets: crate::target_cluster::TargetClusters,
     /// The management cluster's reflector stores the cached reads answer from (filled when the
     /// controllers start their watches, emptied when they stop).
-    pub reads: crate::controller::reader::ClusterStores,
+    pub reads: crate::kube_ext::reader::ClusterStores,
     ready: AtomicBool,
 }
 
@@ -164,7 +164,7 @@ impl OperatorContext {
             config,
             options.device_lock_metrics.clone(),
         )?;
-        let reads = crate::controller::reader::ClusterStores::default();
+        let reads = crate::kube_ext::reader::ClusterStores::default();
         let env = crate::steps::StepEnv {
             client: client.clone(),
             reads: reads.clone(),

@@ -5,13 +5,13 @@
 //! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
 use super::deletion;
-use super::reader::{self, ReadScope};
 use super::status::{Written, gate_status, write_if_changed};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::kube_ext::finalizer;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
+use crate::kube_ext::reader::{self, ReadScope};
 use crate::names::CINDER_FINALIZER;
 use crate::pipeline::{CinderKey, Forget, GateStopped, PassEnd, PassNotWritten, Reconcile};
 use crate::requeue::{Requeue, jittered};

@@ -5,11 +5,11 @@
 //! garbage collection on the management cluster, or by the ownership label on a target cluster
 //! (see [`crate::target_cluster`]).
 
-use super::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
+use crate::kube_ext::reader;
 use crate::steps::database::provisioning::{SqlKind, sql_object_name};
 use kube::api::{DeleteParams, DynamicObject};
 use kube::{Api, Client, ResourceExt};

@@ -1,6 +1,6 @@
 //! The index: the maps that turn a watch event on another kind into the Cinder requests it
 //! concerns. The shared watches of Cinders, CinderBackends and CinderBackupBackends feed it
-//! every event (see [`super::shared_watch`]); each event updates only the entries of the object
+//! every event (see [`crate::kube_ext::shared_watch`]); each event updates only the entries of the object
 //! it carries, and the (synchronous) watch mappers read it under a read lock:
 //!
 //! - `spec.secretRefs.name` of a Cinder: spec.database / spec.serviceUser / spec.messaging secretRef;

@@ -22,9 +22,7 @@ pub mod backoff;
 pub mod cinder;
 pub mod deletion;
 pub mod index;
-pub mod reader;
 pub mod satellites;
-pub mod shared_watch;
 pub mod status;
 pub mod watches;
 

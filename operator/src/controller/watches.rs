@@ -3,12 +3,12 @@
 //! controller and the two satellite controllers subscribe to these before [`Watches::run`].
 
 use super::index::IndexHandle;
-use super::reader::ClusterStores;
-use super::shared_watch::SharedWatch;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::resources::{
     cluster_secret_store_resource, mariadb_resource, secret_store_resource,
 };
+use crate::kube_ext::shared_watch::SharedWatch;
 use crate::kube_ext::{scoped, scoped_dynamic};
 use crate::steps::capability::HTTP_ROUTE;
 use crate::steps::database::provisioning::SqlKind;

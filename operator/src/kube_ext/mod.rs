@@ -2,16 +2,19 @@
 //! external kinds the operator reads (external-secrets stores, mariadb-operator MariaDB), APIs
 //! scoped to the watched namespace, finalizers, the ownership label of children on a target
 //! cluster, the field manager of server-side applies and the apply itself, creating what may exist
-//! already, the label-selected sweep, and
-//! [`ApiErrorExt`] for the API answers the operator treats as expected (404, 409).
+//! already, the label-selected sweep, one shared watch per kind ([`shared_watch`]) and the cached
+//! reads served from those watches' stores ([`reader`]), and [`ApiErrorExt`] for the API answers
+//! the operator treats as expected (404, 409).
 
 pub mod api_error;
 pub mod apply;
 pub mod create;
 pub mod finalizer;
 pub mod ownership;
+pub mod reader;
 pub mod resources;
 pub mod scope;
+pub mod shared_watch;
 pub mod sweep;
 
 pub use api_error::ApiErrorExt;

@@ -3,7 +3,7 @@
 //! optional child whose spec block was unset).
 
 use super::api_error::ApiErrorExt;
-use crate::controller::reader;
+use crate::kube_ext::reader;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde::de::DeserializeOwned;

@@ -111,7 +111,7 @@ pub struct TargetCluster {
     /// A client of the target, built from its registered kubeconfig.
     pub client: kube::Client,
     /// The reflector stores of the target's watches (empty while none run).
-    pub stores: crate::controller::reader::ClusterStores,
+    pub stores: crate::kube_ext::reader::ClusterStores,
 }
 
 impl std::fmt::Debug for TargetCluster {

@@ -5,11 +5,11 @@
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
 use crate::conditions::not_required;
-use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::delete_if_present;
+use crate::kube_ext::reader;
 use crate::names;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::ByteString;

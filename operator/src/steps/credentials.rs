@@ -1,7 +1,7 @@
 //! Reading credential Secrets: whether a Secret exists with the keys a step needs, and the
 //! values (kept in a type whose Debug never shows them).
 
-use crate::controller::reader;
+use crate::kube_ext::reader;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use std::collections::BTreeMap;

@@ -12,10 +12,10 @@ use super::workloads::{
     JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
 };
 use crate::conditions::event_reason;
-use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
+use crate::kube_ext::reader;
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};

@@ -12,8 +12,8 @@ use super::workloads::{
     SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
 };
 use crate::conditions::{Cond, kind, reason};
-use crate::controller::reader;
 use crate::kube_ext::create_if_absent;
+use crate::kube_ext::reader;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::upgrade::rollout_converged;

@@ -1,6 +1,6 @@
 //! [`StepEnv`]: what the product steps need from the operator context.
 
-use crate::controller::reader::ReadScope;
+use crate::kube_ext::reader::ReadScope;
 use std::sync::Arc;
 
 /// What the steps need from the outside.
@@ -8,7 +8,7 @@ use std::sync::Arc;
 pub struct StepEnv {
     pub client: kube::Client,
     /// The management cluster's reflector stores (the steps' reads come from them).
-    pub reads: crate::controller::reader::ClusterStores,
+    pub reads: crate::kube_ext::reader::ClusterStores,
     /// `--namespace`, when the operator watches one namespace only.
     pub watch_namespace: Option<String>,
     /// The operator context's device locks (so `/devices` shows the database and backend locks).

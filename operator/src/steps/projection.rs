@@ -5,8 +5,8 @@
 
 use super::children::{mounts, selector};
 use super::credentials::{self, Missing};
-use crate::controller::reader;
 use crate::crd::{BackendType, RbdSpec, Satellite};
+use crate::kube_ext::reader;
 use crate::kube_ext::sweep;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;

@@ -70,7 +70,7 @@ fn read_scoped(env: &StepEnv, step: impl Step) -> Arc<dyn Step> {
     })
 }
 
-/// A step whose runs read through [`crate::controller::reader`] scoped to the run's clusters.
+/// A step whose runs read through [`crate::kube_ext::reader`] scoped to the run's clusters.
 struct ReadScoped<S> {
     env: StepEnv,
     step: S,
@@ -82,7 +82,7 @@ impl<S: Step> Step for ReadScoped<S> {
     }
     fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
         let scope = self.env.read_scope(&ctx);
-        crate::controller::reader::within(scope, self.step.run(ctx)).boxed()
+        crate::kube_ext::reader::within(scope, self.step.run(ctx)).boxed()
     }
 }
 

@@ -8,10 +8,10 @@
 
 use super::children::child_meta;
 use crate::conditions::Cond;
-use crate::controller::reader;
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
+use crate::kube_ext::reader;
 use crate::names::{self, Component};
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::config::{

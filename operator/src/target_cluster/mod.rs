@@ -14,12 +14,12 @@
 //! watch per owned kind per target by [`OWNER_LABEL`] (`watches`), whose stores answer the
 //! steps' reads there and whose events wake the owning Cinder.
 
-use crate::controller::reader::{self, ClusterStores};
 use crate::crd::Cinder;
 use crate::kube_client::ClientLimits;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
+use crate::kube_ext::reader::{self, ClusterStores};
 use crate::pipeline::TargetCluster;
 use actix::Addr;
 use futures::channel::mpsc::UnboundedSender;

@@ -4,8 +4,8 @@
 //! the owning Cinder. Nothing else holds this state; [`super::TargetClusters`] asks by message.
 
 use super::watches::TargetWatches;
-use crate::controller::reader::ClusterStores;
 use crate::crd::Cinder;
+use crate::kube_ext::reader::ClusterStores;
 use actix::prelude::*;
 use futures::channel::mpsc::UnboundedSender;
 use kube::Client;

@@ -4,10 +4,10 @@
 //! wakes the Cinder its label names.
 
 use super::abort_on_drop::AbortOnDrop;
-use crate::controller::reader::ClusterStores;
-use crate::controller::shared_watch::SharedWatch;
 use crate::crd::Cinder;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_of};
+use crate::kube_ext::reader::ClusterStores;
+use crate::kube_ext::shared_watch::SharedWatch;
 use futures::channel::mpsc::UnboundedSender;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};

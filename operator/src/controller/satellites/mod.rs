@@ -12,9 +12,9 @@ pub mod status;
 
 use crate::context::OperatorContext;
 use crate::controller::index::{Departed, IndexHandle, IndexState, SatelliteSide};
-use crate::controller::shared_watch::SharedWatch;
 use crate::controller::watches::Watches;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
+use crate::kube_ext::shared_watch::SharedWatch;
 use crate::names;
 use crate::steps::projection::PROJECTION_LABEL;
 use futures::future::{BoxFuture, Shared};

@@ -13,8 +13,8 @@ use super::status::{
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
-use crate::controller::reader::{self, ReadScope};
 use crate::crd::{Cinder, SatelliteStatus};
+use crate::kube_ext::reader::{self, ReadScope};
 use crate::kube_ext::{FIELD_MANAGER, finalizer};
 use crate::names;
 use crate::pipeline::TargetCluster;

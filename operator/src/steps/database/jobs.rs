@@ -9,10 +9,10 @@
 //! propagation) in one pass and created again in a later one.
 
 use super::services::DatabaseServices;
-use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
+use crate::kube_ext::reader;
 use crate::names::{self, Component};
 use crate::pipeline::Clusters;
 use crate::planning::digest::sha256_hex;

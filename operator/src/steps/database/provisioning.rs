@@ -5,10 +5,10 @@
 //! owned by the Cinder and named after it. Brownfield (spec.database.host) provisions nothing.
 
 use crate::conditions::{Cond, kind, reason};
-use crate::controller::reader;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
+use crate::kube_ext::reader;
 use crate::kube_ext::resources::mariadb_resource;
 use crate::steps::children::management_child_meta;
 use crate::steps::credentials;
