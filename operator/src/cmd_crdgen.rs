@@ -8,11 +8,65 @@ use std::process::ExitCode;
 /// The command that regenerates `deploy/crds/` (printed by the drift test).
 pub const REGENERATE_COMMAND: &str = "cargo run -p cinder-operator -- crdgen --out-dir deploy/crds";
 
-/// One CRD as YAML (a single document, without the `---` separator).
+/// One CRD as YAML (a single document, without the `---` separator), readable alike by YAML 1.2
+/// parsers and by the YAML 1.1 ones of kubectl and client-go (see [`quote_yaml11_booleans`]).
 fn crd_yaml(
     crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 ) -> Result<String, serde_yaml::Error> {
-    serde_yaml::to_string(crd)
+    serde_yaml::to_string(crd).map(|yaml| quote_yaml11_booleans(&yaml))
+}
+
+/// Plain scalars that YAML 1.2 reads as strings but YAML 1.1 (kubectl's and client-go's
+/// `sigs.k8s.io/yaml`) reads as booleans: the VPA's `updateMode: Off` would reach the API server
+/// as `false`. `true` and `false` are booleans in both, and quoted by serde_yaml when strings.
+const YAML11_BOOLEANS: &[&str] = &[
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
+    "OFF",
+];
+
+/// Quotes every plain scalar value or sequence item of `yaml` (serde_yaml's block style) that
+/// YAML 1.1 would read as a boolean; block scalars (`|-`, `>` ...) are left as they are.
+fn quote_yaml11_booleans(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len());
+    // The column a block scalar's content lines are indented beyond, while inside one.
+    let mut block_beyond: Option<usize> = None;
+    for line in yaml.split_inclusive('\n') {
+        let text = line.trim_end_matches('\n');
+        let indent = text.len() - text.trim_start().len();
+        if let Some(column) = block_beyond {
+            if text.trim().is_empty() || indent > column {
+                out.push_str(line);
+                continue;
+            }
+            block_beyond = None;
+        }
+        // The entry: after any sequence dashes; its column is the key's (or the item's).
+        let mut entry = &text[indent..];
+        let mut column = indent;
+        while let Some(rest) = entry.strip_prefix("- ") {
+            entry = rest;
+            column += 2;
+        }
+        let (head, value) = match entry.split_once(": ") {
+            Some((key, value)) if !key.starts_with(['\'', '"']) => (key.len() + 2, value),
+            _ if column > indent => (0, entry),
+            _ => (0, ""),
+        };
+        if value.starts_with(['|', '>']) {
+            block_beyond = Some(column);
+        }
+        if YAML11_BOOLEANS.contains(&value) {
+            let at = column + head;
+            out.push_str(&text[..at]);
+            out.push('\'');
+            out.push_str(value);
+            out.push('\'');
+            out.push_str(&line[text.len()..]);
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// The three CRDs as one YAML stream (`---` before each document).
@@ -73,5 +127,26 @@ pub fn run(args: &CrdgenArgs) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod yaml11_tests {
+    use super::quote_yaml11_booleans;
+
+    #[test]
+    fn words_yaml_1_1_reads_as_booleans_are_quoted_outside_block_scalars() {
+        let yaml = "enum:\n- Off\n- Auto\ndefault: Off\nflag: true\nitems:\n- name: on\n  \
+                    description: |-\n    - Off\n    yes\n  value: No\nkey: 'Off'\n";
+        let want = "enum:\n- 'Off'\n- Auto\ndefault: 'Off'\nflag: true\nitems:\n- name: 'on'\n  \
+                    description: |-\n    - Off\n    yes\n  value: 'No'\nkey: 'Off'\n";
+        assert_eq!(quote_yaml11_booleans(yaml), want);
+    }
+
+    #[test]
+    fn the_generated_crds_hold_no_yaml_1_1_boolean_word_unquoted() {
+        let stream = super::yaml_stream().expect("the CRDs serialize");
+        assert!(stream.contains("- 'Off'"), "the VPA update mode is quoted");
+        assert!(!stream.lines().any(|l| l.trim_end() == "- Off"));
     }
 }
