@@ -221,8 +221,16 @@ async fn kubectl_sees_nodes_pods_and_workloads_and_drains_a_node() {
         "{history}"
     );
 
-    // drain the node with two api pods: the budget makes the second eviction wait
-    let wide = rows(&k.ok(&["get", "pods", "-l", "app=api", "-o", "wide"]).await);
+    // drain the node with two api pods: the budget makes the second eviction wait; the pods the
+    // roll-back replaced finish their grace period first (kubectl lists them as Terminating)
+    let mut wide = rows(&k.ok(&["get", "pods", "-l", "app=api", "-o", "wide"]).await);
+    for _ in 0..120 {
+        if !wide[1..].iter().any(|r| r[2] == "Terminating") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        wide = rows(&k.ok(&["get", "pods", "-l", "app=api", "-o", "wide"]).await);
+    }
     let busiest = ["sim-worker-1", "sim-worker-2"]
         .into_iter()
         .max_by_key(|n| wide[1..].iter().filter(|r| r[6] == *n).count())
