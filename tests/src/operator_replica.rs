@@ -259,6 +259,39 @@ async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
     Ok((status, raw[split + 4..].to_vec()))
 }
 
+/// A benchmark binary's `main`: the operator when started as a replica (see
+/// [`run_if_replica`]); otherwise `bench` (which parses its own arguments) on a multi-thread
+/// runtime, its report printed to stdout, an error as one line on stderr and status 1.
+pub fn bench_main<F, Fut>(name: &str, bench: F) -> ExitCode
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<String>>,
+{
+    if let Some(status) = run_if_replica(name) {
+        return status;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name}: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(bench()) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,33 +13,13 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    if let Some(status) = cinder_e2e::operator_replica::run_if_replica("fleetbench") {
-        // A replica: the operator binary's command line after `operator`.
-        return status;
-    }
-    let args = args::Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("fleetbench: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match runtime.block_on(fleet::run(&args)) {
-        Ok(report) => {
-            if args.json {
-                println!("{}", report.json());
-            } else {
-                print!("{}", report.table());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("fleetbench: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    cinder_e2e::operator_replica::bench_main("fleetbench", || async {
+        let args = args::Args::parse();
+        let report = fleet::run(&args).await?;
+        Ok(if args.json {
+            format!("{}\n", report.json())
+        } else {
+            report.table()
+        })
+    })
 }

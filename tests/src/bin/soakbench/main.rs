@@ -18,28 +18,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    if let Some(status) = cinder_e2e::operator_replica::run_if_replica("soakbench") {
-        return status;
-    }
-    let args = args::Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("soakbench: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match runtime.block_on(run::run(&args)) {
-        Ok(report) => {
-            print!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("soakbench: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    cinder_e2e::operator_replica::bench_main("soakbench", || async {
+        let args = args::Args::parse();
+        run::run(&args).await
+    })
 }
