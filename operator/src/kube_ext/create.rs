@@ -1,5 +1,7 @@
-//! Creating an object that may exist already: a 409 means another writer (another pass,
-//! another replica) created it first, which is as good as creating it.
+//! Writing an object another writer may touch at the same time: creating one that may exist
+//! already (a 409 means another pass or replica created it first, as good as creating it), and
+//! replacing one at the resourceVersion it was read at (a 409 means it changed since: its watch
+//! event brings the next pass, which compares again).
 
 use super::api_error::ApiErrorExt;
 use kube::Api;
@@ -14,6 +16,23 @@ where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
     match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces `name` with `obj` (which carries the resourceVersion it was read at): `Ok(true)`
+/// when written, `Ok(false)` when it changed since (409; the next pass compares again).
+pub async fn replace_unless_changed<K>(
+    api: &Api<K>,
+    name: &str,
+    obj: &K,
+) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    match api.replace(name, &PostParams::default(), obj).await {
         Ok(_) => Ok(true),
         Err(e) if e.is_conflict() => Ok(false),
         Err(e) => Err(e),

@@ -19,6 +19,6 @@ pub mod sweep;
 
 pub use api_error::ApiErrorExt;
 pub use apply::{FIELD_MANAGER, apply};
-pub use create::create_if_absent;
+pub use create::{create_if_absent, replace_unless_changed};
 pub use scope::{scoped, scoped_dynamic};
 pub use sweep::{delete_if_present, sweep};

@@ -7,9 +7,9 @@
 use crate::conditions::not_required;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
-use crate::kube_ext::create_if_absent;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::reader;
+use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::names;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::ByteString;
@@ -112,16 +112,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
             }
             let mut replacement = desired;
             replacement.metadata.resource_version = existing.metadata.resource_version;
-            match api
-                .replace(&name, &PostParams::default(), &replacement)
-                .await
-            {
-                Ok(_) => Ok(true),
-                // Changed since the store's copy: its watch event brings the next pass, which
-                // compares again.
-                Err(e) if e.is_conflict() => Ok(false),
-                Err(e) => Err(e),
-            }
+            replace_unless_changed(&api, &name, &replacement).await
         }
     }
 }

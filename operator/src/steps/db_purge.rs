@@ -13,9 +13,8 @@ use super::workloads::{
 };
 use crate::conditions::event_reason;
 use crate::crd::Cinder;
-use crate::kube_ext::ApiErrorExt;
-use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
+use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
@@ -27,7 +26,6 @@ use crate::steps::job_marker::CountedJob;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use std::collections::HashMap;
@@ -96,14 +94,9 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
             replacement.metadata.resource_version = existing.metadata.resource_version;
             // Keep what the CronJob controller recorded.
             replacement.status = existing.status;
-            match api
-                .replace(&name, &PostParams::default(), &replacement)
+            replace_unless_changed(&api, &name, &replacement)
                 .await
-            {
-                Ok(_) => Ok(()),
-                Err(e) if e.is_conflict() => Ok(()),
-                Err(e) => Err(e),
-            }
+                .map(|_| ())
         }
     }
 }

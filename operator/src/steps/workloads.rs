@@ -10,8 +10,8 @@ use super::children::child_meta;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
 use crate::kube_ext::ApiErrorExt;
-use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
+use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::names::{self, Component};
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::config::{
@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{
     VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, PropagationPolicy};
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 
@@ -387,15 +387,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
                 // retries on the next pass).
                 replacement.spec.replicas = e.spec.replicas;
             }
-            match api
-                .replace(&name, &PostParams::default(), &replacement)
-                .await
-            {
-                Ok(_) => Ok(true),
-                // Changed concurrently: the next pass compares again.
-                Err(e) if e.is_conflict() => Ok(false),
-                Err(e) => Err(e),
-            }
+            replace_unless_changed(&api, &name, &replacement).await
         }
     }
 }
