@@ -140,6 +140,8 @@ pub mod event_reason {
     pub const SERVICE_REMOVE_SKIPPED: &str = "ServiceRemoveSkipped";
     pub const FINALIZING_DATABASE: &str = "FinalizingDatabase";
     pub const DATABASE_FINALIZED: &str = "DatabaseFinalized";
+    /// A cleanup under the finalizer failed (the API error says why); it is retried.
+    pub const FINALIZATION_FAILED: &str = "FinalizationFailed";
     pub const REMOTE_CHILDREN_ABANDONED: &str = "RemoteChildrenAbandoned";
     pub const DB_PURGE_JOB_FAILED: &str = "DBPurgeJobFailed";
 }

@@ -263,7 +263,20 @@ async fn reconcile_in_span(
 
     if cinder.metadata.deletion_timestamp.is_some() {
         if finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
-            return finalize(&cinder, &ctx, &api).await;
+            let finalized = finalize(&cinder, &ctx, &api).await;
+            if let Err(e) = &finalized {
+                // The retry is the controller's; the user learns why the Cinder stays Terminating
+                // (a missing permission, an API server that refuses) without reading the logs.
+                publish(
+                    &ctx,
+                    &cinder,
+                    EventType::Warning,
+                    event_reason::FINALIZATION_FAILED,
+                    format!("the finalizer stays and the cleanup is retried: {e}"),
+                )
+                .await;
+            }
+            return finalized;
         }
         return Ok(Action::await_change());
     }

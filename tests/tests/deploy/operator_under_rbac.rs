@@ -154,6 +154,11 @@ async fn the_operator_runs_under_deploy_rbac_without_a_refusal() {
 
 /// Removes `verb` on core `resource` from the operator's ClusterRole.
 fn without(verb: &'static str, resource: &'static str) -> DeploySetup {
+    without_in("", verb, resource)
+}
+
+/// Removes `verb` on `resource` of API group `group` from the operator's ClusterRole.
+fn without_in(group: &'static str, verb: &'static str, resource: &'static str) -> DeploySetup {
     DeploySetup {
         under_rbac: true,
         edit_rbac: Some(Box::new(move |manifests| {
@@ -163,7 +168,7 @@ fn without(verb: &'static str, resource: &'static str) -> DeploySetup {
             }) {
                 let rules = m.object.data["rules"].as_array_mut().unwrap();
                 for rule in rules.iter_mut().filter(|r| {
-                    r["apiGroups"] == serde_json::json!([""])
+                    r["apiGroups"] == serde_json::json!([group])
                         && r["resources"]
                             .as_array()
                             .unwrap()
@@ -219,4 +224,50 @@ async fn a_missing_permission_is_named_in_the_conditions() {
                 .all(|r| r.starts_with("create core/v1 configmaps")),
         "{refusals:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalization_the_api_server_refuses_is_a_warning_event() {
+    let op = DeployedOperator::start_with(without_in("k8s.mariadb.com", "delete", "databases"))
+        .await
+        .unwrap();
+    database_environment(&op.client, "stuck").await.unwrap();
+    create_cinder(&op.client, "stuck", serde_json::json!({}))
+        .await
+        .unwrap();
+    let created = eventually("the Cinder's Database", || {
+        let client = op.client.clone();
+        async move { mariadb_object(&client, "Database", "stuck").await }
+    })
+    .await;
+    let cinders: kube::Api<Cinder> = kube::Api::namespaced(op.client.clone(), NS);
+    let deleted = cinders
+        .delete("stuck", &kube::api::DeleteParams::default())
+        .await;
+    let warned = eventually("a FinalizationFailed event", || {
+        let client = op.client.clone();
+        async move {
+            cinder_events(&client, "stuck", "FinalizationFailed")
+                .await
+                .into_iter()
+                .next()
+        }
+    })
+    .await;
+    let still_there = cinders.get_opt("stuck").await;
+    op.stop().await.unwrap();
+    created.unwrap();
+    deleted.unwrap();
+    let event = warned.unwrap();
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.contains("cannot delete resource \"databases\" in API group \"k8s.mariadb.com\""),
+        "{note}"
+    );
+    // the finalizer holds the Cinder until the cleanup can run
+    let cinder = still_there
+        .unwrap()
+        .expect("the Cinder stays while its cleanup fails");
+    assert!(cinder.metadata.deletion_timestamp.is_some());
 }
