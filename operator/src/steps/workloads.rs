@@ -364,7 +364,7 @@ pub async fn read_deployment(
     name: &str,
 ) -> Result<Option<Deployment>, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    reader::get_child(&api, name).await
+    reader::children().get_opt(&api, name).await
 }
 
 /// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
@@ -373,7 +373,7 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let existing = reader::get_child(&api, &name).await?;
+    let existing = reader::children().get_opt(&api, &name).await?;
     if !needs_write(existing.as_ref(), desired) {
         return Ok(false);
     }
@@ -400,7 +400,7 @@ pub async fn delete_deployment(
     name: &str,
 ) -> Result<bool, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    if reader::get_child(&api, name).await?.is_none() {
+    if reader::children().get_opt(&api, name).await?.is_none() {
         return Ok(false);
     }
     let params = DeleteParams {
@@ -472,7 +472,8 @@ pub async fn attached_backends(
     cinder: &str,
 ) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
     let api: Api<CinderBackend> = Api::namespaced(client.clone(), namespace);
-    Ok(reader::list_management(&api, &ListParams::default())
+    Ok(reader::management()
+        .list(&api, &ListParams::default())
         .await?
         .into_iter()
         .filter(|b| b.spec.satellite.cinder_ref.name == cinder)

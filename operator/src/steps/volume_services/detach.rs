@@ -227,7 +227,8 @@ async fn observe_backend(
     .is_some();
     let job_name = names::service_remove_job(cinder, backend);
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let live = reader::get_child(&jobs, &job_name)
+    let live = reader::children()
+        .get_opt(&jobs, &job_name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none());
     let job_of_earlier_backend = live
