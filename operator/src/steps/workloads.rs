@@ -357,16 +357,6 @@ pub fn needs_write(existing: Option<&Deployment>, desired: &Deployment) -> bool 
     existing.is_none_or(|e| spec_hash(&e.metadata) != spec_hash(&desired.metadata))
 }
 
-/// Reads Deployment `name` (None: absent or being deleted).
-pub async fn read_deployment(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<Deployment>, kube::Error> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    reader::children().get_opt(&api, name).await
-}
-
 /// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
 /// whether anything was written.
 pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<bool, kube::Error> {
@@ -525,7 +515,9 @@ pub async fn ensure_converged(client: &Client, desired: &Deployment) -> Result<b
     }
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
-    Ok(read_deployment(client, &ns, &name)
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    Ok(reader::children()
+        .get_opt(&api, &name)
         .await?
         .is_some_and(|d| converged(&d)))
 }
