@@ -9,9 +9,6 @@ use cinder_actors::CoordinatorHandle;
 use cinder_actors::query::{delete_backend, query, upsert_backend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// CredentialsReady=False while the parent Cinder does not exist.
-pub const WAITING_FOR_PARENT: &str = "WaitingForParent";
-
 /// What a satellite reconcile observed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Credentials {
@@ -33,9 +30,11 @@ pub fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
         Credentials::InvalidSpec(m) => {
             Cond::false_(kind::CREDENTIALS_READY, reason::INVALID_SPEC, m.clone())
         }
-        Credentials::NoParent(m) => {
-            Cond::false_(kind::CREDENTIALS_READY, WAITING_FOR_PARENT, m.clone())
-        }
+        Credentials::NoParent(m) => Cond::false_(
+            kind::CREDENTIALS_READY,
+            reason::WAITING_FOR_PARENT,
+            m.clone(),
+        ),
         Credentials::TargetClusterUnavailable(m) => Cond::false_(
             kind::CREDENTIALS_READY,
             reason::TARGET_CLUSTER_UNAVAILABLE,
@@ -197,7 +196,7 @@ mod tests {
         let c = conditions_for(&Credentials::Ready("ok".into()), true);
         assert!(c.iter().all(|c| c.status));
         let c = conditions_for(&Credentials::NoParent("gone".into()), false);
-        assert_eq!(c[0].reason, WAITING_FOR_PARENT);
+        assert_eq!(c[0].reason, reason::WAITING_FOR_PARENT);
         assert!(!c[2].status);
         assert!(c[2].message.contains("CredentialsReady"));
     }
