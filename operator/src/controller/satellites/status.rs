@@ -26,31 +26,14 @@ pub enum Credentials {
 
 /// The conditions for `credentials` and whether the parent projects this satellite.
 pub fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
-    let creds = match credentials {
-        Credentials::InvalidSpec(m) => {
-            Cond::false_(kind::CREDENTIALS_READY, reason::INVALID_SPEC, m.clone())
-        }
-        Credentials::NoParent(m) => Cond::false_(
-            kind::CREDENTIALS_READY,
-            reason::WAITING_FOR_PARENT,
-            m.clone(),
-        ),
-        Credentials::TargetClusterUnavailable(m) => Cond::false_(
-            kind::CREDENTIALS_READY,
-            reason::TARGET_CLUSTER_UNAVAILABLE,
-            m.clone(),
-        ),
-        Credentials::Waiting(m) => Cond::false_(
-            kind::CREDENTIALS_READY,
-            reason::WAITING_FOR_CREDENTIALS,
-            m.clone(),
-        ),
-        Credentials::Ready(m) => Cond::true_(
-            kind::CREDENTIALS_READY,
-            reason::CREDENTIALS_AVAILABLE,
-            m.clone(),
-        ),
+    let (ready, why, message) = match credentials {
+        Credentials::InvalidSpec(m) => (false, reason::INVALID_SPEC, m),
+        Credentials::NoParent(m) => (false, reason::WAITING_FOR_PARENT, m),
+        Credentials::TargetClusterUnavailable(m) => (false, reason::TARGET_CLUSTER_UNAVAILABLE, m),
+        Credentials::Waiting(m) => (false, reason::WAITING_FOR_CREDENTIALS, m),
+        Credentials::Ready(m) => (true, reason::CREDENTIALS_AVAILABLE, m),
     };
+    let creds = Cond::new(kind::CREDENTIALS_READY, ready, why, message.clone());
     let projection = if projected {
         Cond::true_(
             kind::CONFIG_PROJECTED,
