@@ -129,7 +129,8 @@ pub mod reason {
     pub const WAITING_FOR_CREDENTIALS: &str = "WaitingForCredentials";
     pub const PROJECTED: &str = "Projected";
     pub const WAITING_FOR_PROJECTION: &str = "WaitingForProjection";
-    pub const PARENT_NOT_FOUND: &str = "ParentNotFound";
+    /// CredentialsReady=False while the parent Cinder does not exist.
+    pub const WAITING_FOR_PARENT: &str = "WaitingForParent";
 }
 
 /// Event reasons.

@@ -168,7 +168,7 @@ pub fn api_endpoint(cinder: &str, namespace: &str) -> String {
 }
 
 /// Length of the content hash suffix of content-addressed names.
-pub const CONTENT_HASH_LEN: usize = 10;
+const CONTENT_HASH_LEN: usize = 10;
 
 /// `{name}-config-{hash}`: the immutable content-addressed config ConfigMap.
 pub fn config_map(cinder: &str, content_hash: &str) -> String {
@@ -178,13 +178,9 @@ pub fn config_map(cinder: &str, content_hash: &str) -> String {
 pub fn backend_secret_base(cinder: &str, backend: &str) -> String {
     format!("{cinder}-backend-{backend}")
 }
-/// `{base}-{hash}`: one content-hashed projection Secret of a backend.
-pub fn backend_secret(cinder: &str, backend: &str, content_hash: &str) -> String {
-    format!(
-        "{}-{}",
-        backend_secret_base(cinder, backend),
-        short_hash(content_hash)
-    )
+/// `{base}-{hash}`: one content-hashed projection Secret of a backend or the backup target.
+pub fn projection_secret(base: &str, content_hash: &str) -> String {
+    format!("{base}-{}", short_hash(content_hash))
 }
 /// The base name of the backup target's projection Secrets: `{name}-backup-backend`.
 pub fn backup_backend_secret_base(cinder: &str) -> String {
@@ -229,7 +225,7 @@ mod tests {
     fn content_addressed_names_use_a_short_prefix_of_the_hash() {
         assert_eq!(config_map("c", "0123456789abcdef"), "c-config-0123456789");
         assert_eq!(
-            backend_secret("c", "b", "abcdef0123456789"),
+            projection_secret(&backend_secret_base("c", "b"), "abcdef0123456789"),
             "c-backend-b-abcdef0123"
         );
         assert_eq!(config_map("c", "abc"), "c-config-abc");

@@ -1,5 +1,6 @@
-//! The reference design's two worked examples carried out by the actors: merged order, acquisition
-//! order, results present / absent, reverse release, and the lock context after each phase.
+//! The lock coordinator's two worked examples (publishing a volume; a nested lock per volume)
+//! carried out by the actors: merged order, acquisition order, results present / absent, reverse
+//! release, and the lock context after each phase.
 
 use crate::support::*;
 use cinder_actors::query::*;
@@ -81,7 +82,7 @@ async fn first_example_publish_a_volume() {
     ];
     assert_eq!(locked.guard.held(), acquisition);
 
-    // Results: present and absent as in the seed.
+    // Results: what the loaded objects hold (no publication yet, one volume).
     let (r0, r1) = (&locked.results[0], &locked.results[1]);
     assert!(r0.read("volumePublication").is_none());
     assert_eq!(r0.list("volumePublication").map(<[_]>::len), Some(0));

@@ -253,6 +253,33 @@ fn owns(ctx: &CinderReconciler, cinder: &Cinder) -> bool {
     )
 }
 
+/// Stops the pass at the target-cluster gate: SecretsReady False (TargetClusterUnavailable)
+/// written to the status, polled again like a missing Secret.
+async fn target_unavailable(
+    cinder: &Cinder,
+    ctx: &CinderReconciler,
+    api: &Api<Cinder>,
+    started: Started,
+    why: impl std::fmt::Display,
+) -> Result<Action, ReconcileError> {
+    let gate = Cond::false_(
+        kind::SECRETS_READY,
+        reason::TARGET_CLUSTER_UNAVAILABLE,
+        format!("spec.targetClusterRef: {why}"),
+    );
+    let status = gate_status(cinder, &gate);
+    if write_if_changed(api, cinder, &status).await? == Written::Written {
+        crate::events::status_changed(&ctx.recorder, cinder, &status).await;
+    }
+    let requeue = Requeue::RequeueSecretPolling;
+    started.stopped(
+        ctx,
+        "stopped at TargetCluster (TargetClusterUnavailable)",
+        Some(requeue.interval()),
+    );
+    Ok(Action::requeue(requeue.jittered()))
+}
+
 async fn reconcile_in_span(
     cinder: Arc<Cinder>,
     ctx: Arc<CinderReconciler>,
@@ -284,24 +311,7 @@ async fn reconcile_in_span(
     let started = Started::now(&cinder);
     let target = match ctx.op.targets.resolve_for(&cinder).await? {
         Ok(target) => target,
-        Err(why) => {
-            let gate = Cond::false_(
-                kind::SECRETS_READY,
-                reason::TARGET_CLUSTER_UNAVAILABLE,
-                format!("spec.targetClusterRef: {why}"),
-            );
-            let status = gate_status(&cinder, &gate);
-            if write_if_changed(&api, &cinder, &status).await? == Written::Written {
-                crate::events::status_changed(&ctx.recorder, &cinder, &status).await;
-            }
-            let requeue = Requeue::RequeueSecretPolling;
-            started.stopped(
-                &ctx,
-                "stopped at TargetCluster (TargetClusterUnavailable)",
-                Some(requeue.interval()),
-            );
-            return Ok(Action::requeue(requeue.jittered()));
-        }
+        Err(why) => return target_unavailable(&cinder, &ctx, &api, started, why).await,
     };
 
     if !finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {

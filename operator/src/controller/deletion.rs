@@ -39,7 +39,7 @@ pub async fn delete_database_objects(
     let mut live = Vec::new();
     for kind in SqlKind::ALL {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kind.resource());
-        let found = match reader::get_management(&api, &name).await {
+        let found = match reader::management().get_opt(&api, &name).await {
             Ok(found) => found,
             // The mariadb-operator CRDs are not installed: nothing to clean up.
             Err(e) if e.is_not_found() => None,

@@ -428,31 +428,36 @@ impl IndexState {
             .collect()
     }
 
-    /// The CinderBackends whose parent is `namespace/cinder`.
-    pub fn backends_of(&self, namespace: &str, cinder: &str) -> Vec<ObjectRef<CinderBackend>> {
-        self.backends_of.refs(namespace, cinder)
-    }
-
-    /// The CinderBackupBackends whose parent is `namespace/cinder`.
-    pub fn backup_backends_of(
+    /// The satellites of kind `side` whose parent is `namespace/cinder`.
+    pub fn satellites_of<R>(
         &self,
+        side: SatelliteSide,
         namespace: &str,
         cinder: &str,
-    ) -> Vec<ObjectRef<CinderBackupBackend>> {
-        self.backup_backends_of.refs(namespace, cinder)
+    ) -> Vec<ObjectRef<R>>
+    where
+        R: kube::Resource<DynamicType = ()>,
+    {
+        let parents = match side {
+            SatelliteSide::Backend => &self.backends_of,
+            SatelliteSide::BackupBackend => &self.backup_backends_of,
+        };
+        parents.refs(namespace, cinder)
     }
 
-    /// The satellites (either kind) whose key Secret is `namespace/secret`.
+    /// The names of the satellites of kind `side` whose key Secret is `namespace/secret`.
     pub fn satellites_for_secret(
         &self,
+        side: SatelliteSide,
         namespace: &str,
         secret: &str,
-    ) -> (Vec<String>, Vec<String>) {
+    ) -> Vec<String> {
+        let keys = match side {
+            SatelliteSide::Backend => &self.backend_keys,
+            SatelliteSide::BackupBackend => &self.backup_backend_keys,
+        };
         let at = (namespace.to_string(), secret.to_string());
-        (
-            self.backend_keys.names(&at).cloned().collect(),
-            self.backup_backend_keys.names(&at).cloned().collect(),
-        )
+        keys.names(&at).cloned().collect()
     }
 }
 
@@ -531,39 +536,39 @@ impl IndexHandle {
         });
     }
 
+    /// A watch listener applying each event to the index with `apply`.
+    fn feeder<K: 'static>(
+        &self,
+        apply: fn(&mut IndexState, &watcher::Event<K>) -> Gone,
+    ) -> impl FnMut(&watcher::Event<K>) + Send + 'static {
+        let ix = self.clone();
+        move |e| ix.write(|s| apply(s, e))
+    }
+
     /// Feeds the index from the Cinder watch.
     pub fn on_cinder(&self) -> impl FnMut(&watcher::Event<Cinder>) + Send + 'static {
-        let ix = self.clone();
-        move |e| {
-            ix.write(|s| Gone {
-                cinders: s.apply_cinder(e),
-                ..Gone::default()
-            })
-        }
+        self.feeder(|s, e| Gone {
+            cinders: s.apply_cinder(e),
+            ..Gone::default()
+        })
     }
 
     /// Feeds the index from the CinderBackend watch.
     pub fn on_backend(&self) -> impl FnMut(&watcher::Event<CinderBackend>) + Send + 'static {
-        let ix = self.clone();
-        move |e| {
-            ix.write(|s| Gone {
-                satellites: s.apply_backend(e),
-                ..Gone::default()
-            })
-        }
+        self.feeder(|s, e| Gone {
+            satellites: s.apply_backend(e),
+            ..Gone::default()
+        })
     }
 
     /// Feeds the index from the CinderBackupBackend watch.
     pub fn on_backup_backend(
         &self,
     ) -> impl FnMut(&watcher::Event<CinderBackupBackend>) + Send + 'static {
-        let ix = self.clone();
-        move |e| {
-            ix.write(|s| Gone {
-                satellites: s.apply_backup_backend(e),
-                ..Gone::default()
-            })
-        }
+        self.feeder(|s, e| Gone {
+            satellites: s.apply_backup_backend(e),
+            ..Gone::default()
+        })
     }
 
     /// Waits until all three sources delivered their first complete list.
@@ -617,7 +622,7 @@ mod tests {
         assert_eq!(reqs, vec![ObjectRef::new("c1").within("ns")]);
         assert!(s.cinders_for_secret("other", "shared").is_empty());
         assert_eq!(
-            s.backends_of("ns", "c1"),
+            s.satellites_of::<CinderBackend>(SatelliteSide::Backend, "ns", "c1"),
             vec![ObjectRef::new("b1").within("ns")]
         );
         assert_eq!(s.cinders_for_mariadb("ns", "maria").len(), 1);
@@ -639,7 +644,10 @@ mod tests {
             .is_empty()
         );
         assert_eq!(
-            s.satellites_for_secret("ns", "shared"),
+            (
+                s.satellites_for_secret(SatelliteSide::Backend, "ns", "shared"),
+                s.satellites_for_secret(SatelliteSide::BackupBackend, "ns", "shared"),
+            ),
             (vec!["b1".to_string()], vec![])
         );
     }
@@ -714,6 +722,9 @@ mod tests {
         let gone = s.apply_backend(&watcher::Event::InitDone);
         assert_eq!(gone.len(), 1, "the relist without b2 departs it");
         assert!(s.cinders_for_secret("ns", "k").is_empty());
-        assert!(s.backends_of("ns", "c1").is_empty());
+        assert!(
+            s.satellites_of::<CinderBackend>(SatelliteSide::Backend, "ns", "c1")
+                .is_empty()
+        );
     }
 }

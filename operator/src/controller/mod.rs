@@ -27,14 +27,16 @@ pub mod status;
 pub mod watches;
 
 use crate::context::OperatorContext;
-use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, SecretStoreKind};
+use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, Satellite, SecretStoreKind};
+use crate::shards::wake::{WakeTarget, Wakeable};
 use crate::steps::capability::{HTTP_ROUTE, is_served};
 use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
 use index::IndexHandle;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use std::sync::Arc;
 use watches::Watches;
 
@@ -64,43 +66,13 @@ where
     }
 }
 
-/// The Cinder controller: the Cinder and its owned children, the kinds the index maps to Cinders
-/// (credential Secrets, stores, MariaDB clusters, satellites), and the wake-ups of the target
-/// cluster watchers (`woken`); it drains on `stop`. Every trigger comes from the shared `watches`.
-fn cinder_controller(
-    ctx: &Arc<OperatorContext>,
+/// Adds the kinds the index maps to Cinders to the Cinder controller: the credential Secrets,
+/// the (Cluster)SecretStores and the MariaDB clusters a Cinder names.
+fn watch_indexed(
+    mut cinders: Controller<Cinder>,
     index: &IndexHandle,
     w: &mut Watches,
-    woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
-    gained: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
-    stop: satellites::StopSignal,
 ) -> Controller<Cinder> {
-    let mut cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store())
-        .owns_shared_stream(w.deployments.subscribe())
-        .owns_shared_stream(w.services.subscribe())
-        .owns_shared_stream(w.config_maps.subscribe())
-        .owns_shared_stream(w.secrets.subscribe())
-        .owns_shared_stream(w.pod_disruption_budgets.subscribe())
-        .owns_shared_stream(w.autoscalers.subscribe())
-        .owns_shared_stream(w.network_policies.subscribe())
-        .owns_shared_stream(w.jobs.subscribe())
-        .owns_shared_stream(w.cron_jobs.subscribe())
-        .reconcile_on(woken)
-        .reconcile_on(gained);
-    if let Some(routes) = w.http_routes.as_mut() {
-        // Owned: an HTTPRoute wakes the Cinder that controls it.
-        cinders = cinders.watches_shared_stream_with(
-            routes.subscribe(),
-            |r: Arc<DynamicObject>| {
-                let ns = r.namespace();
-                r.owner_references()
-                    .iter()
-                    .find(|o| o.controller == Some(true) && o.kind == "Cinder")
-                    .and_then(|o| parent_ref(ns, &o.name))
-            },
-            HTTP_ROUTE.api_resource(),
-        );
-    }
     {
         let ix = index.clone();
         cinders = cinders.watches_shared_stream(w.secrets.subscribe(), move |s| {
@@ -147,6 +119,47 @@ fn cinder_controller(
             crate::kube_ext::resources::mariadb_resource(),
         );
     }
+    cinders
+}
+
+/// The Cinder controller: the Cinder and its owned children, the kinds the index maps to Cinders
+/// (credential Secrets, stores, MariaDB clusters, satellites), and the wake-ups of the target
+/// cluster watchers (`woken`); it drains on `stop`. Every trigger comes from the shared `watches`.
+fn cinder_controller(
+    ctx: &Arc<OperatorContext>,
+    index: &IndexHandle,
+    w: &mut Watches,
+    woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
+    gained: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
+    stop: satellites::StopSignal,
+) -> Controller<Cinder> {
+    let mut cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store())
+        .owns_shared_stream(w.deployments.subscribe())
+        .owns_shared_stream(w.services.subscribe())
+        .owns_shared_stream(w.config_maps.subscribe())
+        .owns_shared_stream(w.secrets.subscribe())
+        .owns_shared_stream(w.pod_disruption_budgets.subscribe())
+        .owns_shared_stream(w.autoscalers.subscribe())
+        .owns_shared_stream(w.network_policies.subscribe())
+        .owns_shared_stream(w.jobs.subscribe())
+        .owns_shared_stream(w.cron_jobs.subscribe())
+        .reconcile_on(woken)
+        .reconcile_on(gained);
+    if let Some(routes) = w.http_routes.as_mut() {
+        // Owned: an HTTPRoute wakes the Cinder that controls it.
+        cinders = cinders.watches_shared_stream_with(
+            routes.subscribe(),
+            |r: Arc<DynamicObject>| {
+                let ns = r.namespace();
+                r.owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true) && o.kind == "Cinder")
+                    .and_then(|o| parent_ref(ns, &o.name))
+            },
+            HTTP_ROUTE.api_resource(),
+        );
+    }
+    cinders = watch_indexed(cinders, index, w);
     for (ar, sql) in w.sql_objects.iter_mut() {
         // The Database, User and Grant carry their Cinder's name (`sql_object_name`).
         cinders = cinders.watches_shared_stream_with(
@@ -169,6 +182,57 @@ fn cinder_controller(
             kube::runtime::controller::Config::default().concurrency(ctx.options.concurrency),
         )
         .graceful_shutdown_on(stop)
+}
+
+/// What the wake-up of gained shards reads: each kind's store with the sender that reconciles
+/// its objects at once (a satellite follows its parent Cinder's shard).
+fn wake_targets(
+    cinders: (&Store<Cinder>, UnboundedSender<ObjectRef<Cinder>>),
+    backends: (
+        &Store<CinderBackend>,
+        UnboundedSender<ObjectRef<CinderBackend>>,
+    ),
+    backups: (
+        &Store<CinderBackupBackend>,
+        UnboundedSender<ObjectRef<CinderBackupBackend>>,
+    ),
+) -> Vec<Box<dyn Wakeable>> {
+    vec![
+        Box::new(WakeTarget {
+            store: cinders.0.clone(),
+            wake: cinders.1,
+            cinder_of: |c: &Cinder| c.name_any(),
+        }),
+        Box::new(WakeTarget {
+            store: backends.0.clone(),
+            wake: backends.1,
+            cinder_of: |b: &CinderBackend| b.satellite().cinder_ref.name.clone(),
+        }),
+        Box::new(WakeTarget {
+            store: backups.0.clone(),
+            wake: backups.1,
+            cinder_of: |b: &CinderBackupBackend| b.satellite().cinder_ref.name.clone(),
+        }),
+    ]
+}
+
+/// Marks the operator ready once the stores of the three kinds and the index have their first
+/// complete list.
+async fn become_ready(
+    ctx: Arc<OperatorContext>,
+    index: IndexHandle,
+    cinders: Store<Cinder>,
+    backends: Store<CinderBackend>,
+    backups: Store<CinderBackupBackend>,
+) {
+    let synced = store_ready(&cinders).await
+        && store_ready(&backends).await
+        && store_ready(&backups).await
+        && index.wait_synced().await;
+    if synced {
+        ctx.set_ready(true);
+        tracing::info!("controllers synced; ready");
+    }
 }
 
 /// Runs the Cinder controller and the two satellite controllers until `shutdown` turns true,
@@ -234,49 +298,24 @@ pub async fn run_operator(
             .reconcile_on(gained_backends, gained_backups);
     let backend_store = w.backends.store();
     let backup_store = w.backup_backends.store();
-    let waking = {
-        use crate::crd::Satellite;
-        use crate::shards::wake::{WakeTarget, Wakeable, wake_gained};
-        let targets: Vec<Box<dyn Wakeable>> = vec![
-            Box::new(WakeTarget {
-                store: cinder_store.clone(),
-                wake: wake_cinder,
-                cinder_of: |c: &Cinder| c.name_any(),
-            }),
-            Box::new(WakeTarget {
-                store: backend_store.clone(),
-                wake: wake_backend,
-                cinder_of: |b: &CinderBackend| b.satellite().cinder_ref.name.clone(),
-            }),
-            Box::new(WakeTarget {
-                store: backup_store.clone(),
-                wake: wake_backup,
-                cinder_of: |b: &CinderBackupBackend| b.satellite().cinder_ref.name.clone(),
-            }),
-        ];
-        tokio::spawn(wake_gained(
-            ctx.options.shards.clone(),
-            targets,
-            shutdown.clone(),
-        ))
-    };
+    let waking = tokio::spawn(crate::shards::wake::wake_gained(
+        ctx.options.shards.clone(),
+        wake_targets(
+            (&cinder_store, wake_cinder),
+            (&backend_store, wake_backend),
+            (&backup_store, wake_backup),
+        ),
+        shutdown.clone(),
+    ));
     let watching = tokio::spawn(w.run());
 
-    let readiness = {
-        let ctx = ctx.clone();
-        let index = index.clone();
-        async move {
-            let synced = store_ready(&cinder_store).await
-                && store_ready(&backend_store).await
-                && store_ready(&backup_store).await
-                && index.wait_synced().await;
-            if synced {
-                ctx.set_ready(true);
-                tracing::info!("controllers synced; ready");
-            }
-        }
-    };
-    let readiness = tokio::spawn(readiness);
+    let readiness = tokio::spawn(become_ready(
+        ctx.clone(),
+        index.clone(),
+        cinder_store,
+        backend_store,
+        backup_store,
+    ));
     let departed = tokio::spawn(satellites::forget_departed(
         departures.satellites,
         ctx.coordinator.clone(),

@@ -140,16 +140,3 @@ pub fn validate_satellite(spec: &SatelliteSpec) -> Result<(), SpecError> {
     );
     finish(p)
 }
-
-/// A recorded `type` / `cinderRef` that changed: only CEL forbids it on the server.
-pub fn check_immutable(field: &str, recorded: &str, current: &str) -> Result<(), SpecError> {
-    if recorded == current {
-        Ok(())
-    } else {
-        Err(SpecError {
-            problems: vec![format!(
-                "{field} is immutable (was {recorded:?}, now {current:?})"
-            )],
-        })
-    }
-}

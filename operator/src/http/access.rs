@@ -11,6 +11,9 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
 
 /// The verb the admin endpoint asks for on `/admin` (a custom verb, so a role that may `get`
 /// every non-resource URL does not open the admin views by accident).
@@ -80,6 +83,25 @@ impl AccessReviewer {
         }
     }
 
+    /// Creates `review` (a TokenReview or a SubjectAccessReview) and returns the API server's
+    /// answer; a review it cannot answer is a 503.
+    async fn ask<K>(&self, review: &K) -> Result<K, Refusal>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize,
+    {
+        let what = K::kind(&());
+        Api::<K>::all(self.client.clone())
+            .create(&PostParams::default(), review)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "cannot ask the API server for a {what}");
+                Refusal::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("cannot ask the API server for a {what}: {e}"),
+                )
+            })
+    }
+
     /// Admits the request with this `Authorization` header, or says why not.
     pub async fn check(&self, authorization: Option<&str>) -> Result<(), Refusal> {
         let token = bearer_token(authorization).ok_or_else(|| {
@@ -88,13 +110,6 @@ impl AccessReviewer {
                 "Unauthorized: send a ServiceAccount token as `Authorization: Bearer <token>`",
             )
         })?;
-        let unavailable = |what: &str, e: kube::Error| {
-            tracing::warn!(error = %e, "cannot ask the API server for a {what}");
-            Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("cannot ask the API server for a {what}: {e}"),
-            )
-        };
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_string(),
@@ -102,10 +117,7 @@ impl AccessReviewer {
             },
             ..TokenReview::default()
         };
-        let reviewed = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|e| unavailable("TokenReview", e))?;
+        let reviewed = self.ask(&review).await?;
         let status = reviewed.status.unwrap_or_default();
         let user = match (status.authenticated, status.user) {
             (Some(true), Some(user)) => user,
@@ -131,10 +143,7 @@ impl AccessReviewer {
             },
             ..SubjectAccessReview::default()
         };
-        let decided = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &access)
-            .await
-            .map_err(|e| unavailable("SubjectAccessReview", e))?;
+        let decided = self.ask(&access).await?;
         if decided.status.is_some_and(|s| s.allowed) {
             return Ok(());
         }

@@ -20,7 +20,9 @@ where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let list = reader::list_children(api, &ListParams::default().labels(selector)).await?;
+    let list = reader::children()
+        .list(api, &ListParams::default().labels(selector))
+        .await?;
     let mut deleted = Vec::new();
     for item in list {
         let Some(name) = item.meta().name.clone() else {

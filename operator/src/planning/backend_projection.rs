@@ -10,7 +10,7 @@ use crate::crd::{
     BackendType, CinderBackendSpec, CinderBackupBackendSpec, NfsSpec, RbdSpec, SatelliteSpec,
 };
 use crate::names;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// One backend (or the backup target) projected into a content-hashed Secret.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -126,7 +126,7 @@ fn finish(
     data: BTreeMap<String, String>,
 ) -> Projection {
     let content_hash = map_digest(&data);
-    let secret_name = format!("{base_name}-{}", &content_hash[..names::CONTENT_HASH_LEN]);
+    let secret_name = names::projection_secret(&base_name, &content_hash);
     let summary = ProjectedBackend {
         name: backend.to_string(),
         backend_type: Some(backend_type),
@@ -317,22 +317,6 @@ pub fn project_backup_backend(
     ))
 }
 
-/// Projection Secrets to delete: those (by name, with their `cinder.openstack.c5c3.io/backend`
-/// label) whose backend nothing projects anymore. Secrets of still-projected backends stay,
-/// older hashes included (rollback history).
-pub fn stale_projection_secrets(
-    existing: &[(String, String)],
-    projected_backends: &BTreeSet<String>,
-) -> Vec<String> {
-    let mut stale: Vec<String> = existing
-        .iter()
-        .filter(|(_, backend)| !projected_backends.contains(backend))
-        .map(|(name, _)| name.clone())
-        .collect();
-    stale.sort();
-    stale
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,19 +413,5 @@ mod tests {
         let p = project_backup_backend("c1", "bk", &r, Some("AQBk==")).unwrap();
         assert!(p.data[BACKUP_CONF_KEY].contains("backup_ceph_pool = backups"));
         assert!(p.data.contains_key(KEYRING_KEY));
-    }
-
-    #[test]
-    fn sweep_keeps_projected_backends_and_their_history() {
-        let existing = vec![
-            ("c1-backend-a-111".to_string(), "a".to_string()),
-            ("c1-backend-a-222".to_string(), "a".to_string()),
-            ("c1-backend-gone-333".to_string(), "gone".to_string()),
-        ];
-        let projected: BTreeSet<String> = ["a".to_string()].into();
-        assert_eq!(
-            stale_projection_secrets(&existing, &projected),
-            ["c1-backend-gone-333"]
-        );
     }
 }

@@ -8,22 +8,14 @@
 
 use super::env::StepEnv;
 use super::workloads::{
-    ExtraVolume, WorkloadSpec, attached_backends, converge, delete_deployment, desired_deployment,
+    ExtraVolume, WorkloadCondition, WorkloadSpec, attached_backends, converge, delete_deployment,
+    desired_deployment,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::BackendType;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
-use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-
-fn waiting(message: impl Into<String>) -> Cond {
-    Cond::false_(
-        kind::BACKUP_SERVICE_READY,
-        reason::WAITING_FOR_BACKUP_SERVICE,
-        message,
-    )
-}
 
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
@@ -36,7 +28,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
             // A target that only waits this pass keeps the running backup service: only a
             // target that left takes it away.
             let held = ctx.artefacts.backup_backend_held.join(", ");
-            return ctx.proceed(waiting(format!(
+            return ctx.proceed(WorkloadCondition::BACKUP_SERVICE.waiting(format!(
                 "backup target {held} is not projected; Deployment {deployment_name} is kept as it is"
             )));
         }
@@ -50,10 +42,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         ));
     };
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
-        return ctx.requeue(
-            waiting("waiting for the rendered config"),
-            REQUEUE_DEPLOYMENT_POLLING,
-        );
+        return WorkloadCondition::BACKUP_SERVICE.await_config(ctx);
     };
     let specs = attached_backends(&env.client, &ns, &name)
         .await
@@ -94,13 +83,16 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         )
     };
     let desired = desired_deployment(&ctx.cinder, &spec);
-    let ready = Cond::true_(
-        kind::BACKUP_SERVICE_READY,
-        reason::BACKUP_SERVICE_READY,
-        format!(
-            "Deployment {deployment_name} is ready (backup target {})",
-            target.name
-        ),
+    let ready = format!(
+        "Deployment {deployment_name} is ready (backup target {})",
+        target.name
     );
-    converge(ctx, &children, &desired, waiting, ready).await
+    converge(
+        ctx,
+        &children,
+        &desired,
+        &WorkloadCondition::BACKUP_SERVICE,
+        ready,
+    )
+    .await
 }

@@ -3,8 +3,10 @@
 //! or removing the CRD is noticed without a restart. A 404 means "not installed"; any other
 //! failure is a probe error the caller reports (CapabilityProbeFailed), never a crash.
 
+use crate::conditions::{Cond, reason};
 use crate::kube_ext::ApiErrorExt;
-use kube::Client;
+use kube::api::DynamicObject;
+use kube::{Api, Client};
 
 /// A kind whose presence is probed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +46,11 @@ impl OptionalKind {
             self.plural,
         )
     }
+
+    /// Its objects in `namespace`.
+    pub fn namespaced(&self, client: &Client, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), namespace, &self.api_resource())
+    }
 }
 
 /// The probe itself failed (the API server answered something other than the group list or a
@@ -54,6 +61,13 @@ pub struct ProbeError {
     pub api_version: String,
     #[source]
     pub source: kube::Error,
+}
+
+impl ProbeError {
+    /// The condition `condition` reports while the probe fails (CapabilityProbeFailed, False).
+    pub fn condition(&self, condition: &'static str) -> Cond {
+        Cond::false_(condition, reason::CAPABILITY_PROBE_FAILED, self.to_string())
+    }
 }
 
 /// True when discovery lists `kind` under its group/version; false when the group/version is

@@ -96,7 +96,7 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    match reader::get_child(&api, &name).await? {
+    match reader::children().get_opt(&api, &name).await? {
         None => create_if_absent(&api, &desired).await,
         Some(existing) => {
             if existing.data == desired.data
@@ -123,7 +123,7 @@ pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bo
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    if reader::get_child(&api, &name).await?.is_some() {
+    if reader::children().get_opt(&api, &name).await?.is_some() {
         return Ok(false);
     }
     create_if_absent(&api, &desired).await
@@ -161,11 +161,12 @@ where
         .map(|c| (names::LABEL_COMPONENT, c.as_str()))
         .into_iter()
         .collect();
-    reader::list_children(
-        &api,
-        &ListParams::default().labels(&selector(cinder, &extra)),
-    )
-    .await
+    reader::children()
+        .list(
+            &api,
+            &ListParams::default().labels(&selector(cinder, &extra)),
+        )
+        .await
 }
 
 /// An optional child the spec does not ask for: what it is ("HPA"), its condition and reason
@@ -230,7 +231,7 @@ where
             false,
         ));
     }
-    let present = match reader::get_child(api, name).await {
+    let present = match reader::children().get_opt(api, name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,
         Err(e) => return Err(e).doing(format_args!("reading {what} {name}")),

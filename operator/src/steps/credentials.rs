@@ -48,7 +48,7 @@ pub async fn read(
     optional: &[&str],
 ) -> Result<Result<SecretValues, Missing>, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let Some(secret) = reader::get_management(&api, name).await? else {
+    let Some(secret) = reader::management().get_opt(&api, name).await? else {
         return Ok(Err(Missing::Secret(name.to_string())));
     };
     let data = secret.data.unwrap_or_default();

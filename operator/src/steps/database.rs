@@ -52,6 +52,74 @@ enum Driven {
     Wait(Duration, String),
 }
 
+/// The state of the existing Job `job_name` (`o` as read; a failure carries its pod's exit code),
+/// feeding the db_sync pair and the JobFinished event once per terminal Job UID.
+async fn existing_state(
+    clusters: &Clusters,
+    services: &DatabaseServices,
+    cinder: &Cinder,
+    which: SchemaJob,
+    job_name: &str,
+    o: &jobs::ObservedJob,
+) -> JobState {
+    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let mut state = o.state;
+    if let JobState::Failed { .. } = state {
+        state = JobState::Failed {
+            exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
+        };
+    }
+    if state.is_terminal() {
+        let result = if state == JobState::Succeeded {
+            JobResult::Succeeded
+        } else {
+            JobResult::Failed
+        };
+        let duration = o.duration.unwrap_or_default();
+        let counted = CountedJob {
+            client: &clusters.children,
+            name: job_name,
+            uid: &o.uid,
+        };
+        if services
+            .observe_job_once(&counted, ns, name, result, duration)
+            .await
+        {
+            crate::events::job_finished(
+                services.recorder(),
+                cinder,
+                job_name,
+                &format!("db-{}", which.label()),
+                result,
+                duration,
+            )
+            .await;
+        }
+    }
+    state
+}
+
+/// What writing Job `job_name` came to; `wait` is how long another Job of the same database is
+/// waited for.
+fn after_act(act: Act, job_name: &str, wait: Duration) -> Driven {
+    match act {
+        Act::Done => Driven::State(JobState::Running, String::new()),
+        Act::DeviceBusy(after) => Driven::Wait(
+            after,
+            format!("Job {job_name} waits for the database lock another replica holds"),
+        ),
+        Act::OtherActive(other) => Driven::Wait(
+            wait,
+            format!("Job {job_name} waits for Job {other} of the same database to finish"),
+        ),
+        Act::StaleSnapshot => Driven::Wait(
+            REQUEUE_NEXT_PASS,
+            "the Cinder changed during this pass; acting on the next one".to_string(),
+        ),
+    }
+}
+
 /// Ensures the Job `which` exists with its wanted spec (creating or replacing it under the
 /// device lock) and reports its state; feeds the db_sync pair once per terminal Job UID.
 async fn drive_job(
@@ -104,57 +172,11 @@ async fn drive_job(
                 act
             }
             Some(o) => {
-                let mut state = o.state;
-                if let JobState::Failed { .. } = state {
-                    state = JobState::Failed {
-                        exit_code: jobs::failed_exit_code(&clusters.children, ns, &o.uid).await,
-                    };
-                }
-                if state.is_terminal() {
-                    let result = if state == JobState::Succeeded {
-                        JobResult::Succeeded
-                    } else {
-                        JobResult::Failed
-                    };
-                    let duration = o.duration.unwrap_or_default();
-                    let counted = CountedJob {
-                        client: &clusters.children,
-                        name: &job_name,
-                        uid: &o.uid,
-                    };
-                    if services
-                        .observe_job_once(&counted, ns, name, result, duration)
-                        .await
-                    {
-                        crate::events::job_finished(
-                            services.recorder(),
-                            cinder,
-                            &job_name,
-                            &format!("db-{}", which.label()),
-                            result,
-                            duration,
-                        )
-                        .await;
-                    }
-                }
+                let state = existing_state(clusters, services, cinder, which, &job_name, o).await;
                 return Ok(Driven::State(state, o.uid.clone()));
             }
         };
-        Ok(match act {
-            Act::Done => Driven::State(JobState::Running, String::new()),
-            Act::DeviceBusy(after) => Driven::Wait(
-                after,
-                format!("Job {job_name} waits for the database lock another replica holds"),
-            ),
-            Act::OtherActive(other) => Driven::Wait(
-                wait,
-                format!("Job {job_name} waits for Job {other} of the same database to finish"),
-            ),
-            Act::StaleSnapshot => Driven::Wait(
-                REQUEUE_NEXT_PASS,
-                "the Cinder changed during this pass; acting on the next one".to_string(),
-            ),
-        })
+        Ok(after_act(act, &job_name, wait))
     }
     .await;
     driven.doing("running the database Job")

@@ -86,7 +86,7 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-    match reader::get_child(&api, &name).await? {
+    match reader::children().get_opt(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
         Some(existing) => {

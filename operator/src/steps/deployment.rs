@@ -9,9 +9,9 @@
 use super::children::child_meta;
 use super::env::StepEnv;
 use super::workloads::{
-    SPEC_HASH_ANNOTATION, WorkloadSpec, desired_deployment, ensure_converged, hash_of, spec_hash,
+    SPEC_HASH_ANNOTATION, WorkloadCondition, WorkloadSpec, desired_deployment, ensure_converged,
+    hash_of, spec_hash,
 };
-use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
 use crate::names::{self, Component};
@@ -27,14 +27,6 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
-
-fn waiting(message: impl Into<String>) -> Cond {
-    Cond::false_(
-        kind::DEPLOYMENT_READY,
-        reason::WAITING_FOR_DEPLOYMENT,
-        message,
-    )
-}
 
 /// The API Service: port 8776 to the API pods.
 pub fn desired_service(cinder: &crate::crd::Cinder) -> Service {
@@ -103,7 +95,7 @@ where
     let ns = meta.namespace.clone().unwrap_or_default();
     let name = meta.name.clone().unwrap_or_default();
     let api: Api<K> = Api::namespaced(client.clone(), &ns);
-    match reader::get_child(&api, &name).await? {
+    match reader::children().get_opt(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
         Some(_) => {
@@ -126,10 +118,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
-        return ctx.requeue(
-            waiting("waiting for the rendered config"),
-            REQUEUE_DEPLOYMENT_POLLING,
-        );
+        return WorkloadCondition::API.await_config(ctx);
     };
     let cinder = ctx.cinder.clone();
     let deployment_name = names::api_deployment(&name);
@@ -167,15 +156,11 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     ctx.status.endpoint = Some(names::api_endpoint(&name, &ns));
     if !converged {
         return ctx.requeue(
-            waiting(format!("Deployment {deployment_name} is rolling out")),
+            WorkloadCondition::API.waiting(format!("Deployment {deployment_name} is rolling out")),
             REQUEUE_DEPLOYMENT_POLLING,
         );
     }
-    let ready = Cond::true_(
-        kind::DEPLOYMENT_READY,
-        reason::DEPLOYMENT_READY,
-        format!("Deployment {deployment_name} is ready"),
-    );
+    let ready = WorkloadCondition::API.ready(format!("Deployment {deployment_name} is ready"));
     // The workload steps before this one only continue once their rollouts converged.
     if let Some((phase, after)) = rollout_converged(ctx.status.upgrade_phase, true) {
         ctx.status.upgrade_phase = Some(phase);

@@ -18,7 +18,6 @@ use crate::kube_ext::apply;
 use crate::names;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
@@ -89,11 +88,8 @@ const UNWANTED: NotRequired = NotRequired::new(
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
-    let ns = ctx.namespace().to_string();
-    let name = ctx.name().to_string();
-    let route_name = names::http_route(&name);
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &HTTP_ROUTE.api_resource());
+    let route_name = names::http_route(ctx.name());
+    let api = HTTP_ROUTE.namespaced(&client, ctx.namespace());
     let Some(gateway) = ctx.cinder.spec.gateway.clone() else {
         // Not wanted: delete it; a 404 (no route, or no Gateway API at all) is the goal state.
         return remove_unwanted(ctx, &api, &route_name, UNWANTED).await;
@@ -103,11 +99,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         Ok(false) => return ctx.requeue(not_installed(), REQUEUE_DEPLOYMENT_POLLING),
         Err(e) => {
             return ctx.requeue(
-                Cond::false_(
-                    kind::HTTP_ROUTE_READY,
-                    reason::CAPABILITY_PROBE_FAILED,
-                    e.to_string(),
-                ),
+                e.condition(kind::HTTP_ROUTE_READY),
                 REQUEUE_DEPLOYMENT_POLLING,
             );
         }

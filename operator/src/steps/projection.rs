@@ -37,7 +37,8 @@ where
         + 'static,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let mut attached: Vec<K> = reader::list_management(&api, &ListParams::default())
+    let mut attached: Vec<K> = reader::management()
+        .list(&api, &ListParams::default())
         .await?
         .into_iter()
         .filter(|b| b.satellite().cinder_ref.name == cinder)

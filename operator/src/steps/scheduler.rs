@@ -4,29 +4,16 @@
 //! (RequeueDeploymentPolling) until its rollout converged; SchedulerReady / WaitingForScheduler.
 
 use super::env::StepEnv;
-use super::workloads::{WorkloadSpec, converge, desired_deployment};
-use crate::conditions::{Cond, kind, reason};
+use super::workloads::{WorkloadCondition, WorkloadSpec, converge, desired_deployment};
 use crate::names::{self, Component};
 use crate::pipeline::{StepContext, StepResult};
 use crate::planning::config::CONFIG_DIR;
-use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-
-fn waiting(message: impl Into<String>) -> Cond {
-    Cond::false_(
-        kind::SCHEDULER_READY,
-        reason::WAITING_FOR_SCHEDULER,
-        message,
-    )
-}
 
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let name = ctx.name().to_string();
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
-        return ctx.requeue(
-            waiting("waiting for the rendered config"),
-            REQUEUE_DEPLOYMENT_POLLING,
-        );
+        return WorkloadCondition::SCHEDULER.await_config(ctx);
     };
     let deployment_name = names::scheduler_deployment(&name);
     let spec = WorkloadSpec::new(
@@ -45,11 +32,14 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         ctx.status.installed_release.as_deref(),
     );
     let desired = desired_deployment(&ctx.cinder, &spec);
-    let ready = Cond::true_(
-        kind::SCHEDULER_READY,
-        reason::SCHEDULER_READY,
-        format!("Deployment {deployment_name} is ready"),
-    );
+    let ready = format!("Deployment {deployment_name} is ready");
     let children = ctx.children(&env.client);
-    converge(ctx, &children, &desired, waiting, ready).await
+    converge(
+        ctx,
+        &children,
+        &desired,
+        &WorkloadCondition::SCHEDULER,
+        ready,
+    )
+    .await
 }

@@ -71,7 +71,7 @@ async fn store_ready(
             Api::namespaced_with(client.clone(), namespace, &secret_store_resource())
         }
     };
-    let store = match reader::get_management(&api, name).await {
+    let store = match reader::management().get_opt(&api, name).await {
         Ok(s) => s,
         // The external-secrets CRDs are not installed.
         Err(e) if e.is_not_found() => None,

@@ -15,9 +15,9 @@ pub mod detach;
 use super::children::list_children;
 use super::env::StepEnv;
 use super::workloads::{
-    DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadSpec, attached_backends,
-    backend_volumes, converged, delete_deployment, desired_deployment, ensure_deployment,
-    needs_write,
+    DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadCondition, WorkloadSpec,
+    attached_backends, backend_volumes, converged, delete_deployment, desired_deployment,
+    ensure_deployment, needs_write,
 };
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{CinderBackend, VolumeServiceStatus};
@@ -31,14 +31,6 @@ use k8s_openapi::api::core::v1::EnvVar;
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-fn waiting(message: impl Into<String>) -> Cond {
-    Cond::false_(
-        kind::VOLUME_SERVICES_READY,
-        reason::WAITING_FOR_VOLUME_SERVICES,
-        message,
-    )
-}
 
 /// What applying one backend's change came to.
 enum Applied {
@@ -266,6 +258,25 @@ enum Stopped {
     Failed(String),
 }
 
+impl Stopped {
+    /// What a write under a backend's device lock came to: `Ok` when done, else the pass stops,
+    /// waiting while the device is busy (`busy` says whose) or failed (`doing` says at what).
+    fn unless_done(
+        applied: Result<Applied, String>,
+        busy: impl FnOnce() -> String,
+        doing: impl FnOnce() -> String,
+    ) -> Result<(), Stopped> {
+        match applied {
+            Ok(Applied::Done) => Ok(()),
+            Ok(Applied::Busy(after)) => Err(Stopped::Busy(
+                WorkloadCondition::VOLUME_SERVICES.waiting(busy()),
+                after,
+            )),
+            Err(e) => Err(Stopped::Failed(format!("{}: {e}", doing()))),
+        }
+    }
+}
+
 /// Writes the Deployments `plan` wants, each under its backend's device lock; returns the
 /// Deployments still rolling out.
 async fn apply_volume_plan(
@@ -305,18 +316,12 @@ async fn apply_volume_plan(
             },
         )
         .await;
-        match applied {
-            Ok(Applied::Done) => pending.push(deployment_name),
-            Ok(Applied::Busy(after)) => {
-                let why = format!("the device of backend {} is busy", v.backend);
-                return Err(Stopped::Busy(waiting(why), after));
-            }
-            Err(e) => {
-                return Err(Stopped::Failed(format!(
-                    "writing Deployment {deployment_name}: {e}"
-                )));
-            }
-        }
+        Stopped::unless_done(
+            applied,
+            || format!("the device of backend {} is busy", v.backend),
+            || format!("writing Deployment {deployment_name}"),
+        )?;
+        pending.push(deployment_name);
     }
     for d in &plan.departed {
         let (c, n, nm) = (children.clone(), ns.to_string(), d.deployment.clone());
@@ -327,19 +332,11 @@ async fn apply_volume_plan(
             || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
         )
         .await;
-        match applied {
-            Ok(Applied::Done) => {}
-            Ok(Applied::Busy(after)) => {
-                let why = format!("the device of departed backend {} is busy", d.backend);
-                return Err(Stopped::Busy(waiting(why), after));
-            }
-            Err(e) => {
-                return Err(Stopped::Failed(format!(
-                    "deleting Deployment {}: {e}",
-                    d.deployment
-                )));
-            }
-        }
+        Stopped::unless_done(
+            applied,
+            || format!("the device of departed backend {} is busy", d.backend),
+            || format!("deleting Deployment {}", d.deployment),
+        )?;
     }
     Ok(pending)
 }
@@ -401,25 +398,23 @@ pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContex
         Err(e) => return Err(e.to_string()).doing("detach"),
         Ok(DetachOutcome::Busy { backend, after }) => {
             return ctx.requeue(
-                waiting(format!("detaching backend {backend}: a device is busy")),
+                WorkloadCondition::VOLUME_SERVICES
+                    .waiting(format!("detaching backend {backend}: a device is busy")),
                 after,
             );
         }
         Ok(DetachOutcome::Worked { plan }) => {
-            let condition = plan
-                .condition
-                .clone()
-                .unwrap_or_else(|| waiting(format!("detaching backend {}", plan.backend)));
+            let condition = plan.condition.clone().unwrap_or_else(|| {
+                WorkloadCondition::VOLUME_SERVICES
+                    .waiting(format!("detaching backend {}", plan.backend))
+            });
             return ctx.requeue(condition, plan.requeue);
         }
         Ok(DetachOutcome::Idle) => {}
     }
 
     if config_map.is_none() && !active.is_empty() {
-        return ctx.requeue(
-            waiting("waiting for the rendered config"),
-            REQUEUE_DEPLOYMENT_POLLING,
-        );
+        return WorkloadCondition::VOLUME_SERVICES.await_config(ctx);
     }
     let count = ctx.status.volume_services.len();
     if count == 0 {
@@ -431,7 +426,8 @@ pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContex
     }
     if !pending.is_empty() {
         return ctx.requeue(
-            waiting(format!("rolling out: {}", pending.join(", "))),
+            WorkloadCondition::VOLUME_SERVICES
+                .waiting(format!("rolling out: {}", pending.join(", "))),
             REQUEUE_DEPLOYMENT_POLLING,
         );
     }
@@ -450,11 +446,7 @@ fn all_ready(count: usize, held: &[(VolumeServiceStatus, bool)]) -> Cond {
             names.join(", ")
         )
     };
-    Cond::true_(
-        kind::VOLUME_SERVICES_READY,
-        reason::ALL_VOLUME_SERVICES_READY,
-        format!("{count} volume service(s) ready{held}"),
-    )
+    WorkloadCondition::VOLUME_SERVICES.ready(format!("{count} volume service(s) ready{held}"))
 }
 
 #[cfg(test)]

@@ -121,8 +121,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&env.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &VERTICAL_POD_AUTOSCALER.api_resource());
+    let api = VERTICAL_POD_AUTOSCALER.namespaced(&client, &ns);
     let asked = wanted(&ctx.cinder);
     if !asked && already_not_required(&ctx.cinder, kind::VPA_READY, reason::VPA_NOT_REQUIRED) {
         // The pass that found VPAs unasked swept them; nothing creates them since.
@@ -131,14 +130,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let served = match capability::is_served(&client, VERTICAL_POD_AUTOSCALER).await {
         Ok(served) => served,
         Err(e) if asked => {
-            return ctx.requeue(
-                Cond::false_(
-                    kind::VPA_READY,
-                    reason::CAPABILITY_PROBE_FAILED,
-                    e.to_string(),
-                ),
-                REQUEUE_DEPLOYMENT_POLLING,
-            );
+            return ctx.requeue(e.condition(kind::VPA_READY), REQUEUE_DEPLOYMENT_POLLING);
         }
         // Not asked: try the sweep anyway (a 404 there means nothing to delete).
         Err(_) => true,

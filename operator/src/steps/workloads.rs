@@ -7,7 +7,7 @@
 //! the workloads that carry it.
 
 use super::children::child_meta;
-use crate::conditions::Cond;
+use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::reader;
@@ -357,23 +357,13 @@ pub fn needs_write(existing: Option<&Deployment>, desired: &Deployment) -> bool 
     existing.is_none_or(|e| spec_hash(&e.metadata) != spec_hash(&desired.metadata))
 }
 
-/// Reads Deployment `name` (None: absent or being deleted).
-pub async fn read_deployment(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<Deployment>, kube::Error> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    reader::get_child(&api, name).await
-}
-
 /// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
 /// whether anything was written.
 pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<bool, kube::Error> {
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let existing = reader::get_child(&api, &name).await?;
+    let existing = reader::children().get_opt(&api, &name).await?;
     if !needs_write(existing.as_ref(), desired) {
         return Ok(false);
     }
@@ -400,7 +390,7 @@ pub async fn delete_deployment(
     name: &str,
 ) -> Result<bool, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    if reader::get_child(&api, name).await?.is_none() {
+    if reader::children().get_opt(&api, name).await?.is_none() {
         return Ok(false);
     }
     let params = DeleteParams {
@@ -429,25 +419,90 @@ pub fn converged(d: &Deployment) -> bool {
         && status.replicas.unwrap_or(0) == want
 }
 
-/// Ensures `desired` on `client` and ends the step with it: `waiting` while the rollout runs
-/// (polled every [`REQUEUE_DEPLOYMENT_POLLING`]), `ready` once converged; an API error fails the
-/// step.
+/// The condition a workload step reports: its type, its reason once the rollout converged and
+/// its reason while waiting (for the rendered config or the rollout).
+pub struct WorkloadCondition {
+    kind: &'static str,
+    ready: &'static str,
+    waiting: &'static str,
+}
+
+impl WorkloadCondition {
+    /// SchedulerReady: SchedulerReady / WaitingForScheduler.
+    pub const SCHEDULER: Self = Self::new(
+        kind::SCHEDULER_READY,
+        reason::SCHEDULER_READY,
+        reason::WAITING_FOR_SCHEDULER,
+    );
+
+    /// BackupServiceReady: BackupServiceReady / WaitingForBackupService.
+    pub const BACKUP_SERVICE: Self = Self::new(
+        kind::BACKUP_SERVICE_READY,
+        reason::BACKUP_SERVICE_READY,
+        reason::WAITING_FOR_BACKUP_SERVICE,
+    );
+
+    /// DeploymentReady: DeploymentReady / WaitingForDeployment.
+    pub const API: Self = Self::new(
+        kind::DEPLOYMENT_READY,
+        reason::DEPLOYMENT_READY,
+        reason::WAITING_FOR_DEPLOYMENT,
+    );
+
+    /// VolumeServicesReady: AllVolumeServicesReady / WaitingForVolumeServices.
+    pub const VOLUME_SERVICES: Self = Self::new(
+        kind::VOLUME_SERVICES_READY,
+        reason::ALL_VOLUME_SERVICES_READY,
+        reason::WAITING_FOR_VOLUME_SERVICES,
+    );
+
+    pub const fn new(kind: &'static str, ready: &'static str, waiting: &'static str) -> Self {
+        WorkloadCondition {
+            kind,
+            ready,
+            waiting,
+        }
+    }
+
+    /// True with the ready reason.
+    pub fn ready(&self, message: impl Into<String>) -> Cond {
+        Cond::true_(self.kind, self.ready, message)
+    }
+
+    /// False with the waiting reason.
+    pub fn waiting(&self, message: impl Into<String>) -> Cond {
+        Cond::false_(self.kind, self.waiting, message)
+    }
+
+    /// Ends the step waiting for the rendered config (polled every
+    /// [`REQUEUE_DEPLOYMENT_POLLING`]).
+    pub fn await_config(&self, ctx: &mut StepContext) -> StepResult {
+        ctx.requeue(
+            self.waiting("waiting for the rendered config"),
+            REQUEUE_DEPLOYMENT_POLLING,
+        )
+    }
+}
+
+/// Ensures `desired` on `client` and ends the step with it: waiting while the rollout runs
+/// (polled every [`REQUEUE_DEPLOYMENT_POLLING`]), ready with `ready_message` once converged; an
+/// API error fails the step.
 pub async fn converge(
     ctx: &mut StepContext,
     client: &Client,
     desired: &Deployment,
-    waiting: fn(String) -> Cond,
-    ready: Cond,
+    condition: &WorkloadCondition,
+    ready_message: String,
 ) -> StepResult {
     let name = desired.metadata.name.clone().unwrap_or_default();
     if ensure_converged(client, desired)
         .await
         .doing(format_args!("writing Deployment {name}"))?
     {
-        ctx.proceed(ready)
+        ctx.proceed(condition.ready(ready_message))
     } else {
         ctx.requeue(
-            waiting(format!("Deployment {name} is rolling out")),
+            condition.waiting(format!("Deployment {name} is rolling out")),
             REQUEUE_DEPLOYMENT_POLLING,
         )
     }
@@ -460,7 +515,9 @@ pub async fn ensure_converged(client: &Client, desired: &Deployment) -> Result<b
     }
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
-    Ok(read_deployment(client, &ns, &name)
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    Ok(reader::children()
+        .get_opt(&api, &name)
         .await?
         .is_some_and(|d| converged(&d)))
 }
@@ -472,7 +529,8 @@ pub async fn attached_backends(
     cinder: &str,
 ) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
     let api: Api<CinderBackend> = Api::namespaced(client.clone(), namespace);
-    Ok(reader::list_management(&api, &ListParams::default())
+    Ok(reader::management()
+        .list(&api, &ListParams::default())
         .await?
         .into_iter()
         .filter(|b| b.spec.satellite.cinder_ref.name == cinder)

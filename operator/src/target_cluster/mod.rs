@@ -66,7 +66,9 @@ async fn registration(
         }
         seen.push(ns);
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let list = reader::list_management(&api, &ListParams::default().labels(&selector)).await?;
+        let list = reader::management()
+            .list(&api, &ListParams::default().labels(&selector))
+            .await?;
         let found = list.into_iter().find_map(|s| {
             s.data
                 .and_then(|mut d| d.remove(TARGET_CLUSTER_KUBECONFIG_KEY))

@@ -1,9 +1,7 @@
 //! The operator's own spec checks (what the schema says but a CEL-less API server may admit),
 //! and the defaults the types fill in.
 
-use cinder_operator::crd::validation::{
-    check_immutable, is_release, validate_cinder, validate_satellite,
-};
+use cinder_operator::crd::validation::{is_release, validate_cinder, validate_satellite};
 use cinder_operator::crd::{BackendType, CinderBackendSpec, CinderSpec};
 
 const MINIMAL: &str = r#"
@@ -97,8 +95,6 @@ fn satellite_needs_exactly_the_block_matching_its_type() {
         serde_yaml::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
     assert!(validate_satellite(&rbd.satellite).is_ok());
     assert_eq!(rbd.satellite.rbd.unwrap().cluster_name, "ceph");
-    assert!(check_immutable("type", "NFS", "RBD").is_err());
-    assert!(check_immutable("type", "NFS", "NFS").is_ok());
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! deploy/ on the embedded cluster: every manifest `kubectl apply -k deploy/` would send is
 //! accepted by a server-side dry run and then created for real (with a minimal
-//! monitoring.coreos.com CRD registered, which deploy/ must not need); the Deployment carries the
-//! hardening and wiring of the issue; the Service and the ServiceMonitor of deploy/monitoring
-//! agree on the metrics port.
+//! monitoring.coreos.com CRD registered, which deploy/ must not need); the Deployment is hardened
+//! (non-root, read-only root filesystem, RuntimeDefault seccomp, resource requests) and wired
+//! (health and readiness probes, secure metrics, leader election); the Service and the
+//! ServiceMonitor of deploy/monitoring agree on the metrics port.
 
 use cinder_e2e::deploy_helpers::*;
 use cinder_e2e::eventually;

@@ -3,7 +3,7 @@
 //! embedded cluster with its own user agent through the happy path (a Cinder with an NFS backend
 //! up to Ready) and a detach (the backend deleted until it is gone), then each recorded request
 //! of that user agent is checked against the rules; an uncovered request fails the test by name.
-//! The rules also keep the limits: pods get and list only, events create and patch.
+//! The rules also stay narrow: pods get and list only, events create and patch.
 
 use cinder_e2e::database_helpers::database_environment;
 use cinder_e2e::deploy_helpers::*;

@@ -2,10 +2,12 @@
 //! for the shared reconcile.
 
 use super::kind::SatelliteKind;
+use crate::controller::index::SatelliteSide;
 use crate::crd::{CinderBackupBackend, SatelliteStatus};
 use crate::steps::projection::PROJECTION_BACKUP;
 
 impl SatelliteKind for CinderBackupBackend {
+    const SIDE: SatelliteSide = SatelliteSide::BackupBackend;
     const KIND: &'static str = "CinderBackupBackend";
     const PROJECTION: &'static str = PROJECTION_BACKUP;
     const FINALIZER: Option<&'static str> = None;

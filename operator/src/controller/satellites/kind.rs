@@ -1,5 +1,6 @@
 //! What differs between the two satellite kinds, behind one trait the shared reconcile uses.
 
+use crate::controller::index::SatelliteSide;
 use crate::crd::validation::validate_satellite;
 use crate::crd::{BackendType, RbdSpec, Satellite, SatelliteStatus};
 use kube::Resource;
@@ -17,6 +18,8 @@ pub trait SatelliteKind:
     + Sync
     + 'static
 {
+    /// Its side in the index.
+    const SIDE: SatelliteSide;
     /// The kind name (backend-actor ids, messages).
     const KIND: &'static str;
     /// The [`crate::steps::projection::PROJECTION_LABEL`] value of its projection Secrets.

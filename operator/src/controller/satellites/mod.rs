@@ -11,7 +11,7 @@ pub mod reconcile;
 pub mod status;
 
 use crate::context::OperatorContext;
-use crate::controller::index::{Departed, IndexHandle, IndexState, SatelliteSide};
+use crate::controller::index::{Departed, IndexHandle, SatelliteSide};
 use crate::controller::watches::Watches;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
 use crate::kube_ext::shared_watch::SharedWatch;
@@ -30,27 +30,27 @@ use std::sync::Arc;
 /// The shutdown signal the controllers drain on.
 pub type StopSignal = Shared<BoxFuture<'static, ()>>;
 
+/// The controller of satellite kind `S`: its own watch, its parent Cinder (through the index)
+/// and the Secrets it reads (key Secrets through the index, projection Secrets by their
+/// backend label).
 fn controller_for<S: SatelliteKind>(
     own: &mut SharedWatch<S>,
     cinders: &mut SharedWatch<Cinder>,
     secrets: &mut SharedWatch<Secret>,
     index: &IndexHandle,
-    of_parent: fn(&IndexState, &str, &str) -> Vec<ObjectRef<S>>,
-    for_key: fn(&IndexState, &str, &str) -> Vec<String>,
 ) -> Controller<S> {
     let ix = index.clone();
     let ix2 = index.clone();
     Controller::for_shared_stream(own.subscribe(), own.store())
         .watches_shared_stream(cinders.subscribe(), move |c: Arc<Cinder>| {
-            of_parent(
-                &ix.read(),
-                &c.namespace().unwrap_or_default(),
-                &c.name_any(),
-            )
+            ix.read()
+                .satellites_of(S::SIDE, &c.namespace().unwrap_or_default(), &c.name_any())
         })
         .watches_shared_stream(secrets.subscribe(), move |s: Arc<Secret>| {
             let ns = s.namespace().unwrap_or_default();
-            let mut names = for_key(&ix2.read(), &ns, &s.name_any());
+            let mut names = ix2
+                .read()
+                .satellites_for_secret(S::SIDE, &ns, &s.name_any());
             let labels = s.labels();
             if labels.get(PROJECTION_LABEL).map(String::as_str) == Some(S::PROJECTION)
                 && let Some(b) = labels.get(names::LABEL_BACKEND)
@@ -82,24 +82,11 @@ impl SatelliteControllers {
         stop: StopSignal,
     ) -> Self {
         let client = op.client.clone();
-        let backends = controller_for::<CinderBackend>(
-            &mut w.backends,
-            &mut w.cinders,
-            &mut w.secrets,
-            index,
-            |s, ns, c| s.backends_of(ns, c),
-            |s, ns, secret| s.satellites_for_secret(ns, secret).0,
-        )
-        .graceful_shutdown_on(stop.clone());
-        let backup_backends = controller_for::<CinderBackupBackend>(
-            &mut w.backup_backends,
-            &mut w.cinders,
-            &mut w.secrets,
-            index,
-            |s, ns, c| s.backup_backends_of(ns, c),
-            |s, ns, secret| s.satellites_for_secret(ns, secret).1,
-        )
-        .graceful_shutdown_on(stop);
+        let (cinders, secrets) = (&mut w.cinders, &mut w.secrets);
+        let backends = controller_for(&mut w.backends, cinders, secrets, index)
+            .graceful_shutdown_on(stop.clone());
+        let backup_backends = controller_for(&mut w.backup_backends, cinders, secrets, index)
+            .graceful_shutdown_on(stop);
         let recorder = crate::events::recorder(client, Some(op.options.identity.clone()));
         SatelliteControllers {
             backends,

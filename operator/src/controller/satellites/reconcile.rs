@@ -252,7 +252,7 @@ async fn reconcile_once<S: SatelliteKind>(
     }
     let api: Api<S> = Api::namespaced(ctx.op.client.clone(), &ns);
     let cinders: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &ns);
-    let parent = reader::get_management(&cinders, obj.parent()).await?;
+    let parent = reader::management().get_opt(&cinders, obj.parent()).await?;
 
     if obj.meta().deletion_timestamp.is_some() {
         return match S::FINALIZER {

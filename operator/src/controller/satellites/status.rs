@@ -9,9 +9,6 @@ use cinder_actors::CoordinatorHandle;
 use cinder_actors::query::{delete_backend, query, upsert_backend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// CredentialsReady=False while the parent Cinder does not exist.
-pub const WAITING_FOR_PARENT: &str = "WaitingForParent";
-
 /// What a satellite reconcile observed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Credentials {
@@ -29,29 +26,14 @@ pub enum Credentials {
 
 /// The conditions for `credentials` and whether the parent projects this satellite.
 pub fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
-    let creds = match credentials {
-        Credentials::InvalidSpec(m) => {
-            Cond::false_(kind::CREDENTIALS_READY, reason::INVALID_SPEC, m.clone())
-        }
-        Credentials::NoParent(m) => {
-            Cond::false_(kind::CREDENTIALS_READY, WAITING_FOR_PARENT, m.clone())
-        }
-        Credentials::TargetClusterUnavailable(m) => Cond::false_(
-            kind::CREDENTIALS_READY,
-            reason::TARGET_CLUSTER_UNAVAILABLE,
-            m.clone(),
-        ),
-        Credentials::Waiting(m) => Cond::false_(
-            kind::CREDENTIALS_READY,
-            reason::WAITING_FOR_CREDENTIALS,
-            m.clone(),
-        ),
-        Credentials::Ready(m) => Cond::true_(
-            kind::CREDENTIALS_READY,
-            reason::CREDENTIALS_AVAILABLE,
-            m.clone(),
-        ),
+    let (ready, why, message) = match credentials {
+        Credentials::InvalidSpec(m) => (false, reason::INVALID_SPEC, m),
+        Credentials::NoParent(m) => (false, reason::WAITING_FOR_PARENT, m),
+        Credentials::TargetClusterUnavailable(m) => (false, reason::TARGET_CLUSTER_UNAVAILABLE, m),
+        Credentials::Waiting(m) => (false, reason::WAITING_FOR_CREDENTIALS, m),
+        Credentials::Ready(m) => (true, reason::CREDENTIALS_AVAILABLE, m),
     };
+    let creds = Cond::new(kind::CREDENTIALS_READY, ready, why, message.clone());
     let projection = if projected {
         Cond::true_(
             kind::CONFIG_PROJECTED,
@@ -197,7 +179,7 @@ mod tests {
         let c = conditions_for(&Credentials::Ready("ok".into()), true);
         assert!(c.iter().all(|c| c.status));
         let c = conditions_for(&Credentials::NoParent("gone".into()), false);
-        assert_eq!(c[0].reason, WAITING_FOR_PARENT);
+        assert_eq!(c[0].reason, reason::WAITING_FOR_PARENT);
         assert!(!c[2].status);
         assert!(c[2].message.contains("CredentialsReady"));
     }

@@ -6,5 +6,5 @@
 pub mod scope;
 pub mod stores;
 
-pub use scope::{ReadScope, get_child, get_management, list_children, list_management, within};
+pub use scope::{ReadScope, children, management, within};
 pub use stores::ClusterStores;

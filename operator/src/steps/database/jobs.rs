@@ -234,7 +234,8 @@ pub async fn read_job(
     name: &str,
 ) -> Result<Option<ObservedJob>, kube::Error> {
     let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    Ok(reader::get_child(&api, name)
+    Ok(reader::children()
+        .get_opt(&api, name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none())
         .map(|j| observe(&j)))

@@ -152,7 +152,7 @@ pub async fn provision(
     let cluster_ns = cluster.namespace.clone().unwrap_or_else(|| ns.clone());
     let mariadbs: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &cluster_ns, &mariadb_resource());
-    let found = match reader::get_management(&mariadbs, &cluster.name).await {
+    let found = match reader::management().get_opt(&mariadbs, &cluster.name).await {
         Ok(found) => found,
         // The mariadb-operator CRDs are not installed.
         Err(e) if e.is_not_found() => None,
@@ -194,7 +194,7 @@ pub async fn provision(
         let ar = kind.resource();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
         let spec = sql_spec(cinder, kind, &username, cap);
-        match reader::get_management(&api, &object_name).await? {
+        match reader::management().get_opt(&api, &object_name).await? {
             None => {
                 let mut obj = DynamicObject::new(&object_name, &ar).data(json!({ "spec": spec }));
                 obj.metadata = management_child_meta(cinder, &object_name, &[]);

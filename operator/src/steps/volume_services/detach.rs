@@ -30,6 +30,7 @@ use crate::steps::job_marker::CountedJob;
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
 use kube::api::{DeleteParams, ListParams, PropagationPolicy};
@@ -218,16 +219,15 @@ async fn observe_backend(
 ) -> Result<(DetachingBackend, Option<Duration>), kube::Error> {
     let backend = spec.name_any();
     let backend = backend.as_str();
-    let deployment_exists = super::super::workloads::read_deployment(
-        client,
-        ns,
-        &names::volume_deployment(cinder, backend),
-    )
-    .await?
-    .is_some();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployment_exists = reader::children()
+        .get_opt(&deployments, &names::volume_deployment(cinder, backend))
+        .await?
+        .is_some();
     let job_name = names::service_remove_job(cinder, backend);
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let live = reader::get_child(&jobs, &job_name)
+    let live = reader::children()
+        .get_opt(&jobs, &job_name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none());
     let job_of_earlier_backend = live
@@ -339,6 +339,53 @@ async fn service_removed(reporting: &JobReporting, cinder: &Cinder, b: &str) {
     }
 }
 
+/// Feeds the service_remove pair and the JobFinished event once for the finished
+/// service-remove Job `job_uid` of backend `b`.
+async fn record_service_remove(
+    reporting: &JobReporting,
+    client: &Client,
+    cinder: &Cinder,
+    b: &str,
+    job_uid: &str,
+    succeeded: bool,
+    duration: Duration,
+) {
+    let ns = cinder.metadata.namespace.clone().unwrap_or_default();
+    let name = cinder.metadata.name.clone().unwrap_or_default();
+    let result = if succeeded {
+        JobResult::Succeeded
+    } else {
+        JobResult::Failed
+    };
+    let job = names::service_remove_job(&name, b);
+    let counted = CountedJob {
+        client,
+        name: &job,
+        uid: job_uid,
+    };
+    if reporting
+        .observe_once(
+            &counted,
+            &format!("{b}/{job_uid}"),
+            &ns,
+            &name,
+            result,
+            duration,
+        )
+        .await
+    {
+        crate::events::job_finished(
+            &reporting.recorder,
+            cinder,
+            &job,
+            "service-remove",
+            result,
+            duration,
+        )
+        .await;
+    }
+}
+
 async fn apply(
     clusters: &Clusters,
     reporting: &JobReporting,
@@ -404,40 +451,9 @@ async fn apply(
                 job_uid,
                 succeeded,
             } => {
-                let result = if *succeeded {
-                    JobResult::Succeeded
-                } else {
-                    JobResult::Failed
-                };
                 let duration = duration.unwrap_or_default();
-                let job = names::service_remove_job(&name, b);
-                let counted = CountedJob {
-                    client,
-                    name: &job,
-                    uid: job_uid,
-                };
-                if reporting
-                    .observe_once(
-                        &counted,
-                        &format!("{b}/{job_uid}"),
-                        &ns,
-                        &name,
-                        result,
-                        duration,
-                    )
-                    .await
-                {
-                    let job = names::service_remove_job(&name, b);
-                    crate::events::job_finished(
-                        &reporting.recorder,
-                        cinder,
-                        &job,
-                        "service-remove",
-                        result,
-                        duration,
-                    )
+                record_service_remove(reporting, client, cinder, b, job_uid, *succeeded, duration)
                     .await;
-                }
             }
         }
     }
