@@ -285,62 +285,50 @@ fn unreachable_api_server_exits_1_with_one_line() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Runs `run --embedded` (the samples, a kubeconfig of its own) with `--metrics-bind metrics`,
+/// `--admin-bind admin` and a free probe port, to its end; (exit code, stderr).
+fn embedded_run_with_binds(metrics: &str, admin: &str) -> (Option<i32>, String) {
+    let kubeconfig = temp_path("kubeconfig");
+    let samples = samples_dir();
+    let (code, _, stderr) = run_to_end(
+        &[
+            "run",
+            "--embedded",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+            "--samples",
+            samples.to_str().unwrap(),
+            "--metrics-bind",
+            metrics,
+            "--probe-bind",
+            "127.0.0.1:0",
+            "--admin-bind",
+            admin,
+        ],
+        &[],
+    );
+    let _ = std::fs::remove_file(&kubeconfig);
+    (code, stderr)
+}
+
 #[test]
 fn busy_port_exits_1_with_one_line() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy_addr = busy.local_addr().unwrap().to_string();
-    let kubeconfig = temp_path("kubeconfig");
-    let samples = samples_dir();
-    let (code, _, stderr) = run_to_end(
-        &[
-            "run",
-            "--embedded",
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-            "--samples",
-            samples.to_str().unwrap(),
-            "--metrics-bind",
-            &busy_addr,
-            "--probe-bind",
-            "127.0.0.1:0",
-            "--admin-bind",
-            "127.0.0.1:0",
-        ],
-        &[],
-    );
+    let (code, stderr) = embedded_run_with_binds(&busy_addr, "127.0.0.1:0");
     assert_eq!(code, Some(1), "{stderr}");
     assert_one_line(&stderr, "cannot listen for the metrics endpoint");
     drop(busy);
-    let _ = std::fs::remove_file(&kubeconfig);
 }
 
 #[test]
 fn a_non_loopback_admin_address_without_admin_auth_exits_1_with_one_line() {
-    let kubeconfig = temp_path("kubeconfig");
-    let samples = samples_dir();
-    let (code, _, stderr) = run_to_end(
-        &[
-            "run",
-            "--embedded",
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-            "--samples",
-            samples.to_str().unwrap(),
-            "--metrics-bind",
-            "127.0.0.1:0",
-            "--probe-bind",
-            "127.0.0.1:0",
-            "--admin-bind",
-            "0.0.0.0:0",
-        ],
-        &[],
-    );
+    let (code, stderr) = embedded_run_with_binds("127.0.0.1:0", "0.0.0.0:0");
     assert_eq!(code, Some(1), "{stderr}");
     assert_one_line(
         &stderr,
         "refusing a non-loopback address without --admin-auth",
     );
-    let _ = std::fs::remove_file(&kubeconfig);
 }
 
 #[test]

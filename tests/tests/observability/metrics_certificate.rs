@@ -8,14 +8,13 @@
 use anyhow::Context as _;
 use cinder_e2e::deploy_helpers::https_get;
 use cinder_e2e::observability_helpers::test_telemetry;
-use cinder_e2e::operator_process::operator_binary;
+use cinder_e2e::operator_process::OperatorProcess;
 use cinder_e2e::*;
 use cinder_sim::EmbeddedCluster;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,65 +82,33 @@ async fn until_served(addr: SocketAddr, pem: &str, what: &str) -> anyhow::Result
     }
 }
 
-/// The operator process, killed when dropped.
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `cinder-operator run --metrics-secure --metrics-cert-dir <certs>` against `cluster`
-/// and reads the metrics address it prints.
+/// Starts `cinder-operator run --metrics-secure --metrics-cert-dir <certs>` against the cluster
+/// of `kubeconfig` and waits (up to 120 s) for the metrics address it prints.
 async fn start_operator(
-    cluster: &EmbeddedCluster,
+    kubeconfig: &Path,
     certs: &Path,
     logs: &Path,
-) -> anyhow::Result<(Operator, SocketAddr)> {
-    let stdout_path = logs.join("operator.out");
-    let child = Command::new(operator_binary()?)
-        .args([
-            "run",
-            "--metrics-bind",
-            "127.0.0.1:0",
-            "--probe-bind",
-            "127.0.0.1:0",
-            "--admin-bind",
-            "127.0.0.1:0",
-            "--metrics-secure",
-            "--metrics-cert-dir",
-        ])
-        .arg(certs)
-        .env("KUBECONFIG", cluster.kubeconfig_path())
-        .env("POD_NAME", "cert-test")
-        .env("POD_NAMESPACE", NS)
-        .env_remove("RUST_LOG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path)?)
-        .stderr(std::fs::File::create(logs.join("operator.err"))?)
-        .spawn()
-        .context("starting the operator binary")?;
-    let mut operator = Operator(child);
+) -> anyhow::Result<(OperatorProcess, SocketAddr)> {
+    let certs = certs.display().to_string();
+    let mut operator = OperatorProcess::start_with(
+        kubeconfig,
+        "cert-test",
+        NS,
+        15,
+        logs,
+        &["--metrics-secure", "--metrics-cert-dir", &certs],
+    )?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let out = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-        if let Some(addr) = out
-            .lines()
-            .find_map(|l| l.strip_prefix("metrics: https://"))
-            .and_then(|rest| rest.split('/').next())
-        {
-            return Ok((operator, addr.parse()?));
+        if let Some(addr) = operator.metrics_address() {
+            return Ok((operator, addr));
         }
-        if let Some(status) = operator.0.try_wait()? {
-            let err = std::fs::read_to_string(logs.join("operator.err")).unwrap_or_default();
-            anyhow::bail!("the operator exited ({status}): {err}");
+        if let Some(status) = operator.exited() {
+            anyhow::bail!("the operator exited ({status}): {}", operator.log_tail(5));
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "the operator printed no metrics address within 120 s: {out}"
+            "the operator printed no metrics address within 120 s"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -159,7 +126,8 @@ async fn the_metrics_certificate_is_generated_then_reloaded_when_it_changes() {
     let client = cluster.client().await;
     install_crds(&client).await.unwrap();
     create_namespace(&client, NS).await.unwrap();
-    let (operator, addr) = start_operator(&cluster, certs.path(), logs.path())
+    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
+    let (operator, addr) = start_operator(&kubeconfig, certs.path(), logs.path())
         .await
         .unwrap();
 
