@@ -10,6 +10,10 @@
 //! another holder before the previous hold expired. The two record checks have their own tests
 //! over made-up records.
 //!
+//! The expand, migrate and contract Jobs run about as long as a phase's kills take, so the kills
+//! land inside the upgrade's phases: the phase the status shows is noted before each kill, and
+//! each phase a Job holds must have had kills.
+//!
 //! `CINDER_CRASH_KILLS` sets the kills per stage, the stages being the first convergence, each
 //! of the four upgrade phases, the detach, the rotation and the deletion (3 by default, 24 in
 //! all; the longer run, 20 per stage and 160 in all, is
@@ -81,6 +85,32 @@ impl Crasher {
     async fn kill_during(&mut self, kills: usize) -> anyhow::Result<()> {
         for _ in 0..kills {
             tokio::time::sleep(self.schedule.next_delay()).await;
+            self.kill_now()?;
+        }
+        Ok(())
+    }
+
+    /// [`Crasher::kill_during`] in the upgrade: before each kill, notes in `seen` the upgrade
+    /// phase the Cinder's status shows.
+    async fn kill_during_upgrade(
+        &mut self,
+        kills: usize,
+        client: &kube::Client,
+        seen: &mut BTreeMap<String, usize>,
+    ) -> anyhow::Result<()> {
+        for _ in 0..kills {
+            tokio::time::sleep(self.schedule.next_delay()).await;
+            let phase = cinder_status(client, CINDER).await.upgrade_phase;
+            *seen.entry(phase_name(phase)).or_default() += 1;
+            self.kill_now()?;
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs the current process (an error when it already exited by itself) and starts the
+    /// next one.
+    fn kill_now(&mut self) -> anyhow::Result<()> {
+        {
             let process = self
                 .current
                 .as_mut()
@@ -94,9 +124,8 @@ impl Crasher {
             }
             let died = process.kill()?;
             self.deaths.push((process.pod.clone(), died));
-            self.start_next()?;
         }
-        Ok(())
+        self.start_next()
     }
 
     fn last_log(&self) -> String {
@@ -170,7 +199,13 @@ async fn lifecycle(
     mark("first convergence");
 
     // The upgrade: `kills` kill points in each of its four phases (the operator runs unkilled
-    // between them until the next phase shows in the status).
+    // between them until the next phase shows in the status). The expand, migrate and contract
+    // Jobs run about as long as a phase's kills take, so the kills land inside their phases.
+    let phase_job = Duration::from_millis(1400 * kills as u64).max(Duration::from_secs(4));
+    for suffix in ["-db-expand", "-db-migrate", "-db-contract"] {
+        job_rule(cluster, suffix, PodOutcome::success(), phase_job)?;
+    }
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     set_release(&client, CINDER, "2026.1").await?;
     let rank = |p: UpgradePhase| UpgradePhase::ALL.iter().position(|q| *q == p);
     for phase in UpgradePhase::ALL {
@@ -187,9 +222,21 @@ async fn lifecycle(
             );
         }
         crasher
-            .kill_during(kills)
+            .kill_during_upgrade(kills, &client, &mut seen)
             .await
             .with_context(|| format!("upgrade, {phase:?}"))?;
+    }
+    eprintln!("crash test: kills by the upgrade phase the status showed: {seen:?}");
+    // The phases a Job holds each got kills; RollingUpdate lasts as long as the roll.
+    for phase in [
+        UpgradePhase::Expanding,
+        UpgradePhase::Migrating,
+        UpgradePhase::Contracting,
+    ] {
+        anyhow::ensure!(
+            seen.get(&phase_name(Some(phase))).copied().unwrap_or(0) > 0,
+            "no kill landed in {phase:?}: {seen:?}"
+        );
     }
     wait_status(&client, CINDER, "installedRelease 2026.1", |s| {
         s.installed_release.as_deref() == Some("2026.1") && s.upgrade_phase.is_none()
@@ -236,6 +283,11 @@ async fn lifecycle(
     .context("deletion")?;
     mark("deletion");
     Ok(())
+}
+
+/// The upgrade phase as the kill counts name it (`none` outside the upgrade).
+fn phase_name(phase: Option<UpgradePhase>) -> String {
+    phase.map_or_else(|| "none".to_string(), |p| format!("{p:?}"))
 }
 
 /// The invariants over the simulator's records.
