@@ -71,6 +71,8 @@ pub struct OperatorProcess {
     pub pod: String,
     /// Where its stderr goes.
     pub log: PathBuf,
+    /// Where its stdout goes (the endpoint addresses it prints).
+    pub out: PathBuf,
 }
 
 impl OperatorProcess {
@@ -105,6 +107,8 @@ impl OperatorProcess {
         let bin = operator_binary()?;
         let log = log_dir.join(format!("{pod}.log"));
         let stderr = std::fs::File::create(&log)?;
+        let out = log_dir.join(format!("{pod}.out"));
+        let stdout = std::fs::File::create(&out)?;
         let duration = lease_duration_s.to_string();
         let child = Command::new(bin)
             .args([
@@ -129,7 +133,7 @@ impl OperatorProcess {
             .env_remove("RUST_LOG")
             .env_remove("KUBERNETES_SERVICE_HOST")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .spawn()
             .context("starting the operator binary")?;
@@ -137,6 +141,7 @@ impl OperatorProcess {
             child,
             pod: pod.to_string(),
             log,
+            out,
         })
     }
 
@@ -153,6 +158,20 @@ impl OperatorProcess {
     /// The exit status when it already exited (a crash the test did not cause).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// The address of the metrics endpoint it printed (`metrics: http[s]://host:port/metrics`),
+    /// once it did.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        let text = std::fs::read_to_string(&self.out).ok()?;
+        text.lines()
+            .filter_map(|l| l.strip_prefix("metrics: "))
+            .find_map(|rest| {
+                let rest = rest
+                    .strip_prefix("https://")
+                    .or(rest.strip_prefix("http://"))?;
+                rest.split('/').next()?.parse().ok()
+            })
     }
 
     /// The last `lines` lines of its stderr.

@@ -1,7 +1,7 @@
 //! The admin, probe and metrics endpoints served over real listeners against a coordinator the
 //! test loads itself: actor listing and lookup (404 with a message), held locks and waiters,
 //! devices, pipelines, the HTML pages (escaped, under the Content-Security-Policy), redaction,
-//! readiness, and the OpenMetrics text.
+//! the bounds on list views and answer sizes, readiness, and the OpenMetrics text.
 
 use crate::support::*;
 use cinder_actors::query::{query, upsert_backend};
@@ -29,6 +29,17 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    let pipelines: PipelinesSource = Arc::new(|| {
+        Box::pin(async {
+            json!({"pipelines": [{"namespace": "openstack", "name": "<b>cinder</b>",
+                                  "currentStep": "Secrets", "token": SECRET}]})
+        })
+    });
+    fixture_with(pipelines).await
+}
+
+/// The fixture with `pipelines` as the `/pipelines` source.
+async fn fixture_with(pipelines: PipelinesSource) -> Fixture {
     let cluster = EmbeddedCluster::start(ClusterConfig::default())
         .await
         .unwrap();
@@ -71,12 +82,6 @@ async fn fixture() -> Fixture {
     DeviceLockMetrics::default().register(&mut registry);
     let metrics = Arc::new(metrics);
     let ready = Arc::new(AtomicBool::new(false));
-    let pipelines: PipelinesSource = Arc::new(|| {
-        Box::pin(async {
-            json!({"pipelines": [{"namespace": "openstack", "name": "<b>cinder</b>",
-                                  "currentStep": "Secrets", "token": SECRET}]})
-        })
-    });
     let inventory: InventorySource = Arc::new(|| Box::pin(async { Ok(Inventory::default()) }));
     let r = ready.clone();
     let endpoints = Endpoints::start(
@@ -158,6 +163,65 @@ async fn actors_list_and_lookup_with_values_redacted() {
     let unknown = get(admin, "/no-such-view").await;
     assert_eq!(unknown.status, 404);
     assert!(unknown.body.contains("/actors"), "{}", unknown.body);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_views_and_answers_are_bounded() {
+    use cinder_operator::http::admin::{MAX_LIST_ENTRIES, MAX_RESPONSE_BYTES};
+    // A pipeline record whose name alone is above the size limit: both its JSON view and the
+    // HTML overview that lists it are too large to send.
+    let huge = "x".repeat(MAX_RESPONSE_BYTES + 1024);
+    let pipelines: PipelinesSource = Arc::new(move || {
+        let huge = huge.clone();
+        Box::pin(async move {
+            json!({"pipelines": [{"namespace": "openstack", "name": huge, "currentStep": "Secrets"}]})
+        })
+    });
+    let f = fixture_with(pipelines).await;
+    let admin = f.endpoints.admin_addr;
+    for path in ["/pipelines", "/", "/?fragment=main"] {
+        let answer = get(admin, path).await;
+        assert_eq!(answer.status, 507, "{path}");
+        assert!(
+            answer.body.len() < 1024,
+            "{path}: {} bytes",
+            answer.body.len()
+        );
+        let err: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+        assert!(
+            err["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&MAX_RESPONSE_BYTES.to_string())),
+            "{path}: {}",
+            answer.body
+        );
+    }
+
+    // More resource actors than a list view carries.
+    let extra = MAX_LIST_ENTRIES + 3;
+    for i in 0..extra {
+        let id = format!("bulk/b{i}");
+        f.coordinator
+            .load("backend", &id, json!({"name": format!("b{i}")}))
+            .await
+            .unwrap();
+        let touched = f
+            .coordinator
+            .lock(vec![query([upsert_backend(&id, "", "")])])
+            .await
+            .unwrap();
+        touched.unlock().await;
+    }
+    let actors = get_json(admin, "/actors").await;
+    // At least the fixture's two backends and the bulk ones.
+    let count = actors["count"].as_u64().unwrap_or(0) as usize;
+    assert!(count >= extra + 2, "{count} actors counted");
+    assert_eq!(actors["truncated"], true);
+    assert_eq!(
+        actors["actors"].as_array().map(Vec::len),
+        Some(MAX_LIST_ENTRIES)
+    );
     f.stop().await;
 }
 

@@ -1,11 +1,16 @@
 //! The `lock-plan` subcommand through the binary: worked example 1 of docs/locking.md (publish a
-//! volume), and bad inputs.
+//! volume), bad inputs, and truncated and mutated documents (exit 0 with a plan or 2 with one
+//! line, never a panic; the library's own fuzzing is `cinder-actors`' `explain_fuzz`).
 
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn run_with_stdin(input: &str) -> Output {
+    run_with_stdin_bytes(input.as_bytes())
+}
+
+fn run_with_stdin_bytes(input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cinder-operator"))
         .args(["lock-plan", "-"])
         .stdin(Stdio::piped())
@@ -13,12 +18,7 @@ fn run_with_stdin(input: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -143,4 +143,39 @@ fn missing_file_exits_two() {
             .count(),
         1
     );
+}
+
+/// Exit 0 with a JSON plan on stdout, or 2 with nothing on stdout and one line on stderr.
+fn assert_plan_or_coded_error(input: &[u8]) {
+    let out = run_with_stdin_bytes(input);
+    let shown = String::from_utf8_lossy(input);
+    let err = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => assert!(
+            serde_json::from_slice::<Value>(&out.stdout).is_ok(),
+            "{shown:?}: exit 0 without a JSON plan"
+        ),
+        Some(2) => {
+            assert!(out.stdout.is_empty(), "{shown:?}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{shown:?}: {err:?}");
+        }
+        other => panic!("{shown:?}: exit {other:?}, stderr {err:?}"),
+    }
+}
+
+#[test]
+fn truncated_and_mutated_documents_exit_zero_or_two_never_panic() {
+    let doc = fixture("example1.json").into_bytes();
+    // Every 13th prefix of a valid document (cut inside keys, strings, numbers, arrays).
+    for end in (0..doc.len()).step_by(13) {
+        assert_plan_or_coded_error(&doc[..end]);
+    }
+    // One byte replaced, at every 17th position, by structure, a digit, a letter, a NUL or a
+    // byte that is not UTF-8.
+    let replacements = [b'{', b']', b'"', b',', b'7', b'x', 0, 0xff];
+    for (n, at) in (0..doc.len()).step_by(17).enumerate() {
+        let mut mutated = doc.clone();
+        mutated[at] = replacements[n % replacements.len()];
+        assert_plan_or_coded_error(&mutated);
+    }
 }

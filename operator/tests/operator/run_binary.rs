@@ -1,9 +1,9 @@
 //! The `cinder-operator run` binary: `--embedded` with free ports starts, prints
 //! `export KUBECONFIG=`, the endpoint URLs and progress until every sample is Ready, serves the
-//! endpoints, and exits 0 on SIGTERM;
-//! bad flags, bad or unreachable kubeconfigs and a busy port exit non-zero with one line on
-//! stderr. `cinder-operator sim` with fault flags fails about the configured share of requests,
-//! and its `/sim/faults` endpoint reads and changes the settings.
+//! endpoints, and exits 0 on SIGTERM; bad and out-of-range flags exit 2; bad or unreachable
+//! kubeconfigs, a busy port and a non-loopback admin address without `--admin-auth` exit 1; each
+//! with one line on stderr. `cinder-operator sim` with fault flags fails about the configured
+//! share of requests, and its `/sim/faults` endpoint reads and changes the settings.
 
 use crate::support::*;
 use std::io::{BufRead, BufReader, Read};
@@ -232,13 +232,21 @@ async fn embedded_run_prints_kubeconfig_serves_and_exits_0_on_sigterm() {
 }
 
 #[test]
-fn bad_flags_exit_non_zero_with_one_line() {
+fn bad_flags_exit_2_with_one_line() {
     let (code, _, stderr) = run_to_end(&["run", "--no-such-flag"], &[]);
-    assert_ne!(code, Some(0));
+    assert_eq!(code, Some(2), "{stderr}");
     assert_one_line(&stderr, "--no-such-flag");
-    let (code, _, stderr) = run_to_end(&["run", "--lease-duration", "0"], &[]);
-    assert_ne!(code, Some(0));
-    assert_one_line(&stderr, "--lease-duration");
+    // Out of range: each names its flag.
+    for (flag, value) in [
+        ("--lease-duration", "0"),
+        ("--lease-duration", "3601"),
+        ("--kube-burst", "0"),
+        ("--max-concurrent-reconciles", "0"),
+    ] {
+        let (code, _, stderr) = run_to_end(&["run", flag, value], &[]);
+        assert_eq!(code, Some(2), "{flag} {value}: {stderr}");
+        assert_one_line(&stderr, flag);
+    }
 }
 
 #[test]
@@ -277,10 +285,9 @@ fn unreachable_api_server_exits_1_with_one_line() {
     let _ = std::fs::remove_file(&path);
 }
 
-#[test]
-fn busy_port_exits_1_with_one_line() {
-    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let busy_addr = busy.local_addr().unwrap().to_string();
+/// Runs `run --embedded` (the samples, a kubeconfig of its own) with `--metrics-bind metrics`,
+/// `--admin-bind admin` and a free probe port, to its end; (exit code, stderr).
+fn embedded_run_with_binds(metrics: &str, admin: &str) -> (Option<i32>, String) {
     let kubeconfig = temp_path("kubeconfig");
     let samples = samples_dir();
     let (code, _, stderr) = run_to_end(
@@ -292,18 +299,36 @@ fn busy_port_exits_1_with_one_line() {
             "--samples",
             samples.to_str().unwrap(),
             "--metrics-bind",
-            &busy_addr,
+            metrics,
             "--probe-bind",
             "127.0.0.1:0",
             "--admin-bind",
-            "127.0.0.1:0",
+            admin,
         ],
         &[],
     );
+    let _ = std::fs::remove_file(&kubeconfig);
+    (code, stderr)
+}
+
+#[test]
+fn busy_port_exits_1_with_one_line() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_addr = busy.local_addr().unwrap().to_string();
+    let (code, stderr) = embedded_run_with_binds(&busy_addr, "127.0.0.1:0");
     assert_eq!(code, Some(1), "{stderr}");
     assert_one_line(&stderr, "cannot listen for the metrics endpoint");
     drop(busy);
-    let _ = std::fs::remove_file(&kubeconfig);
+}
+
+#[test]
+fn a_non_loopback_admin_address_without_admin_auth_exits_1_with_one_line() {
+    let (code, stderr) = embedded_run_with_binds("127.0.0.1:0", "0.0.0.0:0");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_one_line(
+        &stderr,
+        "refusing a non-loopback address without --admin-auth",
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! without --admin-auth; with it, only callers whose token the API server's TokenReview accepts
 //! and whom RBAC allows the verb `admin` on `/admin` get in (401 without a token, 403 without the
 //! permission); and every value of the HTML views is escaped, shown here with a Cinder and a
-//! backend whose names and condition message carry markup.
+//! backend whose names, a label and a condition message carry markup.
 
 use cinder_e2e::deploy_helpers::*;
 use cinder_e2e::observability_helpers::raw_get;
@@ -16,6 +16,8 @@ use cinder_operator::metrics::Metrics;
 use std::sync::Arc;
 
 const MARKUP: &str = "<script>alert(1)</script>";
+/// A label value with markup: the Cinder's page shows its labels.
+const LABEL_MARKUP: &str = "<em onmouseover=alert(3)>label</em>";
 
 fn binds(admin: &str) -> Binds {
     Binds {
@@ -119,7 +121,7 @@ async fn every_value_in_the_html_views_is_escaped() {
     let op = DeployedOperator::start().await.unwrap();
     let mut cinder = cinder_json(MARKUP, serde_json::json!({}));
     cinder["metadata"]["namespace"] = serde_json::json!("ns\"><img src=x onerror=alert(2)>");
-    cinder["metadata"]["labels"] = serde_json::json!({"x": MARKUP});
+    cinder["metadata"]["labels"] = serde_json::json!({"x": LABEL_MARKUP});
     cinder["status"] = serde_json::json!({"conditions": [{"type": "Ready", "status": "False",
         "reason": "<b>Reason</b>", "message": MARKUP, "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
     let cinder: Cinder = serde_json::from_value(cinder).unwrap();
@@ -155,8 +157,16 @@ async fn every_value_in_the_html_views_is_escaped() {
         .unwrap()
         .unwrap();
         assert_eq!(page.status, 200, "{path}: {}", page.body);
-        for raw in [MARKUP, "<img", "<b>Reason", "<i>backend"] {
+        for raw in [MARKUP, "<img", "<b>Reason", "<i>backend", "<em"] {
             assert!(!page.body.contains(raw), "{path} carries {raw:?} unescaped");
+        }
+        if path.starts_with("/ui/cinders/") {
+            assert!(
+                page.body
+                    .contains("x=&lt;em onmouseover=alert(3)&gt;label&lt;/em&gt;"),
+                "{path} shows the label escaped: {}",
+                page.body
+            );
         }
         assert!(
             page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),

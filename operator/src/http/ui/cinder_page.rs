@@ -1,6 +1,7 @@
-//! A Cinder's detail page (`/ui/cinders/{namespace}/{name}`): the lane and the group as a row
-//! of steps coloured by condition status (reason and message under each), its conditions, the
-//! pass history (the last passes with each step's duration), and its devices and locks.
+//! A Cinder's detail page (`/ui/cinders/{namespace}/{name}`): its labels, the lane and the group
+//! as a row of steps coloured by condition status (reason and message under each), its
+//! conditions, the pass history (the last passes with each step's duration), and its devices and
+//! locks.
 
 use super::html::{escape, millis, seconds, status_class, table};
 use super::model::{CinderView, StepState};
@@ -37,10 +38,29 @@ pub fn render(
         ),
     };
     let _ = write!(out, "<p class=\"release\">{release}</p>");
+    out.push_str(&labels(c));
     out.push_str(&steps(&c.steps()));
     out.push_str(&conditions(c));
     out.push_str(&history(c));
     out.push_str(&devices_and_locks(c, coordinator, devices));
+    out
+}
+
+/// The Cinder's labels as `key=value` chips (nothing when it has none).
+fn labels(c: &CinderView) -> String {
+    if c.labels.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<p class=\"labels\">");
+    for (key, value) in &c.labels {
+        let _ = write!(
+            out,
+            "<span class=\"chip\">{}={}</span>",
+            escape(key),
+            escape(value)
+        );
+    }
+    out.push_str("</p>");
     out
 }
 

@@ -7,6 +7,7 @@ use crate::pipeline::{GROUP, LANE, PipelineRecord, StepName};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The rows of a `/pipelines` value (entries that do not parse are skipped).
 pub fn pipeline_rows(value: &Value) -> Vec<PipelineRecord> {
@@ -42,6 +43,8 @@ pub struct StepState {
 pub struct CinderView {
     pub namespace: String,
     pub name: String,
+    /// Its labels (`metadata.labels`), sorted by key.
+    pub labels: BTreeMap<String, String>,
     pub conditions: Vec<Condition>,
     pub upgrade_phase: Option<String>,
     pub installed_release: Option<String>,
@@ -166,6 +169,7 @@ pub fn cinder_views(
                     .collect(),
                 namespace,
                 name,
+                labels: c.labels().clone(),
                 conditions: status.conditions,
                 upgrade_phase: status.upgrade_phase.map(|p| p.as_str().to_string()),
                 installed_release: status.installed_release,
