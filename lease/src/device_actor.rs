@@ -9,9 +9,12 @@
 //! Messages: [`Pending`] / [`Withdrawn`] (a request starts / gives up waiting in process), [`Take`]
 //! (granted in process: the parked Lease, or a fresh acquisition), [`EndHold`] (hand the Lease over
 //! or release it), [`Abandon`], [`ViewSlot`]. A [`DeviceDirectory`] actor maps device ids to their
-//! actors; a device actor that falls idle (nobody holds, waits for or inherits its Lease, and its
-//! release is done) tells the directory ([`Idle`]), which forgets it unless its address was handed
-//! out meanwhile, so the directory holds the devices in use, not every device ever locked.
+//! actors; a device actor that stays idle (nobody holds, waits for or inherits its Lease, and its
+//! release is done) for the idle grace tells the directory ([`Idle`]), which forgets it unless its
+//! address was handed out meanwhile, so the directory holds the devices in use, not every device
+//! ever locked. The grace keeps the Lease client, and with it the Lease as last written, across
+//! the passes that lock one device in quick succession: the acquire that follows a release within
+//! the grace is one PUT instead of a GET and a PUT.
 
 use crate::error::LeaseError;
 use crate::held_lease::{HeldLease, LostSignal};
@@ -20,7 +23,7 @@ use actix::prelude::*;
 use cinder_actors::Priority;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// Who holds a device in this process.
@@ -42,6 +45,8 @@ pub(crate) struct DeviceActor {
     /// Requests counted in so far ([`Pending`] messages): the directory compares it with the
     /// addresses it handed out.
     requests: u64,
+    /// How long the actor stays idle before the directory may forget it.
+    idle_grace: Duration,
     directory: Addr<DeviceDirectory>,
 }
 
@@ -50,14 +55,26 @@ impl Actor for DeviceActor {
 }
 
 impl DeviceActor {
-    /// Tells the directory when nobody holds, waits for or inherits the Lease.
-    fn report_if_idle(&self) {
-        if self.pending == 0 && self.holder.is_none() && self.parked.is_none() {
-            self.directory.do_send(Idle {
-                device: self.lease.device_id().to_owned(),
-                requests: self.requests,
-            });
+    /// Whether nobody holds, waits for or inherits the Lease.
+    fn is_idle(&self) -> bool {
+        self.pending == 0 && self.holder.is_none() && self.parked.is_none()
+    }
+
+    /// Tells the directory when nobody held, waited for or inherited the Lease during a whole idle
+    /// grace (no request counted in since it fell idle).
+    fn report_if_idle(&mut self, ctx: &mut Context<Self>) {
+        if !self.is_idle() {
+            return;
         }
+        let requests = self.requests;
+        ctx.run_later(self.idle_grace, move |act, _| {
+            if act.is_idle() && act.requests == requests {
+                act.directory.do_send(Idle {
+                    device: act.lease.device_id().to_owned(),
+                    requests,
+                });
+            }
+        });
     }
 
     /// A parked Lease that nobody is going to inherit (no pending request, no holder) is released.
@@ -69,10 +86,10 @@ impl DeviceActor {
                     ctx.wait(
                         release(held)
                             .into_actor(self)
-                            .map(|(), act, _| act.report_if_idle()),
+                            .map(|(), act, ctx| act.report_if_idle(ctx)),
                     );
                 }
-                None => self.report_if_idle(),
+                None => self.report_if_idle(ctx),
             }
         }
     }
@@ -102,7 +119,7 @@ impl DeviceActor {
                 }
             }
             .into_actor(self)
-            .map(|(), act, _| act.report_if_idle()),
+            .map(|(), act, ctx| act.report_if_idle(ctx)),
         );
     }
 }
@@ -190,7 +207,7 @@ impl DeviceActor {
         }
         match reply.send(acquired) {
             // A refusal leaves the device without a holder.
-            Ok(()) => self.report_if_idle(),
+            Ok(()) => self.report_if_idle(ctx),
             // The caller went away: its tenure ends here.
             Err(Ok(held)) => self.end_hold(held, None, ctx),
             Err(Err(_)) => self.release_orphan(ctx),
@@ -234,7 +251,7 @@ impl Handler<Abandon> for DeviceActor {
                 let _ = done.send(());
             }
             .into_actor(self)
-            .map(|(), act, _| act.report_if_idle()),
+            .map(|(), act, ctx| act.report_if_idle(ctx)),
         );
     }
 }
@@ -275,22 +292,25 @@ struct DeviceEntry {
 }
 
 /// Maps device ids to their actors, starting one (with its one Lease client) on first use and
-/// forgetting it when it falls idle.
+/// forgetting it when it has stayed idle for the idle grace.
 pub(crate) struct DeviceDirectory {
     devices: HashMap<String, DeviceEntry>,
     new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
     max_handovers: u32,
+    idle_grace: Duration,
 }
 
 impl DeviceDirectory {
     pub(crate) fn new(
         new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
         max_handovers: u32,
+        idle_grace: Duration,
     ) -> Self {
         DeviceDirectory {
             devices: HashMap::new(),
             new_lease,
             max_handovers,
+            idle_grace,
         }
     }
 }
@@ -319,6 +339,7 @@ impl Handler<Device> for DeviceDirectory {
             pending: 0,
             holder: None,
             requests: 0,
+            idle_grace: self.idle_grace,
             directory: ctx.address(),
         };
         let addr = actor.start();
@@ -333,7 +354,7 @@ impl Handler<Device> for DeviceDirectory {
     }
 }
 
-/// The device actor of `device` fell idle after `requests` requests. Every request takes the
+/// The device actor of `device` stayed idle for its grace after `requests` requests. Every request takes the
 /// address from the directory and counts itself in at once, so when the directory handed the
 /// address out exactly `requests` times nobody else has it: the directory forgets the actor
 /// (which stops with its last address). A lookup that came first keeps it.

@@ -32,6 +32,11 @@ pub const DEFAULT_SHORT_DELAY: Duration = Duration::from_secs(1);
 /// Default maximum of consecutive in-process hand-overs of one Lease tenure.
 pub const DEFAULT_MAX_HANDOVERS: u32 = 64;
 
+/// Default idle grace of a device actor: as long as the longest wait between two passes over a
+/// database Job (the database and upgrade waits), so a device locked once per pass keeps its
+/// actor and its last-written Lease, and its acquisitions skip the GET.
+pub const DEFAULT_IDLE_GRACE: Duration = Duration::from_secs(30);
+
 /// The settings of a [`DeviceLocks`] service.
 #[derive(Clone, Debug)]
 pub struct DeviceLocksConfig {
@@ -41,11 +46,15 @@ pub struct DeviceLocksConfig {
     pub identity: HolderIdentity,
     /// Lease duration and renew period.
     pub lease: LeaseSettings,
-    /// `DeviceBusy` answers `retry_after = jitter(short_delay)`. Default 1 s.
+    /// `DeviceBusy` answers `retry_after = jitter(short_delay)`, and a Lease write refused with a
+    /// 409 is decided again from a fresh read after `jitter(short_delay)`. Default 1 s.
     pub short_delay: Duration,
     /// How many in-process holders in a row may inherit a held Lease before it is released (and
     /// other replicas get a chance). Default 64.
     pub max_handovers: u32,
+    /// How long a device nobody holds or waits for keeps its actor (and the Lease as last
+    /// written) before it is forgotten. Default 30 s.
+    pub idle_grace: Duration,
 }
 
 impl DeviceLocksConfig {
@@ -57,6 +66,7 @@ impl DeviceLocksConfig {
             lease: LeaseSettings::default(),
             short_delay: DEFAULT_SHORT_DELAY,
             max_handovers: DEFAULT_MAX_HANDOVERS,
+            idle_grace: DEFAULT_IDLE_GRACE,
         }
     }
 }
@@ -104,6 +114,7 @@ impl DeviceLocks {
         let lease_settings = config.lease.validate()?;
         let (namespace, identity) = (config.namespace.clone(), config.identity.clone());
         let lease_metrics = metrics.clone();
+        let short_delay = config.short_delay;
         let new_lease = Box::new(move |device_id: &str| {
             LeaseLock::with_validated(
                 client.clone(),
@@ -113,10 +124,11 @@ impl DeviceLocks {
                 lease_settings,
             )
             .with_metrics(lease_metrics.clone())
+            .with_conflict_backoff(short_delay)
         });
-        let max_handovers = config.max_handovers;
+        let (max_handovers, idle_grace) = (config.max_handovers, config.idle_grace);
         let directory = DeviceDirectory::start_in_arbiter(coordinator.arbiter(), move |_| {
-            DeviceDirectory::new(new_lease, max_handovers)
+            DeviceDirectory::new(new_lease, max_handovers, idle_grace)
         });
         Ok(Self {
             inner: Arc::new(Inner {

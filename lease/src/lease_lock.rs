@@ -18,6 +18,11 @@ use tokio::sync::watch;
 /// Default `leaseDurationSeconds`.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 
+/// The default pause (jittered) before a write refused with a 409 (an acquisition from the
+/// remembered copy, a renewal, a release) reads the Lease again: a refused write does not turn
+/// into a burst of requests to one Lease.
+pub const CONFLICT_BACKOFF: Duration = Duration::from_secs(1);
+
 /// Duration and renew period of device Leases.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseSettings {
@@ -135,12 +140,15 @@ pub struct LeaseLock {
     renew_period: Duration,
     /// Whether the Lease belongs to a device (annotated with the device id on create).
     for_device: bool,
+    /// The pause (jittered) before a write refused with a 409 is decided again from a fresh read.
+    conflict_backoff: Duration,
     metrics: Option<DeviceLockMetrics>,
     /// The Lease as last seen by this process (any read or write), published for inspection (each
     /// API call's answer replaces the snapshot whole).
     observed: watch::Sender<Option<ObservedLease>>,
-    /// The Lease as this holder last wrote it, published the same way (saves a GET on renew and
-    /// release; a stale copy only costs a 409 and one GET, thanks to resourceVersion).
+    /// The Lease as this holder last wrote it (acquired, renewed or released), published the same
+    /// way (saves a GET on acquire, renew and release; a stale copy only costs a 409 and one GET,
+    /// thanks to resourceVersion).
     last_written: watch::Sender<Option<Lease>>,
 }
 
@@ -177,6 +185,7 @@ impl LeaseLock {
             duration: Duration::from_secs(duration_seconds.unsigned_abs().into()),
             renew_period,
             for_device: true,
+            conflict_backoff: CONFLICT_BACKOFF,
             metrics: None,
             observed: watch::Sender::new(None),
             last_written: watch::Sender::new(None),
@@ -202,6 +211,13 @@ impl LeaseLock {
         lock.name = name.to_owned();
         lock.for_device = false;
         Ok(lock)
+    }
+
+    /// Pauses `jitter(backoff)` (instead of [`CONFLICT_BACKOFF`]) before deciding again after a
+    /// write refused with a 409.
+    pub fn with_conflict_backoff(mut self, backoff: Duration) -> Self {
+        self.conflict_backoff = backoff;
+        self
     }
 
     /// Counts API calls, takeovers into `metrics`.
@@ -275,52 +291,56 @@ impl LeaseLock {
     }
 
     /// Acquires the Lease: creates it when absent, re-acquires it when this process holds it, takes
-    /// it when free or expired; otherwise `Err(LeaseError::Held)`.
+    /// it when free or expired; otherwise `Err(LeaseError::Held)`. Starts from the copy this lock
+    /// last wrote when there is one (no GET: an acquire right after this process's release is one
+    /// PUT); that copy being stale only costs a 409, then (after `jitter(conflict backoff)`) one
+    /// GET and a second decision, because every PUT carries the resourceVersion it was decided on.
     pub async fn acquire(&self) -> Result<Acquired, LeaseError> {
-        let now = Timestamp::now();
-        let Some(current) = self.get().await? else {
-            return self.create(now).await;
-        };
-        let mut spec = current.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        let outcome = match holder {
-            Some(h) if h == self.identity.as_str() => {
-                spec.renew_time = Some(MicroTime(now));
-                Acquired::Reacquired
-            }
-            Some(h) if !is_expired(&spec, now, self.duration_seconds) => {
-                return Err(LeaseError::Held {
-                    lease: self.name.clone(),
-                    holder: h,
-                });
-            }
-            previous => {
-                spec.holder_identity = Some(self.identity.to_string());
-                spec.acquire_time = Some(MicroTime(now));
-                spec.renew_time = Some(MicroTime(now));
-                spec.lease_transitions =
-                    Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
-                match previous {
-                    Some(previous_holder) => Acquired::TakenOver { previous_holder },
-                    None => Acquired::Free,
+        let mut base = self.remembered();
+        loop {
+            let from_memory = base.is_some();
+            let current = match base.take() {
+                Some(lease) => lease,
+                None => match self.get().await? {
+                    Some(lease) => lease,
+                    None => return self.create(Timestamp::now()).await,
+                },
+            };
+            let (desired, outcome) = match decide_acquire(
+                current,
+                &self.identity,
+                Timestamp::now(),
+                self.duration_seconds,
+            ) {
+                Ok(decided) => decided,
+                Err(holder) => {
+                    return Err(LeaseError::Held {
+                        lease: self.name.clone(),
+                        holder,
+                    });
                 }
-            }
-        };
-        spec.lease_duration_seconds = Some(self.duration_seconds);
-        let mut desired = current;
-        desired.spec = Some(spec);
-        match self.replace(&desired).await {
-            Ok(written) => {
-                self.remember(Some(written));
-                if matches!(outcome, Acquired::TakenOver { .. })
-                    && let Some(m) = &self.metrics
-                {
-                    m.takeovers.inc();
+            };
+            match self.replace(&desired).await {
+                Ok(written) => {
+                    self.remember(Some(written));
+                    if matches!(outcome, Acquired::TakenOver { .. })
+                        && let Some(m) = &self.metrics
+                    {
+                        m.takeovers.inc();
+                    }
+                    return Ok(outcome);
                 }
-                Ok(outcome)
+                // The remembered copy was stale: read the Lease and decide again, after the
+                // jittered pause.
+                Err(e) if from_memory && (is_status(&e, 409) || is_status(&e, 404)) => {
+                    self.remember(None);
+                    self.pause_after_conflict().await;
+                }
+                Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
+                    return Err(self.held_after_race().await);
+                }
+                Err(e) => return Err(self.api_err(e)),
             }
-            Err(e) if is_status(&e, 409) || is_status(&e, 404) => Err(self.held_after_race().await),
-            Err(e) => Err(self.api_err(e)),
         }
     }
 
@@ -348,11 +368,9 @@ impl LeaseLock {
         let outcome = self
             .update_as_holder(|spec| spec.holder_identity = None)
             .await?;
+        // The released copy stays remembered: the next acquire starts from it.
         Ok(match outcome {
-            AsHolder::Updated => {
-                self.remember(None);
-                Released::Released
-            }
+            AsHolder::Updated => Released::Released,
             AsHolder::NotHolder(holder) => Released::NotHolder { holder },
             AsHolder::Missing => Released::Missing,
         })
@@ -415,7 +433,8 @@ impl LeaseLock {
     }
 
     /// Applies `change` to the Lease if this process holds it, PUT with resourceVersion. Starts from
-    /// the last written copy when there is one; on a 409 re-reads once and tries again.
+    /// the last written copy when there is one; on a 409 re-reads once, after
+    /// `jitter(CONFLICT_BACKOFF)`, and tries again.
     async fn update_as_holder(
         &self,
         change: impl Fn(&mut LeaseSpec),
@@ -451,8 +470,10 @@ impl LeaseLock {
                     return Ok(AsHolder::Missing);
                 }
                 Err(e) if is_status(&e, 409) && attempt == 0 => {
-                    // Our copy was stale: re-read and decide again.
+                    // Our copy was stale (or the write was refused): re-read and decide again,
+                    // after the jittered pause.
                     self.remember(None);
+                    self.pause_after_conflict().await;
                 }
                 Err(e) if is_status(&e, 409) => {
                     self.remember(None);
@@ -462,6 +483,10 @@ impl LeaseLock {
             }
         }
         Err(self.held_after_race().await)
+    }
+
+    async fn pause_after_conflict(&self) {
+        tokio::time::sleep(crate::jitter::jitter(self.conflict_backoff)).await;
     }
 
     async fn replace(&self, lease: &Lease) -> Result<Lease, kube::Error> {
@@ -494,6 +519,39 @@ impl LeaseLock {
             source,
         }
     }
+}
+
+/// The acquisition `identity` makes of `current` at `now`: the Lease to PUT and how it was
+/// acquired (re-acquired by its holder, free, or another holder's expired Lease taken over), or
+/// `Err(holder)` when another holder's Lease is still valid.
+pub fn decide_acquire(
+    mut current: Lease,
+    identity: &HolderIdentity,
+    now: Timestamp,
+    duration_seconds: i32,
+) -> Result<(Lease, Acquired), String> {
+    let mut spec = current.spec.take().unwrap_or_default();
+    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+    let outcome = match holder {
+        Some(h) if h == identity.as_str() => {
+            spec.renew_time = Some(MicroTime(now));
+            Acquired::Reacquired
+        }
+        Some(h) if !is_expired(&spec, now, duration_seconds) => return Err(h),
+        previous => {
+            spec.holder_identity = Some(identity.to_string());
+            spec.acquire_time = Some(MicroTime(now));
+            spec.renew_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+            match previous {
+                Some(previous_holder) => Acquired::TakenOver { previous_holder },
+                None => Acquired::Free,
+            }
+        }
+    };
+    spec.lease_duration_seconds = Some(duration_seconds);
+    current.spec = Some(spec);
+    Ok((current, outcome))
 }
 
 /// Whether the Lease's `renewTime + leaseDurationSeconds` (acquireTime when never renewed) has
@@ -557,6 +615,55 @@ mod tests {
         for bad in ["", "Leader", "-x", "x-", "a..b", "a_b", &"x".repeat(254)] {
             assert!(!is_dns_subdomain(bad), "{bad:?}");
         }
+    }
+
+    fn lease_held_by(holder: Option<&str>, renewed_ago: i64, now: Timestamp) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some("l".into()),
+                resource_version: Some("7".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                renew_time: Some(MicroTime(now - SignedDuration::from_secs(renewed_ago))),
+                lease_duration_seconds: Some(10),
+                lease_transitions: Some(2),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn acquisition_decisions() {
+        let now = Timestamp::now();
+        let me = HolderIdentity::for_pod("me");
+        // Free: taken, one more transition, the resourceVersion it was decided on kept.
+        let (lease, how) = decide_acquire(lease_held_by(None, 1, now), &me, now, 15).unwrap();
+        assert_eq!(how, Acquired::Free);
+        let spec = lease.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some(me.as_str()));
+        assert_eq!(spec.lease_transitions, Some(3));
+        assert_eq!(spec.lease_duration_seconds, Some(15));
+        assert_eq!(lease.metadata.resource_version.as_deref(), Some("7"));
+        // Held by this process: renewed, no transition.
+        let (lease, how) =
+            decide_acquire(lease_held_by(Some(me.as_str()), 1, now), &me, now, 15).unwrap();
+        assert_eq!(how, Acquired::Reacquired);
+        assert_eq!(lease.spec.unwrap().lease_transitions, Some(2));
+        // Another holder within its duration: refused, naming it.
+        assert_eq!(
+            decide_acquire(lease_held_by(Some("other"), 5, now), &me, now, 15).unwrap_err(),
+            "other"
+        );
+        // Another holder past its duration: taken over.
+        let (_, how) = decide_acquire(lease_held_by(Some("other"), 11, now), &me, now, 15).unwrap();
+        assert_eq!(
+            how,
+            Acquired::TakenOver {
+                previous_holder: "other".into()
+            }
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::store::Store;
 use crate::writes::{WriteLog, WriteRecord};
 use actix_web::{App, HttpServer, web};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// How to start an embedded cluster.
 #[derive(Clone, Debug)]
@@ -39,6 +40,16 @@ pub struct ClusterConfig {
     /// How requests are authorized (every request is authenticated either way).
     pub authorization: AuthorizationMode,
 }
+
+/// How long a client may take to send a request's head before the server answers 408: the
+/// Kubernetes API server's request timeout (60 s), not the web framework's 5 s, so a loaded
+/// machine slows requests down instead of failing them.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an idle keep-alive connection stays open: the Kubernetes API server's idle timeout
+/// (90 s, the keep-alive of Go's and hyper's client pools), not the web framework's 5 s, so a
+/// client reusing a pooled connection does not race the server closing it.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(90);
 
 impl Default for ClusterConfig {
     fn default() -> Self {
@@ -175,6 +186,8 @@ impl EmbeddedCluster {
                 .default_service(web::to(api::dispatch))
         })
         .workers(config.workers.max(1))
+        .client_request_timeout(REQUEST_TIMEOUT)
+        .keep_alive(KEEP_ALIVE)
         .disable_signals()
         .shutdown_timeout(2)
         .listen(listener)

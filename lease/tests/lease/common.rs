@@ -97,14 +97,23 @@ pub async fn replica(
     short_delay: Duration,
     age_step: Option<Duration>,
 ) -> cinder_lease::DeviceLocks {
-    let mut coordinator_config = cinder_actors::CoordinatorConfig::default();
-    if let Some(step) = age_step {
-        coordinator_config.age_step = step;
-    }
     let mut config = cinder_lease::DeviceLocksConfig::new(NS);
     config.identity = HolderIdentity::for_pod(name);
     config.lease = lease;
     config.short_delay = short_delay;
+    replica_with(cluster, config, age_step).await
+}
+
+/// A device-lock service (one replica) with its own coordinator and the given settings.
+pub async fn replica_with(
+    cluster: &EmbeddedCluster,
+    config: cinder_lease::DeviceLocksConfig,
+    age_step: Option<Duration>,
+) -> cinder_lease::DeviceLocks {
+    let mut coordinator_config = cinder_actors::CoordinatorConfig::default();
+    if let Some(step) = age_step {
+        coordinator_config.age_step = step;
+    }
     cinder_lease::DeviceLocks::new(
         coordinator(coordinator_config),
         cluster.client().await,

@@ -4,7 +4,8 @@
 
 use crate::common::*;
 use cinder_actors::query::{query, upsert_backend};
-use cinder_lease::{DeviceLockError, LeaseSettings, Priority, lease_name};
+use cinder_lease::{DeviceLockError, HolderIdentity, LeaseSettings, Priority, lease_name};
+use cinder_sim::EmbeddedCluster;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rand::Rng;
 use std::collections::HashMap;
@@ -608,12 +609,28 @@ async fn a_release_interrupted_half_way_never_clears_the_next_holders_lease() {
     cluster.shutdown().await;
 }
 
+/// A replica whose idle devices are forgotten after `idle_grace`.
+async fn replica_with_grace(
+    cluster: &EmbeddedCluster,
+    name: &str,
+    idle_grace: Duration,
+) -> cinder_lease::DeviceLocks {
+    let mut config = cinder_lease::DeviceLocksConfig::new(NS);
+    config.identity = HolderIdentity::for_pod(name);
+    config.lease = long_lease();
+    config.short_delay = SHORT;
+    config.idle_grace = idle_grace;
+    replica_with(cluster, config, None).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_no_longer_locked_are_forgotten() {
     let cluster = cluster().await;
-    let locks = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;
+    let grace = Duration::from_millis(500);
+    let locks = replica_with_grace(&cluster, "replica-a", grace).await;
     // Thirty devices locked and released one after the other, and one refused (held by another
-    // replica): none of them is remembered afterwards, in the directory or the coordinator.
+    // replica): none of them is remembered once the idle grace has passed, in the directory or
+    // the coordinator.
     for i in 0..30 {
         let guard = locks
             .lock(&format!("db:gone/{i}"), Priority::Default)
@@ -638,5 +655,64 @@ async fn devices_no_longer_locked_are_forgotten() {
     assert_eq!(locks.inspect().await.devices.len(), 1);
     again.release().await;
     held.release().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_locked_again_within_its_idle_grace_skips_the_get() {
+    let cluster = cluster().await;
+    // A grace no test run outlasts: the device keeps its actor between the two holds.
+    let locks = replica_with_grace(&cluster, "replica-a", Duration::from_secs(600)).await;
+    let lease_verbs = |cluster: &EmbeddedCluster| -> Vec<String> {
+        cluster
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "leases")
+            .map(|r| r.verb.clone())
+            .collect()
+    };
+    cluster.clear_requests();
+    locks
+        .lock("db:again", Priority::High)
+        .await
+        .unwrap()
+        .release()
+        .await;
+    assert_eq!(lease_verbs(&cluster), ["get", "create", "update"]);
+    assert_eq!(
+        locks.inspect().await.devices.len(),
+        1,
+        "kept within the grace"
+    );
+
+    // Acquired from the released copy: one PUT, one PUT to release.
+    cluster.clear_requests();
+    let guard = locks.lock("db:again", Priority::High).await.unwrap();
+    assert_eq!(lease_verbs(&cluster), ["update"]);
+    let lease = read(&cluster, &lease_name("db:again")).await.unwrap();
+    assert_eq!(
+        spec(&lease).holder_identity.as_deref(),
+        Some(locks.identity().as_str())
+    );
+    cluster.clear_requests();
+    guard.release().await;
+    assert_eq!(lease_verbs(&cluster), ["update"]);
+
+    // Another replica took the device meanwhile: the remembered copy is stale, its PUT gets a
+    // 409, and the lock reads the Lease and reports the other holder.
+    let other = replica(&cluster, "replica-b", long_lease(), SHORT, None).await;
+    let held = other.lock("db:again", Priority::High).await.unwrap();
+    cluster.clear_requests();
+    assert!(matches!(
+        locks.lock("db:again", Priority::High).await,
+        Err(DeviceLockError::DeviceBusy { .. })
+    ));
+    assert_eq!(lease_verbs(&cluster), ["update", "get"]);
+    held.release().await;
+
+    // Released by the other replica: read afresh, decided, taken.
+    let guard = locks.lock("db:again", Priority::High).await.unwrap();
+    assert!(!guard.is_lost());
+    guard.release().await;
     cluster.shutdown().await;
 }

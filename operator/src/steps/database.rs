@@ -105,6 +105,10 @@ async fn existing_state(
 fn after_act(act: Act, job_name: &str, wait: Duration) -> Driven {
     match act {
         Act::Done => Driven::State(JobState::Running, String::new()),
+        Act::Deleted => Driven::Wait(
+            REQUEUE_NEXT_PASS,
+            format!("Job {job_name} is being replaced (its image or config changed)"),
+        ),
         Act::DeviceBusy(after) => Driven::Wait(
             after,
             format!("Job {job_name} waits for the database lock another replica holds"),
@@ -138,44 +142,28 @@ async fn drive_job(
             .await
             .map_err(|e| format!("reading Job {job_name}: {e}"))?;
         let act = match &observed {
-            None => {
-                let act = jobs::launch(clusters, services, cinder, which, &desired)
-                    .await
-                    .map_err(|e| format!("launching Job {job_name}: {e}"))?;
-                if act == Act::Done {
-                    crate::events::job_started(
-                        services.recorder(),
-                        cinder,
-                        &job_name,
-                        &format!("db-{}", which.label()),
-                    )
-                    .await;
-                }
-                act
-            }
-            Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
-                let act = jobs::delete_jobs(
-                    clusters,
-                    services,
-                    cinder,
-                    which,
-                    std::slice::from_ref(&job_name),
-                )
+            None => jobs::launch(clusters, services, cinder, which, &desired)
                 .await
-                .map_err(|e| format!("replacing Job {job_name}: {e}"))?;
-                if act == Act::Done {
-                    return Ok(Driven::Wait(
-                        REQUEUE_NEXT_PASS,
-                        format!("Job {job_name} is being replaced (its image or config changed)"),
-                    ));
-                }
-                act
+                .map_err(|e| format!("launching Job {job_name}: {e}"))?,
+            Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
+                jobs::replace(clusters, services, cinder, which, &desired)
+                    .await
+                    .map_err(|e| format!("replacing Job {job_name}: {e}"))?
             }
             Some(o) => {
                 let state = existing_state(clusters, services, cinder, which, &job_name, o).await;
                 return Ok(Driven::State(state, o.uid.clone()));
             }
         };
+        if act == Act::Done {
+            crate::events::job_started(
+                services.recorder(),
+                cinder,
+                &job_name,
+                &format!("db-{}", which.label()),
+            )
+            .await;
+        }
         Ok(after_act(act, &job_name, wait))
     }
     .await;

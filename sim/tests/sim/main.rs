@@ -17,5 +17,6 @@ mod nodes_and_pods;
 mod pod_lifecycle;
 mod randomized;
 mod rbac;
+mod slow_clients;
 mod workload_pods;
 mod write_record;

@@ -6,7 +6,9 @@
 //! (db-sync, expand, migrate, contract, service-remove) is active. The lock is held around that
 //! check-and-act only, never while the Job runs: the "active" check is what excludes overlap.
 //! Jobs are immutable: a Job whose spec must change (new image or config) is deleted (background
-//! propagation) in one pass and created again in a later one.
+//! propagation) and created again under one hold of the lock, so a replacement costs the
+//! database's Lease one lock cycle; when the deleted Job is still going away, a later pass creates
+//! the new one.
 
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
@@ -319,6 +321,8 @@ pub async fn active_database_jobs(
 pub enum Act {
     /// Done (created, already there, or deleted).
     Done,
+    /// The Job being replaced was deleted and is still going away: create on a later pass.
+    Deleted,
     /// Another replica holds the database's Lease: try again after this.
     DeviceBusy(Duration),
     /// Another Job of the database is active: wait for it.
@@ -358,6 +362,8 @@ async fn snapshot_is_current(client: &Client, snapshot: &Cinder) -> Result<bool,
 
 enum Action<'a> {
     Create(&'a Job),
+    /// Delete the Job of the same name, then create this one: one hold for both.
+    Replace(&'a Job),
     Delete(&'a [String]),
 }
 
@@ -403,28 +409,57 @@ async fn act_locked(
             if api.get_opt(&name).await?.is_some() {
                 return Ok(Act::Done);
             }
-            let active = active_database_jobs(client, ns, cinder).await?;
-            if let Some(other) = active.into_iter().next() {
+            if let Some(other) = other_active(client, ns, cinder, &name).await? {
                 return Ok(Act::OtherActive(other));
             }
             create_if_absent(&api, job).await?;
             Ok(Act::Done)
         }
-        Action::Delete(names) => {
-            let params = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                ..Default::default()
-            };
-            for name in names {
-                match api.delete(name, &params).await {
-                    Ok(_) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                }
+        Action::Replace(job) => {
+            let name = job.metadata.name.clone().unwrap_or_default();
+            delete_background(&api, std::slice::from_ref(&name)).await?;
+            if let Some(other) = other_active(client, ns, cinder, &name).await? {
+                return Ok(Act::OtherActive(other));
             }
+            // A 409 on create: the deleted Job is still going away.
+            Ok(if create_if_absent(&api, job).await? {
+                Act::Done
+            } else {
+                Act::Deleted
+            })
+        }
+        Action::Delete(names) => {
+            delete_background(&api, names).await?;
             Ok(Act::Done)
         }
     }
+}
+
+/// The first active database Job of the Cinder other than `name`.
+async fn other_active(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+    name: &str,
+) -> Result<Option<String>, kube::Error> {
+    let active = active_database_jobs(client, ns, cinder).await?;
+    Ok(active.into_iter().find(|other| other != name))
+}
+
+/// Deletes the Jobs `names` with background propagation (absent ones are fine).
+async fn delete_background(api: &Api<Job>, names: &[String]) -> Result<(), kube::Error> {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    for name in names {
+        match api.delete(name, &params).await {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Creates `job` under the database's device lock when the snapshot is current, the Job does
@@ -442,6 +477,27 @@ pub async fn launch(
         snapshot,
         which.device_job(),
         Action::Create(job),
+    )
+    .await
+}
+
+/// Replaces Job `job` (the live one of its name has another spec) under ONE hold of the
+/// database's device lock when the snapshot is current: deletes the live one (background
+/// propagation), then creates `job` unless another database Job is active. `Deleted` when the
+/// old Job is still going away (the next pass creates the new one).
+pub async fn replace(
+    clusters: &Clusters,
+    services: &DatabaseServices,
+    snapshot: &Cinder,
+    which: SchemaJob,
+    job: &Job,
+) -> Result<Act, ActError> {
+    under_lock(
+        clusters,
+        services,
+        snapshot,
+        which.device_job(),
+        Action::Replace(job),
     )
     .await
 }

@@ -2,7 +2,8 @@
 //! `cinder.openstack.c5c3.io/service-remove`, plans the pass with
 //! [`crate::planning::detach::plan_detach`] and applies it as ONE transaction of the lock
 //! coordinator — the backend's device lock together with the backend's volume-service entry
-//! (`UpsertBackend` of `<ns>/<cinder>@<backend>`): 1. delete the volume Deployment and return;
+//! (`UpsertBackend` of `<ns>/<cinder>@<backend>`), observed again under it; a pass whose plan
+//! writes nothing takes no lock. 1. delete the volume Deployment and return;
 //! 2. once it is gone, launch `{name}-{backend}-service-remove` under the database's device lock
 //! (Default priority) after checking no database Job of the Cinder is active; 3. sweep the
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
@@ -287,6 +288,16 @@ pub async fn detach_pass(
         management: env.client.clone(),
         children: children.clone(),
     };
+    // A pass with nothing to write (the service-remove Job is running) takes no lock: the detach
+    // is woken by every change of its Job and Deployment, and a lock per wake-up would cost the
+    // device's Lease two writes each time.
+    let (observed, _) = observe_backend(children, &ns, &name, backend).await?;
+    let Some(plan) = plan_detach(&name, std::slice::from_ref(&observed)) else {
+        return Ok(DetachOutcome::Idle);
+    };
+    if plan.actions.is_empty() {
+        return Ok(DetachOutcome::Worked { plan });
+    }
     let guard = match lock_backend(
         &env.device_locks,
         &backend_device(backend),
