@@ -44,9 +44,18 @@ pub struct Args {
     /// The operator's --max-concurrent-reconciles.
     #[arg(long, default_value_t = 8)]
     pub max_concurrent_reconciles: u16,
-    /// Seconds of the steady window after every Cinder is Ready.
+    /// Seconds of the steady window after the fleet settled.
     #[arg(long, default_value_t = 60)]
     pub steady_secs: u64,
+    /// The fleet has settled once every Cinder is Ready and the operator has carried out no
+    /// write for this many seconds (the status transitions and Events of the last Cinders to
+    /// settle stay out of the steady window).
+    #[arg(long, default_value_t = 10)]
+    pub settle_quiet_secs: u64,
+    /// Starts the steady window anyway when the fleet has not settled this many seconds after
+    /// Ready (writes that never stop are then in the window, as they are steady).
+    #[arg(long, default_value_t = 180)]
+    pub settle_timeout_secs: u64,
     /// Gives up when the fleet is not Ready after this many seconds.
     #[arg(long, default_value_t = 900)]
     pub timeout_secs: u64,

@@ -2,7 +2,7 @@
 //! window, and the figures.
 
 use crate::args::Args;
-use crate::measure::{Requests, by_operator, quantile, requests_between, watches_opened};
+use crate::measure::{Requests, by_operator, is_write, quantile, requests_between, watches_opened};
 use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
@@ -66,9 +66,10 @@ async fn create_one(client: &Client, i: u32, args: &Args) -> anyhow::Result<()> 
     .await
 }
 
-/// Prints the operator's most frequent requests, and its writes, of the steady window (by verb
-/// and resource, with the answer's status).
-fn print_steady(
+/// Prints the operator's most frequent requests, and its writes, of the window `[from, to)`
+/// (`label`: steady, settling), by verb and resource, with the answer's status.
+fn print_window(
+    label: &str,
     records: &[Vec<cinder_sim::RequestRecord>],
     from: chrono::DateTime<Utc>,
     to: chrono::DateTime<Utc>,
@@ -94,7 +95,7 @@ fn print_steady(
         let mut counts: Vec<_> = counts.into_iter().collect();
         counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
         for ((verb, resource, status), n) in counts.iter().take(15) {
-            eprintln!("fleetbench: steady {what}s: {n} x {verb} {resource} -> {status}");
+            eprintln!("fleetbench: {label} {what}s: {n} x {verb} {resource} -> {status}");
         }
     }
 }
@@ -213,13 +214,20 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         eprintln!("fleetbench: {n} recorded passes ended: {outcome}");
     }
 
+    let clusters: Vec<&EmbeddedCluster> = std::iter::once(&management).chain(&targets).collect();
+    let steady_start = settled(&clusters, args).await;
+    let settle_ms = (steady_start - ready_at).num_milliseconds().max(0) as u64;
+    eprintln!(
+        "fleetbench: settled {settle_ms} ms after Ready; steady window of {} s",
+        args.steady_secs
+    );
     tokio::time::sleep(Duration::from_secs(args.steady_secs)).await;
     let steady_end = Utc::now();
-    let mut records = vec![management.requests()];
-    records.extend(targets.iter().map(|t| t.requests()));
-    print_steady(&records, ready_at, steady_end);
+    let records: Vec<_> = clusters.iter().map(|c| c.requests()).collect();
+    print_window("settling", &records, ready_at, steady_start);
+    print_window("steady", &records, steady_start, steady_end);
     let first: Requests = requests_between(&records, started_at, ready_at);
-    let steady: Requests = requests_between(&records, ready_at, steady_end);
+    let steady: Requests = requests_between(&records, steady_start, steady_end);
     // The capacity bound: the busiest cluster's operator requests at the rate that cluster takes
     // them (the operator's client limit, or the API server's limit when lower).
     let busiest = records
@@ -272,12 +280,41 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         first,
         steady,
         steady_secs: args.steady_secs,
+        settle_ms,
         replica_figures: figures,
         passes,
         pass_p50_ms: quantile(&mut durations, 0.5),
         pass_p99_ms: quantile(&mut durations, 0.99),
         watches_open: watches,
     })
+}
+
+/// When the fleet settled (every Cinder is Ready when this is called): the first moment the
+/// operator has carried out no write on any cluster for `--settle-quiet-secs`, or
+/// `--settle-timeout-secs` after the call when that never happens.
+async fn settled(clusters: &[&EmbeddedCluster], args: &Args) -> chrono::DateTime<Utc> {
+    let quiet = chrono::Duration::seconds(args.settle_quiet_secs as i64);
+    let deadline = Instant::now() + Duration::from_secs(args.settle_timeout_secs);
+    loop {
+        let now = Utc::now();
+        let last_write = clusters
+            .iter()
+            .flat_map(|c| c.requests())
+            .filter(|r| by_operator(r) && is_write(r))
+            .map(|r| r.time)
+            .max();
+        if last_write.is_none_or(|t| now - t >= quiet) {
+            return now;
+        }
+        if Instant::now() > deadline {
+            eprintln!(
+                "fleetbench: the operator still writes {} s after Ready; the steady window starts anyway",
+                args.settle_timeout_secs
+            );
+            return now;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Waits until the replicas hold every shard between them, each at least one when there are

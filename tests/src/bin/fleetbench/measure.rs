@@ -19,6 +19,11 @@ pub fn by_operator(r: &RequestRecord) -> bool {
     r.user_agent.starts_with("cinder-operator/")
 }
 
+/// Whether `r` is a mutation the API server carried out (2xx).
+pub fn is_write(r: &RequestRecord) -> bool {
+    cinder_sim::writes::is_mutating(&r.verb) && (200..300).contains(&r.status)
+}
+
 /// The operator's requests in `[from, to)` of every cluster's record.
 pub fn requests_between(
     records: &[Vec<RequestRecord>],
@@ -31,7 +36,7 @@ pub fn requests_between(
             continue;
         }
         out.total += 1;
-        if cinder_sim::writes::is_mutating(&r.verb) && (200..300).contains(&r.status) {
+        if is_write(r) {
             out.writes += 1;
         }
         if r.status == 429 {

@@ -31,6 +31,9 @@ pub struct Report {
     pub first: Requests,
     pub steady: Requests,
     pub steady_secs: u64,
+    /// From Ready to the start of the steady window (the last write of the settling fleet plus
+    /// the quiet period).
+    pub settle_ms: u64,
     pub replica_figures: Vec<ReplicaFigures>,
     pub passes: u64,
     pub pass_p50_ms: u64,
@@ -78,6 +81,7 @@ impl Report {
                 "throttled_total": self.first.throttled,
             },
             "steady": {
+                "settle_ms": self.settle_ms,
                 "window_s": self.steady_secs,
                 "requests_per_cinder_per_min": round2(per(self.steady.total, n) / minutes.max(f64::MIN_POSITIVE)),
                 "writes_total": self.steady.writes,
