@@ -83,9 +83,12 @@ async fn transitions_jobs_and_phases_become_events_and_steady_state_none() {
     wait_cinder_condition(&h.client, "ev", "DatabaseReady", "True", "DatabaseSynced")
         .await
         .unwrap();
+    // The transition events are published after the status write that the condition wait sees.
     let events = eventually("the db-sync events", || async {
         let e = events_of(&h.client, "ev").await;
-        (!with_reason(&e, "JobSucceeded").is_empty()).then_some(e)
+        (!with_reason(&e, "JobSucceeded").is_empty()
+            && !with_reason(&e, "DatabaseSynced").is_empty())
+        .then_some(e)
     })
     .await
     .unwrap();
