@@ -145,6 +145,11 @@ async fn drive_job(
             None => jobs::launch(clusters, services, cinder, which, &desired)
                 .await
                 .map_err(|e| format!("launching Job {job_name}: {e}"))?,
+            // The replaced Job is still going away: its removal (a watch event) brings the pass
+            // that creates the new one; taking the lock meanwhile would only repeat the delete.
+            Some(o) if o.deleting && o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
+                Act::Deleted
+            }
             Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
                 jobs::replace(clusters, services, cinder, which, &desired)
                     .await

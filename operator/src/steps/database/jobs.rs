@@ -190,6 +190,8 @@ pub struct ObservedJob {
     pub spec_hash: Option<String>,
     /// From `status.startTime` to completion (or the Failed condition), when terminal.
     pub duration: Option<Duration>,
+    /// The Job has a deletionTimestamp: it is going away.
+    pub deleting: bool,
 }
 
 /// The state of `job` (a failed Job's exit code is filled in by [`failed_exit_code`]).
@@ -226,6 +228,7 @@ pub fn observe(job: &Job) -> ObservedJob {
         state,
         spec_hash: spec_hash(job).map(str::to_string),
         duration,
+        deleting: job.metadata.deletion_timestamp.is_some(),
     }
 }
 
