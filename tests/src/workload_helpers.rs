@@ -8,6 +8,7 @@ use crate::test_env::NS;
 use crate::waiting::{eventually, wait_cinder_condition};
 use cinder_operator::crd::CinderBackend;
 use cinder_sim::EmbeddedCluster;
+use cinder_sim::controllers::FiringOutcome;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::ListParams;
@@ -106,6 +107,36 @@ pub fn trigger(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?
         .trigger_cronjob(NS, name);
     Ok(())
+}
+
+/// Fires CronJob `name` now and waits until the firing spawned a Job, firing again while the
+/// CronJob controller still counts its previous Job as active (concurrencyPolicy Forbid: the
+/// controller decides from its watch cache, which can be a moment behind the Job's end).
+/// Returns the spawned Job's name.
+pub async fn run_cronjob_now(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<String> {
+    let controllers = cluster
+        .controllers()
+        .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?;
+    let firings_of = || {
+        controllers
+            .cronjob_firings()
+            .into_iter()
+            .filter(|f| f.namespace == NS && f.name == name)
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..60 {
+        let before = firings_of().len();
+        trigger(cluster, name)?;
+        let outcome = eventually(&format!("CronJob {name} to fire"), || async {
+            firings_of().get(before).map(|f| f.outcome.clone())
+        })
+        .await?;
+        if let FiringOutcome::Spawned(job) = outcome {
+            return Ok(job);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    anyhow::bail!("CronJob {name} skipped every firing for 60 tries")
 }
 
 /// Deletes CinderBackend `name`.

@@ -67,7 +67,7 @@ async fn the_job_counters_read_the_same_after_the_operator_process_is_replaced()
     )
     .await
     .unwrap();
-    trigger(&h.cluster, "ctr-db-purge").unwrap();
+    run_cronjob_now(&h.cluster, "ctr-db-purge").await.unwrap();
     delete_backend(&h.client, "leave").await.unwrap();
     wait_backend_gone(&h.client, "leave").await.unwrap();
     wait_totals(&h.ctx.metrics, (1, 1, 1)).await;
@@ -113,7 +113,7 @@ async fn the_job_counters_read_the_same_after_the_operator_process_is_replaced()
     );
 
     // A new run is counted by the process that sees it finish.
-    trigger(&h.cluster, "ctr-db-purge").unwrap();
+    run_cronjob_now(&h.cluster, "ctr-db-purge").await.unwrap();
     wait_totals(&second.ctx.metrics, (0, 1, 0)).await;
     second.stop().await.unwrap();
     h.stop().await.unwrap();

@@ -22,7 +22,7 @@ async fn failed_then_successful_runs_then_suspend() {
         .unwrap();
 
     purge_rule(&h.cluster, PodOutcome::exit(1, "")).unwrap();
-    trigger(&h.cluster, "pg-db-purge").unwrap();
+    run_cronjob_now(&h.cluster, "pg-db-purge").await.unwrap();
     let failed =
         wait_cinder_condition(&h.client, "pg", "DBPurgeReady", "False", "DBPurgeJobFailed")
             .await
@@ -41,7 +41,7 @@ async fn failed_then_successful_runs_then_suspend() {
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
 
     purge_rule(&h.cluster, PodOutcome::success()).unwrap();
-    trigger(&h.cluster, "pg-db-purge").unwrap();
+    run_cronjob_now(&h.cluster, "pg-db-purge").await.unwrap();
     let ok = wait_cinder_condition(&h.client, "pg", "DBPurgeReady", "True", "DBPurgeScheduled")
         .await
         .unwrap();
