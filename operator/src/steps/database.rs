@@ -31,7 +31,7 @@ use crate::planning::job::JobState;
 use crate::planning::upgrade::{ReleaseDecision, db_sync_step, decide, phase_step};
 use crate::requeue::{REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT};
 use crate::steps::job_marker::CountedJob;
-use jobs::{Act, SchemaJob};
+use jobs::{Act, JobWrite, SchemaJob};
 use provisioning::Provisioned;
 use services::DatabaseServices;
 use std::time::Duration;
@@ -142,18 +142,30 @@ async fn drive_job(
             .await
             .map_err(|e| format!("reading Job {job_name}: {e}"))?;
         let act = match &observed {
-            None => jobs::launch(clusters, services, cinder, which, &desired)
-                .await
-                .map_err(|e| format!("launching Job {job_name}: {e}"))?,
+            None => jobs::write_under_lock(
+                clusters,
+                services,
+                cinder,
+                which,
+                JobWrite::Create(&desired),
+            )
+            .await
+            .map_err(|e| format!("launching Job {job_name}: {e}"))?,
             // The replaced Job is still going away: its removal (a watch event) brings the pass
             // that creates the new one; taking the lock meanwhile would only repeat the delete.
             Some(o) if o.deleting && o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
                 Act::Deleted
             }
             Some(o) if o.spec_hash.as_deref() != jobs::spec_hash(&desired) => {
-                jobs::replace(clusters, services, cinder, which, &desired)
-                    .await
-                    .map_err(|e| format!("replacing Job {job_name}: {e}"))?
+                jobs::write_under_lock(
+                    clusters,
+                    services,
+                    cinder,
+                    which,
+                    JobWrite::Replace(&desired),
+                )
+                .await
+                .map_err(|e| format!("replacing Job {job_name}: {e}"))?
             }
             Some(o) => {
                 let state = existing_state(clusters, services, cinder, which, &job_name, o).await;
@@ -273,10 +285,16 @@ async fn abort(
         .iter()
         .map(|j| j.job_name(ctx.name()))
         .collect();
-    let act = jobs::delete_jobs(clusters, services, &cinder, SchemaJob::Expand, &names)
-        .await
-        .map_err(|e| e.to_string())
-        .doing("aborting the upgrade")?;
+    let act = jobs::write_under_lock(
+        clusters,
+        services,
+        &cinder,
+        SchemaJob::Expand,
+        JobWrite::Delete(&names),
+    )
+    .await
+    .map_err(|e| e.to_string())
+    .doing("aborting the upgrade")?;
     match act {
         Act::Done => {
             ctx.status.target_release = None;

@@ -363,20 +363,28 @@ async fn snapshot_is_current(client: &Client, snapshot: &Cinder) -> Result<bool,
     Ok(key(&live) == key(snapshot))
 }
 
-enum Action<'a> {
+/// A write of the database Jobs, made under the database's device lock.
+pub enum JobWrite<'a> {
+    /// Create the Job unless it exists or another database Job is active.
     Create(&'a Job),
-    /// Delete the Job of the same name, then create this one: one hold for both.
+    /// Delete the live Job of the same name (another spec; background propagation), then create
+    /// this one unless another database Job is active: one hold for both. `Deleted` when the old
+    /// Job is still going away (the next pass creates the new one).
     Replace(&'a Job),
+    /// Delete these Jobs (background propagation).
     Delete(&'a [String]),
 }
 
-async fn under_lock(
+/// Makes `action` under the database's device lock, at the priority of `which`, when the
+/// snapshot is still current.
+pub async fn write_under_lock(
     clusters: &Clusters,
     services: &DatabaseServices,
     snapshot: &Cinder,
-    job: DatabaseJob,
-    action: Action<'_>,
+    which: SchemaJob,
+    action: JobWrite<'_>,
 ) -> Result<Act, ActError> {
+    let job = which.device_job();
     let ns = snapshot.metadata.namespace.as_deref().unwrap_or_default();
     let cinder = snapshot.metadata.name.as_deref().unwrap_or_default();
     let locks = services.device_locks();
@@ -399,7 +407,7 @@ async fn act_locked(
     snapshot: &Cinder,
     ns: &str,
     cinder: &str,
-    action: Action<'_>,
+    action: JobWrite<'_>,
 ) -> Result<Act, ActError> {
     if !snapshot_is_current(&clusters.management, snapshot).await? {
         return Ok(Act::StaleSnapshot);
@@ -407,7 +415,7 @@ async fn act_locked(
     let client = &clusters.children;
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
     match action {
-        Action::Create(job) => {
+        JobWrite::Create(job) => {
             let name = job.metadata.name.clone().unwrap_or_default();
             if api.get_opt(&name).await?.is_some() {
                 return Ok(Act::Done);
@@ -418,7 +426,7 @@ async fn act_locked(
             create_if_absent(&api, job).await?;
             Ok(Act::Done)
         }
-        Action::Replace(job) => {
+        JobWrite::Replace(job) => {
             let name = job.metadata.name.clone().unwrap_or_default();
             delete_background(&api, std::slice::from_ref(&name)).await?;
             if let Some(other) = other_active(client, ns, cinder, &name).await? {
@@ -431,7 +439,7 @@ async fn act_locked(
                 Act::Deleted
             })
         }
-        Action::Delete(names) => {
+        JobWrite::Delete(names) => {
             delete_background(&api, names).await?;
             Ok(Act::Done)
         }
@@ -463,65 +471,6 @@ async fn delete_background(api: &Api<Job>, names: &[String]) -> Result<(), kube:
         }
     }
     Ok(())
-}
-
-/// Creates `job` under the database's device lock when the snapshot is current, the Job does
-/// not exist yet and no other database Job is active.
-pub async fn launch(
-    clusters: &Clusters,
-    services: &DatabaseServices,
-    snapshot: &Cinder,
-    which: SchemaJob,
-    job: &Job,
-) -> Result<Act, ActError> {
-    under_lock(
-        clusters,
-        services,
-        snapshot,
-        which.device_job(),
-        Action::Create(job),
-    )
-    .await
-}
-
-/// Replaces Job `job` (the live one of its name has another spec) under ONE hold of the
-/// database's device lock when the snapshot is current: deletes the live one (background
-/// propagation), then creates `job` unless another database Job is active. `Deleted` when the
-/// old Job is still going away (the next pass creates the new one).
-pub async fn replace(
-    clusters: &Clusters,
-    services: &DatabaseServices,
-    snapshot: &Cinder,
-    which: SchemaJob,
-    job: &Job,
-) -> Result<Act, ActError> {
-    under_lock(
-        clusters,
-        services,
-        snapshot,
-        which.device_job(),
-        Action::Replace(job),
-    )
-    .await
-}
-
-/// Deletes the Jobs `names` (background propagation) under the database's device lock when the
-/// snapshot is current.
-pub async fn delete_jobs(
-    clusters: &Clusters,
-    services: &DatabaseServices,
-    snapshot: &Cinder,
-    which: SchemaJob,
-    names: &[String],
-) -> Result<Act, ActError> {
-    under_lock(
-        clusters,
-        services,
-        snapshot,
-        which.device_job(),
-        Action::Delete(names),
-    )
-    .await
 }
 
 #[cfg(test)]
