@@ -8,6 +8,9 @@ pub trait ApiErrorExt {
     /// The API server answered 409 Conflict (it exists already, or a precondition such as the
     /// resourceVersion no longer holds).
     fn is_conflict(&self) -> bool;
+    /// The API server answered a create with 409 AlreadyExists: an object of that name exists.
+    /// Other 409s (a Conflict on a precondition or resourceVersion) are not this.
+    fn is_already_exists(&self) -> bool;
 }
 
 impl ApiErrorExt for kube::Error {
@@ -17,6 +20,9 @@ impl ApiErrorExt for kube::Error {
     fn is_conflict(&self) -> bool {
         matches!(self, kube::Error::Api(s) if s.code == 409)
     }
+    fn is_already_exists(&self) -> bool {
+        matches!(self, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+    }
 }
 
 #[cfg(test)]
@@ -24,8 +30,12 @@ mod tests {
     use super::*;
 
     fn api(code: u16) -> kube::Error {
+        answer(code, "r")
+    }
+
+    fn answer(code: u16, reason: &str) -> kube::Error {
         kube::Error::Api(
-            kube::core::Status::failure("m", "r")
+            kube::core::Status::failure("m", reason)
                 .with_code(code)
                 .boxed(),
         )
@@ -36,5 +46,12 @@ mod tests {
         assert!(api(404).is_not_found() && !api(404).is_conflict());
         assert!(api(409).is_conflict() && !api(409).is_not_found());
         assert!(!api(500).is_not_found() && !api(500).is_conflict());
+    }
+
+    #[test]
+    fn only_already_exists_says_the_name_is_taken() {
+        assert!(answer(409, "AlreadyExists").is_already_exists());
+        assert!(!answer(409, "Conflict").is_already_exists());
+        assert!(!answer(500, "AlreadyExists").is_already_exists());
     }
 }

@@ -1,5 +1,6 @@
 //! Writing an object another writer may touch at the same time: creating one that may exist
-//! already (a 409 means another pass or replica created it first, as good as creating it), and
+//! already (a 409 AlreadyExists means another pass or replica created it first, as good as creating
+//! it; any other 409 is an error like any other), and
 //! replacing one at the resourceVersion it was read at (a 409 means it changed since: its watch
 //! event brings the next pass, which compares again).
 
@@ -10,14 +11,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Creates `obj`: `Ok(true)` when this call created it, `Ok(false)` when it existed already
-/// (409; the next pass compares it).
+/// (409 AlreadyExists; the next pass compares it).
 pub async fn create_if_absent<K>(api: &Api<K>, obj: &K) -> Result<bool, kube::Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
     match api.create(&PostParams::default(), obj).await {
         Ok(_) => Ok(true),
-        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) if e.is_already_exists() => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -359,7 +359,7 @@ impl TargetClusters {
             };
             match api.create(&PostParams::default(), &ns).await {
                 Ok(_) => {}
-                Err(e) if e.is_conflict() => {}
+                Err(e) if e.is_already_exists() => {}
                 Err(e) => return Err(e),
             }
         }
