@@ -117,6 +117,10 @@ fn after_act(act: Act, job_name: &str, wait: Duration) -> Driven {
             wait,
             format!("Job {job_name} waits for Job {other} of the same database to finish"),
         ),
+        Act::JobChanged => Driven::Wait(
+            REQUEUE_NEXT_PASS,
+            format!("Job {job_name} changed since this pass read it; comparing on the next one"),
+        ),
         Act::StaleSnapshot => Driven::Wait(
             REQUEUE_NEXT_PASS,
             "the Cinder changed during this pass; acting on the next one".to_string(),
@@ -162,7 +166,10 @@ async fn drive_job(
                     services,
                     cinder,
                     which,
-                    JobWrite::Replace(&desired),
+                    JobWrite::Replace {
+                        job: &desired,
+                        uid: &o.uid,
+                    },
                 )
                 .await
                 .map_err(|e| format!("replacing Job {job_name}: {e}"))?

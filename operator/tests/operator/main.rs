@@ -8,6 +8,8 @@ mod crd_cli;
 mod crd_embedded_admission;
 mod crd_generated;
 mod crd_validation;
+mod create_if_absent;
+mod database_job_replace;
 mod endpoints_admin;
 mod lock_plan_cli;
 mod pipeline_engine;

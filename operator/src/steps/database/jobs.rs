@@ -6,9 +6,10 @@
 //! (db-sync, expand, migrate, contract, service-remove) is active. The lock is held around that
 //! check-and-act only, never while the Job runs: the "active" check is what excludes overlap.
 //! Jobs are immutable: a Job whose spec must change (new image or config) is deleted (background
-//! propagation) and created again under one hold of the lock, so a replacement costs the
-//! database's Lease one lock cycle; when the deleted Job is still going away, a later pass creates
-//! the new one.
+//! propagation, on the precondition that its UID is the one the pass read, so a Job another
+//! replica put in its place is never deleted) and created again under one hold of the lock, so a
+//! replacement costs the database's Lease one lock cycle; when the deleted Job is still going
+//! away, a later pass creates the new one.
 
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
@@ -25,7 +26,7 @@ use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kube::api::{DeleteParams, ListParams, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
 
@@ -332,6 +333,9 @@ pub enum Act {
     OtherActive(String),
     /// The Cinder changed since this pass's snapshot: act on a fresh one.
     StaleSnapshot,
+    /// The Job to replace is not the one this pass read (another replica replaced it): compare
+    /// again on the next pass.
+    JobChanged,
 }
 
 /// Why acting failed.
@@ -367,10 +371,11 @@ async fn snapshot_is_current(client: &Client, snapshot: &Cinder) -> Result<bool,
 pub enum JobWrite<'a> {
     /// Create the Job unless it exists or another database Job is active.
     Create(&'a Job),
-    /// Delete the live Job of the same name (another spec; background propagation), then create
-    /// this one unless another database Job is active: one hold for both. `Deleted` when the old
-    /// Job is still going away (the next pass creates the new one).
-    Replace(&'a Job),
+    /// Delete the live Job of the same name if it still is the one this pass read (`uid`; another
+    /// spec; background propagation), then create `job` unless another database Job is active:
+    /// one hold for both. `Deleted` when the old Job is still going away (the next pass creates the
+    /// new one); `JobChanged` when the live Job is another one (a replica replaced it since).
+    Replace { job: &'a Job, uid: &'a str },
     /// Delete these Jobs (background propagation).
     Delete(&'a [String]),
 }
@@ -426,9 +431,22 @@ async fn act_locked(
             create_if_absent(&api, job).await?;
             Ok(Act::Done)
         }
-        JobWrite::Replace(job) => {
+        JobWrite::Replace { job, uid } => {
             let name = job.metadata.name.clone().unwrap_or_default();
-            delete_background(&api, std::slice::from_ref(&name)).await?;
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.to_string()),
+                    resource_version: None,
+                }),
+                ..background()
+            };
+            match api.delete(&name, &params).await {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                // The UID precondition failed: the live Job is not the one read.
+                Err(e) if e.is_conflict() => return Ok(Act::JobChanged),
+                Err(e) => return Err(e.into()),
+            }
             if let Some(other) = other_active(client, ns, cinder, &name).await? {
                 return Ok(Act::OtherActive(other));
             }
@@ -457,12 +475,17 @@ async fn other_active(
     Ok(active.into_iter().find(|other| other != name))
 }
 
-/// Deletes the Jobs `names` with background propagation (absent ones are fine).
-async fn delete_background(api: &Api<Job>, names: &[String]) -> Result<(), kube::Error> {
-    let params = DeleteParams {
+/// Delete options that leave the Job's pods to the garbage collector.
+fn background() -> DeleteParams {
+    DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()
-    };
+    }
+}
+
+/// Deletes the Jobs `names` with background propagation (absent ones are fine).
+async fn delete_background(api: &Api<Job>, names: &[String]) -> Result<(), kube::Error> {
+    let params = background();
     for name in names {
         match api.delete(name, &params).await {
             Ok(_) => {}

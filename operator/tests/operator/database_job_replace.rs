@@ -1,0 +1,155 @@
+//! Replacing a database Job under the device lock deletes only the Job the pass read: when the
+//! live Job of that name is another one (a replica replaced it since), it is left alone and the
+//! write reports `JobChanged`; when it is the one read, it is deleted and the new one created.
+
+use crate::support::*;
+use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig};
+use cinder_operator::crd::Cinder;
+use cinder_operator::metrics::Metrics;
+use cinder_operator::pipeline::Clusters;
+use cinder_operator::steps::database::jobs::{self, Act, JobWrite, SchemaJob};
+use cinder_operator::steps::database::services::DatabaseServices;
+use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+const NS: &str = "default";
+
+fn cinder_manifest() -> serde_json::Value {
+    json!({
+        "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
+        "kind": "Cinder",
+        "metadata": {"name": "cinder", "namespace": NS},
+        "spec": {
+            "openStackRelease": "2026.1",
+            "image": {"repository": "ghcr.io/c5c3/cinder", "tag": "2026.1"},
+            "database": {
+                "clusterRef": {"name": "mariadb"},
+                "database": "cinder",
+                "secretRef": {"name": "cinder-db-credentials"}
+            },
+            "messaging": {"secretRef": {"name": "cinder-messaging"}},
+            "serviceUser": {
+                "username": "cinder",
+                "projectName": "service",
+                "userDomainName": "Default",
+                "projectDomainName": "Default",
+                "secretRef": {"name": "cinder-service-user", "key": "password"}
+            },
+            "keystoneEndpoint": "https://keystone.openstack.svc:5000/v3",
+            "region": "RegionOne"
+        }
+    })
+}
+
+/// The UID of the live Job `name`, if any and not going away.
+async fn live_uid(api: &Api<Job>, name: &str) -> Option<String> {
+    let job = api.get_opt(name).await.expect("read Job")?;
+    if job.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    job.metadata.uid
+}
+
+/// Deletes Job `name` and waits until it is gone.
+async fn delete_and_wait(api: &Api<Job>, name: &str) {
+    api.delete(name, &DeleteParams::background())
+        .await
+        .expect("delete Job");
+    eventually("the deleted Job is gone", || async {
+        api.get_opt(name).await.expect("read Job").is_none()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_deletes_only_the_job_the_pass_read() {
+    let cluster = EmbeddedCluster::start(ClusterConfig::default())
+        .await
+        .unwrap();
+    let client = cluster.client().await;
+    cinder_operator::embedded::install_crds(&client)
+        .await
+        .unwrap();
+    let cinders: Api<Cinder> = Api::namespaced(client.clone(), NS);
+    let manifest: Cinder = serde_json::from_value(cinder_manifest()).unwrap();
+    let cinder = cinders
+        .create(&PostParams::default(), &manifest)
+        .await
+        .unwrap();
+
+    let devices = DeviceLocks::new(
+        coordinator(),
+        client.clone(),
+        DeviceLocksConfig::new(NS),
+        DeviceLockMetrics::default(),
+    )
+    .unwrap();
+    let (_registry, metrics) = Metrics::new_registry();
+    let services = DatabaseServices::new(client.clone(), devices, &metrics);
+    let clusters = Clusters {
+        management: client.clone(),
+        children: client.clone(),
+    };
+    let jobs_api: Api<Job> = Api::namespaced(client.clone(), NS);
+    let name = SchemaJob::DbSync.job_name("cinder");
+
+    // The Job this pass read, then the one another replica put in its place.
+    let read = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-a");
+    jobs_api
+        .create(&PostParams::default(), &read)
+        .await
+        .unwrap();
+    let read_uid = live_uid(&jobs_api, &name).await.expect("the read Job");
+    delete_and_wait(&jobs_api, &name).await;
+    let theirs = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-b");
+    jobs_api
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let their_uid = live_uid(&jobs_api, &name).await.expect("the replica's Job");
+    assert_ne!(read_uid, their_uid);
+
+    let wanted = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-c");
+    let act = jobs::write_under_lock(
+        &clusters,
+        &services,
+        &cinder,
+        SchemaJob::DbSync,
+        JobWrite::Replace {
+            job: &wanted,
+            uid: &read_uid,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(act, Act::JobChanged);
+    assert_eq!(
+        live_uid(&jobs_api, &name).await.as_deref(),
+        Some(their_uid.as_str()),
+        "the replica's Job is left alone"
+    );
+
+    // Read again, the replacement goes through: the replica's Job is deleted (and the wanted one
+    // created once it is gone).
+    let act = jobs::write_under_lock(
+        &clusters,
+        &services,
+        &cinder,
+        SchemaJob::DbSync,
+        JobWrite::Replace {
+            job: &wanted,
+            uid: &their_uid,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(act, Act::Done | Act::Deleted), "{act:?}");
+    assert_ne!(
+        live_uid(&jobs_api, &name).await.as_deref(),
+        Some(their_uid.as_str()),
+        "the Job read is replaced"
+    );
+}
