@@ -110,30 +110,15 @@ fn ceph_files(
 fn finish(
     backend: &str,
     base_name: String,
-    backend_type: BackendType,
-    storage: &Storage<'_>,
+    satellite: &SatelliteSpec,
     data: SecretData,
 ) -> Projection {
     let content_hash = data.digest();
     let secret_name = names::projection_secret(&base_name, &content_hash);
     let summary = ProjectedBackend {
-        name: backend.to_string(),
-        backend_type: Some(backend_type),
         secret_name: secret_name.clone(),
         content_hash: content_hash.clone(),
-        nfs_server: match storage {
-            Storage::Nfs(n) => Some(n.server.clone()),
-            Storage::Rbd(_) => None,
-        },
-        rbd_networks: match storage {
-            Storage::Rbd(r) => r.networks.clone(),
-            Storage::Nfs(_) => Vec::new(),
-        },
-        rbd_monitors: match storage {
-            Storage::Rbd(r) => r.monitors.clone(),
-            Storage::Nfs(_) => Vec::new(),
-        },
-        deleting: false,
+        ..storage_summary(backend, satellite)
     };
     Projection {
         backend: backend.to_string(),
@@ -145,27 +130,31 @@ fn finish(
     }
 }
 
-/// What is known of an attached backend that is not projected this pass (from its spec alone,
-/// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
-pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+/// What later steps need of backend `backend` from its storage block alone (the NFS server, the
+/// RBD networks and monitors), without a Secret name or content hash.
+fn storage_summary(backend: &str, satellite: &SatelliteSpec) -> ProjectedBackend {
     ProjectedBackend {
         name: backend.to_string(),
-        backend_type: Some(spec.satellite.backend_type),
-        nfs_server: spec.satellite.nfs.as_ref().map(|n| n.server.clone()),
-        rbd_networks: spec
-            .satellite
+        backend_type: Some(satellite.backend_type),
+        nfs_server: satellite.nfs.as_ref().map(|n| n.server.clone()),
+        rbd_networks: satellite
             .rbd
             .as_ref()
             .map(|r| r.networks.clone())
             .unwrap_or_default(),
-        rbd_monitors: spec
-            .satellite
+        rbd_monitors: satellite
             .rbd
             .as_ref()
             .map(|r| r.monitors.clone())
             .unwrap_or_default(),
         ..Default::default()
     }
+}
+
+/// What is known of an attached backend that is not projected this pass (from its spec alone,
+/// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
+pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+    storage_summary(backend, &spec.satellite)
 }
 
 /// Projects volume backend `backend` of Cinder `cinder`. `rbd_key` is the cephx key read from
@@ -231,8 +220,7 @@ pub fn project_backend(
     Ok(finish(
         backend,
         names::backend_secret_base(cinder, backend),
-        spec.satellite.backend_type,
-        &st,
+        &spec.satellite,
         data,
     ))
 }
@@ -300,8 +288,7 @@ pub fn project_backup_backend(
     Ok(finish(
         backend,
         names::backup_backend_secret_base(cinder),
-        spec.satellite.backend_type,
-        &st,
+        &spec.satellite,
         data,
     ))
 }
