@@ -133,8 +133,14 @@ pub mod reason {
     pub const WAITING_FOR_PARENT: &str = "WaitingForParent";
 }
 
-/// Event reasons.
+/// Event reasons (besides the condition reasons a transition event carries).
 pub mod event_reason {
+    pub const UPGRADE_PHASE_STARTED: &str = "UpgradePhaseStarted";
+    pub const UPGRADE_PHASE_FINISHED: &str = "UpgradePhaseFinished";
+    pub const JOB_STARTED: &str = "JobStarted";
+    pub const JOB_SUCCEEDED: &str = "JobSucceeded";
+    pub const JOB_FAILED: &str = "JobFailed";
+    pub const DEVICE_TAKEN_OVER: &str = "DeviceTakenOver";
     pub const UPGRADE_CHECK_COMPLETED: &str = "UpgradeCheckCompleted";
     pub const UPGRADE_CHECK_WARNINGS: &str = "UpgradeCheckWarnings";
     pub const SERVICE_REMOVED: &str = "ServiceRemoved";

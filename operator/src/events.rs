@@ -14,6 +14,7 @@
 //! Notes carry condition reasons and messages, Job names and durations only; no secret value
 //! reaches them (condition messages never hold one).
 
+use crate::conditions::event_reason;
 use crate::crd::{Cinder, CinderStatus};
 use crate::metrics::JobResult;
 use cinder_lease::DeviceGuard;
@@ -35,16 +36,6 @@ const ACTION_TAKE_OVER: &str = "TakeOverDevice";
 /// The action of the events of a Job of kind `what`.
 fn job_action(what: &str) -> String {
     format!("RunJob/{what}")
-}
-
-/// Event reasons this module publishes (besides the conditions' own reasons).
-pub mod reason {
-    pub const UPGRADE_PHASE_STARTED: &str = "UpgradePhaseStarted";
-    pub const UPGRADE_PHASE_FINISHED: &str = "UpgradePhaseFinished";
-    pub const JOB_STARTED: &str = "JobStarted";
-    pub const JOB_SUCCEEDED: &str = "JobSucceeded";
-    pub const JOB_FAILED: &str = "JobFailed";
-    pub const DEVICE_TAKEN_OVER: &str = "DeviceTakenOver";
 }
 
 /// Longest note sent (the API refuses notes above 1 KiB).
@@ -113,7 +104,7 @@ pub fn status_transitions(before: &CinderStatus, after: &CinderStatus) -> Vec<Ev
         if let Some(done) = before.upgrade_phase {
             events.push(Event {
                 type_: EventType::Normal,
-                reason: reason::UPGRADE_PHASE_FINISHED.to_string(),
+                reason: event_reason::UPGRADE_PHASE_FINISHED.to_string(),
                 note: note(format!(
                     "upgrade phase {} finished ({})",
                     done.as_str(),
@@ -126,7 +117,7 @@ pub fn status_transitions(before: &CinderStatus, after: &CinderStatus) -> Vec<Ev
         if let Some(next) = after.upgrade_phase {
             events.push(Event {
                 type_: EventType::Normal,
-                reason: reason::UPGRADE_PHASE_STARTED.to_string(),
+                reason: event_reason::UPGRADE_PHASE_STARTED.to_string(),
                 note: note(format!(
                     "upgrade phase {} started ({})",
                     next.as_str(),
@@ -164,7 +155,7 @@ pub async fn status_changed(recorder: &Recorder, cinder: &Cinder, after: &Cinder
 pub async fn job_started(recorder: &Recorder, cinder: &Cinder, job: &str, what: &str) {
     let event = Event {
         type_: EventType::Normal,
-        reason: reason::JOB_STARTED.to_string(),
+        reason: event_reason::JOB_STARTED.to_string(),
         note: note(format!("started the {what} Job {job}")),
         action: job_action(what),
         secondary: None,
@@ -182,8 +173,8 @@ pub async fn job_finished(
     duration: Duration,
 ) {
     let (type_, reason) = match result {
-        JobResult::Succeeded => (EventType::Normal, reason::JOB_SUCCEEDED),
-        JobResult::Failed => (EventType::Warning, reason::JOB_FAILED),
+        JobResult::Succeeded => (EventType::Normal, event_reason::JOB_SUCCEEDED),
+        JobResult::Failed => (EventType::Warning, event_reason::JOB_FAILED),
     };
     let event = Event {
         type_,
@@ -207,7 +198,7 @@ pub async fn device_taken_over(recorder: &Recorder, cinder: &Cinder, guard: &Dev
     };
     let event = Event {
         type_: EventType::Warning,
-        reason: reason::DEVICE_TAKEN_OVER.to_string(),
+        reason: event_reason::DEVICE_TAKEN_OVER.to_string(),
         note: note(format!(
             "took over device {} from {previous}, whose Lease had expired",
             guard.device()
@@ -311,7 +302,7 @@ mod tests {
         let done = with(&[], None);
         let last = status_transitions(&b, &done);
         assert_eq!(last.len(), 1);
-        assert_eq!(last[0].reason, reason::UPGRADE_PHASE_FINISHED);
+        assert_eq!(last[0].reason, event_reason::UPGRADE_PHASE_FINISHED);
     }
 
     #[test]

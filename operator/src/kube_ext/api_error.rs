@@ -1,5 +1,6 @@
 //! What a `kube::Error` says about the object it was about: gone (404) or written concurrently
-//! (409), the two answers callers handle as part of the normal flow.
+//! (409), the two answers callers handle as part of the normal flow, and a call's result with
+//! its expected refusal turned into `Ok(false)`.
 
 /// The two API answers the operator handles as outcomes rather than failures.
 pub trait ApiErrorExt {
@@ -22,6 +23,24 @@ impl ApiErrorExt for kube::Error {
     }
     fn is_already_exists(&self) -> bool {
         matches!(self, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+    }
+}
+
+/// A call whose expected refusal is an outcome, not a failure.
+pub trait ExpectedRefusal {
+    /// `Ok(true)` when the call succeeded, `Ok(false)` when the API server refused it as
+    /// `expected` says it may (a 409 for a create of what may exist already, a 404 for a delete
+    /// of what may be gone), else the error.
+    fn done_unless(self, expected: fn(&kube::Error) -> bool) -> Result<bool, kube::Error>;
+}
+
+impl<T> ExpectedRefusal for Result<T, kube::Error> {
+    fn done_unless(self, expected: fn(&kube::Error) -> bool) -> Result<bool, kube::Error> {
+        match self {
+            Ok(_) => Ok(true),
+            Err(e) if expected(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -53,5 +72,13 @@ mod tests {
         assert!(answer(409, "AlreadyExists").is_already_exists());
         assert!(!answer(409, "Conflict").is_already_exists());
         assert!(!answer(500, "AlreadyExists").is_already_exists());
+    }
+
+    #[test]
+    fn only_the_expected_refusal_is_an_outcome() {
+        let expected = ApiErrorExt::is_conflict;
+        assert!(Ok::<(), kube::Error>(()).done_unless(expected).unwrap());
+        assert!(!Err::<(), _>(api(409)).done_unless(expected).unwrap());
+        assert!(Err::<(), _>(api(404)).done_unless(expected).is_err());
     }
 }

@@ -1,10 +1,10 @@
 //! Writing an object another writer may touch at the same time: creating one that may exist
-//! already (a 409 AlreadyExists means another pass or replica created it first, as good as creating
-//! it; any other 409 is an error like any other), and
-//! replacing one at the resourceVersion it was read at (a 409 means it changed since: its watch
-//! event brings the next pass, which compares again).
+//! already (a 409 AlreadyExists means another pass or replica created it first, as good as
+//! creating it; any other 409 is an error like any other), and replacing one at the
+//! resourceVersion it was read at (a 409 means it changed since: its watch event brings the next
+//! pass, which compares again).
 
-use super::api_error::ApiErrorExt;
+use super::api_error::{ApiErrorExt, ExpectedRefusal};
 use kube::Api;
 use kube::api::PostParams;
 use serde::Serialize;
@@ -16,11 +16,9 @@ pub async fn create_if_absent<K>(api: &Api<K>, obj: &K) -> Result<bool, kube::Er
 where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    match api.create(&PostParams::default(), obj).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_already_exists() => Ok(false),
-        Err(e) => Err(e),
-    }
+    api.create(&PostParams::default(), obj)
+        .await
+        .done_unless(ApiErrorExt::is_already_exists)
 }
 
 /// Replaces `name` with `obj` (which carries the resourceVersion it was read at): `Ok(true)`
@@ -33,9 +31,7 @@ pub async fn replace_unless_changed<K>(
 where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    match api.replace(name, &PostParams::default(), obj).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_conflict() => Ok(false),
-        Err(e) => Err(e),
-    }
+    api.replace(name, &PostParams::default(), obj)
+        .await
+        .done_unless(ApiErrorExt::is_conflict)
 }

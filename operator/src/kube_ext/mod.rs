@@ -17,7 +17,7 @@ pub mod scope;
 pub mod shared_watch;
 pub mod sweep;
 
-pub use api_error::ApiErrorExt;
+pub use api_error::{ApiErrorExt, ExpectedRefusal};
 pub use apply::{FIELD_MANAGER, apply};
 pub use create::{create_if_absent, replace_unless_changed};
 pub use scope::{scoped, scoped_dynamic};

@@ -2,7 +2,7 @@
 //! (superseded content-addressed Secrets and ConfigMaps, VPAs), or one object if it exists (an
 //! optional child whose spec block was unset).
 
-use super::api_error::ApiErrorExt;
+use super::api_error::{ApiErrorExt, ExpectedRefusal};
 use crate::kube_ext::reader;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
@@ -50,9 +50,7 @@ pub async fn delete_if_present<K>(
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, params).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_not_found() => Ok(false),
-        Err(e) => Err(e),
-    }
+    api.delete(name, params)
+        .await
+        .done_unless(ApiErrorExt::is_not_found)
 }

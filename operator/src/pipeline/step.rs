@@ -1,8 +1,10 @@
 //! The contract between the engine and one pipeline step: what a step works on
 //! ([`StepContext`]), how its body ends ([`StepResult`]: an [`Outcome`] or a [`StepError`], with
 //! [`Doing`] saying what failed), the [`Step`] trait the engine runs (as trait objects;
-//! [`StepFn`] makes one of a [`StepName`] and an async body), and the actor that runs one step kind for every Cinder ([`StepActor`], message
-//! [`RunStep`]) and owns what that step remembers between runs ([`Memory`]).
+//! [`StepFn`] makes one of a [`StepName`] and an async body, its reads served from the watch
+//! stores of the run's clusters), and the actor that runs one step kind for every Cinder
+//! ([`StepActor`], message [`RunStep`]) and owns what that step remembers between runs
+//! ([`Memory`]).
 
 use super::artefacts::Artefacts;
 use super::key::CinderKey;
@@ -10,6 +12,7 @@ use super::memory::{FirstTime, Memory, Recall, Remember, StepMemory, Unsee};
 use super::step_name::StepName;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderStatus};
+use crate::kube_ext::reader::{self, ClusterStores, ReadScope};
 use actix::prelude::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -111,7 +114,7 @@ pub struct TargetCluster {
     /// A client of the target, built from its registered kubeconfig.
     pub client: kube::Client,
     /// The reflector stores of the target's watches (empty while none run).
-    pub stores: crate::kube_ext::reader::ClusterStores,
+    pub stores: ClusterStores,
 }
 
 impl std::fmt::Debug for TargetCluster {
@@ -166,6 +169,18 @@ impl StepContext {
         Clusters {
             management: management.clone(),
             children: self.children(management),
+        }
+    }
+
+    /// The watch stores a run reads from: `management`'s, and for the children the target's
+    /// when the Cinder names one.
+    pub fn read_scope(&self, management: &ClusterStores) -> ReadScope {
+        ReadScope {
+            management: management.clone(),
+            children: match &self.target {
+                Some(t) => t.stores.clone(),
+                None => management.clone(),
+            },
         }
     }
 
@@ -254,22 +269,26 @@ where
 }
 
 /// A step made of its name and its body, which each run gets a copy of `with` for (the body's
-/// environment, made per run by `per_run` from the step's memory).
+/// environment, made per run by `per_run` from the step's memory). A run's reads are served
+/// from `reads`, the management cluster's watch stores, and for the Cinder's children from its
+/// target's ([`StepContext::read_scope`]); empty stores send every read to the API server.
 pub struct StepFn<With, B> {
     pub name: StepName,
+    pub reads: ClusterStores,
     pub with: With,
     pub per_run: fn(&With, &StepMemory) -> With,
     pub body: B,
 }
 
 impl<With, B> StepFn<With, B> {
-    /// The step `name` running `body` with a clone of `with` each run.
-    pub fn new(name: StepName, with: With, body: B) -> Self
+    /// The step `name` running `body` with a clone of `with` each run, reading through `reads`.
+    pub fn new(name: StepName, reads: ClusterStores, with: With, body: B) -> Self
     where
         With: Clone,
     {
         StepFn {
             name,
+            reads,
             with,
             per_run: |with, _| with.clone(),
             body,
@@ -288,11 +307,12 @@ where
     fn run(&self, mut ctx: StepContext) -> BoxFuture<'static, StepReport> {
         let with = (self.per_run)(&self.with, &ctx.memory);
         let body = self.body.clone();
-        async move {
+        let scope = ctx.read_scope(&self.reads);
+        let run = async move {
             let result = body(with, &mut ctx).await;
             ctx.into_report(result)
-        }
-        .boxed()
+        };
+        reader::within(scope, run).boxed()
     }
 }
 

@@ -4,13 +4,12 @@
 //! The cephx key appears only in that Secret data; names, digests and the artefact summary never
 //! carry it. Also the sweep of projection Secrets nothing projects anymore.
 
-use super::digest::map_digest;
 use super::ini::{ControlCharacter, IniDoc, has_control};
+use super::secret_data::SecretData;
 use crate::crd::{
     BackendType, CinderBackendSpec, CinderBackupBackendSpec, NfsSpec, RbdSpec, SatelliteSpec,
 };
 use crate::names;
-use std::collections::BTreeMap;
 
 /// One backend (or the backup target) projected into a content-hashed Secret.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -50,7 +49,7 @@ pub const CEPH_CONF_KEY: &str = "ceph.conf";
 pub const KEYRING_KEY: &str = "keyring";
 
 /// One projection Secret.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Projection {
     /// The backend name (CinderBackend / CinderBackupBackend name).
     pub backend: String,
@@ -59,19 +58,9 @@ pub struct Projection {
     pub base_name: String,
     pub content_hash: String,
     /// The Secret data (the only place a key appears).
-    pub data: BTreeMap<String, String>,
+    pub data: SecretData,
     /// The summary later steps use (no secret values).
     pub summary: ProjectedBackend,
-}
-
-impl std::fmt::Debug for Projection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Projection")
-            .field("backend", &self.backend)
-            .field("secret_name", &self.secret_name)
-            .field("keys", &self.data.keys().collect::<Vec<_>>())
-            .finish()
-    }
 }
 
 /// Why a backend could not be projected.
@@ -102,7 +91,7 @@ fn ceph_files(
     dir: &str,
     rbd: &RbdSpec,
     key: Option<&str>,
-    data: &mut BTreeMap<String, String>,
+    data: &mut SecretData,
 ) -> Result<(), ProjectionError> {
     let key = key
         .map(str::trim)
@@ -111,40 +100,25 @@ fn ceph_files(
     let mut ceph = IniDoc::new();
     ceph.set("global", "mon_host", rbd.monitors.join(","));
     ceph.set("global", "keyring", format!("{dir}/{KEYRING_KEY}"));
-    data.insert(CEPH_CONF_KEY.into(), ceph.render()?);
+    data.insert(CEPH_CONF_KEY, ceph.render()?);
     let mut keyring = IniDoc::new();
     keyring.set(&format!("client.{}", rbd.user), "key", key);
-    data.insert(KEYRING_KEY.into(), keyring.render()?);
+    data.insert(KEYRING_KEY, keyring.render()?);
     Ok(())
 }
 
 fn finish(
     backend: &str,
     base_name: String,
-    backend_type: BackendType,
-    storage: &Storage<'_>,
-    data: BTreeMap<String, String>,
+    satellite: &SatelliteSpec,
+    data: SecretData,
 ) -> Projection {
-    let content_hash = map_digest(&data);
+    let content_hash = data.digest();
     let secret_name = names::projection_secret(&base_name, &content_hash);
     let summary = ProjectedBackend {
-        name: backend.to_string(),
-        backend_type: Some(backend_type),
         secret_name: secret_name.clone(),
         content_hash: content_hash.clone(),
-        nfs_server: match storage {
-            Storage::Nfs(n) => Some(n.server.clone()),
-            Storage::Rbd(_) => None,
-        },
-        rbd_networks: match storage {
-            Storage::Rbd(r) => r.networks.clone(),
-            Storage::Nfs(_) => Vec::new(),
-        },
-        rbd_monitors: match storage {
-            Storage::Rbd(r) => r.monitors.clone(),
-            Storage::Nfs(_) => Vec::new(),
-        },
-        deleting: false,
+        ..storage_summary(backend, satellite)
     };
     Projection {
         backend: backend.to_string(),
@@ -156,27 +130,31 @@ fn finish(
     }
 }
 
-/// What is known of an attached backend that is not projected this pass (from its spec alone,
-/// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
-pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+/// What later steps need of backend `backend` from its storage block alone (the NFS server, the
+/// RBD networks and monitors), without a Secret name or content hash.
+fn storage_summary(backend: &str, satellite: &SatelliteSpec) -> ProjectedBackend {
     ProjectedBackend {
         name: backend.to_string(),
-        backend_type: Some(spec.satellite.backend_type),
-        nfs_server: spec.satellite.nfs.as_ref().map(|n| n.server.clone()),
-        rbd_networks: spec
-            .satellite
+        backend_type: Some(satellite.backend_type),
+        nfs_server: satellite.nfs.as_ref().map(|n| n.server.clone()),
+        rbd_networks: satellite
             .rbd
             .as_ref()
             .map(|r| r.networks.clone())
             .unwrap_or_default(),
-        rbd_monitors: spec
-            .satellite
+        rbd_monitors: satellite
             .rbd
             .as_ref()
             .map(|r| r.monitors.clone())
             .unwrap_or_default(),
         ..Default::default()
     }
+}
+
+/// What is known of an attached backend that is not projected this pass (from its spec alone,
+/// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
+pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+    storage_summary(backend, &spec.satellite)
 }
 
 /// Projects volume backend `backend` of Cinder `cinder`. `rbd_key` is the cephx key read from
@@ -192,7 +170,7 @@ pub fn project_backend(
     let mut conf = IniDoc::new();
     conf.set("DEFAULT", "enabled_backends", backend);
     conf.set(backend, "volume_backend_name", backend);
-    let mut data = BTreeMap::new();
+    let mut data = SecretData::default();
     match &st {
         Storage::Nfs(n) => {
             conf.set(
@@ -217,7 +195,7 @@ pub fn project_backend(
                 }
                 .into());
             }
-            data.insert(NFS_SHARES_KEY.into(), format!("{share}\n"));
+            data.insert(NFS_SHARES_KEY, format!("{share}\n"));
         }
         Storage::Rbd(r) => {
             conf.set(
@@ -238,12 +216,11 @@ pub fn project_backend(
     for (k, v) in &spec.extra_options {
         conf.set(backend, k, v.as_str());
     }
-    data.insert(BACKEND_CONF_KEY.into(), conf.render()?);
+    data.insert(BACKEND_CONF_KEY, conf.render()?);
     Ok(finish(
         backend,
         names::backend_secret_base(cinder, backend),
-        spec.satellite.backend_type,
-        &st,
+        &spec.satellite,
         data,
     ))
 }
@@ -257,7 +234,7 @@ pub fn project_backup_backend(
 ) -> Result<Projection, ProjectionError> {
     let st = storage(&spec.satellite)?;
     let mut conf = IniDoc::new();
-    let mut data = BTreeMap::new();
+    let mut data = SecretData::default();
     match &st {
         Storage::Nfs(n) => {
             conf.set(
@@ -307,12 +284,11 @@ pub fn project_backup_backend(
     for (k, v) in &spec.extra_options {
         conf.set("DEFAULT", k, v.as_str());
     }
-    data.insert(BACKUP_CONF_KEY.into(), conf.render()?);
+    data.insert(BACKUP_CONF_KEY, conf.render()?);
     Ok(finish(
         backend,
         names::backup_backend_secret_base(cinder),
-        spec.satellite.backend_type,
-        &st,
+        &spec.satellite,
         data,
     ))
 }

@@ -58,11 +58,24 @@ pub struct DbEndpoint {
     pub database: String,
 }
 
-/// The parts every connection URL carries: user name, password and host, each required.
-fn check_login(username: &str, password: &str, host: &str) -> Result<(), CredentialError> {
+/// `{scheme}://user:password@host:port/{path}`, the user name and password percent-encoded;
+/// user name, password and host are required.
+fn login_url(
+    scheme: &str,
+    username: &str,
+    password: &str,
+    host: &str,
+    port: u16,
+    path: &str,
+) -> Result<Sensitive, CredentialError> {
     check("username", username, true)?;
     check("password", password, true)?;
-    check("host", host, true)
+    check("host", host, true)?;
+    Ok(Sensitive::new(format!(
+        "{scheme}://{}:{}@{host}:{port}/{path}",
+        percent_encode(username),
+        percent_encode(password),
+    )))
 }
 
 /// `mysql+pymysql://user:password@host:port/database?charset=utf8`.
@@ -71,16 +84,17 @@ pub fn pymysql_dsn(
     username: &str,
     password: &str,
 ) -> Result<Sensitive, CredentialError> {
-    check_login(username, password, &endpoint.host)?;
-    check("database", &endpoint.database, true)?;
-    Ok(Sensitive::new(format!(
-        "mysql+pymysql://{}:{}@{}:{}/{}?charset=utf8",
-        percent_encode(username),
-        percent_encode(password),
-        endpoint.host,
+    let database = format!("{}?charset=utf8", percent_encode(&endpoint.database));
+    let dsn = login_url(
+        "mysql+pymysql",
+        username,
+        password,
+        &endpoint.host,
         endpoint.port,
-        percent_encode(&endpoint.database)
-    )))
+        &database,
+    )?;
+    check("database", &endpoint.database, true)?;
+    Ok(dsn)
 }
 
 /// The parts of the broker connection.
@@ -128,20 +142,19 @@ pub fn rabbit_transport_url(
     username: &str,
     password: &str,
 ) -> Result<Sensitive, CredentialError> {
-    check_login(username, password, &endpoint.host)?;
     let vhost = if endpoint.vhost == "/" {
         String::new()
     } else {
         percent_encode(&endpoint.vhost)
     };
-    Ok(Sensitive::new(format!(
-        "rabbit://{}:{}@{}:{}/{}",
-        percent_encode(username),
-        percent_encode(password),
-        endpoint.host,
+    login_url(
+        "rabbit",
+        username,
+        password,
+        &endpoint.host,
         endpoint.port,
-        vhost
-    )))
+        &vhost,
+    )
 }
 
 /// The digest of the service-user password (`cinder.c5c3.io/authtoken-hash`).

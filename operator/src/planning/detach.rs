@@ -212,25 +212,29 @@ mod tests {
         assert!(plan.actions.is_empty() && plan.condition.is_none());
     }
 
+    /// The actions the plan for Cinder `c` detaching backend `a` starts with, when the
+    /// service-remove Job of that name was left by an earlier backend `a`.
+    fn with_earlier_job(deployment: bool, job: JobState) -> Vec<DetachAction> {
+        let reused = DetachingBackend {
+            job_of_earlier_backend: true,
+            ..b("a", deployment, job)
+        };
+        plan_detach("c", &[reused]).unwrap().actions
+    }
+
     #[test]
     fn a_job_of_an_earlier_backend_of_the_same_name_is_deleted_not_believed() {
         for job in [JobState::Succeeded, JobState::Running] {
-            let mut reused = b("a", false, job);
-            reused.job_of_earlier_backend = true;
-            let plan = plan_detach("c", &[reused]).unwrap();
             assert_eq!(
-                plan.actions,
+                with_earlier_job(false, job),
                 [DetachAction::DeleteEarlierJob {
                     name: "c-a-service-remove".into()
                 }]
             );
         }
         // The Deployment still goes first.
-        let mut reused = b("a", true, JobState::Succeeded);
-        reused.job_of_earlier_backend = true;
-        let plan = plan_detach("c", &[reused]).unwrap();
         assert_eq!(
-            plan.actions,
+            with_earlier_job(true, JobState::Succeeded),
             [DetachAction::DeleteDeployment {
                 name: "c-volume-a".into()
             }]

@@ -16,5 +16,6 @@ pub mod job;
 pub mod network_policy;
 pub mod process_model;
 pub mod release;
+pub mod secret_data;
 pub mod upgrade;
 pub mod upgrade_check;

@@ -21,12 +21,6 @@ use crate::names;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::backend_projection::{held_backend, project_backend};
 use kube::ResourceExt;
-use std::collections::BTreeMap;
-
-/// String data as Secret bytes.
-pub fn bytes(data: BTreeMap<String, String>) -> BTreeMap<String, Vec<u8>> {
-    data.into_iter().map(|(k, v)| (k, v.into_bytes())).collect()
-}
 
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
@@ -86,7 +80,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
             &cinder,
             &projection.secret_name,
             &labels,
-            bytes(projection.data),
+            projection.data.into_bytes(),
             true,
         );
         ensure_secret(&children, desired)

@@ -6,7 +6,6 @@
 //! BackupBackendReady reasons: BackupBackendProjected, NoBackupBackend; WaitingForBackupBackend,
 //! MultipleBackupBackends.
 
-use super::backends::bytes;
 use super::children::{ensure_secret, secret};
 use super::env::StepEnv;
 use super::projection::{
@@ -59,7 +58,7 @@ async fn project_one(
         &ctx.cinder,
         &projection.secret_name,
         &labels,
-        bytes(projection.data),
+        projection.data.into_bytes(),
         true,
     );
     ensure_secret(&ctx.children(management), desired).await?;

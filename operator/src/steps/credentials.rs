@@ -1,27 +1,11 @@
 //! Reading credential Secrets: whether a Secret exists with the keys a step needs, and the
-//! values (kept in a type whose Debug never shows them).
+//! values (kept in a [`SecretData`], whose Debug never shows them).
 
 use crate::kube_ext::reader;
+use crate::planning::secret_data::SecretData;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use std::collections::BTreeMap;
-
-/// Values read from one Secret. `Debug` prints the keys only.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct SecretValues(BTreeMap<String, String>);
-
-impl std::fmt::Debug for SecretValues {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_set().entries(self.0.keys()).finish()
-    }
-}
-
-impl SecretValues {
-    /// The value of `key` (present: [`read`] checked the required ones).
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str)
-    }
-}
 
 /// Why a Secret cannot be used yet (names only).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +30,7 @@ pub async fn read(
     name: &str,
     required: &[&str],
     optional: &[&str],
-) -> Result<Result<SecretValues, Missing>, kube::Error> {
+) -> Result<Result<SecretData, Missing>, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let Some(secret) = reader::management().get_opt(&api, name).await? else {
         return Ok(Err(Missing::Secret(name.to_string())));
@@ -75,18 +59,5 @@ pub async fn read(
             values.insert((*k).to_string(), v);
         }
     }
-    Ok(Ok(SecretValues(values)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_shows_keys_never_values() {
-        let v = SecretValues([("password".to_string(), "hunter2".to_string())].into());
-        let shown = format!("{v:?}");
-        assert!(shown.contains("password"));
-        assert!(!shown.contains("hunter2"));
-    }
+    Ok(Ok(SecretData::from(values)))
 }

@@ -6,7 +6,7 @@
 //! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
 
 use super::children::{child_meta, list_children};
-use super::database::jobs::{CONNECTION_ENV, observe};
+use super::database::jobs::observe;
 use super::env::StepEnv;
 use super::workloads::{
     JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
@@ -18,6 +18,7 @@ use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
+use crate::planning::config::ENV_DB_CONNECTION;
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
@@ -44,7 +45,7 @@ pub fn desired_cron_job(
         image: Some(cinder.spec.image.reference()),
         command: Some(effective.command.clone()),
         env: Some(vec![env_from_secret(
-            CONNECTION_ENV,
+            ENV_DB_CONNECTION,
             &names::db_connection_secret(&name),
             DB_CONNECTION_KEY,
         )]),

@@ -1,6 +1,5 @@
 //! [`StepEnv`]: what the product steps need from the operator context.
 
-use crate::kube_ext::reader::ReadScope;
 use std::sync::Arc;
 
 /// What the steps need from the outside.
@@ -15,18 +14,4 @@ pub struct StepEnv {
     pub device_locks: cinder_lease::DeviceLocks,
     /// The metrics the `/metrics` endpoint serves (the Job pairs).
     pub metrics: Arc<crate::metrics::Metrics>,
-}
-
-impl StepEnv {
-    /// The stores a step run of `ctx` reads from: the management cluster's, and the target's
-    /// for the children when the Cinder names one.
-    pub fn read_scope(&self, ctx: &crate::pipeline::StepContext) -> ReadScope {
-        ReadScope {
-            management: self.reads.clone(),
-            children: match &ctx.target {
-                Some(t) => t.stores.clone(),
-                None => self.reads.clone(),
-            },
-        }
-    }
 }

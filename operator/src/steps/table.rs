@@ -10,20 +10,15 @@ use super::{
     transport_url_secret, volume_services, vpa,
 };
 use crate::metrics::JobKind;
-use crate::pipeline::{
-    PipelineTable, Step, StepBody, StepContext, StepFn, StepMemory, StepName, StepReport,
-    TableError,
-};
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use crate::pipeline::{PipelineTable, Step, StepBody, StepFn, StepMemory, StepName, TableError};
 use std::sync::Arc;
 
-/// The step `name` running `body` with a copy of `env`.
+/// The step `name` running `body` with a copy of `env`, its reads served from `env`'s stores.
 fn step<B>(name: StepName, env: &StepEnv, body: B) -> Arc<dyn Step>
 where
     B: for<'a> StepBody<'a, StepEnv> + Clone + Send + Sync + 'static,
 {
-    read_scoped(env, StepFn::new(name, env.clone(), body))
+    Arc::new(StepFn::new(name, env.reads.clone(), env.clone(), body))
 }
 
 /// What a Job-running step keeps beyond the environment; each run gets a copy that remembers
@@ -44,46 +39,20 @@ impl PerRun for JobReporting {
     }
 }
 
-/// The step `name` running `body` with a copy of `env` and `state` made for the run.
+/// The step `name` running `body` with a copy of `env` and `state` made for the run, its reads
+/// served from `env`'s stores.
 fn step_with<S, B>(name: StepName, env: &StepEnv, state: S, body: B) -> Arc<dyn Step>
 where
     S: PerRun,
     B: for<'a> StepBody<'a, (StepEnv, S)> + Clone + Send + Sync + 'static,
 {
-    read_scoped(
-        env,
-        StepFn {
-            name,
-            with: (env.clone(), state),
-            per_run: |(env, state), memory| (env.clone(), state.for_run(memory)),
-            body,
-        },
-    )
-}
-
-/// `step` with its reads served from the watch caches of the clusters a run touches (the
-/// management cluster's, and the target's for a Cinder projected onto one).
-fn read_scoped(env: &StepEnv, step: impl Step) -> Arc<dyn Step> {
-    Arc::new(ReadScoped {
-        env: env.clone(),
-        step,
+    Arc::new(StepFn {
+        name,
+        reads: env.reads.clone(),
+        with: (env.clone(), state),
+        per_run: |(env, state), memory| (env.clone(), state.for_run(memory)),
+        body,
     })
-}
-
-/// A step whose runs read through [`crate::kube_ext::reader`] scoped to the run's clusters.
-struct ReadScoped<S> {
-    env: StepEnv,
-    step: S,
-}
-
-impl<S: Step> Step for ReadScoped<S> {
-    fn name(&self) -> StepName {
-        self.step.name()
-    }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        let scope = self.env.read_scope(&ctx);
-        crate::kube_ext::reader::within(scope, self.step.run(ctx)).boxed()
-    }
 }
 
 /// The product steps, each in its own file.

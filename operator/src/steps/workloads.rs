@@ -9,9 +9,8 @@
 use super::children::child_meta;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, CinderBackend, NfsSpec};
-use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::reader;
-use crate::kube_ext::{create_if_absent, replace_unless_changed};
+use crate::kube_ext::{create_if_absent, delete_if_present, replace_unless_changed};
 use crate::names::{self, Component};
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::config::{
@@ -397,11 +396,7 @@ pub async fn delete_deployment(
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()
     };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_not_found() => Ok(false),
-        Err(e) => Err(e),
-    }
+    delete_if_present(&api, name, &params).await
 }
 
 /// Whether the rollout of `d`'s current generation fully converged: observed, every replica

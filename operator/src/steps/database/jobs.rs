@@ -18,6 +18,7 @@ use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
 use crate::names::{self, Component};
 use crate::pipeline::Clusters;
+use crate::planning::config::ENV_DB_CONNECTION;
 use crate::planning::digest::sha256_hex;
 use crate::planning::job::JobState;
 use crate::steps::children::child_meta;
@@ -34,10 +35,6 @@ use std::time::Duration;
 pub const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/job-spec-hash";
 /// Label of a database Job: which one it is (`sync`, `expand`, `migrate`, `contract`).
 pub const DB_JOB_LABEL: &str = "cinder.openstack.c5c3.io/db-job";
-/// Where the config ConfigMap is mounted (the whole config directory).
-pub const CONFIG_DIR: &str = "/etc/cinder";
-/// The oslo.config environment variable carrying `[database] connection`.
-pub const CONNECTION_ENV: &str = "OS_DATABASE__CONNECTION";
 /// Where the migrate Job writes the real upgrade-check exit code.
 pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// The backoff limit of the phase Jobs.
@@ -133,7 +130,7 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
         image: Some(cinder.spec.image.reference()),
         command: Some(which.command()),
         env: Some(vec![env_from_secret(
-            CONNECTION_ENV,
+            ENV_DB_CONNECTION,
             &names::db_connection_secret(&cinder_name),
             crate::planning::connection_urls::DB_CONNECTION_KEY,
         )]),
