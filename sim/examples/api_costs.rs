@@ -53,7 +53,7 @@ fn per_op(reps: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn config_map(i: usize) -> Value {
-    let app = if i % (OBJECTS / SELECTED) == 0 {
+    let app = if i.is_multiple_of(OBJECTS / SELECTED) {
         "wanted"
     } else {
         "other"
@@ -268,7 +268,10 @@ fn fan_out(engine: &Engine, watchers: usize, writes: usize) -> f64 {
             let mut obj = config_map(i);
             obj["data"]["round"] = json!(w.to_string());
             engine.store.transact(|txn| {
-                txn.put(ObjKey::new("", "configmaps", NAMESPACE, &format!("cm-{i:05}")), obj)
+                txn.put(
+                    ObjKey::new("", "configmaps", NAMESPACE, &format!("cm-{i:05}")),
+                    obj,
+                )
             });
         }
         for t in tasks {
