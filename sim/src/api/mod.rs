@@ -545,10 +545,10 @@ async fn serve_resource(
                     &partial::list(&items, meta),
                 ));
             }
-            Ok(json_response(
-                200,
-                &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": meta, "items": items}),
-            ))
+            // the items move into the answer (`json!` would copy each of them)
+            let mut list = json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": meta});
+            list["items"] = Value::Array(items);
+            Ok(json_response(200, &list))
         }
         Method::POST if !named => {
             let obj = parse_object(req, body, &target)?;

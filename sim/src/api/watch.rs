@@ -3,14 +3,15 @@
 //! a 410 Expired Status for older ones, starts with synthetic ADDED events when no version (or
 //! "0") is given, honours sendInitialEvents (then a BOOKMARK with k8s.io/initial-events-end),
 //! selectors (objects entering / leaving a selector appear as ADDED / DELETED), timeoutSeconds,
-//! periodic bookmarks, server shutdown and injected drops.
+//! periodic bookmarks, server shutdown and injected drops. A live event is encoded once per
+//! form (line type and answer format) and the bytes are shared by every watch that sends it.
 
 use super::context::AppState;
 use super::table::{self, IncludeObject};
 use crate::error::ApiError;
 use crate::objects::{Target, present};
 use crate::store::selectors::{FieldSelector, LabelSelector};
-use crate::store::{EventType, StoreEvent};
+use crate::store::{Encodings, EventType, LiveEvent, StoreEvent};
 use actix_web::web::Bytes;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -38,7 +39,7 @@ struct State {
     target: Target,
     params: WatchParams,
     pending: VecDeque<Bytes>,
-    receiver: tokio::sync::broadcast::Receiver<Arc<StoreEvent>>,
+    receiver: tokio::sync::broadcast::Receiver<Arc<LiveEvent>>,
     last_rv: u64,
     deadline: tokio::time::Instant,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -90,8 +91,22 @@ impl State {
         }
     }
 
-    /// Queues the lines an event yields for this watch (none when filtered out).
-    fn push_event(&mut self, e: &StoreEvent) {
+    /// What tells this watch's encoding of an event apart from other watches' (None: Table
+    /// rows, encoded per watch).
+    fn form(&self, kind: &str) -> Option<String> {
+        match self.params.table {
+            Some(_) => None,
+            None if self.params.metadata_only => Some(format!("{kind} PartialObjectMetadata")),
+            None => Some(format!(
+                "{kind} {}",
+                self.target.info.api_version(&self.target.version)
+            )),
+        }
+    }
+
+    /// Queues the lines an event yields for this watch (none when filtered out), reusing the
+    /// encodings other watches made of a live event.
+    fn push_event(&mut self, e: &StoreEvent, shared: Option<&Encodings>) {
         if e.key.group != self.target.info.group || e.key.resource != self.target.info.resource {
             return;
         }
@@ -110,10 +125,15 @@ impl State {
             }
             _ => None,
         };
-        if let Some(kind) = kind {
-            let obj = self.render(&e.object);
-            self.pending.push_back(line(kind, obj));
-        }
+        let Some(kind) = kind else {
+            return;
+        };
+        let encode = || line(kind, self.render(&e.object));
+        let bytes = match (shared, self.form(kind)) {
+            (Some(encodings), Some(form)) => encodings.get_or_encode(&form, encode),
+            _ => encode(),
+        };
+        self.pending.push_back(bytes);
     }
 
     fn bookmark(&self, initial_end: bool) -> Bytes {
@@ -174,7 +194,7 @@ pub fn stream(
         done,
     };
     for e in &backlog {
-        state.push_event(e);
+        state.push_event(e, None);
     }
     if !state.done && state.params.send_initial_events {
         let b = state.bookmark(true);
@@ -193,10 +213,10 @@ pub fn stream(
             }
             tokio::select! {
                 ev = st.receiver.recv() => match ev {
-                    Ok(e) => {
-                        if e.rv > st.last_rv {
-                            st.last_rv = e.rv;
-                            st.push_event(&e);
+                    Ok(live) => {
+                        if live.event.rv > st.last_rv {
+                            st.last_rv = live.event.rv;
+                            st.push_event(&live.event, Some(&live.encodings));
                         }
                     }
                     // a watch that fell behind is closed; the client resumes from its last version

@@ -2,14 +2,13 @@
 //! attributes a request asks for and the decision on them.
 
 use super::impersonation::Impersonation;
-use super::rbac::{self, Attributes, Decision, Policy, ResourceAttributes};
+use super::policy_cache::PolicyCache;
+use super::rbac::{self, Attributes, Decision, ResourceAttributes};
 use super::tokens::Tokens;
 use super::user::UserInfo;
 use crate::api::route::Route;
 use crate::error::ApiError;
 use crate::store::Store;
-
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// How requests are authorized.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,23 +39,8 @@ impl std::str::FromStr for AuthorizationMode {
 pub struct Auth {
     pub mode: AuthorizationMode,
     pub tokens: Tokens,
-}
-
-/// The RBAC objects a decision about `namespace` reads.
-pub fn load_policy(store: &Store, namespace: &str) -> Policy {
-    let namespaced = |resource: &str| {
-        if namespace.is_empty() {
-            Vec::new()
-        } else {
-            store.list(RBAC_GROUP, resource, Some(namespace))
-        }
-    };
-    Policy {
-        cluster_roles: store.list(RBAC_GROUP, "clusterroles", None),
-        cluster_role_bindings: store.list(RBAC_GROUP, "clusterrolebindings", None),
-        roles: namespaced("roles"),
-        role_bindings: namespaced("rolebindings"),
-    }
+    /// The RBAC objects decisions read, kept while none changes.
+    pub policies: PolicyCache,
 }
 
 /// What a request asks, for the authorizer; None for the simulator's own control endpoint.
@@ -93,6 +77,7 @@ impl Auth {
         Auth {
             mode,
             tokens: Tokens::new(),
+            policies: PolicyCache::default(),
         }
     }
 
@@ -125,7 +110,7 @@ impl Auth {
                     Attributes::Resource(r) => r.namespace.as_str(),
                     Attributes::NonResource { .. } => "",
                 };
-                rbac::authorize(&load_policy(store, namespace), user, attrs)
+                rbac::authorize(&self.policies.policy(store, namespace), user, attrs)
             }
         }
     }
@@ -135,7 +120,7 @@ impl Auth {
         match self.mode {
             AuthorizationMode::AlwaysAllow => rbac::Rules::everything(),
             AuthorizationMode::Rbac => {
-                rbac::rules_for(&load_policy(store, namespace), user, namespace)
+                rbac::rules_for(&self.policies.policy(store, namespace), user, namespace)
             }
         }
     }

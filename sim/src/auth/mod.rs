@@ -8,6 +8,7 @@
 
 pub mod admit;
 pub mod impersonation;
+pub mod policy_cache;
 pub mod rbac;
 pub mod review_kinds;
 pub mod reviews;
@@ -15,5 +16,5 @@ pub mod tls;
 pub mod tokens;
 pub mod user;
 
-pub use admit::{Auth, AuthorizationMode, attributes, load_policy};
+pub use admit::{Auth, AuthorizationMode, attributes};
 pub use review_kinds::review_resources;

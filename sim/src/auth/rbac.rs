@@ -7,6 +7,7 @@
 use super::user::UserInfo;
 use super::user::{AUTHENTICATED, MASTERS};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// What a request asks to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,15 +34,16 @@ pub struct ResourceAttributes {
     pub name: String,
 }
 
-/// The RBAC objects a decision reads (as stored JSON).
+/// The RBAC objects a decision reads (as stored JSON; shared, as the cluster-wide ones are by
+/// the policies of every namespace).
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
-    pub cluster_roles: Vec<Value>,
-    pub cluster_role_bindings: Vec<Value>,
+    pub cluster_roles: Arc<Vec<Value>>,
+    pub cluster_role_bindings: Arc<Vec<Value>>,
     /// The Roles of the request's namespace.
-    pub roles: Vec<Value>,
+    pub roles: Arc<Vec<Value>>,
     /// The RoleBindings of the request's namespace.
-    pub role_bindings: Vec<Value>,
+    pub role_bindings: Arc<Vec<Value>>,
 }
 
 /// The answer to one question.
@@ -182,7 +184,7 @@ impl Policy {
             .and_then(Value::as_array);
         let mut rules: Vec<&Value> = own_rules(role);
         if let Some(selectors) = selectors {
-            for other in &self.cluster_roles {
+            for other in self.cluster_roles.iter() {
                 let labels = other.pointer("/metadata/labels").unwrap_or(&Value::Null);
                 if name_of(other) != name
                     && selectors.iter().any(|s| label_selector_matches(s, labels))
@@ -222,7 +224,12 @@ fn subject_is(subject: &Value, binding_namespace: &str, user: &UserInfo) -> bool
                 "" => binding_namespace,
                 ns => ns,
             };
-            user.name == format!("system:serviceaccount:{ns}:{}", field("name"))
+            // system:serviceaccount:<namespace>:<name>, compared without building it
+            user.name
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|rest| rest.strip_prefix(ns))
+                .and_then(|rest| rest.strip_prefix(':'))
+                == Some(field("name"))
         }
         _ => false,
     }
@@ -472,13 +479,17 @@ mod tests {
 
     fn policy() -> Policy {
         Policy {
-            roles: vec![json!({"metadata": {"name": "reader", "namespace": "team"},
+            roles: Arc::new(vec![
+                json!({"metadata": {"name": "reader", "namespace": "team"},
                 "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
-                          {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["one"], "verbs": ["get"]}]})],
-            role_bindings: vec![json!({"metadata": {"name": "rb", "namespace": "team"},
+                          {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["one"], "verbs": ["get"]}]}),
+            ]),
+            role_bindings: Arc::new(vec![
+                json!({"metadata": {"name": "rb", "namespace": "team"},
                 "roleRef": {"kind": "Role", "name": "reader"},
-                "subjects": [{"kind": "ServiceAccount", "name": "app"}]})],
-            cluster_roles: vec![
+                "subjects": [{"kind": "ServiceAccount", "name": "app"}]}),
+            ]),
+            cluster_roles: Arc::new(vec![
                 json!({"metadata": {"name": "deployer"},
                     "rules": [{"apiGroups": ["apps"], "resources": ["deployments", "deployments/status"], "verbs": ["*"]},
                               {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
@@ -486,13 +497,13 @@ mod tests {
                     "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "yes"}}]}}),
                 json!({"metadata": {"name": "part", "labels": {"agg": "yes"}},
                     "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]}]}),
-            ],
-            cluster_role_bindings: vec![
+            ]),
+            cluster_role_bindings: Arc::new(vec![
                 json!({"metadata": {"name": "crb"}, "roleRef": {"kind": "ClusterRole", "name": "deployer"},
                     "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "sys"}]}),
                 json!({"metadata": {"name": "agg"}, "roleRef": {"kind": "ClusterRole", "name": "aggregate"},
                     "subjects": [{"kind": "Group", "name": "auditors"}]}),
-            ],
+            ]),
         }
     }
 

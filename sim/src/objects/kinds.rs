@@ -11,7 +11,7 @@ use crate::error::ApiError;
 use crate::registry::Registry;
 use crate::registry::crd_status;
 use crate::schema;
-use crate::store::Txn;
+use crate::store::{ObjKey, Txn};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -218,7 +218,11 @@ pub fn after_delete(registry: &Registry, txn: &mut Txn<'_>, t: &Target, gone: &V
             .unwrap_or_default()
             .to_string();
         registry.unregister_crd(&group, &plural);
-        for (key, _) in txn.list(&group, &plural, None) {
+        let keys: Vec<ObjKey> = txn
+            .list(&group, &plural, None)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in keys {
             txn.remove(&key);
         }
     }

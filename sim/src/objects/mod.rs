@@ -185,8 +185,7 @@ impl Engine {
         } else {
             Some(t.namespace.as_str())
         };
-        let (items, rv) = self.store.list_with_rv(&t.info.group, &t.info.resource, ns);
-        let (rv, offset) = match &opts.continue_token {
+        let (token_rv, offset) = match &opts.continue_token {
             Some(tok) if !tok.is_empty() => {
                 let (r, o) = tok
                     .split_once(':')
@@ -197,20 +196,25 @@ impl Engine {
                 let o: usize = o
                     .parse()
                     .map_err(|_| ApiError::bad_request("invalid continue token"))?;
-                (r, o)
+                (Some(r), o)
             }
-            _ => (rv, 0),
+            _ => (None, 0),
         };
-        let matching: Vec<Value> = items
+        let selection = self.store.select(
+            &t.info.group,
+            &t.info.resource,
+            ns,
+            |o| opts.labels.matches(o) && opts.fields.matches(o),
+            offset,
+            opts.limit.filter(|l| *l > 0),
+        );
+        let rv = token_rv.unwrap_or(selection.rv);
+        let total = selection.total;
+        let page: Vec<Value> = selection
+            .items
             .into_iter()
-            .filter(|o| opts.labels.matches(o) && opts.fields.matches(o))
             .map(|o| present(&t.info, &t.version, o))
             .collect();
-        let total = matching.len();
-        let page: Vec<Value> = match opts.limit.filter(|l| *l > 0) {
-            Some(limit) => matching.into_iter().skip(offset).take(limit).collect(),
-            None => matching.into_iter().skip(offset).collect(),
-        };
         let next = offset + page.len();
         if next < total {
             Ok((page, rv, Some(format!("{rv}:{next}")), total - next))
@@ -805,12 +809,13 @@ impl Engine {
             Some(t.namespace.clone())
         };
         let out = self.store.transact(|txn| {
-            let items = txn.list(&t.info.group, &t.info.resource, ns.as_deref());
+            let items: Vec<(ObjKey, Value)> = txn
+                .list(&t.info.group, &t.info.resource, ns.as_deref())
+                .filter(|(_, obj)| list.labels.matches(obj) && list.fields.matches(obj))
+                .map(|(key, obj)| (key.clone(), obj.clone()))
+                .collect();
             let mut out = Vec::new();
             for (key, obj) in items {
-                if !(list.labels.matches(&obj) && list.fields.matches(&obj)) {
-                    continue;
-                }
                 if opts.dry_run {
                     out.push(present(&t.info, &t.version, obj));
                     continue;

@@ -1,11 +1,19 @@
 //! The in-memory object store: objects as JSON keyed by (group, resource, namespace, name), one
 //! global monotonically increasing resourceVersion, a bounded history of watch events (the window
-//! a watch can resume from) and a broadcast of live events to open watches.
+//! a watch can resume from) and a broadcast of live events to open watches (each with the
+//! encodings the watches share). Reads walk only the key range of the resource asked for and
+//! clone only the objects they return; an object version is held once, shared by the map and
+//! the events of the history.
 
+pub mod encodings;
 pub mod selectors;
 
+pub use encodings::Encodings;
+
 use serde_json::Value;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
@@ -48,19 +56,29 @@ impl EventType {
 }
 
 /// One change of one object, at resourceVersion `rv`.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct StoreEvent {
     pub rv: u64,
     pub key: ObjKey,
     pub kind: EventType,
-    pub object: Value,
+    pub object: Arc<Value>,
     /// The object before a MODIFIED change (to tell selector watches it stopped matching).
-    pub old: Option<Value>,
+    pub old: Option<Arc<Value>>,
+}
+
+/// An event as the open watches receive it: with the encodings they share (freed once every
+/// receiver has it; the history keeps the event only).
+#[derive(Debug)]
+pub struct LiveEvent {
+    pub event: Arc<StoreEvent>,
+    pub encodings: Encodings,
 }
 
 struct Inner {
     rv: u64,
-    objects: BTreeMap<ObjKey, Value>,
+    objects: BTreeMap<ObjKey, Arc<Value>>,
+    /// The resourceVersion of the last change in each API group.
+    group_changed: HashMap<String, u64>,
     history: VecDeque<Arc<StoreEvent>>,
     /// Every event with rv > floor is in `history`.
     floor: u64,
@@ -71,7 +89,41 @@ struct Inner {
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Mutex<Inner>>,
-    tx: broadcast::Sender<Arc<StoreEvent>>,
+    tx: broadcast::Sender<Arc<LiveEvent>>,
+    id: u64,
+}
+
+/// Tells stores apart (for state kept about one store, such as a cached RBAC policy).
+static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The objects of `group/resource` (in `namespace`, or in all namespaces), by reference, in key
+/// order: the keys of one resource are one range of the map (keys sort by group, resource,
+/// namespace, name).
+fn resource_range<'a>(
+    objects: &'a BTreeMap<ObjKey, Arc<Value>>,
+    group: &'a str,
+    resource: &'a str,
+    namespace: Option<&'a str>,
+) -> impl Iterator<Item = (&'a ObjKey, &'a Arc<Value>)> + 'a {
+    let start = ObjKey::new(group, resource, namespace.unwrap_or(""), "");
+    objects
+        .range((Bound::Included(start), Bound::Unbounded))
+        .take_while(move |(k, _)| {
+            k.group == group
+                && k.resource == resource
+                && namespace.is_none_or(|ns| k.namespace == ns)
+        })
+}
+
+/// One page of the objects a list selects.
+#[derive(Debug)]
+pub struct Selection {
+    /// The selected objects from the offset on, at most the limit.
+    pub items: Vec<Value>,
+    /// Every selected object, the page included.
+    pub total: usize,
+    /// The resourceVersion the selection is consistent with.
+    pub rv: u64,
 }
 
 impl std::fmt::Debug for Store {
@@ -91,7 +143,7 @@ pub struct TooOld {
 /// What a watch starts with: the events it missed (or the current objects) and a live receiver.
 pub struct Subscription {
     pub backlog: Vec<Arc<StoreEvent>>,
-    pub receiver: broadcast::Receiver<Arc<StoreEvent>>,
+    pub receiver: broadcast::Receiver<Arc<LiveEvent>>,
     pub rv: u64,
 }
 
@@ -103,12 +155,19 @@ impl Store {
             inner: Arc::new(Mutex::new(Inner {
                 rv: 1,
                 objects: BTreeMap::new(),
+                group_changed: HashMap::new(),
                 history: VecDeque::new(),
                 floor: 1,
                 capacity: capacity.max(16),
             })),
             tx,
+            id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// What tells this store (and its clones) from every other store of the process.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -125,7 +184,7 @@ impl Store {
         self.lock()
             .objects
             .get(&ObjKey::new(group, resource, namespace, name))
-            .cloned()
+            .map(|v| Value::clone(v))
     }
 
     /// Objects of a resource, in one namespace (`Some`) or all (`None`), sorted by namespace/name.
@@ -141,17 +200,46 @@ impl Store {
         namespace: Option<&str>,
     ) -> (Vec<Value>, u64) {
         let inner = self.lock();
-        let items = inner
-            .objects
-            .iter()
-            .filter(|(k, _)| {
-                k.group == group
-                    && k.resource == resource
-                    && namespace.is_none_or(|ns| k.namespace == ns)
-            })
-            .map(|(_, v)| v.clone())
+        let items = resource_range(&inner.objects, group, resource, namespace)
+            .map(|(_, v)| Value::clone(v))
             .collect();
         (items, inner.rv)
+    }
+
+    /// The objects of a resource that `selects`, from the `offset`-th of them on and at most
+    /// `limit` of them, with how many it selects in all: only the returned objects are cloned.
+    pub fn select(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        selects: impl Fn(&Value) -> bool,
+        offset: usize,
+        limit: Option<usize>,
+    ) -> Selection {
+        let inner = self.lock();
+        let mut items = Vec::new();
+        let mut total = 0;
+        for (_, v) in resource_range(&inner.objects, group, resource, namespace) {
+            if !selects(v.as_ref()) {
+                continue;
+            }
+            if total >= offset && limit.is_none_or(|l| items.len() < l) {
+                items.push(Value::clone(v));
+            }
+            total += 1;
+        }
+        Selection {
+            items,
+            total,
+            rv: inner.rv,
+        }
+    }
+
+    /// The resourceVersion of the last change of any object of API `group` (0: none since the
+    /// store started), so state derived from one group's objects can tell it is current.
+    pub fn group_changed_at(&self, group: &str) -> u64 {
+        self.lock().group_changed.get(group).copied().unwrap_or(0)
     }
 
     /// Number of stored objects.
@@ -164,7 +252,7 @@ impl Store {
     }
 
     /// A receiver of every future event.
-    pub fn receiver(&self) -> broadcast::Receiver<Arc<StoreEvent>> {
+    pub fn receiver(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
         self.tx.subscribe()
     }
 
@@ -189,10 +277,7 @@ impl Store {
         let inner = self.lock();
         let receiver = self.tx.subscribe();
         let backlog = match since {
-            None => inner
-                .objects
-                .iter()
-                .filter(|(k, _)| k.group == group && k.resource == resource)
+            None => resource_range(&inner.objects, group, resource, None)
                 .map(|(k, v)| {
                     Arc::new(StoreEvent {
                         rv: inner.rv,
@@ -226,43 +311,41 @@ impl Store {
 /// An atomic change set against the store (holds the store's lock).
 pub struct Txn<'a> {
     inner: &'a mut Inner,
-    tx: &'a broadcast::Sender<Arc<StoreEvent>>,
+    tx: &'a broadcast::Sender<Arc<LiveEvent>>,
 }
 
 impl Txn<'_> {
     pub fn get(&self, key: &ObjKey) -> Option<&Value> {
-        self.inner.objects.get(key)
+        self.inner.objects.get(key).map(|v| &**v)
     }
 
     pub fn rv(&self) -> u64 {
         self.inner.rv
     }
 
-    /// Keys and objects of one resource, optionally in one namespace.
-    pub fn list(
-        &self,
-        group: &str,
-        resource: &str,
-        namespace: Option<&str>,
-    ) -> Vec<(ObjKey, Value)> {
-        self.inner
-            .objects
-            .iter()
-            .filter(|(k, _)| {
-                k.group == group
-                    && k.resource == resource
-                    && namespace.is_none_or(|ns| k.namespace == ns)
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+    /// Keys and objects of one resource, optionally in one namespace, by reference.
+    pub fn list<'a>(
+        &'a self,
+        group: &'a str,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> + 'a {
+        resource_range(&self.inner.objects, group, resource, namespace).map(|(k, v)| (k, &**v))
     }
 
     /// Every object, by reference (for the garbage collector).
     pub fn iter(&self) -> impl Iterator<Item = (&ObjKey, &Value)> {
-        self.inner.objects.iter()
+        self.inner.objects.iter().map(|(k, v)| (k, &**v))
     }
 
-    fn emit(&mut self, key: ObjKey, kind: EventType, object: Value, old: Option<Value>) {
+    fn emit(&mut self, key: ObjKey, kind: EventType, object: Arc<Value>, old: Option<Arc<Value>>) {
+        let rv = self.inner.rv;
+        match self.inner.group_changed.get_mut(&key.group) {
+            Some(at) => *at = rv,
+            None => {
+                self.inner.group_changed.insert(key.group.clone(), rv);
+            }
+        }
         let event = Arc::new(StoreEvent {
             rv: self.inner.rv,
             key,
@@ -276,8 +359,13 @@ impl Txn<'_> {
                 self.inner.floor = old.rv;
             }
         }
-        // no receiver is fine
-        let _ = self.tx.send(event);
+        if self.tx.receiver_count() > 0 {
+            // a receiver may close meanwhile: no receiver left is fine
+            let _ = self.tx.send(Arc::new(LiveEvent {
+                event,
+                encodings: Encodings::default(),
+            }));
+        }
     }
 
     /// Stores `object` under `key` with a new resourceVersion; emits ADDED or MODIFIED.
@@ -287,6 +375,7 @@ impl Txn<'_> {
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
+        let object = Arc::new(object);
         let old = self.inner.objects.insert(key.clone(), object.clone());
         let kind = if old.is_some() {
             EventType::Modified
@@ -294,18 +383,19 @@ impl Txn<'_> {
             EventType::Added
         };
         self.emit(key, kind, object.clone(), old);
-        object
+        Value::clone(&object)
     }
 
     /// Removes the object under `key`; emits DELETED with the object at a new resourceVersion.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        let mut object = self.inner.objects.remove(key)?;
+        let mut object = Arc::unwrap_or_clone(self.inner.objects.remove(key)?);
         self.inner.rv += 1;
         let rv = self.inner.rv;
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
+        let object = Arc::new(object);
         self.emit(key.clone(), EventType::Deleted, object.clone(), None);
-        Some(object)
+        Some(Value::clone(&object))
     }
 }
