@@ -46,6 +46,9 @@ struct State {
     drops: tokio::sync::watch::Receiver<u64>,
     bookmark_at: tokio::time::Instant,
     done: bool,
+    /// The answer format, telling this watch's encodings of an event from other watches' (None:
+    /// Table rows, encoded per watch).
+    format: Option<String>,
 }
 
 fn line(kind: &str, object: Value) -> Bytes {
@@ -65,7 +68,10 @@ pub fn gone_line(message: &str) -> Bytes {
 impl State {
     fn matches(&self, obj: &Value) -> bool {
         let ns_ok = self.target.namespace.is_empty()
-            || obj.pointer("/metadata/namespace").and_then(Value::as_str)
+            || obj
+                .get("metadata")
+                .and_then(|m| m.get("namespace"))
+                .and_then(Value::as_str)
                 == Some(self.target.namespace.as_str());
         ns_ok && self.params.labels.matches(obj) && self.params.fields.matches(obj)
     }
@@ -88,19 +94,6 @@ impl State {
             }
             None if self.params.metadata_only => super::partial::object(&shown),
             None => shown,
-        }
-    }
-
-    /// What tells this watch's encoding of an event apart from other watches' (None: Table
-    /// rows, encoded per watch).
-    fn form(&self, kind: &str) -> Option<String> {
-        match self.params.table {
-            Some(_) => None,
-            None if self.params.metadata_only => Some(format!("{kind} PartialObjectMetadata")),
-            None => Some(format!(
-                "{kind} {}",
-                self.target.info.api_version(&self.target.version)
-            )),
         }
     }
 
@@ -129,8 +122,8 @@ impl State {
             return;
         };
         let encode = || line(kind, self.render(&e.object));
-        let bytes = match (shared, self.form(kind)) {
-            (Some(encodings), Some(form)) => encodings.get_or_encode(&form, encode),
+        let bytes = match (shared, &self.format) {
+            (Some(encodings), Some(format)) => encodings.get_or_encode(kind, format, encode),
             _ => encode(),
         };
         self.pending.push_back(bytes);
@@ -180,6 +173,11 @@ pub fn stream(
             }
         };
     let deadline = tokio::time::Instant::now() + params.timeout;
+    let format = match params.table {
+        Some(_) => None,
+        None if params.metadata_only => Some("PartialObjectMetadata".to_string()),
+        None => Some(target.info.api_version(&target.version)),
+    };
     let mut state = State {
         app,
         target,
@@ -192,6 +190,7 @@ pub fn stream(
         drops,
         bookmark_at: tokio::time::Instant::now() + BOOKMARK_EVERY,
         done,
+        format,
     };
     for e in &backlog {
         state.push_event(e, None);

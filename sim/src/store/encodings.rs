@@ -5,20 +5,29 @@
 use bytes::Bytes;
 use std::sync::Mutex;
 
-/// Encodings of one event, by form.
+/// Encodings of one event, by form: the line type and the answer format.
 #[derive(Debug, Default)]
-pub struct Encodings(Mutex<Vec<(String, Bytes)>>);
+pub struct Encodings(Mutex<Vec<(&'static str, String, Bytes)>>);
 
 impl Encodings {
-    /// The encoding of `form`, made by `encode` for the first watch that asks for it.
-    pub fn get_or_encode(&self, form: &str, encode: impl FnOnce() -> Bytes) -> Bytes {
+    /// The encoding of the event as a `line_type` line in `format`, made by `encode` for the
+    /// first watch that asks for it.
+    pub fn get_or_encode(
+        &self,
+        line_type: &'static str,
+        format: &str,
+        encode: impl FnOnce() -> Bytes,
+    ) -> Bytes {
         // the lock is held while encoding, so the watches asking at once wait for one encoding
         let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, bytes)) = known.iter().find(|(f, _)| f == form) {
+        if let Some((_, _, bytes)) = known
+            .iter()
+            .find(|(t, f, _)| *t == line_type && f == format)
+        {
             return bytes.clone();
         }
         let bytes = encode();
-        known.push((form.to_string(), bytes.clone()));
+        known.push((line_type, format.to_string(), bytes.clone()));
         bytes
     }
 }
@@ -38,9 +47,10 @@ mod tests {
                 Bytes::from_static(text.as_bytes())
             }
         };
-        assert_eq!(encodings.get_or_encode("ADDED v1", encode("a")), "a");
-        assert_eq!(encodings.get_or_encode("ADDED v1", encode("other")), "a");
-        assert_eq!(encodings.get_or_encode("DELETED v1", encode("d")), "d");
-        assert_eq!(calls.get(), 2);
+        assert_eq!(encodings.get_or_encode("ADDED", "v1", encode("a")), "a");
+        assert_eq!(encodings.get_or_encode("ADDED", "v1", encode("other")), "a");
+        assert_eq!(encodings.get_or_encode("DELETED", "v1", encode("d")), "d");
+        assert_eq!(encodings.get_or_encode("ADDED", "v2", encode("b")), "b");
+        assert_eq!(calls.get(), 3);
     }
 }

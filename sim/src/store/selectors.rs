@@ -122,7 +122,11 @@ impl LabelSelector {
 
     /// Whether an object's labels satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels");
+        if self.0.is_empty() {
+            return true;
+        }
+        // by key, not by JSON pointer (a pointer allocates a string per segment)
+        let labels = obj.get("metadata").and_then(|m| m.get("labels"));
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),

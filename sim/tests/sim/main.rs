@@ -18,5 +18,6 @@ mod pod_lifecycle;
 mod randomized;
 mod rbac;
 mod slow_clients;
+mod watch_forms;
 mod workload_pods;
 mod write_record;
