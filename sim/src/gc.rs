@@ -9,10 +9,12 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-/// Runs the collector until `stop` fires: after every delete notification and every 500 ms
-/// (a pass over a store without owner references or pending deletions is a cheap scan).
+/// Runs the collector until `stop` fires: after every delete notification and every 500 ms.
+/// A pass that changed nothing is not repeated until the store has changed (its
+/// resourceVersion moved), so an idle store costs no scan.
 pub async fn run(engine: Engine, mut stop: tokio::sync::watch::Receiver<bool>) {
     let wake = engine.gc_notify();
+    let mut idle_at: Option<u64> = None;
     loop {
         tokio::select! {
             _ = wake.notified() => {}
@@ -22,8 +24,13 @@ pub async fn run(engine: Engine, mut stop: tokio::sync::watch::Receiver<bool>) {
         if *stop.borrow() {
             return;
         }
+        if idle_at == Some(engine.store.resource_version()) {
+            continue;
+        }
         for _ in 0..16 {
-            if !collect_once(&engine) {
+            let (changed, rv) = engine.store.transact(|txn| (pass(&engine, txn), txn.rv()));
+            idle_at = (!changed).then_some(rv);
+            if !changed {
                 break;
             }
         }
@@ -91,7 +98,12 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
     for (key, obj) in txn.iter() {
         let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
         if let Some(uid) = meta::meta_str(obj, "uid") {
-            let fins = meta::finalizers(obj);
+            // Only an owner being deleted has a deletion mode to honour.
+            let fins = if deleting {
+                meta::finalizers(obj)
+            } else {
+                Vec::new()
+            };
             owners.insert(
                 uid.to_string(),
                 OwnerState {
@@ -114,9 +126,19 @@ fn pass(engine: &Engine, txn: &mut Txn<'_>) -> bool {
     let mut changed = false;
     // phase 2: act on the candidates
     for key in &candidates {
-        let Some(current) = txn.get(key).cloned() else {
+        let Some(current) = txn.get(key) else {
             continue;
         };
+        // Most dependents have every owner alive and not being deleted: nothing to do, and
+        // nothing to copy.
+        let settled = current.pointer("/metadata/deletionTimestamp").is_none()
+            && owner_uids(current)
+                .iter()
+                .all(|u| owners.get(u).is_some_and(|o| !o.deleting));
+        if settled {
+            continue;
+        }
+        let current = current.clone();
         let uids = owner_uids(&current);
         let deleting = current.pointer("/metadata/deletionTimestamp").is_some();
         if !uids.is_empty() {

@@ -38,11 +38,10 @@ where
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let mut attached: Vec<K> = reader::management()
-        .list(&api, &ListParams::default())
-        .await?
-        .into_iter()
-        .filter(|b| b.satellite().cinder_ref.name == cinder)
-        .collect();
+        .list_where(&api, &ListParams::default(), |b| {
+            b.satellite().cinder_ref.name == cinder
+        })
+        .await?;
     attached.sort_by_key(|b| b.name_any());
     Ok(attached)
 }

@@ -525,10 +525,11 @@ pub async fn attached_backends(
 ) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
     let api: Api<CinderBackend> = Api::namespaced(client.clone(), namespace);
     Ok(reader::management()
-        .list(&api, &ListParams::default())
+        .list_where(&api, &ListParams::default(), |b| {
+            b.spec.satellite.cinder_ref.name == cinder
+        })
         .await?
         .into_iter()
-        .filter(|b| b.spec.satellite.cinder_ref.name == cinder)
         .map(|b| (b.name_any(), b))
         .collect())
 }

@@ -165,7 +165,7 @@ pub async fn run(
         Api::<CronJob>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(Api::<Job>::all(client), watcher::Config::default())
+    .owns_shared_stream(shared.informers.jobs.subscribe())
     .reconcile_all_on(woken)
     .reconcile_all_on(shared.triggers())
     .run(reconcile, retry, context);
@@ -201,7 +201,15 @@ async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, R
     }
     let spec = &cronjob.spec;
     let jobs_api: Api<Job> = Api::namespaced(ctx.shared.client.clone(), &namespace);
-    let mut spawned = owned_jobs(&jobs_api, &uid).await?;
+    let stored = ctx
+        .shared
+        .informers
+        .jobs
+        .select(Some(&namespace), |job| {
+            job.owner_references().iter().any(|o| o.uid == uid)
+        })
+        .await;
+    let mut spawned = spawned_jobs(stored.iter().map(AsRef::as_ref))?;
 
     let highest_seen = spawned
         .iter()
@@ -261,6 +269,8 @@ async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, R
             return Ok(Action::await_change());
         };
         let spec = &cronjob.spec;
+        // And on its Jobs as they are now: the store may still count a finished run as active.
+        spawned = owned_jobs(&jobs_api, &uid).await?;
         let active: Vec<&Spawned> = spawned.iter().filter(|j| j.result.is_none()).collect();
         let policy = spec.concurrency_policy.as_deref().unwrap_or("Allow");
         if spec.suspend == Some(true) {
@@ -329,12 +339,22 @@ fn on_schedule(
     }
 }
 
+/// The Jobs of the CronJob `uid` as the API server has them now.
 async fn owned_jobs(api: &Api<Job>, uid: &str) -> Result<Vec<Spawned>, ReconcileError> {
+    let listed = api.list(&ListParams::default()).await?.items;
+    spawned_jobs(
+        listed
+            .iter()
+            .filter(|job| job.owner_references().iter().any(|o| o.uid == uid)),
+    )
+}
+
+/// `jobs` as the controller sees them, oldest first.
+fn spawned_jobs<'a>(
+    owned: impl IntoIterator<Item = &'a Job>,
+) -> Result<Vec<Spawned>, ReconcileError> {
     let mut jobs = Vec::new();
-    for job in api.list(&ListParams::default()).await?.items {
-        if !job.owner_references().iter().any(|o| o.uid == uid) {
-            continue;
-        }
+    for job in owned {
         let status = job.status.as_ref().map(serde_json::to_value).transpose()?;
         let created = job
             .metadata

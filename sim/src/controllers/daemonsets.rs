@@ -31,9 +31,9 @@ pub const REVISION_HASH: &str = "controller-revision-hash";
 /// Runs the DaemonSet controller until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
     let api: Api<DaemonSet> = Api::all(shared.client.clone());
-    let pods: Api<Pod> = Api::all(shared.client.clone());
+    let pods = shared.informers.pods.subscribe();
     let stream = Controller::new(api, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+        .owns_shared_stream(pods)
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, Arc::clone(&shared));
     drain(&shared, "daemonsets", stream).await;

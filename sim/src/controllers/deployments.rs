@@ -3,7 +3,7 @@
 //! (`pod-template-hash`), revisions in `deployment.kubernetes.io/revision`, RollingUpdate steps
 //! bounded by maxSurge / maxUnavailable or Recreate, old ReplicaSets kept up to
 //! revisionHistoryLimit, and the status (replicas, updated, ready, available, conditions) from
-//! the ReplicaSets, whose pods the simulated kubelet makes ready. A held Deployment (see
+//! the ReplicaSets (read from the ReplicaSet store), whose pods the simulated kubelet makes ready. A held Deployment (see
 //! [`super::DeploymentsConfig::held`]) keeps its new ReplicaSet at zero: its roll-out never
 //! finishes until released.
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -24,9 +24,9 @@ use super::status::already_applied;
 /// Runs the Deployment controller until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
     let api: Api<Deployment> = Api::all(shared.client.clone());
-    let replica_sets: Api<ReplicaSet> = Api::all(shared.client.clone());
+    let replica_sets = shared.informers.replica_sets.subscribe();
     let stream = Controller::new(api, watcher::Config::default())
-        .owns(replica_sets, watcher::Config::default())
+        .owns_shared_stream(replica_sets)
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, Arc::clone(&shared));
     drain(&shared, "deployments", stream).await;
@@ -55,12 +55,17 @@ async fn reconcile(
     }
     let client = &shared.client;
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    let all: Vec<Value> = rs_api
-        .list(&ListParams::default())
-        .await?
-        .items
+    let all: Vec<Value> = shared
+        .informers
+        .replica_sets
+        .select(Some(&namespace), |rs| {
+            rs.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == deployment.metadata.uid.as_ref())
+        })
+        .await
         .iter()
-        .map(serde_json::to_value)
+        .map(|rs| serde_json::to_value(rs.as_ref()))
         .collect::<Result<_, _>>()?;
     let owned = rollout::owned(&object, &all);
     let plan = rollout::plan(&object, &owned, held);
@@ -72,7 +77,7 @@ async fn reconcile(
         let rs: ReplicaSet = serde_json::from_value(manifest.clone())?;
         match rs_api.create(&PostParams::default(), &rs).await {
             Ok(_) => {}
-            // Created by an earlier pass the list did not show yet: the next pass sees it.
+            // Created by an earlier pass the store did not show yet: the next pass sees it.
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 return Ok(Action::requeue(super::runtime::RETRY_AFTER));
             }

@@ -62,9 +62,9 @@ pub async fn run(shared: Arc<Shared>, runs: JobRuns) {
         seen: FirstSeen::default(),
     });
     let deletions = record_deletions(Api::all(shared.client.clone()), context.runs.clone());
-    let pods: Api<Pod> = Api::all(shared.client.clone());
+    let pods = shared.informers.pods.subscribe();
     let stream = Controller::new(api, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+        .owns_shared_stream(pods)
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
     futures::join!(drain(&shared, "jobs", stream), deletions);

@@ -17,6 +17,7 @@ mod dynamic;
 mod events;
 pub mod fixtures;
 pub mod gateways;
+pub mod informers;
 pub mod job_runs;
 pub mod jobs;
 pub mod kinds;
@@ -152,11 +153,13 @@ pub async fn register_nodes(
 /// inside a Tokio runtime. Controllers of third-party kinds wait until their CRD exists.
 pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHandle {
     let (changes, _) = tokio::sync::watch::channel(0);
+    let informers = informers::Informers::new(&client);
     let shared = Arc::new(Shared {
         client,
         config: Arc::new(RwLock::new(config)),
         changes,
         passes: Default::default(),
+        informers,
     });
     let runs = JobRuns::default();
     let (cron, woken) = CronJobTriggers::new();

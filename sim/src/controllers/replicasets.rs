@@ -2,9 +2,14 @@
 //! pods from its template (named `<owner>-<5 characters>`, controlled by it), creating the
 //! missing ones and deleting the surplus (unscheduled, then not ready, then newest first), and
 //! reports replicas, fullyLabeledReplicas, readyReplicas, availableReplicas and
-//! observedGeneration from its pods. Pods are matched by their controller reference.
+//! observedGeneration from its pods. Pods are matched by their controller reference, read
+//! from the pod store; the pods it created or deleted that the store does not show yet are
+//! its "expectations" (as the real controller keeps them), so a stale store does not make it
+//! create or delete a pod twice.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -69,19 +74,45 @@ impl ReplicatedKind {
 struct Context {
     shared: Arc<Shared>,
     kind: ReplicatedKind,
+    /// Pod creations and deletions not yet seen in the pod store, per owner uid.
+    expectations: Mutex<HashMap<String, Expectations>>,
+}
+
+/// How long a creation or deletion is expected before it is assumed lost (e.g. a created pod
+/// deleted before the store saw it).
+const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The pods one owner created or deleted whose change the pod store does not show yet, by name.
+#[derive(Debug, Default)]
+struct Expectations {
+    created: HashMap<String, Instant>,
+    deleted: HashMap<String, Instant>,
+}
+
+impl Expectations {
+    /// Forgets what `pods` (the owner's pods in the store) show done, and what timed out.
+    fn observe(&mut self, pods: &[Value]) {
+        let in_store = |name: &str| pods.iter().find(|p| p["metadata"]["name"] == name);
+        let fresh = |at: &Instant| at.elapsed() < EXPECTATION_TIMEOUT;
+        self.created
+            .retain(|name, at| fresh(at) && in_store(name).is_none());
+        self.deleted
+            .retain(|name, at| fresh(at) && in_store(name).is_some_and(|p| !is_terminating(p)));
+    }
 }
 
 /// Runs the controller of `kind` until the task is aborted.
 pub async fn run(shared: Arc<Shared>, kind: ReplicatedKind) {
     let resource = kind.resource();
     let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
-    let pods: Api<Pod> = Api::all(shared.client.clone());
+    let pods = shared.informers.pods.subscribe();
     let context = Arc::new(Context {
         shared: Arc::clone(&shared),
         kind,
+        expectations: Mutex::default(),
     });
     let stream = Controller::new_with(api, watcher::Config::default(), resource)
-        .owns(pods, watcher::Config::default())
+        .owns_shared_stream(pods)
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
     drain(&shared, kind.controller, stream).await;
@@ -119,19 +150,6 @@ pub fn is_active(pod: &Value) -> bool {
 /// Whether a pod is being deleted (Terminating).
 pub fn is_terminating(pod: &Value) -> bool {
     pod.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-/// The pods `owner` controls that still count (see [`is_active`]).
-pub async fn active_pods(
-    client: &Client,
-    namespace: &str,
-    uid: &str,
-) -> Result<Vec<Value>, ReconcileError> {
-    Ok(owned_pods(client, namespace, uid)
-        .await?
-        .into_iter()
-        .filter(is_active)
-        .collect())
 }
 
 /// The order surplus pods go in: unscheduled first, then not ready, then the newest.
@@ -179,7 +197,40 @@ async fn reconcile(
         .max(0);
     let desired = usize::try_from(desired).unwrap_or(0);
     let client = &ctx.shared.client;
-    let mut pods = active_pods(client, &namespace, &uid).await?;
+    let owned: Vec<Value> = ctx
+        .shared
+        .informers
+        .pods
+        .select(Some(&namespace), |pod| {
+            pod.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
+        .await
+        .iter()
+        .map(|pod| serde_json::to_value(pod.as_ref()))
+        .collect::<Result<_, _>>()?;
+    let (mut pods, pending) = {
+        let mut all = ctx
+            .expectations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let expected = all.entry(uid.clone()).or_default();
+        expected.observe(&owned);
+        let pods: Vec<Value> = owned
+            .into_iter()
+            .filter(is_active)
+            .filter(|p| {
+                let name = p["metadata"]["name"].as_str().unwrap_or_default();
+                !expected.deleted.contains_key(name)
+            })
+            .collect();
+        let pending = expected.created.len();
+        if pending == 0 && expected.deleted.is_empty() {
+            all.remove(&uid);
+        }
+        (pods, pending)
+    };
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let kind = ctx.kind;
     let api_version = kind.api_version();
@@ -187,7 +238,7 @@ async fn reconcile(
         .pointer("/spec/template")
         .cloned()
         .unwrap_or(Value::Null);
-    let mut count = pods.len();
+    let mut count = pods.len() + pending;
     while count < desired {
         let pod_name = format!("{name}-{}", random_suffix());
         let owner = Owner {
@@ -205,6 +256,7 @@ async fn reconcile(
             &[],
         ))?;
         pods_api.create(&PostParams::default(), &pod).await?;
+        ctx.expect(&uid, |e| &mut e.created, &pod_name);
         count += 1;
         let message = format!("Created pod: {pod_name}");
         record(
@@ -217,13 +269,15 @@ async fn reconcile(
     let mut ready = pods.iter().filter(|p| is_ready(p)).count();
     if count > desired {
         deletion_order(&mut pods);
-        for pod in pods.iter().take(count - desired) {
+        let surplus = (count - desired).min(pods.len());
+        for pod in pods.iter().take(surplus) {
             let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
             match pods_api.delete(pod_name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => return Err(error.into()),
             }
+            ctx.expect(&uid, |e| &mut e.deleted, pod_name);
             if is_ready(pod) {
                 ready -= 1;
             }
@@ -235,7 +289,7 @@ async fn reconcile(
             )
             .await?;
         }
-        count = desired;
+        count -= surplus;
     }
     let generation = object.metadata.generation.unwrap_or(1);
     let status = replicated_status(count, ready, generation);
@@ -251,6 +305,22 @@ async fn reconcile(
         .await?;
     }
     Ok(Action::await_change())
+}
+
+impl Context {
+    /// Remembers that pod `name` of owner `uid` was created or deleted (`which` picks the map).
+    fn expect(
+        &self,
+        uid: &str,
+        which: impl FnOnce(&mut Expectations) -> &mut HashMap<String, Instant>,
+        name: &str,
+    ) {
+        let mut all = self
+            .expectations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        which(all.entry(uid.to_owned()).or_default()).insert(name.to_owned(), Instant::now());
+    }
 }
 
 fn note<'a>(reason: &'a str, message: &'a str, component: &'a str) -> Note<'a> {

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::config::ControllersConfig;
+use super::informers::Informers;
 
 /// What a reconcile can fail with; every failure is retried shortly.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,8 @@ pub struct Shared {
     pub changes: tokio::sync::watch::Sender<u64>,
     /// Reconcile passes (successful or failed) per controller name.
     pub passes: Mutex<BTreeMap<&'static str, u64>>,
+    /// The watch-fed stores the controllers read instead of listing.
+    pub informers: Informers,
 }
 
 impl std::fmt::Debug for Shared {

@@ -298,9 +298,9 @@ pub fn claim_manifests(set: &Value, namespace: &str, pod: &str) -> Vec<(String, 
 /// Runs the StatefulSet controller until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
     let api: Api<StatefulSet> = Api::all(shared.client.clone());
-    let pods: Api<Pod> = Api::all(shared.client.clone());
+    let pods = shared.informers.pods.subscribe();
     let stream = Controller::new(api, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+        .owns_shared_stream(pods)
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, Arc::clone(&shared));
     drain(&shared, "statefulsets", stream).await;

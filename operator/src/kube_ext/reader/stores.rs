@@ -198,6 +198,21 @@ impl ClusterStores {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
+        self.list_where(api, params, |_| true).await
+    }
+
+    /// [`Self::list`] of the items `keep` selects, tested before they are copied out of the
+    /// store (a pass that wants a few objects of a fleet-wide kind copies only those).
+    pub async fn list_where<K>(
+        &self,
+        api: &Api<K>,
+        params: &ListParams,
+        keep: impl Fn(&K) -> bool,
+    ) -> Result<Vec<K>, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    {
         let cached = self.covering(api).and_then(|kind| {
             if params.field_selector.is_some() || params.limit.is_some() {
                 return None;
@@ -206,7 +221,9 @@ impl ClusterStores {
             Some((kind, wanted))
         });
         let Some((kind, wanted)) = cached else {
-            return Ok(api.list(params).await?.items);
+            let mut items = api.list(params).await?.items;
+            items.retain(|o| keep(o));
+            return Ok(items);
         };
         let ns = api.namespace();
         Ok(kind
@@ -214,6 +231,7 @@ impl ClusterStores {
             .state_filter(|o| {
                 (ns.is_none() || o.namespace().as_deref() == ns)
                     && selector_matches(&wanted, o.labels())
+                    && keep(o)
             })
             .into_iter()
             .map(|o| o.as_ref().clone())

@@ -18,21 +18,22 @@ pub mod pod_status;
 pub mod quantity;
 pub mod scheduling;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::events::{Note, record};
+use super::informers::Informers;
 use super::runtime::{FirstSeen, ReconcileError, Shared, drain, retry};
 use super::status::now;
 use needs::{Blocker, Keys};
+use scheduling::Load;
 
 /// How often a pod that cannot be scheduled or started is looked at again.
 const WAITING_RECHECK: Duration = Duration::from_millis(500);
@@ -43,8 +44,64 @@ struct Context {
     /// The last waiting message reported per pod uid, so each problem is an event once.
     reported: Mutex<HashMap<String, String>>,
     /// One scheduling decision at a time (each sees the bindings before it), as one
-    /// kube-scheduler places pods.
-    scheduling: tokio::sync::Mutex<()>,
+    /// kube-scheduler places pods; it holds the scheduler's cache.
+    scheduling: tokio::sync::Mutex<SchedulerCache>,
+}
+
+/// What the scheduler remembers between decisions.
+#[derive(Default)]
+struct SchedulerCache {
+    /// The requests of each pod by uid (a pod's containers do not change).
+    requests: HashMap<String, (i64, f64)>,
+    /// Pods bound by this scheduler that the pod store does not show bound yet, by uid: their
+    /// node and requests ("assumed", as kube-scheduler's cache calls them), so a decision
+    /// made before the store catches up still counts them.
+    assumed: HashMap<String, (String, (i64, f64))>,
+}
+
+impl SchedulerCache {
+    /// The load of every node from the pod store plus the assumed bindings; forgets what the
+    /// store no longer needs remembered.
+    fn loads(&mut self, pods: &[Arc<Pod>]) -> Result<HashMap<String, Load>, ReconcileError> {
+        let mut loads: HashMap<String, Load> = HashMap::new();
+        let mut unbound = HashSet::new();
+        let mut live = HashSet::new();
+        for pod in pods {
+            let Some(uid) = pod.metadata.uid.as_deref() else {
+                continue;
+            };
+            live.insert(uid);
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            let Some(node) = node else {
+                unbound.insert(uid);
+                continue;
+            };
+            let finished = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|p| matches!(p, "Succeeded" | "Failed"));
+            if finished {
+                continue;
+            }
+            let requests = match self.requests.get(uid) {
+                Some(requests) => *requests,
+                None => {
+                    let spec = json!({"spec": serde_json::to_value(&pod.spec)?});
+                    let requests = scheduling::requests(&spec);
+                    self.requests.insert(uid.to_owned(), requests);
+                    requests
+                }
+            };
+            loads.entry(node.to_owned()).or_default().add(requests);
+        }
+        self.requests.retain(|uid, _| live.contains(uid.as_str()));
+        self.assumed.retain(|uid, _| unbound.contains(uid.as_str()));
+        for (node, requests) in self.assumed.values() {
+            loads.entry(node.clone()).or_default().add(*requests);
+        }
+        Ok(loads)
+    }
 }
 
 impl Context {
@@ -69,14 +126,14 @@ impl Context {
 
 /// Runs the scheduler and kubelet until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
-    let api: Api<Pod> = Api::all(shared.client.clone());
+    let pods = &shared.informers.pods;
     let context = Arc::new(Context {
         shared: Arc::clone(&shared),
         seen: FirstSeen::default(),
         reported: Mutex::default(),
         scheduling: tokio::sync::Mutex::default(),
     });
-    let stream = Controller::new(api, watcher::Config::default())
+    let stream = Controller::for_shared_stream(pods.subscribe(), pods.store())
         .reconcile_all_on(shared.triggers())
         .run(reconcile, retry, context);
     drain(&shared, "pods", stream).await;
@@ -125,23 +182,24 @@ async fn schedule(pod: &Value, api: &Api<Pod>, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     }
     let client = &ctx.shared.client;
-    let _one_at_a_time = ctx.scheduling.lock().await;
-    let nodes = to_values(
-        Api::<Node>::all(client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items,
-    )?;
-    let pods = to_values(
-        Api::<Pod>::all(client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items,
-    )?;
+    let informers = &ctx.shared.informers;
+    let mut cache = ctx.scheduling.lock().await;
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
-    match scheduling::choose_node(pod, &nodes, &pods) {
+    if cache.assumed.contains_key(uid) {
+        // Bound already; the store has not caught up (its update wakes the pod again).
+        return Ok(Action::requeue(WAITING_RECHECK));
+    }
+    let nodes = informers
+        .nodes
+        .select(None, |_| true)
+        .await
+        .iter()
+        .map(|node| serde_json::to_value(node.as_ref()))
+        .collect::<Result<Vec<Value>, _>>()?;
+    let loads = cache.loads(&informers.pods.select(None, |_| true).await)?;
+    match scheduling::choose_node(pod, &nodes, &loads) {
         Ok(node) => {
             let binding = json!({
                 "apiVersion": "v1", "kind": "Binding",
@@ -155,6 +213,9 @@ async fn schedule(pod: &Value, api: &Api<Pod>, ctx: &Context) -> Result<Action, 
                 &binding,
             )
             .await?;
+            cache
+                .assumed
+                .insert(uid.to_owned(), (node.clone(), scheduling::requests(pod)));
             let message = format!("Successfully assigned {namespace}/{name} to {node}");
             record(
                 client,
@@ -189,13 +250,6 @@ fn note<'a>(kind: &'a str, reason: &'a str, message: &'a str, component: &'a str
     }
 }
 
-fn to_values<T: serde::Serialize>(items: Vec<T>) -> Result<Vec<Value>, ReconcileError> {
-    Ok(items
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?)
-}
-
 /// Merge-patches the pod's status, conditional on the resourceVersion the decision was made on.
 async fn patch_status(api: &Api<Pod>, pod: &Value, status: Value) -> Result<(), ReconcileError> {
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
@@ -208,72 +262,51 @@ async fn patch_status(api: &Api<Pod>, pod: &Value, status: Value) -> Result<(), 
     Ok(())
 }
 
-/// The keys, per name, of the Secrets and ConfigMaps of one namespace, and its ServiceAccounts.
-struct NamespaceView {
-    secrets: HashMap<String, Keys>,
-    config_maps: HashMap<String, Keys>,
-    accounts: Vec<String>,
+/// What the kubelet knows of one namespace's Secrets, ConfigMaps and ServiceAccounts: the
+/// pod's references looked up by name in the informers' stores.
+struct NamespaceView<'a> {
+    informers: &'a Informers,
+    namespace: &'a str,
 }
 
-impl needs::Namespace for NamespaceView {
+/// The keys of a Secret's or ConfigMap's two maps.
+fn keys_of<A, B>(
+    first: Option<&std::collections::BTreeMap<String, A>>,
+    second: Option<&std::collections::BTreeMap<String, B>>,
+) -> Keys {
+    let first = first.into_iter().flat_map(|m| m.keys());
+    let second = second.into_iter().flat_map(|m| m.keys());
+    first.chain(second).cloned().collect()
+}
+
+impl NamespaceView<'_> {
+    /// Waits until every store the view reads holds its first list, so that an absent
+    /// object is absent from a complete (if slightly stale) picture.
+    async fn ready(&self) {
+        self.informers.secrets.ready().await;
+        self.informers.config_maps.ready().await;
+        self.informers.service_accounts.ready().await;
+    }
+}
+
+impl needs::Namespace for NamespaceView<'_> {
     fn secret(&self, name: &str) -> Option<Keys> {
-        self.secrets.get(name).cloned()
+        let secret = self.informers.secrets.cached(Some(self.namespace), name)?;
+        Some(keys_of(secret.data.as_ref(), secret.string_data.as_ref()))
     }
     fn config_map(&self, name: &str) -> Option<Keys> {
-        self.config_maps.get(name).cloned()
+        let map = self
+            .informers
+            .config_maps
+            .cached(Some(self.namespace), name)?;
+        Some(keys_of(map.data.as_ref(), map.binary_data.as_ref()))
     }
     fn service_account(&self, name: &str) -> bool {
-        self.accounts.iter().any(|a| a == name)
+        self.informers
+            .service_accounts
+            .cached(Some(self.namespace), name)
+            .is_some()
     }
-}
-
-fn keys_of(object: &Value, fields: &[&str]) -> Keys {
-    fields
-        .iter()
-        .filter_map(|f| object.get(*f).and_then(Value::as_object))
-        .flat_map(|m| m.keys().cloned())
-        .collect()
-}
-
-async fn namespace_view(ctx: &Context, namespace: &str) -> Result<NamespaceView, ReconcileError> {
-    let client = &ctx.shared.client;
-    let all = ListParams::default();
-    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
-        .list(&all)
-        .await?;
-    let maps = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-        .list(&all)
-        .await?;
-    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace)
-        .list(&all)
-        .await?;
-    Ok(NamespaceView {
-        secrets: to_values(secrets.items)?
-            .iter()
-            .map(|s| {
-                (
-                    s["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    keys_of(s, &["data", "stringData"]),
-                )
-            })
-            .collect(),
-        config_maps: to_values(maps.items)?
-            .iter()
-            .map(|m| {
-                (
-                    m["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    keys_of(m, &["data", "binaryData"]),
-                )
-            })
-            .collect(),
-        accounts: accounts.items.iter().map(ResourceExt::name_any).collect(),
-    })
 }
 
 /// The pod's container names, comma-separated (for events).
@@ -295,23 +328,22 @@ fn owner_kind(pod: &Value) -> Option<&str> {
         .and_then(|o| o["kind"].as_str())
 }
 
-/// The node's InternalIP, None while the node does not exist.
-async fn host_ip(ctx: &Context, node: &str) -> Result<Option<String>, ReconcileError> {
-    let Some(node) = Api::<Node>::all(ctx.shared.client.clone())
-        .get_opt(node)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let node = serde_json::to_value(node)?;
-    Ok(Some(
-        node.pointer("/status/addresses")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().find(|x| x["type"] == "InternalIP"))
-            .and_then(|x| x["address"].as_str())
-            .unwrap_or("172.18.0.2")
+/// The node's InternalIP, None while the node store does not hold the node.
+async fn host_ip(ctx: &Context, node: &str) -> Option<String> {
+    let node = ctx.shared.informers.nodes.get(None, node).await?;
+    let addresses = node
+        .status
+        .as_ref()?
+        .addresses
+        .as_deref()
+        .unwrap_or_default();
+    Some(
+        addresses
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .map_or("172.18.0.2", |a| a.address.as_str())
             .to_owned(),
-    ))
+    )
 }
 
 async fn start(
@@ -320,14 +352,18 @@ async fn start(
     api: &Api<Pod>,
     ctx: &Context,
 ) -> Result<Action, ReconcileError> {
-    let Some(host) = host_ip(ctx, node).await? else {
+    let Some(host) = host_ip(ctx, node).await else {
         return Ok(Action::requeue(WAITING_RECHECK));
     };
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
     let client = &ctx.shared.client;
     let at = now();
-    let view = namespace_view(ctx, namespace).await?;
+    let view = NamespaceView {
+        informers: &ctx.shared.informers,
+        namespace,
+    };
+    view.ready().await;
     let (blocker, warnings) = needs::check(pod, &view);
     for warning in &warnings {
         if ctx.first_report(&format!("{uid}/pull"), warning) {
@@ -463,7 +499,7 @@ async fn probe(
     if pod_status::is_ready(pod) == ready || phase(pod) != "Running" {
         return Ok(Action::await_change());
     }
-    let Some(host) = host_ip(ctx, node).await? else {
+    let Some(host) = host_ip(ctx, node).await else {
         return Ok(Action::await_change());
     };
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();

@@ -5,7 +5,7 @@
 //! fewest pods wins (spreading), by name on a tie. A pod that fits nowhere gets the
 //! FailedScheduling message kube-scheduler writes (`0/3 nodes are available: ...`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
@@ -138,8 +138,41 @@ pub fn requests(pod: &Value) -> (i64, f64) {
     (cpu, memory)
 }
 
-/// Why `node` cannot take `pod`, given the pods already bound to it; None when it fits.
-pub fn misfit(pod: &Value, node: &Value, on_node: &[&Value]) -> Option<String> {
+/// What the pods bound to one node (and not finished) take of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Load {
+    /// How many pods.
+    pub pods: usize,
+    /// Their cpu requests, millicores.
+    pub cpu: i64,
+    /// Their memory requests, bytes.
+    pub memory: f64,
+}
+
+impl Load {
+    /// Counts one more pod requesting `requests` (see [`requests`]).
+    pub fn add(&mut self, (cpu, memory): (i64, f64)) {
+        self.pods += 1;
+        self.cpu += cpu;
+        self.memory += memory;
+    }
+}
+
+/// The load per node name of `pods` (those bound to a node and still occupying it).
+pub fn loads<'a>(pods: impl IntoIterator<Item = &'a Value>) -> HashMap<String, Load> {
+    let mut loads: HashMap<String, Load> = HashMap::new();
+    for pod in pods {
+        let node = str_at(pod, "/spec/nodeName");
+        if !node.is_empty() && occupies(pod) {
+            loads.entry(node.to_owned()).or_default().add(requests(pod));
+        }
+    }
+    loads
+}
+
+/// Why `node` cannot take `pod`, given the load of the pods already bound to it; None when it
+/// fits.
+pub fn misfit(pod: &Value, node: &Value, load: &Load) -> Option<String> {
     if !node_ready(node) {
         return Some("node(s) were not ready".into());
     }
@@ -164,14 +197,11 @@ pub fn misfit(pod: &Value, node: &Value, on_node: &[&Value]) -> Option<String> {
         .and_then(Value::as_str)
         .and_then(quantity::parse)
         .unwrap_or(110.0);
-    if on_node.len() as f64 + 1.0 > pods_allowed {
+    if load.pods as f64 + 1.0 > pods_allowed {
         return Some("Too many pods".into());
     }
     let (cpu, memory) = requests(pod);
-    let (used_cpu, used_memory) = on_node
-        .iter()
-        .map(|p| requests(p))
-        .fold((0, 0.0), |(c, m), (c2, m2)| (c + c2, m + m2));
+    let (used_cpu, used_memory) = (load.cpu, load.memory);
     if let Some(total) = allocatable("cpu")
         .and_then(Value::as_str)
         .and_then(quantity::millicores)
@@ -196,22 +226,24 @@ pub fn occupies(pod: &Value) -> bool {
     !matches!(str_at(pod, "/status/phase"), "Succeeded" | "Failed")
 }
 
-/// The node `pod` goes to, or the FailedScheduling message. `pods` are every pod of the
-/// cluster (those bound to a node count against it).
-pub fn choose_node(pod: &Value, nodes: &[Value], pods: &[Value]) -> Result<String, String> {
+/// The node `pod` goes to, or the FailedScheduling message. `loads` are what the pods bound
+/// to each node take of it (see [`loads`]; a node without an entry is empty).
+pub fn choose_node(
+    pod: &Value,
+    nodes: &[Value],
+    loads: &HashMap<String, Load>,
+) -> Result<String, String> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut best: Option<(usize, &str)> = None;
+    let empty = Load::default();
     for node in nodes {
         let name = str_at(node, "/metadata/name");
-        let on_node: Vec<&Value> = pods
-            .iter()
-            .filter(|p| str_at(p, "/spec/nodeName") == name && occupies(p))
-            .collect();
-        match misfit(pod, node, &on_node) {
+        let load = loads.get(name).unwrap_or(&empty);
+        match misfit(pod, node, load) {
             Some(reason) => *reasons.entry(reason).or_default() += 1,
             None => {
-                if best.is_none_or(|(count, _)| on_node.len() < count) {
-                    best = Some((on_node.len(), name));
+                if best.is_none_or(|(count, _)| load.pods < count) {
+                    best = Some((load.pods, name));
                 }
             }
         }
@@ -251,6 +283,10 @@ mod tests {
         json!({"metadata": {"name": "p"}, "spec": spec})
     }
 
+    fn none() -> HashMap<String, Load> {
+        HashMap::new()
+    }
+
     fn bound(name: &str, node: &str, cpu: &str) -> Value {
         json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"resources": {"requests": {"cpu": cpu}}}]},
                "status": {"phase": "Running"}})
@@ -259,7 +295,7 @@ mod tests {
     #[test]
     fn spreads_over_the_least_loaded_fitting_node() {
         let nodes = vec![node("a", "z1"), node("b", "z2")];
-        let pods = vec![bound("x", "a", "100m")];
+        let pods = loads(&[bound("x", "a", "100m")]);
         assert_eq!(choose_node(&pod(json!({})), &nodes, &pods), Ok("b".into()));
         let zoned = pod(json!({"nodeSelector": {"topology.kubernetes.io/zone": "z1"}}));
         assert_eq!(choose_node(&zoned, &nodes, &pods), Ok("a".into()));
@@ -268,8 +304,12 @@ mod tests {
     #[test]
     fn unsatisfiable_selector_names_every_node() {
         let nodes = vec![node("a", "z1"), node("b", "z2"), node("c", "z3")];
-        let message =
-            choose_node(&pod(json!({"nodeSelector": {"disk": "ssd"}})), &nodes, &[]).unwrap_err();
+        let message = choose_node(
+            &pod(json!({"nodeSelector": {"disk": "ssd"}})),
+            &nodes,
+            &none(),
+        )
+        .unwrap_err();
         assert!(
             message.starts_with(
                 "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
@@ -286,7 +326,7 @@ mod tests {
         let mut cordoned = node("b", "z2");
         cordoned["spec"] = json!({"unschedulable": true, "taints": [{"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}]});
         let nodes = vec![tainted.clone(), cordoned];
-        let message = choose_node(&pod(json!({})), &nodes, &[]).unwrap_err();
+        let message = choose_node(&pod(json!({})), &nodes, &none()).unwrap_err();
         assert!(
             message.contains("1 node(s) had untolerated taint {dedicated: db}"),
             "{message}"
@@ -296,17 +336,17 @@ mod tests {
             "{message}"
         );
         let tolerant = pod(json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
-        assert_eq!(choose_node(&tolerant, &nodes, &[]), Ok("a".into()));
+        assert_eq!(choose_node(&tolerant, &nodes, &none()), Ok("a".into()));
 
         let affinity = pod(
             json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z2"]}]}]}}}}),
         );
         let open = vec![node("a", "z1"), node("b", "z2")];
-        assert_eq!(choose_node(&affinity, &open, &[]), Ok("b".into()));
+        assert_eq!(choose_node(&affinity, &open, &none()), Ok("b".into()));
 
         let big = pod(json!({"containers": [{"resources": {"requests": {"cpu": "1500m"}}}]}));
-        let busy = vec![bound("x", "a", "1"), bound("y", "b", "1")];
+        let busy = loads(&[bound("x", "a", "1"), bound("y", "b", "1")]);
         let message = choose_node(&big, &open, &busy).unwrap_err();
         assert!(message.contains("2 Insufficient cpu"), "{message}");
         let full = [
@@ -315,7 +355,7 @@ mod tests {
             bound("3", "a", "0"),
         ];
         assert!(
-            misfit(&pod(json!({})), &open[0], &full.iter().collect::<Vec<_>>())
+            misfit(&pod(json!({})), &open[0], &loads(&full)["a"])
                 .is_some_and(|m| m == "Too many pods")
         );
     }

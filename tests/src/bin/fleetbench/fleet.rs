@@ -31,10 +31,25 @@ pub fn delay_chain(c: &ControllersConfig) -> Duration {
         + c.deployments.switch.delay
 }
 
+/// Cinders whose pods one simulated node holds (its 3.8 cpus and 15 GiB against a Cinder's
+/// default requests: about 0.75 cpu and 1.5 GiB for the API, scheduler and two volume
+/// services), with room for a roll-out's surge.
+const CINDERS_PER_NODE: usize = 3;
+
+/// Nodes per cluster: the default three, or enough for the busiest cluster's pods (a target's
+/// Cinders, or the management cluster's db-sync Job pods).
+fn node_count(args: &Args) -> usize {
+    let per_cluster = args.cinders as usize / (args.targets as usize).max(1);
+    let default = ControllersConfig::default().nodes.count;
+    default.max(per_cluster.div_ceil(CINDERS_PER_NODE) + 1)
+}
+
 fn cluster_config(args: &Args) -> ClusterConfig {
     let capacity = (args.cinders as usize * 600).max(200_000);
+    let mut controllers = scaled_controllers(args.delay_scale);
+    controllers.nodes.count = node_count(args);
     ClusterConfig {
-        controllers: scaled_controllers(args.delay_scale),
+        controllers,
         request_log_capacity: capacity,
         faults: cinder_sim::FaultConfig {
             rate_limit: args.api_qps.map(|qps| RateLimit {
