@@ -242,7 +242,9 @@ pub fn choose_node(
         match misfit(pod, node, load) {
             Some(reason) => *reasons.entry(reason).or_default() += 1,
             None => {
-                if best.is_none_or(|(count, _)| load.pods < count) {
+                // Fewest pods, then the first name: the same choice whatever order the
+                // nodes come in (a store's order is arbitrary).
+                if best.is_none_or(|(count, chosen)| (load.pods, name) < (count, chosen)) {
                     best = Some((load.pods, name));
                 }
             }
@@ -299,6 +301,24 @@ mod tests {
         assert_eq!(choose_node(&pod(json!({})), &nodes, &pods), Ok("b".into()));
         let zoned = pod(json!({"nodeSelector": {"topology.kubernetes.io/zone": "z1"}}));
         assert_eq!(choose_node(&zoned, &nodes, &pods), Ok("a".into()));
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_first_name_whatever_the_order() {
+        let loaded = loads(&[bound("x", "b", "100m")]);
+        for nodes in [
+            vec![node("a", "z1"), node("b", "z1"), node("c", "z1")],
+            vec![node("c", "z1"), node("b", "z1"), node("a", "z1")],
+        ] {
+            assert_eq!(
+                choose_node(&pod(json!({})), &nodes, &none()),
+                Ok("a".into())
+            );
+            assert_eq!(
+                choose_node(&pod(json!({})), &nodes, &loaded),
+                Ok("a".into())
+            );
+        }
     }
 
     #[test]
