@@ -172,12 +172,17 @@ where
     }
 
     /// The objects of `namespace` (every namespace for None) that `keep` selects, once the
-    /// store is filled.
+    /// store is filled, by namespace and name as the API server lists them (a store's own order
+    /// is arbitrary, and controllers that pick the first of a tie must pick the same one).
     pub async fn select(&self, namespace: Option<&str>, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
-        self.ready().await.state_filter(|object| {
+        let mut selected = self.ready().await.state_filter(|object| {
             namespace.is_none_or(|ns| object.meta().namespace.as_deref() == Some(ns))
                 && keep(object)
-        })
+        });
+        selected.sort_by(|a, b| {
+            (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
+        });
+        selected
     }
 }
 
