@@ -9,7 +9,6 @@ use cinder_operator::metrics::Metrics;
 use cinder_operator::pipeline::Clusters;
 use cinder_operator::steps::database::jobs::{self, Act, JobWrite, SchemaJob};
 use cinder_operator::steps::database::services::DatabaseServices;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
@@ -66,13 +65,7 @@ async fn delete_and_wait(api: &Api<Job>, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replacement_deletes_only_the_job_the_pass_read() {
-    let cluster = EmbeddedCluster::start(ClusterConfig::default())
-        .await
-        .unwrap();
-    let client = cluster.client().await;
-    cinder_operator::embedded::install_crds(&client)
-        .await
-        .unwrap();
+    let (_cluster, client) = cluster_with_crds().await;
     let cinders: Api<Cinder> = Api::namespaced(client.clone(), NS);
     let manifest: Cinder = serde_json::from_value(cinder_manifest()).unwrap();
     let cinder = cinders
@@ -113,18 +106,19 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
     assert_ne!(read_uid, their_uid);
 
     let wanted = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-c");
-    let act = jobs::write_under_lock(
-        &clusters,
-        &services,
-        &cinder,
-        SchemaJob::DbSync,
-        JobWrite::Replace {
-            job: &wanted,
-            uid: &read_uid,
-        },
-    )
-    .await
-    .unwrap();
+    let replace = |uid: String| {
+        let (clusters, services, cinder, wanted) = (&clusters, &services, &cinder, &wanted);
+        async move {
+            let write = JobWrite::Replace {
+                job: wanted,
+                uid: &uid,
+            };
+            jobs::write_under_lock(clusters, services, cinder, SchemaJob::DbSync, write)
+                .await
+                .unwrap()
+        }
+    };
+    let act = replace(read_uid).await;
     assert_eq!(act, Act::JobChanged);
     assert_eq!(
         live_uid(&jobs_api, &name).await.as_deref(),
@@ -134,18 +128,7 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
 
     // Read again, the replacement goes through: the replica's Job is deleted (and the wanted one
     // created once it is gone).
-    let act = jobs::write_under_lock(
-        &clusters,
-        &services,
-        &cinder,
-        SchemaJob::DbSync,
-        JobWrite::Replace {
-            job: &wanted,
-            uid: &their_uid,
-        },
-    )
-    .await
-    .unwrap();
+    let act = replace(their_uid.clone()).await;
     assert!(matches!(act, Act::Done | Act::Deleted), "{act:?}");
     assert_ne!(
         live_uid(&jobs_api, &name).await.as_deref(),

@@ -4,7 +4,6 @@
 //! SIGTERM the leader exits 0 and releases the Lease, and the other takes over and becomes ready.
 
 use crate::support::*;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use std::io::{BufRead, BufReader, Read};
@@ -116,13 +115,7 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_binary_releases_on_sigterm_and_the_other_takes_over() {
-    let cluster = EmbeddedCluster::start(ClusterConfig::default())
-        .await
-        .unwrap();
-    let client = cluster.client().await;
-    cinder_operator::embedded::install_crds(&client)
-        .await
-        .unwrap();
+    let (cluster, client) = cluster_with_crds().await;
     let kubeconfig =
         std::env::temp_dir().join(format!("cinder-leader-{}.kubeconfig", uuid::Uuid::new_v4()));
     std::fs::write(&kubeconfig, cluster.kubeconfig_yaml()).unwrap();

@@ -66,6 +66,18 @@ where
     panic!("timed out waiting for: {what}");
 }
 
+/// An embedded cluster with the operator's CRDs installed, and an admin client of it.
+pub async fn cluster_with_crds() -> (cinder_sim::EmbeddedCluster, kube::Client) {
+    let cluster = cinder_sim::EmbeddedCluster::start(cinder_sim::ClusterConfig::default())
+        .await
+        .expect("embedded cluster starts");
+    let client = cluster.client().await;
+    cinder_operator::embedded::install_crds(&client)
+        .await
+        .expect("CRDs install");
+    (cluster, client)
+}
+
 /// Starts a lock coordinator (standard schema) on its own actix system thread.
 pub fn coordinator() -> cinder_actors::CoordinatorHandle {
     let (tx, rx) = std::sync::mpsc::channel();
