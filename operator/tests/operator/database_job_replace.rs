@@ -89,20 +89,19 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
     let jobs_api: Api<Job> = Api::namespaced(client.clone(), NS);
     let name = SchemaJob::DbSync.job_name("cinder");
 
+    // The db-sync Job mounting `config`, created; its UID.
+    let create = |config: &'static str| {
+        let (jobs_api, cinder, name) = (&jobs_api, &cinder, &name);
+        async move {
+            let job = jobs::desired_job(cinder, SchemaJob::DbSync, config);
+            jobs_api.create(&PostParams::default(), &job).await.unwrap();
+            live_uid(jobs_api, name).await.expect("the created Job")
+        }
+    };
     // The Job this pass read, then the one another replica put in its place.
-    let read = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-a");
-    jobs_api
-        .create(&PostParams::default(), &read)
-        .await
-        .unwrap();
-    let read_uid = live_uid(&jobs_api, &name).await.expect("the read Job");
+    let read_uid = create("config-a").await;
     delete_and_wait(&jobs_api, &name).await;
-    let theirs = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-b");
-    jobs_api
-        .create(&PostParams::default(), &theirs)
-        .await
-        .unwrap();
-    let their_uid = live_uid(&jobs_api, &name).await.expect("the replica's Job");
+    let their_uid = create("config-b").await;
     assert_ne!(read_uid, their_uid);
 
     let wanted = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-c");
