@@ -60,6 +60,20 @@ impl Requeue {
     }
 }
 
+/// The retry after the first failure in a row of one thing (a reconcile, a marker write).
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// The longest retry interval after failures in a row.
+pub const BACKOFF_CEILING: Duration = Duration::from_secs(30);
+
+/// The nominal retry after `failures` failures in a row (>= 1): `BACKOFF_BASE * 2^(n-1)`, at
+/// most [`BACKOFF_CEILING`].
+pub fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    BACKOFF_BASE
+        .saturating_mul(1 << doublings)
+        .min(BACKOFF_CEILING)
+}
+
 /// Any periodic requeue delay through the project's one jitter function.
 pub fn jittered(d: Duration) -> Duration {
     cinder_lease::jitter(d)

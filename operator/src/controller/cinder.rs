@@ -214,12 +214,24 @@ pub fn error_policy(
     _error: &ReconcileError,
     ctx: Arc<CinderReconciler>,
 ) -> Action {
-    Action::requeue(ctx.backoffs.failed(backoff_key(&cinder)))
+    Action::requeue(
+        ctx.backoffs
+            .failed(backoff_key(&cinder), cinder.metadata.generation),
+    )
+}
+
+/// How a reconcile that returned ended: clean, or with failed steps (its status is written and
+/// the retry follows the per-Cinder backoff, as after an error).
+enum Ended {
+    Clean(Action),
+    StepsFailed,
 }
 
 /// One reconcile of one Cinder, in its pass span (the Cinder and the trace id on every line).
 /// A Cinder of a shard this replica does not hold is left alone (`--shards`): the replica that
-/// holds it reconciles it, and this one is woken when it gains the shard.
+/// holds it reconciles it, and this one is woken when it gains the shard. After a failed
+/// reconcile (an error, or a pass with a failed step) an event that comes before the retry
+/// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted.
 pub async fn reconcile(
     cinder: Arc<Cinder>,
     ctx: Arc<CinderReconciler>,
@@ -227,22 +239,31 @@ pub async fn reconcile(
     if !owns(&ctx, &cinder) {
         return Ok(Action::await_change());
     }
+    let key = backoff_key(&cinder);
+    let generation = cinder.metadata.generation;
+    if cinder.metadata.deletion_timestamp.is_none()
+        && let Some(wait) = ctx.backoffs.holding(&key, generation)
+    {
+        return Ok(Action::requeue(wait));
+    }
     let pass = crate::telemetry::pass_span(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
         cinder.metadata.name.as_deref().unwrap_or_default(),
     );
     let span = pass.span.clone();
-    let key = backoff_key(&cinder);
     let scope = ReadScope::management(&ctx.op.reads);
     let result = tracing::Instrument::instrument(
         reader::within(scope, reconcile_in_span(cinder, ctx.clone())),
         span,
     )
     .await;
-    if result.is_ok() {
-        ctx.backoffs.succeeded(&key);
+    match result? {
+        Ended::Clean(action) => {
+            ctx.backoffs.succeeded(&key);
+            Ok(action)
+        }
+        Ended::StepsFailed => Ok(Action::requeue(ctx.backoffs.failed(key, generation))),
     }
-    result
 }
 
 /// Whether this replica holds the Cinder's shard now.
@@ -283,7 +304,7 @@ async fn target_unavailable(
 async fn reconcile_in_span(
     cinder: Arc<Cinder>,
     ctx: Arc<CinderReconciler>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Ended, ReconcileError> {
     let namespace = cinder.namespace().unwrap_or_default();
     let name = cinder.name_any();
     let api: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &namespace);
@@ -303,22 +324,26 @@ async fn reconcile_in_span(
                 )
                 .await;
             }
-            return finalized;
+            return finalized.map(Ended::Clean);
         }
-        return Ok(Action::await_change());
+        return Ok(Ended::Clean(Action::await_change()));
     }
 
     let started = Started::now(&cinder);
     let target = match ctx.op.targets.resolve_for(&cinder).await? {
         Ok(target) => target,
-        Err(why) => return target_unavailable(&cinder, &ctx, &api, started, why).await,
+        Err(why) => {
+            return target_unavailable(&cinder, &ctx, &api, started, why)
+                .await
+                .map(Ended::Clean);
+        }
     };
 
     if !finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
         finalizer::add(&api, cinder.as_ref(), CINDER_FINALIZER).await?;
         let requeue = Requeue::RequeueNextPass;
         started.stopped(&ctx, "finalizer added", Some(requeue.interval()));
-        return Ok(Action::requeue(requeue.jittered()));
+        return Ok(Ended::Clean(Action::requeue(requeue.jittered())));
     }
 
     let report = match ctx
@@ -345,7 +370,7 @@ async fn reconcile_in_span(
                 .to_string(),
             requeue: None,
         });
-        return Ok(Action::await_change());
+        return Ok(Ended::Clean(Action::await_change()));
     }
     let written = match report.status_write() {
         Some(status) => write_if_changed(&api, &cinder, status).await?,
@@ -365,15 +390,19 @@ async fn reconcile_in_span(
             outcome: "not written: the Cinder changed during the pass".to_string(),
             requeue: Some(Requeue::RequeueNextPass.interval()),
         });
-        return Ok(Action::requeue(Requeue::RequeueNextPass.jittered()));
+        return Ok(Ended::Clean(Action::requeue(
+            Requeue::RequeueNextPass.jittered(),
+        )));
     }
-    let requeue = report.requeue_after();
     for e in &report.errors {
         tracing::warn!(cinder = %name, namespace = %namespace, step = e.step, error = %e.message, "step failed");
     }
-    Ok(match (requeue, &report.end) {
+    if !report.errors.is_empty() {
+        return Ok(Ended::StepsFailed);
+    }
+    Ok(Ended::Clean(match (report.requeue_after(), &report.end) {
         (_, PassEnd::InvalidSpec) => Action::await_change(),
         (Some(d), _) => Action::requeue(jittered(d)),
         (None, _) => Action::await_change(),
-    })
+    }))
 }

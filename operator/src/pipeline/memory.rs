@@ -5,7 +5,10 @@
 //! Everything of a Cinder is dropped when the Cinder goes ([`Memory::forget`]); while it lives,
 //! at most [`SEEN_PER_CINDER`] keys are kept (the oldest go first: they name Jobs long gone,
 //! and the durable marker on a Job still answers for it), so a Cinder whose CronJob spawns a Job
-//! a day does not grow its memory forever.
+//! a day does not grow its memory forever. A key given back ([`Memory::unsee`]: the write it
+//! stood for failed) is new again only after a pause that doubles with each failure in a row
+//! ([`crate::requeue::backoff`], jittered), so a failing marker write is not repeated on every
+//! pass of a busy Cinder.
 
 use super::key::CinderKey;
 use crate::conditions::Cond;
@@ -23,12 +26,22 @@ struct Cached {
     until: Instant,
 }
 
+/// A key given back after a failure: how many failures in a row, and when it is new again
+/// (`None` once that time came and it was handed out).
+#[derive(Clone, Debug, Default)]
+struct Retry {
+    failures: u32,
+    due: Option<Instant>,
+}
+
 /// What one step remembers of one Cinder.
 #[derive(Clone, Debug, Default)]
 struct CinderMemory {
     seen: BTreeSet<String>,
     /// The keys of `seen`, oldest first.
     seen_order: VecDeque<String>,
+    /// The keys of `seen` given back after a failure.
+    retries: BTreeMap<String, Retry>,
     cached: BTreeMap<String, Cached>,
 }
 
@@ -39,10 +52,20 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// True the first time `key` is asked for `cinder` (it is remembered from then on, among
-    /// the last [`SEEN_PER_CINDER`] keys of that Cinder).
-    pub fn first_time(&mut self, cinder: &CinderKey, key: &str) -> bool {
+    /// True the first time `key` is asked for `cinder` at `now` (it is remembered from then on,
+    /// among the last [`SEEN_PER_CINDER`] keys of that Cinder), and once more each time a pause
+    /// after [`Memory::unsee`] has passed.
+    pub fn first_time(&mut self, cinder: &CinderKey, key: &str, now: Instant) -> bool {
         let m = self.by_cinder.entry(cinder.clone()).or_default();
+        if let Some(retry) = m.retries.get_mut(key) {
+            return match retry.due {
+                Some(due) if now >= due => {
+                    retry.due = None;
+                    true
+                }
+                _ => false,
+            };
+        }
         if !m.seen.insert(key.to_string()) {
             return false;
         }
@@ -50,18 +73,24 @@ impl Memory {
         while m.seen_order.len() > SEEN_PER_CINDER {
             if let Some(oldest) = m.seen_order.pop_front() {
                 m.seen.remove(&oldest);
+                m.retries.remove(&oldest);
             }
         }
         true
     }
 
-    /// Forgets `key` of `cinder` (what it stood for did not happen after all; try again).
-    pub fn unsee(&mut self, cinder: &CinderKey, key: &str) {
-        if let Some(m) = self.by_cinder.get_mut(cinder)
-            && m.seen.remove(key)
-        {
-            m.seen_order.retain(|k| k != key);
+    /// Gives `key` of `cinder` back at `now` (what it stood for did not happen after all): it is
+    /// new again after [`crate::requeue::backoff`] of its failures in a row, jittered.
+    pub fn unsee(&mut self, cinder: &CinderKey, key: &str, now: Instant) {
+        let Some(m) = self.by_cinder.get_mut(cinder) else {
+            return;
+        };
+        if !m.seen.contains(key) {
+            return;
         }
+        let retry = m.retries.entry(key.to_string()).or_default();
+        retry.failures = retry.failures.saturating_add(1);
+        retry.due = Some(now + crate::requeue::jittered(crate::requeue::backoff(retry.failures)));
     }
 
     /// The condition cached under `key` for `cinder`, while it is fresh at `now`.
@@ -201,7 +230,7 @@ impl StepMemory {
         actor.first_time.send(ask).await.unwrap_or(true)
     }
 
-    /// Forgets `key` of this Cinder.
+    /// Gives `key` of this Cinder back (see [`Memory::unsee`]).
     pub fn unsee(&self, key: &str) {
         if let Some((cinder, actor)) = self.target() {
             actor.unsee.do_send(Unsee {
@@ -253,25 +282,57 @@ mod tests {
     #[test]
     fn keys_are_new_once_per_cinder_until_unseen() {
         let mut m = Memory::default();
-        assert!(m.first_time(&key("a"), "uid1"));
-        assert!(!m.first_time(&key("a"), "uid1"));
-        assert!(m.first_time(&key("b"), "uid1"), "per Cinder");
-        m.unsee(&key("a"), "uid1");
-        assert!(m.first_time(&key("a"), "uid1"));
+        let t0 = Instant::now();
+        assert!(m.first_time(&key("a"), "uid1", t0));
+        assert!(!m.first_time(&key("a"), "uid1", t0));
+        assert!(m.first_time(&key("b"), "uid1", t0), "per Cinder");
+        m.unsee(&key("a"), "uid1", t0);
+        assert!(m.first_time(&key("a"), "uid1", t0 + Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn an_unseen_key_is_new_again_after_a_pause_that_doubles() {
+        let mut m = Memory::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert!(m.first_time(&key("a"), "uid1", t0));
+        // First failure: about 1 s (jitter ±10 %).
+        m.unsee(&key("a"), "uid1", t0);
+        assert!(!m.first_time(&key("a"), "uid1", at(850)));
+        assert!(m.first_time(&key("a"), "uid1", at(1150)));
+        assert!(
+            !m.first_time(&key("a"), "uid1", at(1200)),
+            "handed out once"
+        );
+        // Second failure in a row: about 2 s.
+        m.unsee(&key("a"), "uid1", at(1200));
+        assert!(!m.first_time(&key("a"), "uid1", at(1200 + 1750)));
+        assert!(m.first_time(&key("a"), "uid1", at(1200 + 2250)));
+        // A key never handed out is not given back.
+        m.unsee(&key("a"), "other", t0);
+        assert!(m.first_time(&key("a"), "other", t0));
     }
 
     #[test]
     fn a_long_lived_cinder_keeps_only_its_latest_keys() {
         let mut m = Memory::default();
+        let t0 = Instant::now();
         for job in 0..1000 {
-            assert!(m.first_time(&key("a"), &format!("uid{job}")));
+            assert!(m.first_time(&key("a"), &format!("uid{job}"), t0));
         }
         let a = &m.by_cinder[&key("a")];
         assert_eq!(a.seen.len(), SEEN_PER_CINDER);
         assert_eq!(a.seen_order.len(), SEEN_PER_CINDER);
-        assert!(!m.first_time(&key("a"), "uid999"), "the latest are kept");
-        m.unsee(&key("a"), "uid999");
-        assert_eq!(m.by_cinder[&key("a")].seen_order.len(), SEEN_PER_CINDER - 1);
+        assert!(
+            !m.first_time(&key("a"), "uid999", t0),
+            "the latest are kept"
+        );
+        m.unsee(&key("a"), "uid999", t0);
+        for job in 1000..1000 + SEEN_PER_CINDER {
+            m.first_time(&key("a"), &format!("uid{job}"), t0);
+        }
+        let a = &m.by_cinder[&key("a")];
+        assert!(a.retries.is_empty(), "a retry goes with its key");
     }
 
     #[test]

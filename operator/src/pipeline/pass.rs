@@ -60,12 +60,13 @@ impl PassReport {
     }
 
     /// When to reconcile again (nominal, before the jitter): the shortest requeue a step asked
-    /// for; after a step error without one, the Deployment polling interval; else on a change.
+    /// for, else on a change; `None` too after a step error, whose retry is the controller's
+    /// per-Cinder backoff.
     pub fn requeue_after(&self) -> Option<Duration> {
-        match (self.requeue, self.errors.is_empty()) {
-            (Some(d), _) => Some(d),
-            (None, false) => Some(crate::requeue::Requeue::RequeueDeploymentPolling.interval()),
-            (None, true) => None,
+        if self.errors.is_empty() {
+            self.requeue
+        } else {
+            None
         }
     }
 
@@ -84,7 +85,10 @@ impl PassReport {
             String::new()
         } else {
             let steps: Vec<&str> = self.errors.iter().map(|e| e.step).collect();
-            format!(", errors in {}", steps.join(", "))
+            format!(
+                ", errors in {} (retried after the per-Cinder backoff)",
+                steps.join(", ")
+            )
         };
         format!("{end}{requeue}{errors}")
     }

@@ -373,7 +373,8 @@ impl Handler<FirstTime> for StepActor {
     type Result = bool;
 
     fn handle(&mut self, msg: FirstTime, _ctx: &mut Self::Context) -> bool {
-        self.memory.first_time(&msg.cinder, &msg.key)
+        self.memory
+            .first_time(&msg.cinder, &msg.key, std::time::Instant::now())
     }
 }
 
@@ -381,7 +382,8 @@ impl Handler<Unsee> for StepActor {
     type Result = ();
 
     fn handle(&mut self, msg: Unsee, _ctx: &mut Self::Context) {
-        self.memory.unsee(&msg.cinder, &msg.key);
+        self.memory
+            .unsee(&msg.cinder, &msg.key, std::time::Instant::now());
     }
 }
 

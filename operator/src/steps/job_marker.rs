@@ -83,7 +83,7 @@ impl CountedJob<'_> {
 
 /// Counts a Job through `count` once across processes: `first_time` is the caller's in-memory
 /// fast path (false: this process counted or claimed it already), `claim` the marker write
-/// (only asked when `first_time`), `unsee` forgets the fast path when the claim has to be
+/// (only asked when `first_time`), `unsee` gives the key back when the claim has to be
 /// retried. Returns whether it counted.
 pub async fn count_once<C>(
     first_time: bool,
@@ -108,7 +108,7 @@ where
             false
         }
         Err(e) => {
-            tracing::warn!(error = %e, "marking a Job counted failed; retrying on a later pass");
+            tracing::warn!(error = %e, "marking a Job counted failed; retrying after a pause");
             unsee();
             false
         }

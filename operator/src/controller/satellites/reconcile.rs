@@ -62,7 +62,10 @@ pub fn error_policy<S: SatelliteKind>(
     _e: &SatelliteError,
     ctx: Arc<SatelliteContext>,
 ) -> Action {
-    Action::requeue(ctx.backoffs.failed(backoff_key(obj.as_ref())))
+    Action::requeue(
+        ctx.backoffs
+            .failed(backoff_key(obj.as_ref()), obj.meta().generation),
+    )
 }
 
 /// Where the parent's children live: its resolved target cluster, the management cluster
@@ -227,12 +230,19 @@ async fn projected<S: SatelliteKind>(
     Ok(!list.is_empty())
 }
 
-/// One reconcile of one satellite (a success resets its failure count).
+/// One reconcile of one satellite (a success resets its failure count; an event before the
+/// retry of a failed one waits for it, unless the satellite's generation changed or it is
+/// being deleted).
 pub async fn reconcile<S: SatelliteKind>(
     obj: Arc<S>,
     ctx: Arc<SatelliteContext>,
 ) -> Result<Action, SatelliteError> {
     let key = backoff_key(obj.as_ref());
+    if obj.meta().deletion_timestamp.is_none()
+        && let Some(wait) = ctx.backoffs.holding(&key, obj.meta().generation)
+    {
+        return Ok(Action::requeue(wait));
+    }
     let scope = ReadScope::management(&ctx.op.reads);
     let result = reader::within(scope, reconcile_once(obj, ctx.clone())).await;
     if result.is_ok() {
