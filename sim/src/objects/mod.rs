@@ -22,8 +22,6 @@ use crate::registry::{Registry, ResourceInfo};
 use crate::store::selectors::{FieldSelector, LabelSelector};
 use crate::store::{ObjKey, Store, Txn};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use tokio::sync::Notify;
 
 /// Options of a write request.
 #[derive(Clone, Debug, Default)]
@@ -95,7 +93,6 @@ pub const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system", "kube-publ
 pub struct Engine {
     pub store: Store,
     pub registry: Registry,
-    gc_wake: Arc<Notify>,
 }
 
 /// Sets apiVersion and kind as the client asked for them.
@@ -143,7 +140,6 @@ impl Engine {
         let engine = Engine {
             store: Store::new(history),
             registry: Registry::with_builtins(),
-            gc_wake: Arc::new(Notify::new()),
         };
         engine.store.transact(|txn| {
             for ns in PROTECTED_NAMESPACES {
@@ -158,11 +154,6 @@ impl Engine {
             }
         });
         engine
-    }
-
-    /// Wakes the garbage collector (after deletes).
-    pub fn gc_notify(&self) -> Arc<Notify> {
-        self.gc_wake.clone()
     }
 
     /// GET one object.
@@ -505,7 +496,6 @@ impl Engine {
             txn.put(key.clone(), new);
             let gone = txn.remove(&key).unwrap_or(Value::Null);
             kinds::after_delete(&self.registry, txn, t, &gone);
-            self.gc_wake.notify_one();
             return Ok(present(&t.info, &t.version, gone));
         }
         if meta::comparable(old) == meta::comparable(&new) {
@@ -690,7 +680,6 @@ impl Engine {
             }
             Ok(self.delete_in(txn, t, &old, opts.propagation.as_deref(), opts.grace_period))
         })?;
-        self.gc_wake.notify_one();
         Ok(out)
     }
 
@@ -838,7 +827,6 @@ impl Engine {
             }
             out
         });
-        self.gc_wake.notify_one();
         Ok(out)
     }
 }
