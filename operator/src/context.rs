@@ -174,12 +174,14 @@ impl OperatorContext {
         };
         let engine_metrics = (*metrics).clone();
         let shards = options.shards.clone();
+        let concurrency = usize::from(options.concurrency);
         let pipelines = actors
             .run(move || -> anyhow::Result<actix::Addr<Pipelines>> {
                 use actix::Actor;
                 let table = crate::steps::table(env)?;
                 Ok(Pipelines::new(table, engine_metrics)
                     .with_shards(shards)
+                    .with_concurrency(concurrency)
                     .start())
             })
             .await??;

@@ -1,8 +1,8 @@
 //! The embedded cluster of the benchmarks (`fleetbench`, `soakbench`) and the fleet tests: the
 //! simulated controllers with every delay (Job runs, roll-outs, readiness) multiplied by one
 //! scale, so a benchmark can run its passes faster or slower than the defaults, and a fleet's
-//! Cinder (its own credential Secrets, the shared MariaDB, NFS backends; every object it brings
-//! is named after it).
+//! Cinder (its own credential Secrets and schema in the shared MariaDB, NFS backends on its own
+//! server; every object it brings is named after it).
 
 use crate::{NS, cinder_json, put_secret};
 use cinder_operator::crd::{Cinder, CinderBackend};
@@ -41,8 +41,9 @@ pub fn credential_secrets(name: &str) -> [String; 3] {
 
 /// Creates benchmark Cinder `name` in [`NS`]: its own credential Secrets (the database
 /// password is `db_password`), the MariaDB cluster `mariadb`, `backends` NFS CinderBackends
-/// (`<name>-nfs<b>`), on target cluster `target` when there is one, and the spec fields of
-/// `extra` (its `database` keeps what it sets beside the cluster and Secret references).
+/// (`<name>-nfs<b>` on server `nfs-<name>.example`), on target cluster `target` when there is
+/// one, and the spec fields of `extra` (its `database` keeps what it sets beside the cluster and
+/// Secret references; the schema is `name` with `_` for `-` unless it sets one).
 pub async fn create_bench_cinder(
     client: &Client,
     name: &str,
@@ -69,6 +70,12 @@ pub async fn create_bench_cinder(
         ],
     )
     .await?;
+    // Each Cinder is a region of its own: its own schema (one database device lock each)
+    // unless `extra` names one, and its own NFS server below. Cinders sharing a device would
+    // run their device-locked work one at a time, by design.
+    if extra["database"]["database"].is_null() {
+        extra["database"]["database"] = serde_json::json!(name.replace('-', "_"));
+    }
     extra["database"]["clusterRef"] = serde_json::json!({"name": "mariadb"});
     extra["database"]["secretRef"] = serde_json::json!({"name": db});
     extra["messaging"] = serde_json::json!({"secretRef": {"name": rabbit}});
@@ -86,7 +93,7 @@ pub async fn create_bench_cinder(
             "kind": "CinderBackend",
             "metadata": {"name": format!("{name}-nfs{b}"), "namespace": NS},
             "spec": {"cinderRef": {"name": name}, "type": "NFS",
-                     "nfs": {"server": "nfs.example", "path": format!("/exports/{name}/{b}")}}
+                     "nfs": {"server": format!("nfs-{name}.example"), "path": format!("/exports/{b}")}}
         }))?;
         Api::<CinderBackend>::namespaced(client.clone(), NS)
             .create(&PostParams::default(), &backend)

@@ -172,17 +172,28 @@ impl Replica {
 
     /// The replica's pipeline records.
     pub async fn pipelines(&self) -> anyhow::Result<Vec<PipelineRecord>> {
-        let (status, body) = http_get(&self.admin, "/pipelines").await?;
-        if status != 200 {
-            bail!("/pipelines answered {status}");
-        }
         #[derive(serde::Deserialize)]
         struct View {
             pipelines: Vec<PipelineRecord>,
+            total: usize,
         }
-        let view: View = serde_json::from_slice(&body)
-            .context("/pipelines is not an object with a list of pipeline records")?;
-        Ok(view.pipelines)
+        // By pages: a fleet's whole view is above the admin endpoint's response limit.
+        const PAGE: usize = 20;
+        let mut records = Vec::new();
+        loop {
+            let path = format!("/pipelines?offset={}&limit={PAGE}", records.len());
+            let (status, body) = http_get(&self.admin, &path).await?;
+            if status != 200 {
+                bail!("{path} answered {status}");
+            }
+            let view: View = serde_json::from_slice(&body)
+                .context("/pipelines is not an object with a list of pipeline records")?;
+            let done = view.pipelines.is_empty();
+            records.extend(view.pipelines);
+            if done || records.len() >= view.total {
+                return Ok(records);
+            }
+        }
     }
 
     /// The replica's `/metrics` page (OpenMetrics text).

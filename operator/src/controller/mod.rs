@@ -126,7 +126,6 @@ fn watch_indexed(
 /// (credential Secrets, stores, MariaDB clusters, satellites), and the wake-ups of the target
 /// cluster watchers (`woken`); it drains on `stop`. Every trigger comes from the shared `watches`.
 fn cinder_controller(
-    ctx: &Arc<OperatorContext>,
     index: &IndexHandle,
     w: &mut Watches,
     woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
@@ -178,9 +177,9 @@ fn cinder_controller(
                 parent_ref(b.namespace(), &b.spec.satellite.cinder_ref.name)
             },
         )
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(ctx.options.concurrency),
-        )
+        // No limit here: the pipelines registry admits at most `--max-concurrent-reconciles`
+        // passes, first come first served (`crate::pipeline::admission`).
+        .with_config(kube::runtime::controller::Config::default().concurrency(0))
         .graceful_shutdown_on(stop)
 }
 
@@ -272,7 +271,7 @@ pub async fn run_operator(
     let (wake_backend, gained_backends) = futures::channel::mpsc::unbounded();
     let (wake_backup, gained_backups) = futures::channel::mpsc::unbounded();
     // The Cinder controller is set up first: it owns the indexes the satellites rely on.
-    let cinders = cinder_controller(&ctx, &index, &mut w, woken, gained_cinders, stop.clone());
+    let cinders = cinder_controller(&index, &mut w, woken, gained_cinders, stop.clone());
     let cinder_store = w.cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),

@@ -191,8 +191,26 @@ async fn devices(sources: web::Data<AdminSources>) -> HttpResponse {
     json_response(&sources.devices().await)
 }
 
-async fn pipelines(sources: web::Data<AdminSources>) -> HttpResponse {
-    json_response(&sources.pipelines().await)
+/// A page of `/pipelines`: `offset` records skipped, at most `limit` given (a fleet's whole view
+/// can be above [`MAX_RESPONSE_BYTES`]).
+#[derive(Debug, serde::Deserialize)]
+struct Page {
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+async fn pipelines(sources: web::Data<AdminSources>, page: web::Query<Page>) -> HttpResponse {
+    let mut view = sources.pipelines().await;
+    if let Some(list) = view.get_mut("pipelines").and_then(Value::as_array_mut) {
+        let total = list.len();
+        let offset = page.offset.unwrap_or(0).min(total);
+        let end = page
+            .limit
+            .map_or(total, |limit| offset.saturating_add(limit).min(total));
+        *list = list.drain(offset..end).collect();
+        view["total"] = json!(total);
+    }
+    json_response(&view)
 }
 
 async fn shards(sources: web::Data<AdminSources>) -> HttpResponse {

@@ -4,7 +4,8 @@
 //! The registry finds (or starts) the Cinder's pipeline actor for each message about that Cinder
 //! and forwards it, retires the actor when the Cinder is deleted (dropping the Cinder's metric
 //! series and what the step actors remember of it), and gathers the `/pipelines` view from the
-//! pipeline actors.
+//! pipeline actors. It also admits the passes: at most `--max-concurrent-reconciles` run at once,
+//! the others wait in the order they came ([`Admission`]).
 //!
 //! A pipeline actor runs its Cinder's passes one at a time (a pass that arrives while one runs
 //! waits in the actor's queue), while the actors of different Cinders run concurrently; and it
@@ -13,6 +14,7 @@
 //! `--shards`, a running pass asks before each step whether this replica still holds the
 //! Cinder's shard, and stops when it does not.
 
+use super::admission::Admission;
 use super::key::CinderKey;
 use super::pass::{PassObserver, PassReport, run_pass};
 use super::step::{ForgetCinder, TargetCluster};
@@ -62,6 +64,21 @@ pub struct Pipelines {
     metrics: Metrics,
     actors: BTreeMap<CinderKey, Addr<PipelineActor>>,
     shards: ShardView,
+    admission: Admission,
+}
+
+/// A pass gave its slot back (it ended, or its reconcile was dropped).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SlotFreed;
+
+/// Gives the pass slot back when dropped, whatever ends the pass.
+struct Slot(Addr<Pipelines>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.do_send(SlotFreed);
+    }
 }
 
 impl Pipelines {
@@ -71,7 +88,14 @@ impl Pipelines {
             metrics,
             actors: BTreeMap::new(),
             shards: ShardView::all(),
+            admission: Admission::new(0),
         }
+    }
+
+    /// At most `limit` passes at once (0: no limit), admitted in the order they came.
+    pub fn with_concurrency(mut self, limit: usize) -> Self {
+        self.admission = Admission::new(limit);
+        self
     }
 
     /// Passes stop before their next step once this replica no longer holds their shard.
@@ -101,15 +125,33 @@ impl Actor for Pipelines {
 impl Handler<Reconcile> for Pipelines {
     type Result = ResponseFuture<Result<PassReport, PipelineError>>;
 
-    fn handle(&mut self, msg: Reconcile, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Reconcile, ctx: &mut Self::Context) -> Self::Result {
         let key = CinderKey::of(&msg.0);
         let addr = self.actor(&key);
+        let admitted = self.admission.ask();
+        let registry = ctx.address();
         Box::pin(async move {
-            match addr.send(RunPass(msg.0, msg.1, msg.2)).await {
+            let gone = || PipelineError::ActorGone(key.namespace.clone(), key.name.clone());
+            // Granted, or the registry stopped (then the pipeline actor is gone too).
+            let slot = admitted
+                .await
+                .map(|()| Slot(registry))
+                .map_err(|_| gone())?;
+            let report = addr.send(RunPass(msg.0, msg.1, msg.2)).await;
+            drop(slot);
+            match report {
                 Ok(Some(report)) => Ok(report),
-                _ => Err(PipelineError::ActorGone(key.namespace, key.name)),
+                _ => Err(gone()),
             }
         })
+    }
+}
+
+impl Handler<SlotFreed> for Pipelines {
+    type Result = ();
+
+    fn handle(&mut self, _msg: SlotFreed, _ctx: &mut Self::Context) {
+        self.admission.release();
     }
 }
 

@@ -10,6 +10,7 @@
 //! [`PassReport::requeue_after`] through the ±10 % jitter.
 
 pub mod actors;
+pub mod admission;
 pub mod artefacts;
 pub mod key;
 pub mod memory;
