@@ -6,11 +6,14 @@
 //! - an RBAC decision with 400 ClusterRoles and ClusterRoleBindings and 100 Roles and
 //!   RoleBindings in the namespace, against the same decision with every request allowed;
 //! - watch fan-out: 200 modifications seen by 1 and by 40 watches of the kind (the cost of one
-//!   more watch per event).
+//!   more watch per event);
+//! - a Service proxy request (the health probe) in a namespace of 4 000 Deployments, answered
+//!   200 (the selected Deployment is the last) and 503 (the Service selects none).
 //!
 //! `cargo run -p cinder-sim --example api_costs` prints one line per figure.
 
 use cinder_sim::api::AppState;
+use cinder_sim::api::proxy;
 use cinder_sim::api::watch::{self, WatchParams};
 use cinder_sim::auth::rbac::{Attributes, ResourceAttributes};
 use cinder_sim::auth::user::UserInfo;
@@ -217,24 +220,9 @@ fn rbac(engine: &Engine) {
 
 /// CPU time per event of `writes` modifications seen by `watchers` watches of ConfigMaps.
 fn fan_out(engine: &Engine, watchers: usize, writes: usize) -> f64 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => panic!("a tokio runtime: {e}"),
-    };
+    let runtime = current_thread_runtime();
     runtime.block_on(async {
-        let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-        let app = AppState {
-            engine: engine.clone(),
-            faults: FaultHandle::new(FaultConfig::default()),
-            log: RequestLog::new(16),
-            writes: WriteLog::new(false, 16),
-            stop,
-            address: String::new(),
-            auth: Auth::default(),
-        };
+        let (app, _stop) = app_state(engine);
         let cms = target(engine, "configmaps");
         let since = engine.store.resource_version();
         let mut tasks = Vec::new();
@@ -291,6 +279,98 @@ fn watches(engine: &Engine) {
     );
 }
 
+const DEPLOYMENTS: usize = 4_000;
+
+fn deployment(i: usize) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("deploy-{i:05}"), "namespace": NAMESPACE,
+                     "uid": format!("deploy-uid-{i}"), "labels": {"app": format!("app-{i}")}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": format!("app-{i}")}},
+                 "template": {"metadata": {"labels": {"app": format!("app-{i}"), "tier": "api"}},
+                              "spec": {"containers": [{"name": "c", "image": "cinder", "args": ["x".repeat(300)]}]}}},
+        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+    })
+}
+
+fn service(name: &str, app: &str) -> (ObjKey, Value) {
+    (
+        ObjKey::new("", "services", NAMESPACE, name),
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"selector": {"app": app}, "ports": [{"port": 8776}]}
+        }),
+    )
+}
+
+/// An API server state over `engine` (no listener: handlers are called directly), and the
+/// sender whose drop ends its watches.
+fn app_state(engine: &Engine) -> (AppState, tokio::sync::watch::Sender<bool>) {
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let app = AppState {
+        engine: engine.clone(),
+        faults: FaultHandle::new(FaultConfig::default()),
+        log: RequestLog::new(16),
+        writes: WriteLog::new(false, 16),
+        stop,
+        address: String::new(),
+        auth: Auth::default(),
+    };
+    (app, stop_tx)
+}
+
+fn current_thread_runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => panic!("a tokio runtime: {e}"),
+    }
+}
+
+fn service_proxy(engine: &Engine) {
+    engine.store.transact(|txn| {
+        for i in 0..DEPLOYMENTS {
+            txn.put(
+                ObjKey::new("apps", "deployments", NAMESPACE, &format!("deploy-{i:05}")),
+                deployment(i),
+            );
+        }
+        for (name, app) in [
+            ("api", format!("app-{}", DEPLOYMENTS - 1)),
+            ("gone", "none".into()),
+        ] {
+            let (key, obj) = service(name, &app);
+            txn.put(key, obj);
+        }
+    });
+    let runtime = current_thread_runtime();
+    let (app, _stop) = app_state(engine);
+    let probe = |service: &str| {
+        runtime
+            .block_on(proxy::answer(
+                &app,
+                NAMESPACE,
+                &format!("{service}:8776"),
+                "healthcheck",
+            ))
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    assert_eq!(probe("api"), 200);
+    assert_eq!(probe("gone"), 503);
+    let ready = per_op(50, || {
+        probe("api");
+    });
+    let unavailable = per_op(50, || {
+        probe("gone");
+    });
+    println!("service proxy, {DEPLOYMENTS} Deployments, 200    {ready:>10.1} us");
+    println!("service proxy, {DEPLOYMENTS} Deployments, 503    {unavailable:>10.1} us");
+}
+
 fn main() {
     let engine = Engine::new(50_000);
     engine.store.transact(|txn| {
@@ -308,4 +388,5 @@ fn main() {
     lists(&engine);
     rbac(&engine);
     watches(&engine);
+    service_proxy(&engine);
 }

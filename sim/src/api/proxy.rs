@@ -19,22 +19,26 @@ pub fn service_name(segment: &str) -> &str {
     }
 }
 
+/// Whether a Deployment of `namespace` whose pod template the Service selects has a ready
+/// replica (the Service has endpoints). The Deployments are looked at in the store by reference,
+/// none copied: a probe costs a walk of the namespace's Deployments, no allocation per one.
 fn backend_ready(app: &AppState, namespace: &str, service: &Value) -> bool {
     let selector = service
-        .pointer("/spec/selector")
-        .cloned()
-        .unwrap_or(Value::Null);
+        .get("spec")
+        .and_then(|spec| spec.get("selector"))
+        .unwrap_or(&Value::Null);
     app.engine
         .store
-        .list("apps", "deployments", Some(namespace))
-        .iter()
-        .any(|d| {
-            let labels = d
-                .pointer("/spec/template/metadata/labels")
-                .cloned()
-                .unwrap_or(Value::Null);
-            map_selects(&selector, &labels)
-                && d.pointer("/status/readyReplicas")
+        .any("apps", "deployments", Some(namespace), |d| {
+            let spec = d.get("spec");
+            let labels = spec
+                .and_then(|s| s.get("template"))
+                .and_then(|t| t.get("metadata"))
+                .and_then(|m| m.get("labels"))
+                .unwrap_or(&Value::Null);
+            map_selects(selector, labels)
+                && d.get("status")
+                    .and_then(|s| s.get("readyReplicas"))
                     .and_then(Value::as_i64)
                     .unwrap_or(0)
                     >= 1

@@ -205,9 +205,7 @@ async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, R
         .shared
         .informers
         .jobs
-        .select(Some(&namespace), |job| {
-            job.owner_references().iter().any(|o| o.uid == uid)
-        })
+        .owned_by(Some(&namespace), &uid, |_| true)
         .await;
     let mut spawned = spawned_jobs(stored.iter().map(AsRef::as_ref))?;
 

@@ -53,16 +53,13 @@ async fn reconcile(
     if !rollout::selector_matches_template(&object) {
         return Ok(Action::await_change());
     }
+    let uid = deployment.uid().ok_or(ReconcileError::Missing("uid"))?;
     let client = &shared.client;
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
     let all: Vec<Value> = shared
         .informers
         .replica_sets
-        .select(Some(&namespace), |rs| {
-            rs.owner_references()
-                .iter()
-                .any(|o| Some(&o.uid) == deployment.metadata.uid.as_ref())
-        })
+        .owned_by(Some(&namespace), &uid, |_| true)
         .await
         .iter()
         .map(|rs| serde_json::to_value(rs.as_ref()))

@@ -8,7 +8,8 @@
 //! controllers are off watches nothing) and stops when the controllers are dropped. A trigger
 //! is sent after the store holds the object it carries, so a reconcile it starts reads a store
 //! at least as new as the trigger. A new subscriber first gets every object the store holds,
-//! so subscribing late misses nothing.
+//! so subscribing late misses nothing. Each store is indexed by owner ([`OwnerIndex`]), updated
+//! before the trigger too, so a controller finds what it owns without a walk of the kind.
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -25,6 +26,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::AbortHandle;
+
+use super::owner_index::OwnerIndex;
 
 type Subscribers<K> = Arc<Mutex<Vec<UnboundedSender<Arc<K>>>>>;
 
@@ -46,6 +49,8 @@ where
     /// True once the store holds its first complete list. (The store's own
     /// `wait_until_ready` wakes only the last of several concurrent waiters.)
     filled: tokio::sync::watch::Receiver<bool>,
+    /// The store's objects by owner uid, as current as the store when a trigger is sent.
+    owners: Arc<Mutex<OwnerIndex>>,
     subscribers: Subscribers<K>,
     task: AbortHandle,
 }
@@ -83,6 +88,8 @@ where
         let store = writer.as_reader();
         let subscribers: Subscribers<K> = Arc::default();
         let fan_out = Arc::clone(&subscribers);
+        let owners: Arc<Mutex<OwnerIndex>> = Arc::default();
+        let index = Arc::clone(&owners);
         let (fill, filled) = tokio::sync::watch::channel(false);
         let events =
             watcher(Api::<K>::all(client.clone()), watcher::Config::default()).default_backoff();
@@ -97,6 +104,17 @@ where
                     }
                 };
                 writer.apply_watcher_event(&event);
+                {
+                    let mut index = index.lock().unwrap_or_else(PoisonError::into_inner);
+                    match &event {
+                        watcher::Event::Apply(object) => index.apply(object),
+                        watcher::Event::Delete(object) => index.delete(object),
+                        watcher::Event::InitDone => {
+                            index.rebuild(writer.as_reader().state().iter().map(AsRef::as_ref));
+                        }
+                        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                    }
+                }
                 let touched = match event {
                     watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
                         vec![Arc::new(object)]
@@ -119,6 +137,7 @@ where
         Running {
             store,
             filled,
+            owners,
             subscribers,
             task: task.abort_handle(),
         }
@@ -163,12 +182,45 @@ where
 
     /// The object `name` in `namespace` if the store holds it now (filled or not).
     pub fn cached(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let key = ObjectRef::new(name);
-        let key = match namespace {
-            Some(namespace) => key.within(namespace),
-            None => key,
-        };
-        self.running().store.get(&key)
+        self.running().store.get(&object_ref(namespace, name))
+    }
+
+    /// The objects of `namespace` (every namespace for None) whose ownerReferences name
+    /// `owner_uid` and that `keep` selects, once the store is filled, by namespace and name (as
+    /// [`Self::select`] gives them): looked up by owner, not by a walk of the store.
+    pub async fn owned_by(
+        &self,
+        namespace: Option<&str>,
+        owner_uid: &str,
+        keep: impl Fn(&K) -> bool,
+    ) -> Vec<Arc<K>> {
+        let store = self.ready().await;
+        let owned = self
+            .running()
+            .owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .owned_by(owner_uid);
+        owned
+            .iter()
+            .filter(|(ns, _)| namespace.is_none_or(|wanted| ns == wanted))
+            .filter_map(|(ns, name)| {
+                store.get(&object_ref(
+                    Some(ns).filter(|ns| !ns.is_empty()).map(String::as_str),
+                    name,
+                ))
+            })
+            // The index and the store are updated one after the other: the object decides.
+            .filter(|object| {
+                object
+                    .meta()
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == owner_uid)
+                    && keep(object)
+            })
+            .collect()
     }
 
     /// The objects of `namespace` (every namespace for None) that `keep` selects, once the
@@ -183,6 +235,18 @@ where
             (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
         });
         selected
+    }
+}
+
+/// The store key of `name` in `namespace` (None for a cluster-scoped kind).
+fn object_ref<K>(namespace: Option<&str>, name: &str) -> ObjectRef<K>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let key = ObjectRef::new(name);
+    match namespace {
+        Some(namespace) => key.within(namespace),
+        None => key,
     }
 }
 

@@ -23,6 +23,7 @@ pub mod jobs;
 pub mod kinds;
 pub mod mariadb;
 pub mod nodes;
+mod owner_index;
 pub mod pod_template;
 pub mod pods;
 pub mod replicasets;

@@ -201,7 +201,7 @@ async fn reconcile(
         .shared
         .informers
         .pods
-        .select(Some(&namespace), |pod| {
+        .owned_by(Some(&namespace), &uid, |pod| {
             pod.owner_references()
                 .iter()
                 .any(|o| o.uid == uid && o.controller == Some(true))

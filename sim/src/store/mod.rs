@@ -236,6 +236,19 @@ impl Store {
         }
     }
 
+    /// Whether any object of a resource (in `namespace`, or in all namespaces) satisfies `test`,
+    /// looked at by reference: nothing is cloned, and the walk stops at the first that does.
+    pub fn any(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        test: impl Fn(&Value) -> bool,
+    ) -> bool {
+        let inner = self.lock();
+        resource_range(&inner.objects, group, resource, namespace).any(|(_, v)| test(v))
+    }
+
     /// The resourceVersion of the last change of any object of API `group` (0: none since the
     /// store started), so state derived from one group's objects can tell it is current.
     pub fn group_changed_at(&self, group: &str) -> u64 {

@@ -198,7 +198,8 @@ async fn schedule(pod: &Value, api: &Api<Pod>, ctx: &Context) -> Result<Action, 
         .iter()
         .map(|node| serde_json::to_value(node.as_ref()))
         .collect::<Result<Vec<Value>, _>>()?;
-    let loads = cache.loads(&informers.pods.select(None, |_| true).await)?;
+    // Every pod, in the store's order: the loads are sums, whatever order they come in.
+    let loads = cache.loads(&informers.pods.ready().await.state())?;
     match scheduling::choose_node(pod, &nodes, &loads) {
         Ok(node) => {
             let binding = json!({
