@@ -12,6 +12,7 @@ use crate::kube_ext::shared_watch::SharedWatch;
 use crate::kube_ext::{scoped, scoped_dynamic};
 use crate::steps::capability::HTTP_ROUTE;
 use crate::steps::database::provisioning::SqlKind;
+use crate::steps::projection::parent_field;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -92,8 +93,8 @@ impl Watches {
     /// Adds every watch's store to `stores`, so reads on the management cluster come from them.
     pub fn serve_reads(&mut self, stores: &ClusterStores) {
         stores.add(&mut self.cinders);
-        stores.add(&mut self.backends);
-        stores.add(&mut self.backup_backends);
+        stores.add_indexed(&mut self.backends, vec![parent_field()]);
+        stores.add_indexed(&mut self.backup_backends, vec![parent_field()]);
         stores.add(&mut self.deployments);
         stores.add(&mut self.services);
         stores.add(&mut self.config_maps);

@@ -90,30 +90,30 @@ where
         self.listeners.push(Box::new(listener));
     }
 
+    /// Applies `event` to the store, then calls the listeners with it, in order (what the
+    /// running watch does with every event before the fan-out; also how a benchmark fills a
+    /// store without an API server).
+    pub fn deliver(&mut self, event: &watcher::Event<K>) {
+        self.writer.apply_watcher_event(event);
+        for l in self.listeners.iter_mut() {
+            l(event);
+        }
+    }
+
     /// Runs the watch (retrying with backoff) until the returned future is dropped.
-    pub async fn run(self) {
-        let SharedWatch {
-            kind,
-            dyntype: _,
-            api,
-            config,
-            mut writer,
-            mut subscribers,
-            mut listeners,
-        } = self;
-        let mut events = watcher(api, config).default_backoff().boxed();
+    pub async fn run(mut self) {
+        let mut events = watcher(self.api.clone(), self.config.clone())
+            .default_backoff()
+            .boxed();
         while let Some(next) = events.next().await {
             let event = match next {
                 Ok(e) => e,
                 Err(e) => {
-                    tracing::warn!(kind = %kind, error = %e, "watch failed; retrying with backoff");
+                    tracing::warn!(kind = %self.kind, error = %e, "watch failed; retrying with backoff");
                     continue;
                 }
             };
-            writer.apply_watcher_event(&event);
-            for l in listeners.iter_mut() {
-                l(&event);
-            }
+            self.deliver(&event);
             let touched = match event {
                 watcher::Event::Apply(o)
                 | watcher::Event::Delete(o)
@@ -121,13 +121,13 @@ where
                 watcher::Event::Init | watcher::Event::InitDone => continue,
             };
             let mut gone = Vec::new();
-            for (i, tx) in subscribers.iter_mut().enumerate() {
+            for (i, tx) in self.subscribers.iter_mut().enumerate() {
                 if tx.send(touched.clone()).await.is_err() {
                     gone.push(i);
                 }
             }
             for i in gone.into_iter().rev() {
-                subscribers.swap_remove(i);
+                self.subscribers.swap_remove(i);
             }
         }
     }

@@ -6,10 +6,9 @@
 use super::children::{mounts, selector};
 use super::credentials::{self, Missing};
 use crate::crd::{BackendType, RbdSpec, Satellite};
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::{self, Field};
 use crate::kube_ext::sweep;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::ListParams;
 use kube::core::NamespaceResourceScope;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -20,7 +19,16 @@ pub const PROJECTION_LABEL: &str = "cinder.openstack.c5c3.io/projection";
 pub const PROJECTION_VOLUME: &str = "volume";
 /// [`PROJECTION_LABEL`] value of the backup target's Secrets.
 pub const PROJECTION_BACKUP: &str = "backup";
-/// The satellites of kind `K` in `namespace` whose parent is Cinder `cinder`, in name order.
+/// The field the satellites' stores are indexed by: the parent Cinder (`spec.cinderRef.name`).
+pub fn parent_field<K: Satellite>() -> Field<K> {
+    Field {
+        name: "spec.cinderRef.name",
+        value: |s: &K| Some(s.satellite().cinder_ref.name.clone()),
+    }
+}
+
+/// The satellites of kind `K` in `namespace` whose parent is Cinder `cinder`, in name order
+/// (through the store's index on [`parent_field`]).
 pub async fn attached<K>(
     client: &Client,
     namespace: &str,
@@ -38,9 +46,7 @@ where
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let mut attached: Vec<K> = reader::management()
-        .list_where(&api, &ListParams::default(), |b| {
-            b.satellite().cinder_ref.name == cinder
-        })
+        .list_by_field(&api, parent_field(), cinder)
         .await?;
     attached.sort_by_key(|b| b.name_any());
     Ok(attached)

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{
     VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kube::api::{DeleteParams, ListParams, PropagationPolicy};
+use kube::api::{DeleteParams, PropagationPolicy};
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 
@@ -523,15 +523,13 @@ pub async fn attached_backends(
     namespace: &str,
     cinder: &str,
 ) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
-    let api: Api<CinderBackend> = Api::namespaced(client.clone(), namespace);
-    Ok(reader::management()
-        .list_where(&api, &ListParams::default(), |b| {
-            b.spec.satellite.cinder_ref.name == cinder
-        })
-        .await?
-        .into_iter()
-        .map(|b| (b.name_any(), b))
-        .collect())
+    Ok(
+        super::projection::attached::<CinderBackend>(client, namespace, cinder)
+            .await?
+            .into_iter()
+            .map(|b| (b.name_any(), b))
+            .collect(),
+    )
 }
 
 /// The volumes every volume backend contributes to a workload (its NFS export, or its RBD

@@ -14,11 +14,19 @@
 //! API server), and a list from such a store holds the labelled objects only (every child the
 //! operator writes there carries the label).
 //!
+//! A label-selected list with an equality term on a label the stores index
+//! ([`INDEXED_LABELS`]: the instance label every child carries, the ownership label, the
+//! target-cluster registration label) is answered through the kind's [`StoreIndex`]: it costs
+//! the objects that carry the value, not every object of the kind. A kind may also be indexed by
+//! fields ([`ClusterStores::add_indexed`], read with [`ClusterStores::list_by_field`]). Any other
+//! selector scans the kind's store.
+//!
 //! A store lags the API server by the time a watch event takes to arrive. Writes go to the API
 //! server, and where a step must not act twice on a stale read (creating a Job, claiming a Job's
 //! count, checking that the Cinder snapshot is current) it reads live.
 
 use super::super::shared_watch::SharedWatch;
+use super::index::{By, Field, StoreIndex};
 use kube::api::ListParams;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -43,7 +51,16 @@ where
     synced: Arc<AtomicBool>,
     /// The namespace the watch is scoped to (`None`: every namespace).
     namespace: Option<String>,
+    /// The store's objects by indexed label and field, kept from the same events.
+    index: Arc<StoreIndex<K>>,
 }
+
+/// The label keys every store indexes: those the operator's lists select by.
+pub const INDEXED_LABELS: &[&str] = &[
+    crate::names::LABEL_INSTANCE,
+    crate::kube_ext::ownership::OWNER_LABEL,
+    crate::target_cluster::TARGET_CLUSTER_LABEL,
+];
 
 type Entry = Arc<dyn Any + Send + Sync>;
 
@@ -113,16 +130,28 @@ fn selector_matches(
 
 impl ClusterStores {
     /// Adds the store of `watch` (call before the watch runs: the store counts as synced from
-    /// the watch's first complete list).
+    /// the watch's first complete list), indexed by [`INDEXED_LABELS`].
     pub fn add<K>(&self, watch: &mut SharedWatch<K>)
     where
         K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
+        self.add_indexed(watch, Vec::new());
+    }
+
+    /// [`Self::add`], the store indexed by `fields` too (for [`Self::list_by_field`]).
+    pub fn add_indexed<K>(&self, watch: &mut SharedWatch<K>, fields: Vec<Field<K>>)
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    {
         let synced = Arc::new(AtomicBool::new(false));
+        let index = Arc::new(StoreIndex::new(INDEXED_LABELS, fields));
         {
             let synced = synced.clone();
+            let index = index.clone();
             watch.listen(move |event| {
+                index.apply(event);
                 if matches!(event, watcher::Event::InitDone) {
                     synced.store(true, Ordering::Release);
                 }
@@ -134,6 +163,7 @@ impl ClusterStores {
             dyntype: watch.dyntype(),
             synced,
             namespace,
+            index,
         };
         if let Ok(mut kinds) = self.kinds.write() {
             kinds.insert(collection_key(&url), Arc::new(kind));
@@ -226,22 +256,149 @@ impl ClusterStores {
             return Ok(items);
         };
         let ns = api.namespace();
+        let terms: Vec<(By, &str)> = wanted
+            .iter()
+            .filter_map(|(k, v)| Some((kind.index.label(k)?, v.as_deref()?)))
+            .collect();
+        let matches = |o: &K| selector_matches(&wanted, o.labels()) && keep(o);
+        if let Some(ns) = ns
+            && let Some(names) = kind.index.candidates(ns, &terms)
+        {
+            return Ok(kind.indexed(ns, names, matches));
+        }
         Ok(kind
             .store
-            .state_filter(|o| {
-                (ns.is_none() || o.namespace().as_deref() == ns)
-                    && selector_matches(&wanted, o.labels())
-                    && keep(o)
-            })
+            .state_filter(|o| (ns.is_none() || o.namespace().as_deref() == ns) && matches(o))
             .into_iter()
             .map(|o| o.as_ref().clone())
             .collect())
+    }
+
+    /// The objects of `api`'s kind in its namespace whose `field` is `value`: through the
+    /// store's index when it covers `api` and indexes `field`, otherwise a scan of the store or
+    /// a list from the API server.
+    pub async fn list_by_field<K>(
+        &self,
+        api: &Api<K>,
+        field: Field<K>,
+        value: &str,
+    ) -> Result<Vec<K>, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    {
+        let matches = |o: &K| (field.value)(o).as_deref() == Some(value);
+        if let (Some(kind), Some(ns)) = (self.covering(api), api.namespace())
+            && let Some(names) = kind.index.candidates(ns, &[(By::Field(field.name), value)])
+        {
+            return Ok(kind.indexed(ns, names, matches));
+        }
+        self.list_where(api, &ListParams::default(), matches).await
+    }
+}
+
+impl<K> CachedKind<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// The objects named `names` in `ns` that the store holds and `matches` accepts (the index
+    /// names candidates; the store's object decides).
+    fn indexed(&self, ns: &str, names: Vec<String>, matches: impl Fn(&K) -> bool) -> Vec<K> {
+        names
+            .into_iter()
+            .filter_map(|name| {
+                self.store
+                    .get(&ObjectRef::new_with(&name, self.dyntype.clone()).within(ns))
+            })
+            .filter(|o| matches(o))
+            .map(|o| o.as_ref().clone())
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Client;
+
+    fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+        super::super::index::tests::cm("ns", name, labels)
+    }
+
+    fn names(items: Vec<ConfigMap>) -> Vec<String> {
+        let mut out: Vec<String> = items.into_iter().map(|o| o.name_any()).collect();
+        out.sort();
+        out
+    }
+
+    /// A list through the index answers what a scan of the store answers, after applies that
+    /// move an object between instances, a delete and a relist; an uncovered namespace or a
+    /// store that never synced goes to the API server (a client that cannot connect fails).
+    #[tokio::test]
+    async fn an_indexed_list_answers_as_a_scan_does() -> anyhow::Result<()> {
+        use crate::names::{LABEL_COMPONENT, LABEL_INSTANCE};
+        let client = Client::try_from(kube::Config::new("http://127.0.0.1:1".parse()?))?;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let mut watch = SharedWatch::new(api.clone(), watcher::Config::default());
+        let stores = ClusterStores::default();
+        stores.add(&mut watch);
+        assert!(stores.list(&api, &ListParams::default()).await.is_err());
+        watch.deliver(&watcher::Event::Init);
+        for (name, c, component) in [
+            ("a", "c1", "api"),
+            ("b", "c1", "volume"),
+            ("x", "c2", "api"),
+        ] {
+            let labels = [(LABEL_INSTANCE, c), (LABEL_COMPONENT, component)];
+            watch.deliver(&watcher::Event::InitApply(cm(name, &labels)));
+        }
+        watch.deliver(&watcher::Event::InitDone);
+        // `b` moves to c2, `a` goes, `y` comes.
+        let moved = [(LABEL_INSTANCE, "c2"), (LABEL_COMPONENT, "volume")];
+        watch.deliver(&watcher::Event::Apply(cm("b", &moved)));
+        watch.deliver(&watcher::Event::Delete(cm("a", &[(LABEL_INSTANCE, "c1")])));
+        watch.deliver(&watcher::Event::Apply(cm("y", &[(LABEL_INSTANCE, "c1")])));
+        let check = |expected: &[&str]| expected.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (selector, expected) in [
+            (format!("{LABEL_INSTANCE}=c1"), check(&["y"])),
+            (format!("{LABEL_INSTANCE}=c2"), check(&["b", "x"])),
+            (
+                format!("{LABEL_INSTANCE}=c2,{LABEL_COMPONENT}=volume"),
+                check(&["b"]),
+            ),
+            (format!("{LABEL_INSTANCE}=c3"), check(&[])),
+            (format!("{LABEL_COMPONENT}=api"), check(&["x"])),
+        ] {
+            let params = ListParams::default().labels(&selector);
+            let indexed = names(stores.list(&api, &params).await?);
+            let scanned = names(
+                stores
+                    .list_where(&api, &ListParams::default(), |o| {
+                        selector_matches(&parse_selector(&selector).unwrap_or_default(), o.labels())
+                    })
+                    .await?,
+            );
+            assert_eq!(indexed, expected, "{selector}");
+            assert_eq!(scanned, expected, "{selector} (scan)");
+        }
+        // A relist that drops `y` leaves no stale entry.
+        watch.deliver(&watcher::Event::Init);
+        watch.deliver(&watcher::Event::InitApply(cm(
+            "x",
+            &[(LABEL_INSTANCE, "c1")],
+        )));
+        watch.deliver(&watcher::Event::InitDone);
+        let params = ListParams::default().labels(&format!("{LABEL_INSTANCE}=c1"));
+        assert_eq!(names(stores.list(&api, &params).await?), ["x"]);
+        let params = ListParams::default().labels(&format!("{LABEL_INSTANCE}=c2"));
+        assert!(stores.list(&api, &params).await?.is_empty());
+        // Another namespace is not covered: the API server is asked (and cannot answer).
+        let other: Api<ConfigMap> = Api::namespaced(client, "other");
+        assert!(stores.list(&other, &params).await.is_err());
+        Ok(())
+    }
 
     #[test]
     fn a_collection_key_drops_the_namespace() {
