@@ -200,6 +200,11 @@ pub fn volume_service_host(cinder: &str, backend: &str) -> String {
     format!("{cinder}@{backend}")
 }
 
+/// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
+/// in the operator's lease namespace (or the Cinder's namespace), with the kubeconfig under
+/// `crate::target_cluster::TARGET_CLUSTER_KUBECONFIG_KEY`.
+pub const TARGET_CLUSTER_LABEL: &str = "cinder.openstack.c5c3.io/target-cluster";
+
 #[cfg(test)]
 mod tests {
     use super::*;

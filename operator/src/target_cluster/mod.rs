@@ -45,9 +45,8 @@ use registry::{
     WatchInto,
 };
 
-/// Label of a Secret that registers a target cluster: `cinder.openstack.c5c3.io/target-cluster=<name>`
-/// in the operator's lease namespace (or the Cinder's namespace), with the key [`TARGET_CLUSTER_KUBECONFIG_KEY`].
-pub const TARGET_CLUSTER_LABEL: &str = "cinder.openstack.c5c3.io/target-cluster";
+/// The label of a target cluster's registration Secret (defined with the other label names).
+pub use crate::names::TARGET_CLUSTER_LABEL;
 /// The key of a target-cluster Secret holding the kubeconfig.
 pub const TARGET_CLUSTER_KUBECONFIG_KEY: &str = "kubeconfig";
 

@@ -59,7 +59,7 @@ where
 pub const INDEXED_LABELS: &[&str] = &[
     crate::names::LABEL_INSTANCE,
     crate::kube_ext::ownership::OWNER_LABEL,
-    crate::target_cluster::TARGET_CLUSTER_LABEL,
+    crate::names::TARGET_CLUSTER_LABEL,
 ];
 
 type Entry = Arc<dyn Any + Send + Sync>;
