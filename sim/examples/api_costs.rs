@@ -311,7 +311,7 @@ fn app_state(engine: &Engine) -> (AppState, tokio::sync::watch::Sender<bool>) {
     let app = AppState {
         engine: engine.clone(),
         faults: FaultHandle::new(FaultConfig::default()),
-        log: RequestLog::new(16),
+        log: RequestLog::new(16, None),
         writes: WriteLog::new(false, 16),
         stop,
         address: String::new(),

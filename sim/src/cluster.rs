@@ -32,6 +32,8 @@ pub struct ClusterConfig {
     pub history_window: usize,
     /// Requests kept in the request record (and writes in the write record).
     pub request_log_capacity: usize,
+    /// Record only the requests whose user agent starts with this (None: every request).
+    pub request_log_user_agent: Option<String>,
     /// Keep the write record: every mutating request with the Leases read just before and just
     /// after it was served (`EmbeddedCluster::writes`). Off by default.
     pub record_writes: bool,
@@ -60,6 +62,7 @@ impl Default for ClusterConfig {
             faults: FaultConfig::default(),
             history_window: 50_000,
             request_log_capacity: 200_000,
+            request_log_user_agent: None,
             record_writes: false,
             workers: 2,
             authorization: AuthorizationMode::default(),
@@ -156,7 +159,10 @@ impl EmbeddedCluster {
         let url = format!("http://127.0.0.1:{port}");
         let engine = Engine::new(config.history_window);
         let faults = FaultHandle::new(config.faults.clone());
-        let log = RequestLog::new(config.request_log_capacity);
+        let log = RequestLog::new(
+            config.request_log_capacity,
+            config.request_log_user_agent.as_deref(),
+        );
         let writes = WriteLog::new(config.record_writes, config.request_log_capacity);
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let auth = Auth::new(config.authorization);
@@ -297,7 +303,8 @@ impl EmbeddedCluster {
         self.faults.clone()
     }
 
-    /// Every API request served so far (bounded by `request_log_capacity`).
+    /// Every API request served so far (bounded by `request_log_capacity`; only those of
+    /// `request_log_user_agent` when set).
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.log.all()
     }

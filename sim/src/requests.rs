@@ -60,5 +60,77 @@ impl<T: Clone> BoundedLog<T> {
     }
 }
 
-/// Bounded log of requests.
-pub type RequestLog = BoundedLog<RequestRecord>;
+/// The bounded record of one cluster's requests: every request served, or only those whose
+/// user agent starts with a prefix (a benchmark counting one client's requests keeps the
+/// rest of the traffic out of its memory).
+#[derive(Clone, Debug)]
+pub struct RequestLog {
+    log: BoundedLog<RequestRecord>,
+    user_agent_prefix: Option<Arc<str>>,
+}
+
+impl RequestLog {
+    /// A record of at most `capacity` requests, of the user agents starting with
+    /// `user_agent_prefix` when given.
+    pub fn new(capacity: usize, user_agent_prefix: Option<&str>) -> RequestLog {
+        RequestLog {
+            log: BoundedLog::new(capacity),
+            user_agent_prefix: user_agent_prefix.map(Arc::from),
+        }
+    }
+
+    /// Records `r` when its user agent is one this record keeps.
+    pub fn push(&self, r: RequestRecord) {
+        let kept = self
+            .user_agent_prefix
+            .as_deref()
+            .is_none_or(|prefix| r.user_agent.starts_with(prefix));
+        if kept {
+            self.log.push(r);
+        }
+    }
+
+    pub fn all(&self) -> Vec<RequestRecord> {
+        self.log.all()
+    }
+
+    pub fn clear(&self) {
+        self.log.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(user_agent: &str) -> RequestRecord {
+        RequestRecord {
+            verb: "get".into(),
+            method: "GET".into(),
+            path: "/api/v1/pods".into(),
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            user_agent: user_agent.into(),
+            user: "admin".into(),
+            status: 200,
+            time: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_prefixed_record_keeps_only_that_client() {
+        let log = RequestLog::new(10, Some("cinder-operator/"));
+        log.push(request("cinder-operator/0.1.0 (a)"));
+        log.push(request("kubectl/v1.30"));
+        let kept: Vec<String> = log.all().into_iter().map(|r| r.user_agent).collect();
+        assert_eq!(kept, ["cinder-operator/0.1.0 (a)"]);
+        let everything = RequestLog::new(1, None);
+        everything.push(request("kubectl/v1.30"));
+        everything.push(request("curl/8"));
+        assert_eq!(everything.all().len(), 1, "bounded: the oldest goes first");
+    }
+}

@@ -1,7 +1,9 @@
 //! The in-memory object store: objects as JSON keyed by (group, resource, namespace, name), one
 //! global monotonically increasing resourceVersion, a bounded history of watch events (the window
-//! a watch can resume from) and a broadcast of live events to open watches (each with the
-//! encodings the watches share). Reads walk only the key range of the resource asked for and
+//! a watch can resume from) and a broadcast of live events per resource to its open watches
+//! (each with the encodings the watches share; a watch that falls [`WATCH_LAG_LIMIT`] events
+//! of its resource behind is closed, so a slow client holds back only its own resource's
+//! events, and only that many). Reads walk only the key range of the resource asked for and
 //! clone only the objects they return; an object version is held once, shared by the map and
 //! the events of the history.
 
@@ -16,6 +18,14 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
+
+/// How many live events of its resource a watch may fall behind before it is closed (its
+/// client resumes from the last resourceVersion it saw), as a real API server closes a watcher
+/// whose buffer stays full instead of holding the whole cluster's changes for it.
+pub const WATCH_LAG_LIMIT: usize = 4096;
+
+/// How many live events a receiver of every change (the garbage collector) may fall behind.
+const ALL_EVENTS_LAG_LIMIT: usize = 65_536;
 
 /// Where an object lives. `namespace` is empty for cluster-scoped objects.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -83,12 +93,15 @@ struct Inner {
     /// Every event with rv > floor is in `history`.
     floor: u64,
     capacity: usize,
+    /// The live events of each resource, by group and resource, for its watches.
+    channels: HashMap<String, HashMap<String, broadcast::Sender<Arc<LiveEvent>>>>,
 }
 
 /// The object store (cheap to clone; all clones share the state).
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Mutex<Inner>>,
+    /// Every live event, for receivers of all changes.
     tx: broadcast::Sender<Arc<LiveEvent>>,
     id: u64,
 }
@@ -150,7 +163,7 @@ pub struct Subscription {
 impl Store {
     /// An empty store whose watch history keeps `capacity` events.
     pub fn new(capacity: usize) -> Store {
-        let (tx, _) = broadcast::channel(65_536);
+        let (tx, _) = broadcast::channel(ALL_EVENTS_LAG_LIMIT);
         Store {
             inner: Arc::new(Mutex::new(Inner {
                 rv: 1,
@@ -159,6 +172,7 @@ impl Store {
                 history: VecDeque::new(),
                 floor: 1,
                 capacity: capacity.max(16),
+                channels: HashMap::new(),
             })),
             tx,
             id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
@@ -264,7 +278,7 @@ impl Store {
         self.len() == 0
     }
 
-    /// A receiver of every future event.
+    /// A receiver of every future event of every resource.
     pub fn receiver(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
         self.tx.subscribe()
     }
@@ -287,8 +301,14 @@ impl Store {
         resource: &str,
         since: Option<u64>,
     ) -> Result<Subscription, TooOld> {
-        let inner = self.lock();
-        let receiver = self.tx.subscribe();
+        let mut inner = self.lock();
+        let receiver = inner
+            .channels
+            .entry(group.to_string())
+            .or_default()
+            .entry(resource.to_string())
+            .or_insert_with(|| broadcast::channel(WATCH_LAG_LIMIT).0)
+            .subscribe();
         let backlog = match since {
             None => resource_range(&inner.objects, group, resource, None)
                 .map(|(k, v)| {
@@ -353,6 +373,13 @@ impl Txn<'_> {
 
     fn emit(&mut self, key: ObjKey, kind: EventType, object: Arc<Value>, old: Option<Arc<Value>>) {
         let rv = self.inner.rv;
+        let watched = self
+            .inner
+            .channels
+            .get(&key.group)
+            .and_then(|resources| resources.get(&key.resource))
+            .filter(|tx| tx.receiver_count() > 0)
+            .cloned();
         match self.inner.group_changed.get_mut(&key.group) {
             Some(at) => *at = rv,
             None => {
@@ -372,12 +399,19 @@ impl Txn<'_> {
                 self.inner.floor = old.rv;
             }
         }
-        if self.tx.receiver_count() > 0 {
-            // a receiver may close meanwhile: no receiver left is fine
-            let _ = self.tx.send(Arc::new(LiveEvent {
+        let all = self.tx.receiver_count() > 0;
+        if all || watched.is_some() {
+            let live = Arc::new(LiveEvent {
                 event,
                 encodings: Encodings::default(),
-            }));
+            });
+            // a receiver may close meanwhile: no receiver left is fine
+            if let Some(tx) = watched {
+                let _ = tx.send(live.clone());
+            }
+            if all {
+                let _ = self.tx.send(live);
+            }
         }
     }
 
@@ -410,5 +444,65 @@ impl Txn<'_> {
         let object = Arc::new(object);
         self.emit(key.clone(), EventType::Deleted, object.clone(), None);
         Some(Value::clone(&object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::sync::broadcast::error::TryRecvError;
+
+    fn put(store: &Store, resource: &str, name: &str) {
+        store.transact(|txn| {
+            txn.put(
+                ObjKey::new("", resource, "ns", name),
+                json!({"metadata": {"name": name, "namespace": "ns"}}),
+            );
+        });
+    }
+
+    #[test]
+    fn a_watch_receives_only_its_resource() {
+        let store = Store::new(100);
+        let mut pods = store
+            .subscribe("", "pods", None)
+            .expect("subscribe")
+            .receiver;
+        put(&store, "configmaps", "a");
+        put(&store, "pods", "p");
+        let live = pods.try_recv().expect("the pod event");
+        assert_eq!(live.event.key.resource, "pods");
+        assert!(matches!(pods.try_recv(), Err(TryRecvError::Empty)));
+    }
+
+    #[test]
+    fn a_watch_that_falls_behind_on_its_resource_is_told_so() {
+        let store = Store::new(100);
+        let mut pods = store
+            .subscribe("", "pods", None)
+            .expect("subscribe")
+            .receiver;
+        // Other resources' changes are not held for it, however many.
+        for i in 0..WATCH_LAG_LIMIT + 10 {
+            put(&store, "configmaps", &format!("c{i}"));
+        }
+        assert!(matches!(pods.try_recv(), Err(TryRecvError::Empty)));
+        for i in 0..WATCH_LAG_LIMIT + 1 {
+            put(&store, "pods", &format!("p{i}"));
+        }
+        assert!(matches!(pods.try_recv(), Err(TryRecvError::Lagged(1))));
+    }
+
+    #[test]
+    fn a_receiver_of_every_change_sees_every_resource() {
+        let store = Store::new(100);
+        let mut all = store.receiver();
+        put(&store, "configmaps", "a");
+        put(&store, "pods", "p");
+        let kinds: Vec<String> = (0..2)
+            .map(|_| all.try_recv().expect("an event").event.key.resource.clone())
+            .collect();
+        assert_eq!(kinds, ["configmaps", "pods"]);
     }
 }
