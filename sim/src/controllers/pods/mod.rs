@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
@@ -57,9 +57,33 @@ struct SchedulerCache {
     /// node and requests ("assumed", as kube-scheduler's cache calls them), so a decision
     /// made before the store catches up still counts them.
     assumed: HashMap<String, (String, (i64, f64))>,
+    /// The nodes as JSON for [`scheduling::choose_node`], with the (name, resourceVersion) of
+    /// each they were made from: re-encoded only when a node changed, not per decision.
+    nodes: (Vec<(String, String)>, Vec<Value>),
 }
 
 impl SchedulerCache {
+    /// The nodes of the store as JSON, re-encoded only when one was added, changed or removed.
+    fn nodes(&mut self, nodes: &[Arc<Node>]) -> Result<&[Value], ReconcileError> {
+        let versions: Vec<(String, String)> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.metadata.name.clone().unwrap_or_default(),
+                    n.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if versions != self.nodes.0 {
+            let values = nodes
+                .iter()
+                .map(|node| serde_json::to_value(node.as_ref()))
+                .collect::<Result<Vec<Value>, _>>()?;
+            self.nodes = (versions, values);
+        }
+        Ok(&self.nodes.1)
+    }
+
     /// The load of every node from the pod store plus the assumed bindings; forgets what the
     /// store no longer needs remembered.
     fn loads(&mut self, pods: &[Arc<Pod>]) -> Result<HashMap<String, Load>, ReconcileError> {
@@ -191,16 +215,11 @@ async fn schedule(pod: &Value, api: &Api<Pod>, ctx: &Context) -> Result<Action, 
         // Bound already; the store has not caught up (its update wakes the pod again).
         return Ok(Action::requeue(WAITING_RECHECK));
     }
-    let nodes = informers
-        .nodes
-        .select(None, |_| true)
-        .await
-        .iter()
-        .map(|node| serde_json::to_value(node.as_ref()))
-        .collect::<Result<Vec<Value>, _>>()?;
+    let nodes = informers.nodes.select(None, |_| true).await;
     // Every pod, in the store's order: the loads are sums, whatever order they come in.
     let loads = cache.loads(&informers.pods.ready().await.state())?;
-    match scheduling::choose_node(pod, &nodes, &loads) {
+    let chosen = scheduling::choose_node(pod, cache.nodes(&nodes)?, &loads);
+    match chosen {
         Ok(node) => {
             let binding = json!({
                 "apiVersion": "v1", "kind": "Binding",
