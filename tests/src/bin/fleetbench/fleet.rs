@@ -2,7 +2,10 @@
 //! window, and the figures.
 
 use crate::args::Args;
-use crate::measure::{Requests, by_operator, is_write, quantile, requests_between, watches_opened};
+use crate::measure::{
+    OPERATOR_USER_AGENT, Requests, by_operator, is_write, quantile, requests_between,
+    watches_opened,
+};
 use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
@@ -44,18 +47,26 @@ fn node_count(args: &Args) -> usize {
     default.max(per_cluster.div_ceil(CINDERS_PER_NODE) + 1)
 }
 
+/// The simulated controllers' resync period in the benchmark's clusters.
+const SIMULATOR_RESYNC: Duration = Duration::from_secs(300);
+
 fn cluster_config(args: &Args) -> ClusterConfig {
     let capacity = (args.cinders as usize * 600).max(200_000);
     let mut controllers = scaled_controllers(args.delay_scale);
     controllers.nodes.count = node_count(args);
+    // Nothing edits the simulated controllers' config behind the handle's back here, so their
+    // resync backstop (every controller re-reading every object) only costs the simulator CPU.
+    controllers.resync = SIMULATOR_RESYNC;
     ClusterConfig {
         controllers,
         request_log_capacity: capacity,
+        // Only the operator's requests are counted; the simulated controllers' are not kept.
+        request_log_user_agent: Some(OPERATOR_USER_AGENT.to_string()),
         faults: cinder_sim::FaultConfig {
             rate_limit: args.api_qps.map(|qps| RateLimit {
                 qps,
                 burst: args.api_burst,
-                user_agent: Some("cinder-operator/".to_string()),
+                user_agent: Some(OPERATOR_USER_AGENT.to_string()),
             }),
             ..Default::default()
         },

@@ -14,9 +14,12 @@ pub struct Requests {
     pub throttled: u64,
 }
 
+/// How the operator's user agent starts (`cinder-operator/<version> (<replica identity>)`).
+pub const OPERATOR_USER_AGENT: &str = "cinder-operator/";
+
 /// Whether `r` is the operator's.
 pub fn by_operator(r: &RequestRecord) -> bool {
-    r.user_agent.starts_with("cinder-operator/")
+    r.user_agent.starts_with(OPERATOR_USER_AGENT)
 }
 
 /// Whether `r` is a mutation the API server carried out (2xx).
