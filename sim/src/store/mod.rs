@@ -462,13 +462,17 @@ mod tests {
         });
     }
 
+    fn watch_pods(store: &Store) -> broadcast::Receiver<Arc<LiveEvent>> {
+        store
+            .subscribe("", "pods", None)
+            .expect("subscribe")
+            .receiver
+    }
+
     #[test]
     fn a_watch_receives_only_its_resource() {
         let store = Store::new(100);
-        let mut pods = store
-            .subscribe("", "pods", None)
-            .expect("subscribe")
-            .receiver;
+        let mut pods = watch_pods(&store);
         put(&store, "configmaps", "a");
         put(&store, "pods", "p");
         let live = pods.try_recv().expect("the pod event");
@@ -479,10 +483,7 @@ mod tests {
     #[test]
     fn a_watch_that_falls_behind_on_its_resource_is_told_so() {
         let store = Store::new(100);
-        let mut pods = store
-            .subscribe("", "pods", None)
-            .expect("subscribe")
-            .receiver;
+        let mut pods = watch_pods(&store);
         // Other resources' changes are not held for it, however many.
         for i in 0..WATCH_LAG_LIMIT + 10 {
             put(&store, "configmaps", &format!("c{i}"));

@@ -57,31 +57,29 @@ struct SchedulerCache {
     /// node and requests ("assumed", as kube-scheduler's cache calls them), so a decision
     /// made before the store catches up still counts them.
     assumed: HashMap<String, (String, (i64, f64))>,
-    /// The nodes as JSON for [`scheduling::choose_node`], with the (name, resourceVersion) of
-    /// each they were made from: re-encoded only when a node changed, not per decision.
-    nodes: (Vec<(String, String)>, Vec<Value>),
+    /// The resourceVersion of each node `node_values` was encoded from (one resourceVersion
+    /// names one version of one object in a store).
+    node_versions: Vec<String>,
+    /// The nodes as JSON for [`scheduling::choose_node`], re-encoded only when a node changed.
+    node_values: Vec<Value>,
 }
 
 impl SchedulerCache {
     /// The nodes of the store as JSON, re-encoded only when one was added, changed or removed.
     fn nodes(&mut self, nodes: &[Arc<Node>]) -> Result<&[Value], ReconcileError> {
-        let versions: Vec<(String, String)> = nodes
+        let version = |n: &Arc<Node>| n.metadata.resource_version.clone().unwrap_or_default();
+        if !nodes
             .iter()
-            .map(|n| {
-                (
-                    n.metadata.name.clone().unwrap_or_default(),
-                    n.metadata.resource_version.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
-        if versions != self.nodes.0 {
-            let values = nodes
+            .map(version)
+            .eq(self.node_versions.iter().cloned())
+        {
+            self.node_values = nodes
                 .iter()
                 .map(|node| serde_json::to_value(node.as_ref()))
-                .collect::<Result<Vec<Value>, _>>()?;
-            self.nodes = (versions, values);
+                .collect::<Result<_, _>>()?;
+            self.node_versions = nodes.iter().map(version).collect();
         }
-        Ok(&self.nodes.1)
+        Ok(&self.node_values)
     }
 
     /// The load of every node from the pod store plus the assumed bindings; forgets what the
