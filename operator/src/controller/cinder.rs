@@ -13,14 +13,20 @@ use crate::kube_ext::finalizer;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
 use crate::kube_ext::reader::{self, ReadScope};
 use crate::names::CINDER_FINALIZER;
-use crate::pipeline::{CinderKey, Forget, GateStopped, PassEnd, PassNotWritten, Reconcile};
+use crate::pipeline::{
+    AdmissionRank, Admit, CinderKey, Forget, GateStopped, PassEnd, PassNotWritten, Reconcile,
+};
 use crate::requeue::{Requeue, jittered};
 use crate::target_cluster;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// When a Cinder queued for a reconcile slot is reconciled again if its grant's wake-up was
+/// lost (it is woken as soon as a slot is granted to it; this is only the backstop).
+const QUEUED_RECHECK: Duration = Duration::from_secs(60);
 
 /// What the Cinder reconcile needs.
 pub struct CinderReconciler {
@@ -229,7 +235,9 @@ enum Ended {
 
 /// One reconcile of one Cinder, in its pass span (the Cinder and the trace id on every line).
 /// A Cinder of a shard this replica does not hold is left alone (`--shards`): the replica that
-/// holds it reconciles it, and this one is woken when it gains the shard. After a failed
+/// holds it reconciles it, and this one is woken when it gains the shard. A Cinder that finds
+/// every reconcile slot taken (`--max-concurrent-reconciles`) returns at once, queued in the
+/// pipelines registry, which wakes it when a slot is granted to it. After a failed
 /// reconcile (an error, or a pass with a failed step) an event that comes before the retry
 /// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted.
 pub async fn reconcile(
@@ -246,6 +254,15 @@ pub async fn reconcile(
     {
         return Ok(Action::requeue(wait));
     }
+    let admitted = ctx
+        .op
+        .pipelines
+        .send(Admit(CinderKey::of(&cinder), admission_rank(&cinder)))
+        .await
+        .map_err(|e| ReconcileError::Pipeline(e.to_string()))?;
+    let Some(_slot) = admitted else {
+        return Ok(Action::requeue(jittered(QUEUED_RECHECK)));
+    };
     let pass = crate::telemetry::pass_span(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
         cinder.metadata.name.as_deref().unwrap_or_default(),
@@ -264,6 +281,15 @@ pub async fn reconcile(
         }
         Ended::StepsFailed => Ok(Action::requeue(ctx.backoffs.failed(key, generation))),
     }
+}
+
+/// Where the Cinder queues for a reconcile slot: by creation time, oldest first.
+fn admission_rank(cinder: &Cinder) -> AdmissionRank {
+    cinder
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(i64::MIN, |t| t.0.as_second())
 }
 
 /// Whether this replica holds the Cinder's shard now.

@@ -16,7 +16,9 @@
 //! - the same owned kinds on every resolved target cluster, by the ownership label
 //!   ([`crate::target_cluster::TargetClusters`]);
 //! - with `--shards`, the shards this replica gains ([`crate::shards::wake`]): their Cinders and
-//!   satellites are reconciled at once. Objects of shards it does not hold are skipped.
+//!   satellites are reconciled at once. Objects of shards it does not hold are skipped;
+//! - the Cinders the pipelines registry grants a reconcile slot to
+//!   ([`crate::pipeline::admission`]).
 
 pub mod backoff;
 pub mod cinder;
@@ -28,6 +30,7 @@ pub mod watches;
 
 use crate::context::OperatorContext;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, Satellite, SecretStoreKind};
+use crate::pipeline::{CinderKey, WakeOnGrant};
 use crate::shards::wake::{WakeTarget, Wakeable};
 use crate::steps::capability::{HTTP_ROUTE, is_served};
 use futures::StreamExt;
@@ -130,6 +133,7 @@ fn cinder_controller(
     w: &mut Watches,
     woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
     gained: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Cinder>>,
+    admitted: futures::channel::mpsc::UnboundedReceiver<CinderKey>,
     stop: satellites::StopSignal,
 ) -> Controller<Cinder> {
     let mut cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store())
@@ -143,7 +147,8 @@ fn cinder_controller(
         .owns_shared_stream(w.jobs.subscribe())
         .owns_shared_stream(w.cron_jobs.subscribe())
         .reconcile_on(woken)
-        .reconcile_on(gained);
+        .reconcile_on(gained)
+        .reconcile_on(admitted.map(|k| ObjectRef::new(&k.name).within(&k.namespace)));
     if let Some(routes) = w.http_routes.as_mut() {
         // Owned: an HTTPRoute wakes the Cinder that controls it.
         cinders = cinders.watches_shared_stream_with(
@@ -178,7 +183,8 @@ fn cinder_controller(
             },
         )
         // No limit here: the pipelines registry admits at most `--max-concurrent-reconciles`
-        // passes, first come first served (`crate::pipeline::admission`).
+        // reconciles, oldest Cinder first, and the others return at once
+        // (`crate::pipeline::admission`).
         .with_config(kube::runtime::controller::Config::default().concurrency(0))
         .graceful_shutdown_on(stop)
 }
@@ -271,7 +277,17 @@ pub async fn run_operator(
     let (wake_backend, gained_backends) = futures::channel::mpsc::unbounded();
     let (wake_backup, gained_backups) = futures::channel::mpsc::unbounded();
     // The Cinder controller is set up first: it owns the indexes the satellites rely on.
-    let cinders = cinder_controller(&index, &mut w, woken, gained_cinders, stop.clone());
+    // The Cinders granted a reconcile slot are reconciled at once.
+    let (wake_admitted, admitted) = futures::channel::mpsc::unbounded();
+    ctx.pipelines.do_send(WakeOnGrant(wake_admitted));
+    let cinders = cinder_controller(
+        &index,
+        &mut w,
+        woken,
+        gained_cinders,
+        admitted,
+        stop.clone(),
+    );
     let cinder_store = w.cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),

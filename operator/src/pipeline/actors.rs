@@ -4,8 +4,9 @@
 //! The registry finds (or starts) the Cinder's pipeline actor for each message about that Cinder
 //! and forwards it, retires the actor when the Cinder is deleted (dropping the Cinder's metric
 //! series and what the step actors remember of it), and gathers the `/pipelines` view from the
-//! pipeline actors. It also admits the passes: at most `--max-concurrent-reconciles` run at once,
-//! the others wait in the order they came ([`Admission`]).
+//! pipeline actors. It also admits the reconciles ([`Admit`]): at most
+//! `--max-concurrent-reconciles` run at once; the others are queued, oldest Cinder first, and
+//! woken when a slot is granted to them ([`Admission`]).
 //!
 //! A pipeline actor runs its Cinder's passes one at a time (a pass that arrives while one runs
 //! waits in the actor's queue), while the actors of different Cinders run concurrently; and it
@@ -14,7 +15,7 @@
 //! `--shards`, a running pass asks before each step whether this replica still holds the
 //! Cinder's shard, and stops when it does not.
 
-use super::admission::Admission;
+use super::admission::{Admission, Asked, GRANT_LIFETIME};
 use super::key::CinderKey;
 use super::pass::{PassObserver, PassReport, run_pass};
 use super::step::{ForgetCinder, TargetCluster};
@@ -24,7 +25,7 @@ use crate::crd::Cinder;
 use crate::metrics::Metrics;
 use crate::shards::ShardView;
 use actix::prelude::*;
-use futures::channel::oneshot;
+use futures::channel::{mpsc, oneshot};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,22 +59,42 @@ pub struct Forget(pub CinderKey);
 #[rtype(result = "Vec<PipelineRecord>")]
 pub struct Inspect;
 
+/// Asks for a reconcile slot for the Cinder: `Some` when it may reconcile now (the slot is
+/// given back when the [`Slot`] is dropped), `None` when it is queued and will be woken through
+/// the channel of [`WakeOnGrant`] once a slot is granted to it. Queued Cinders are granted
+/// slots oldest first ([`AdmissionRank`]).
+#[derive(Message)]
+#[rtype(result = "Option<Slot>")]
+pub struct Admit(pub CinderKey, pub AdmissionRank);
+
+/// Where a queued Cinder stands: its creation time (seconds since the epoch; a Cinder without
+/// one ranks first).
+pub type AdmissionRank = i64;
+
+/// Where the registry sends the Cinders it granted a slot to (the Cinder controller reconciles
+/// each at once).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WakeOnGrant(pub mpsc::UnboundedSender<CinderKey>);
+
 /// The registry actor.
 pub struct Pipelines {
     table: Arc<PipelineTable>,
     metrics: Metrics,
     actors: BTreeMap<CinderKey, Addr<PipelineActor>>,
     shards: ShardView,
-    admission: Admission,
+    admission: Admission<CinderKey, AdmissionRank>,
+    wake: Option<mpsc::UnboundedSender<CinderKey>>,
 }
 
-/// A pass gave its slot back (it ended, or its reconcile was dropped).
+/// A reconcile gave its slot back (it ended, or it was dropped).
 #[derive(Message)]
 #[rtype(result = "()")]
 struct SlotFreed;
 
-/// Gives the pass slot back when dropped, whatever ends the pass.
-struct Slot(Addr<Pipelines>);
+/// A reconcile slot: given back when dropped, whatever ends the reconcile.
+#[must_use = "the slot is given back when dropped"]
+pub struct Slot(Addr<Pipelines>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -88,14 +109,28 @@ impl Pipelines {
             metrics,
             actors: BTreeMap::new(),
             shards: ShardView::all(),
-            admission: Admission::new(0),
+            admission: Admission::new(0, GRANT_LIFETIME),
+            wake: None,
         }
     }
 
-    /// At most `limit` passes at once (0: no limit), admitted in the order they came.
+    /// At most `limit` reconciles at once (0: no limit), queued Cinders granted oldest first.
     pub fn with_concurrency(mut self, limit: usize) -> Self {
-        self.admission = Admission::new(limit);
+        self.admission = Admission::new(limit, GRANT_LIFETIME);
         self
+    }
+
+    /// Wakes the Cinders granted a slot (without a channel they are reconciled on their next
+    /// event or requeue, and take their grant then). A Cinder of a shard this replica no longer
+    /// holds leaves the queue instead, and its slot goes to the next.
+    fn wake(&mut self, mut granted: Vec<CinderKey>) {
+        while let Some(key) = granted.pop() {
+            if !self.shards.owns(&key.namespace, &key.name) {
+                granted.extend(self.admission.forget(&key, Instant::now()));
+            } else if let Some(wake) = &self.wake {
+                let _ = wake.unbounded_send(key);
+            }
+        }
     }
 
     /// Passes stop before their next step once this replica no longer holds their shard.
@@ -120,28 +155,47 @@ impl Pipelines {
 
 impl Actor for Pipelines {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.admission.limited() {
+            // Grants lapse within a second of their lifetime.
+            ctx.run_interval(Duration::from_secs(1), |act, _ctx| {
+                let granted = act.admission.expire(Instant::now());
+                act.wake(granted);
+            });
+        }
+    }
+}
+
+impl Handler<Admit> for Pipelines {
+    type Result = MessageResult<Admit>;
+
+    fn handle(&mut self, msg: Admit, ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(match self.admission.ask(&msg.0, msg.1) {
+            Asked::Run => Some(Slot(ctx.address())),
+            Asked::Wait => None,
+        })
+    }
+}
+
+impl Handler<WakeOnGrant> for Pipelines {
+    type Result = ();
+
+    fn handle(&mut self, msg: WakeOnGrant, _ctx: &mut Self::Context) {
+        self.wake = Some(msg.0);
+    }
 }
 
 impl Handler<Reconcile> for Pipelines {
     type Result = ResponseFuture<Result<PassReport, PipelineError>>;
 
-    fn handle(&mut self, msg: Reconcile, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Reconcile, _ctx: &mut Self::Context) -> Self::Result {
         let key = CinderKey::of(&msg.0);
         let addr = self.actor(&key);
-        let admitted = self.admission.ask();
-        let registry = ctx.address();
         Box::pin(async move {
-            let gone = || PipelineError::ActorGone(key.namespace.clone(), key.name.clone());
-            // Granted, or the registry stopped (then the pipeline actor is gone too).
-            let slot = admitted
-                .await
-                .map(|()| Slot(registry))
-                .map_err(|_| gone())?;
-            let report = addr.send(RunPass(msg.0, msg.1, msg.2)).await;
-            drop(slot);
-            match report {
+            match addr.send(RunPass(msg.0, msg.1, msg.2)).await {
                 Ok(Some(report)) => Ok(report),
-                _ => Err(gone()),
+                _ => Err(PipelineError::ActorGone(key.namespace, key.name)),
             }
         })
     }
@@ -151,7 +205,8 @@ impl Handler<SlotFreed> for Pipelines {
     type Result = ();
 
     fn handle(&mut self, _msg: SlotFreed, _ctx: &mut Self::Context) {
-        self.admission.release();
+        let granted = self.admission.release(Instant::now());
+        self.wake(granted);
     }
 }
 
@@ -177,6 +232,8 @@ impl Handler<Forget> for Pipelines {
     type Result = ();
 
     fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
+        let granted = self.admission.forget(&msg.0, Instant::now());
+        self.wake(granted);
         // Dropping the last address stops the actor once its mailbox is empty.
         self.actors.remove(&msg.0);
         self.metrics.forget_cinder(&msg.0.namespace, &msg.0.name);

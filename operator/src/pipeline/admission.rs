@@ -1,65 +1,148 @@
-//! Which passes may run: at most `--max-concurrent-reconciles` at once, in the order they asked.
-//! The registry actor ([`super::Pipelines`]) owns the one [`Admission`]; a pass that asks while
-//! every slot is taken waits its turn. The Cinder controller itself runs without a limit of its
-//! own: kube-runtime's runner, once at its limit, keeps the due reconciles in a hash set and takes
-//! them in hash order, so under a sustained backlog the same objects are taken first every time
-//! and others wait indefinitely. Here the first to ask is the first to run.
+//! Which Cinders may reconcile: at most `--max-concurrent-reconciles` at once, the oldest Cinder
+//! first. The registry actor ([`super::Pipelines`]) owns the one [`Admission`].
+//!
+//! A Cinder that cannot run now does not wait inside kube-runtime's runner: the runner polls
+//! every reconcile in flight on each wake-up, so a thousand waiting reconciles cost a thousand
+//! polls per event. Its reconcile returns at once and the Cinder joins the queue here. When a
+//! slot frees, the first Cinder in the queue is granted it and woken (reconciled again at once);
+//! its next reconcile takes the slot. A grant not taken within the grant's lifetime (the Cinder
+//! was deleted, or this replica lost its shard) goes to the next in the queue.
+//!
+//! The queue is ordered by rank, the Cinder's creation time: a Cinder created earlier goes
+//! first. When a fleet is created at once, the oldest Cinders then run their passes back to back
+//! and become Ready one after the other, instead of every Cinder advancing one pass per turn of
+//! the queue and all becoming Ready at the end; a Cinder waiting for a roll-out is polled every
+//! 10 s, so the fewer Cinders are half-way at once, the fewer passes the fleet costs. A queued
+//! Cinder's events and requeues coalesce into the one pass it is granted. The cost: under a
+//! backlog that the older Cinders alone keep up (each asks again only after its requeue
+//! interval), a newer Cinder waits until they are through.
+//!
+//! The Cinder controller itself runs without a limit of its own: kube-runtime's runner, once at
+//! its limit, keeps the due reconciles in a hash set and takes them in hash order, so under a
+//! sustained backlog which objects wait is left to chance.
 
-use futures::channel::oneshot;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+use std::time::{Duration, Instant};
 
-/// The pass slots and the passes waiting for one.
-#[derive(Debug)]
-pub struct Admission {
-    /// The most passes at once (0: no limit).
-    limit: usize,
-    running: usize,
-    waiting: VecDeque<oneshot::Sender<()>>,
+/// How long a granted slot is kept for the Cinder it was granted to.
+pub const GRANT_LIFETIME: Duration = Duration::from_secs(10);
+
+/// The answer to a Cinder that asks to reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// A slot is the caller's: it reconciles now and gives the slot back with
+    /// [`Admission::release`].
+    Run,
+    /// The Cinder is queued (or already was): it is woken when a slot is granted to it.
+    Wait,
 }
 
-impl Admission {
-    /// At most `limit` passes at once; 0 admits every pass at once.
-    pub fn new(limit: usize) -> Self {
+/// The reconcile slots, the Cinders queued for one (`K` names a Cinder, `R` ranks it: the lower
+/// rank goes first) and the slots granted but not yet taken.
+#[derive(Debug)]
+pub struct Admission<K, R> {
+    /// The most reconciles at once (0: no limit).
+    limit: usize,
+    /// Slots taken or granted.
+    running: usize,
+    /// Queued Cinders in rank order.
+    waiting: BTreeSet<(R, K)>,
+    /// The rank each queued Cinder was queued with.
+    queued: HashMap<K, R>,
+    /// Granted slots with the instant each lapses.
+    granted: HashMap<K, Instant>,
+    lifetime: Duration,
+}
+
+impl<K: Clone + Eq + Hash + Ord, R: Clone + Ord> Admission<K, R> {
+    /// At most `limit` reconciles at once (0 admits every one at once); a granted slot lapses
+    /// after `lifetime`.
+    pub fn new(limit: usize, lifetime: Duration) -> Self {
         Admission {
             limit,
             running: 0,
-            waiting: VecDeque::new(),
+            waiting: BTreeSet::new(),
+            queued: HashMap::new(),
+            granted: HashMap::new(),
+            lifetime,
         }
     }
 
-    /// Asks for a slot: the receiver completes once the pass may run (at once when a slot is
-    /// free). The caller gives the slot back with [`Admission::release`] when its pass ends;
-    /// a caller that stops waiting (its receiver dropped) is skipped.
-    pub fn ask(&mut self) -> oneshot::Receiver<()> {
-        let (granted, wait) = oneshot::channel();
-        if self.limit == 0 || self.running < self.limit {
-            self.running += 1;
-            let _ = granted.send(());
-        } else {
-            self.waiting.push_back(granted);
-        }
-        wait
+    /// Whether a limit applies (without one nothing is ever queued or granted).
+    pub fn limited(&self) -> bool {
+        self.limit > 0
     }
 
-    /// Gives a slot back; the longest-waiting pass that still waits gets it.
-    pub fn release(&mut self) {
-        self.running = self.running.saturating_sub(1);
-        while let Some(next) = self.waiting.pop_front() {
-            if next.send(()).is_ok() {
+    /// `key` asks to reconcile: it runs when a slot was granted to it, or when one is free and
+    /// nobody is queued; otherwise it is queued with `rank` (once, however often it asks).
+    pub fn ask(&mut self, key: &K, rank: R) -> Asked {
+        if self.limit == 0 || self.granted.remove(key).is_some() {
+            if self.limit == 0 {
                 self.running += 1;
-                return;
             }
+            return Asked::Run;
         }
+        if self.queued.contains_key(key) {
+            return Asked::Wait;
+        }
+        if self.running < self.limit && self.queued.is_empty() {
+            self.running += 1;
+            return Asked::Run;
+        }
+        self.queued.insert(key.clone(), rank.clone());
+        self.waiting.insert((rank, key.clone()));
+        Asked::Wait
     }
 
-    /// Passes running.
+    /// A reconcile gave its slot back; returns the Cinders granted a slot (to be woken).
+    pub fn release(&mut self, now: Instant) -> Vec<K> {
+        self.running = self.running.saturating_sub(1);
+        self.grant(now)
+    }
+
+    /// Takes back the grants that lapsed by `now`; returns the Cinders granted their slots.
+    pub fn expire(&mut self, now: Instant) -> Vec<K> {
+        let before = self.granted.len();
+        self.granted.retain(|_, lapses| *lapses > now);
+        self.running = self.running.saturating_sub(before - self.granted.len());
+        self.grant(now)
+    }
+
+    /// `key` is gone (deleted): it leaves the queue, and a slot granted to it goes to the next.
+    pub fn forget(&mut self, key: &K, now: Instant) -> Vec<K> {
+        if let Some(rank) = self.queued.remove(key) {
+            self.waiting.remove(&(rank, key.clone()));
+        }
+        if self.granted.remove(key).is_some() {
+            self.running = self.running.saturating_sub(1);
+        }
+        self.grant(now)
+    }
+
+    /// Grants the free slots to the first-ranked queued Cinders.
+    fn grant(&mut self, now: Instant) -> Vec<K> {
+        let mut woken = Vec::new();
+        while self.running < self.limit {
+            let Some((_, next)) = self.waiting.pop_first() else {
+                break;
+            };
+            self.queued.remove(&next);
+            self.running += 1;
+            self.granted.insert(next.clone(), now + self.lifetime);
+            woken.push(next);
+        }
+        woken
+    }
+
+    /// Slots taken or granted.
     pub fn running(&self) -> usize {
         self.running
     }
 
-    /// Passes waiting for a slot.
+    /// Cinders queued for a slot.
     pub fn waiting(&self) -> usize {
-        self.waiting.len()
+        self.queued.len()
     }
 }
 
@@ -67,44 +150,86 @@ impl Admission {
 mod tests {
     use super::*;
 
-    fn granted(r: &mut oneshot::Receiver<()>) -> bool {
-        matches!(r.try_recv(), Ok(Some(())))
+    const LIFE: Duration = Duration::from_secs(10);
+
+    type A = Admission<&'static str, u32>;
+
+    /// Asks for each key with a rank that follows the arrival order.
+    fn asks(a: &mut A, keys: &[&'static str]) -> Vec<Asked> {
+        keys.iter().map(|k| a.ask(k, 0)).collect()
     }
 
     #[test]
-    fn at_most_the_limit_run_and_the_rest_go_in_arrival_order() {
-        let mut a = Admission::new(2);
-        let mut asks: Vec<_> = (0..5).map(|_| a.ask()).collect();
-        let first: Vec<bool> = asks.iter_mut().map(granted).collect();
-        assert_eq!(first, [true, true, false, false, false]);
+    fn at_most_the_limit_run_and_the_rest_are_granted_by_rank() {
+        let now = Instant::now();
+        let mut a = A::new(2, LIFE);
+        use Asked::*;
+        let ranked = [("a", 5), ("b", 9), ("young", 8), ("old", 1), ("mid", 4)];
+        let answers: Vec<Asked> = ranked.iter().map(|(k, r)| a.ask(k, *r)).collect();
+        assert_eq!(answers, [Run, Run, Wait, Wait, Wait]);
         assert_eq!((a.running(), a.waiting()), (2, 3));
-        a.release();
-        assert!(granted(&mut asks[2]), "the longest waiting goes first");
-        assert!(!granted(&mut asks[3]) && !granted(&mut asks[4]));
-        a.release();
-        assert!(granted(&mut asks[3]));
+        assert_eq!(a.release(now), ["old"], "the oldest queued goes first");
+        assert_eq!(a.ask(&"mid", 4), Wait, "mid is not granted yet");
+        assert_eq!(a.ask(&"old", 1), Run, "old takes its grant");
+        assert_eq!(a.release(now), ["mid"]);
         assert_eq!((a.running(), a.waiting()), (2, 1));
     }
 
     #[test]
-    fn a_caller_that_stopped_waiting_is_skipped() {
-        let mut a = Admission::new(1);
-        let _running = a.ask();
-        let gone = a.ask();
-        let mut next = a.ask();
-        drop(gone);
-        a.release();
-        assert!(granted(&mut next));
+    fn equal_ranks_go_in_key_order() {
+        let now = Instant::now();
+        let mut a = A::new(1, LIFE);
+        asks(&mut a, &["x", "c", "b"]);
+        assert_eq!(a.release(now), ["b"]);
+    }
+
+    #[test]
+    fn a_queued_cinder_is_queued_once_and_a_newcomer_waits_behind_the_queue() {
+        let now = Instant::now();
+        let mut a = A::new(1, LIFE);
+        assert_eq!(a.ask(&"a", 0), Asked::Run);
+        assert_eq!(a.ask(&"b", 0), Asked::Wait);
+        assert_eq!(a.ask(&"b", 0), Asked::Wait);
+        assert_eq!(a.waiting(), 1);
+        assert_eq!(a.release(now), ["b"]);
+        // The slot is b's until it takes it or the grant lapses, even for an older Cinder.
+        assert_eq!(a.ask(&"z", 0), Asked::Wait);
+        assert_eq!(a.ask(&"b", 0), Asked::Run);
+        assert_eq!(a.release(now), ["z"]);
+    }
+
+    #[test]
+    fn a_grant_not_taken_lapses_to_the_next() {
+        let now = Instant::now();
+        let mut a = A::new(1, LIFE);
+        asks(&mut a, &["a", "b", "c"]);
+        assert_eq!(a.release(now), ["b"]);
+        assert!(a.expire(now + LIFE / 2).is_empty(), "not yet lapsed");
+        assert_eq!(a.expire(now + LIFE), ["c"]);
+        assert_eq!(a.running(), 1);
+        // b asks after its grant lapsed: it queues again.
+        assert_eq!(a.ask(&"b", 0), Asked::Wait);
+    }
+
+    #[test]
+    fn a_forgotten_cinder_leaves_the_queue_and_its_grant_goes_on() {
+        let now = Instant::now();
+        let mut a = A::new(1, LIFE);
+        asks(&mut a, &["a", "b", "c", "d"]);
+        assert!(a.forget(&"c", now).is_empty());
+        assert_eq!(a.waiting(), 2);
+        assert_eq!(a.release(now), ["b"]);
+        assert_eq!(a.forget(&"b", now), ["d"], "c was forgotten, d is next");
         assert_eq!((a.running(), a.waiting()), (1, 0));
-        a.release();
-        assert_eq!(a.running(), 0);
     }
 
     #[test]
     fn no_limit_admits_everyone() {
-        let mut a = Admission::new(0);
-        let mut asks: Vec<_> = (0..100).map(|_| a.ask()).collect();
-        assert!(asks.iter_mut().all(granted));
+        let mut a = A::new(0, LIFE);
+        for k in ["a", "b", "c", "a"] {
+            assert_eq!(a.ask(&k, 0), Asked::Run);
+        }
         assert_eq!(a.waiting(), 0);
+        assert!(a.release(Instant::now()).is_empty());
     }
 }

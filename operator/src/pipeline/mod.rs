@@ -5,7 +5,8 @@
 //! five-member parallel group, exchanging [`RunStep`] with the step actors.
 //!
 //! Real steps implement [`Step`] and are put into a [`PipelineTable::product`]; the Cinder
-//! controller sends [`Reconcile`] to the [`Pipelines`] registry, which forwards it to the
+//! controller asks the [`Pipelines`] registry for a slot ([`Admit`]), then sends it
+//! [`Reconcile`], which it forwards to the
 //! Cinder's actor, then writes [`PassReport::status_write`] when it is `Some` and requeues after
 //! [`PassReport::requeue_after`] through the ±10 % jitter.
 
@@ -21,8 +22,8 @@ pub mod table;
 pub mod view;
 
 pub use actors::{
-    Forget, GateStopped, Inspect, InspectPipeline, PassNotWritten, PipelineActor, PipelineError,
-    Pipelines, Reconcile, RunPass, snapshot,
+    AdmissionRank, Admit, Forget, GateStopped, Inspect, InspectPipeline, PassNotWritten,
+    PipelineActor, PipelineError, Pipelines, Reconcile, RunPass, Slot, WakeOnGrant, snapshot,
 };
 pub use artefacts::{Artefacts, ProjectedBackend};
 pub use key::CinderKey;

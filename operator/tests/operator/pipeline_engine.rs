@@ -483,6 +483,89 @@ async fn passes_of_one_cinder_are_serialized() {
     );
 }
 
+fn key(name: &str) -> CinderKey {
+    CinderKey {
+        namespace: "ns".into(),
+        name: name.into(),
+    }
+}
+
+#[actix::test]
+async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_first() {
+    use futures::StreamExt;
+    let (_r, metrics) = Metrics::new_registry();
+    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics)
+        .with_concurrency(1)
+        .start();
+    let (wake, mut woken) = futures::channel::mpsc::unbounded();
+    pipelines.send(WakeOnGrant(wake)).await.unwrap();
+
+    let running = pipelines.send(Admit(key("a"), 50)).await.unwrap();
+    assert!(running.is_some(), "a free slot is taken at once");
+    for (name, created) in [("young", 300), ("old", 100), ("middle", 200)] {
+        let queued = pipelines.send(Admit(key(name), created)).await.unwrap();
+        assert!(queued.is_none(), "{name} must wait: the one slot is taken");
+    }
+    // Asking again keeps the Cinder's place; it is not queued twice.
+    assert!(
+        pipelines
+            .send(Admit(key("old"), 100))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A deleted Cinder leaves the queue.
+    pipelines.send(Forget(key("middle"))).await.unwrap();
+
+    drop(running);
+    let next = tokio::time::timeout(Duration::from_secs(10), woken.next()).await;
+    assert_eq!(
+        next.unwrap(),
+        Some(key("old")),
+        "the oldest queued is granted first"
+    );
+    let old = pipelines.send(Admit(key("old"), 100)).await.unwrap();
+    assert!(old.is_some(), "the woken Cinder takes its grant");
+    drop(old);
+    let next = tokio::time::timeout(Duration::from_secs(10), woken.next()).await;
+    assert_eq!(next.unwrap(), Some(key("young")), "middle was forgotten");
+    assert!(woken.try_recv().is_err(), "nobody else is queued");
+}
+
+#[actix::test]
+async fn a_slot_granted_to_a_cinder_of_a_shard_not_held_goes_to_the_next() {
+    use cinder_operator::shards::view::{HeldShards, ShardView};
+    let (_r, metrics) = Metrics::new_registry();
+    // Sharded, holding no shard: no queued Cinder is this replica's any more.
+    let (_held, view) = tokio::sync::watch::channel(HeldShards::default());
+    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics)
+        .with_shards(ShardView::new(4, view))
+        .with_concurrency(1)
+        .start();
+    let (wake, mut woken) = futures::channel::mpsc::unbounded();
+    pipelines.send(WakeOnGrant(wake)).await.unwrap();
+    let running = pipelines.send(Admit(key("a"), 1)).await.unwrap();
+    assert!(running.is_some());
+    for name in ["b", "c"] {
+        assert!(pipelines.send(Admit(key(name), 2)).await.unwrap().is_none());
+    }
+    drop(running);
+    // The slot is not kept for b or c: the next Cinder to ask takes it at once.
+    let mut next = None;
+    for _ in 0..100 {
+        next = pipelines.send(Admit(key("d"), 3)).await.unwrap();
+        if next.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(next.is_some(), "the slot went to nobody");
+    assert!(
+        woken.try_recv().is_err(),
+        "no Cinder of another shard is woken"
+    );
+}
+
 #[actix::test]
 async fn product_table_orders_pipeline_steps_and_refuses_duplicates() {
     let c = calls();
