@@ -120,23 +120,24 @@ impl Pipelines {
         self
     }
 
-    /// Wakes the Cinders granted a slot (without a channel they are reconciled on their next
-    /// event or requeue, and take their grant then). A Cinder of a shard this replica no longer
-    /// holds leaves the queue instead, and its slot goes to the next.
-    fn wake(&mut self, mut granted: Vec<CinderKey>) {
-        while let Some(key) = granted.pop() {
+    /// Passes stop before their next step once this replica no longer holds their shard.
+    pub fn with_shards(mut self, shards: ShardView) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// Wakes the Cinders granted a slot, in the order they were granted (without a channel they
+    /// are reconciled on their next event or requeue, and take their grant then). A Cinder of a
+    /// shard this replica no longer holds leaves the queue instead, and its slot goes to the next.
+    fn wake(&mut self, granted: Vec<CinderKey>) {
+        let mut granted = VecDeque::from(granted);
+        while let Some(key) = granted.pop_front() {
             if !self.shards.owns(&key.namespace, &key.name) {
                 granted.extend(self.admission.forget(&key, Instant::now()));
             } else if let Some(wake) = &self.wake {
                 let _ = wake.unbounded_send(key);
             }
         }
-    }
-
-    /// Passes stop before their next step once this replica no longer holds their shard.
-    pub fn with_shards(mut self, shards: ShardView) -> Self {
-        self.shards = shards;
-        self
     }
 
     /// The pipeline actor of `key`, started on first use.

@@ -77,10 +77,11 @@ impl<K: Clone + Eq + Hash + Ord, R: Clone + Ord> Admission<K, R> {
     /// `key` asks to reconcile: it runs when a slot was granted to it, or when one is free and
     /// nobody is queued; otherwise it is queued with `rank` (once, however often it asks).
     pub fn ask(&mut self, key: &K, rank: R) -> Asked {
-        if self.limit == 0 || self.granted.remove(key).is_some() {
-            if self.limit == 0 {
-                self.running += 1;
-            }
+        if self.limit == 0 {
+            self.running += 1;
+            return Asked::Run;
+        }
+        if self.granted.remove(key).is_some() {
             return Asked::Run;
         }
         if self.queued.contains_key(key) {
@@ -192,7 +193,7 @@ mod tests {
         assert_eq!(a.ask(&"b", 0), Asked::Wait);
         assert_eq!(a.waiting(), 1);
         assert_eq!(a.release(now), ["b"]);
-        // The slot is b's until it takes it or the grant lapses, even for an older Cinder.
+        // The slot is b's until it takes it or the grant lapses, whoever asks meanwhile.
         assert_eq!(a.ask(&"z", 0), Asked::Wait);
         assert_eq!(a.ask(&"b", 0), Asked::Run);
         assert_eq!(a.release(now), ["z"]);
