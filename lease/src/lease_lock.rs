@@ -146,9 +146,9 @@ pub struct LeaseLock {
     /// The Lease as last seen by this process (any read or write), published for inspection (each
     /// API call's answer replaces the snapshot whole).
     observed: watch::Sender<Option<ObservedLease>>,
-    /// The Lease as this holder last wrote it (acquired, renewed or released), published the same
-    /// way (saves a GET on acquire, renew and release; a stale copy only costs a 409 and one GET,
-    /// thanks to resourceVersion).
+    /// The Lease as this holder last wrote it (acquired, renewed or released), or last read it free
+    /// after a refused write, published the same way (saves a GET on acquire, renew and release; a
+    /// stale copy only costs a 409 and one GET, thanks to resourceVersion).
     last_written: watch::Sender<Option<Lease>>,
 }
 
@@ -417,13 +417,23 @@ impl LeaseLock {
         }
     }
 
-    /// After losing a race (409 on create or replace): names the winner with one GET.
+    /// After losing a race (409 on create or replace): names the winner with one GET. A read that
+    /// shows the Lease free (the refused write was the API server's, not a rival's) is kept as the
+    /// base of the next acquire, which is then one PUT; a copy naming another holder is not kept,
+    /// because that holder may release before its Lease expires and only a read shows it.
     async fn held_after_race(&self) -> LeaseError {
         let holder = match self.get().await {
-            Ok(Some(lease)) => lease
-                .spec
-                .and_then(|s| s.holder_identity)
-                .filter(|h| !h.is_empty()),
+            Ok(Some(lease)) => {
+                let holder = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.clone())
+                    .filter(|h| !h.is_empty());
+                if holder.is_none() {
+                    self.remember(Some(lease));
+                }
+                holder
+            }
             _ => None,
         };
         LeaseError::Held {

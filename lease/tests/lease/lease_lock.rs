@@ -141,6 +141,41 @@ async fn release_by_the_owner_clears_the_holder() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_writes_refused_on_a_free_lease_the_next_acquire_is_one_put() {
+    let cluster = cluster().await;
+    let me = HolderIdentity::generate();
+    let lock = lock(&cluster, "cinder-db", &me, &LeaseSettings::default())
+        .await
+        .with_conflict_backoff(Duration::from_millis(50));
+    lock.acquire().await.unwrap();
+    assert_eq!(lock.release().await.unwrap(), Released::Released);
+    // The API server refuses every Lease write with a 409 although nobody else holds it.
+    cluster
+        .faults()
+        .add_error_rule(cinder_sim::ErrorRule::always(
+            Some("update"),
+            Some("leases"),
+            409,
+        ));
+    match lock.acquire().await {
+        Err(LeaseError::Held { holder, .. }) => assert!(holder.contains("concurrent"), "{holder}"),
+        other => panic!("expected Held, got {other:?}"),
+    }
+    cluster.faults().clear();
+    cluster.clear_requests();
+    // The read that named no winner is the base of the next acquire: no second GET.
+    assert_eq!(lock.acquire().await.unwrap(), Acquired::Free);
+    let verbs: Vec<_> = cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "leases")
+        .map(|r| r.verb)
+        .collect();
+    assert_eq!(verbs, ["update"], "one PUT");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_by_a_non_owner_changes_nothing() {
     let cluster = cluster().await;
     let (a, b) = (HolderIdentity::generate(), HolderIdentity::generate());
