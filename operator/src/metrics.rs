@@ -221,6 +221,10 @@ pub struct Metrics {
     pub lock_wait_seconds: HistogramFamily<LockLabels>,
     /// `cinder_operator_transactions_in_flight`: lock-coordinator transactions holding locks.
     pub transactions_in_flight: Gauge,
+    /// `cinder_operator_reconciles_running`: reconcile slots taken or granted.
+    pub reconciles_running: Gauge,
+    /// `cinder_operator_reconciles_queued`: Cinders waiting for a reconcile slot.
+    pub reconciles_queued: Gauge,
 }
 
 /// Registers `metric` as `name` with `help` and returns it (a family or gauge is a handle:
@@ -286,6 +290,18 @@ impl Metrics {
             "Lock-coordinator transactions currently holding or acquiring locks",
             Gauge::default(),
         );
+        let reconciles_running = registered(
+            registry,
+            "cinder_operator_reconciles_running",
+            "Cinder reconciles holding a slot of --max-concurrent-reconciles (taken or granted)",
+            Gauge::default(),
+        );
+        let reconciles_queued = registered(
+            registry,
+            "cinder_operator_reconciles_queued",
+            "Cinders waiting for a slot of --max-concurrent-reconciles",
+            Gauge::default(),
+        );
         let metrics = Metrics {
             reconcile_duration_seconds,
             reconcile_errors,
@@ -297,6 +313,8 @@ impl Metrics {
             mailbox_depth,
             lock_wait_seconds,
             transactions_in_flight,
+            reconciles_running,
+            reconciles_queued,
         };
         metrics.zero_step_series();
         metrics

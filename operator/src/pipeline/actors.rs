@@ -138,6 +138,18 @@ impl Pipelines {
                 let _ = wake.unbounded_send(key);
             }
         }
+        self.publish_admission();
+    }
+
+    /// Sets the running and queued reconcile gauges from the admission.
+    fn publish_admission(&self) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.metrics
+            .reconciles_running
+            .set(gauge(self.admission.running()));
+        self.metrics
+            .reconciles_queued
+            .set(gauge(self.admission.waiting()));
     }
 
     /// The pipeline actor of `key`, started on first use.
@@ -172,7 +184,9 @@ impl Handler<Admit> for Pipelines {
     type Result = MessageResult<Admit>;
 
     fn handle(&mut self, msg: Admit, ctx: &mut Self::Context) -> Self::Result {
-        MessageResult(match self.admission.ask(&msg.0, msg.1) {
+        let asked = self.admission.ask(&msg.0, msg.1);
+        self.publish_admission();
+        MessageResult(match asked {
             Asked::Run => Some(Slot(ctx.address())),
             Asked::Wait => None,
         })

@@ -494,11 +494,17 @@ fn key(name: &str) -> CinderKey {
 async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_first() {
     use futures::StreamExt;
     let (_r, metrics) = Metrics::new_registry();
-    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics)
+    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics.clone())
         .with_concurrency(1)
         .start();
     let (wake, mut woken) = futures::channel::mpsc::unbounded();
     pipelines.send(WakeOnGrant(wake)).await.unwrap();
+    let gauges = || {
+        (
+            metrics.reconciles_running.get(),
+            metrics.reconciles_queued.get(),
+        )
+    };
 
     let running = pipelines.send(Admit(key("a"), 50)).await.unwrap();
     assert!(running.is_some(), "a free slot is taken at once");
@@ -514,8 +520,10 @@ async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_
             .unwrap()
             .is_none()
     );
+    assert_eq!(gauges(), (1, 3), "one running, three queued");
     // A deleted Cinder leaves the queue.
     pipelines.send(Forget(key("middle"))).await.unwrap();
+    assert_eq!(gauges(), (1, 2));
 
     drop(running);
     let next = tokio::time::timeout(Duration::from_secs(10), woken.next()).await;
@@ -526,10 +534,12 @@ async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_
     );
     let old = pipelines.send(Admit(key("old"), 100)).await.unwrap();
     assert!(old.is_some(), "the woken Cinder takes its grant");
+    assert_eq!(gauges(), (1, 1), "the granted slot counts as running");
     drop(old);
     let next = tokio::time::timeout(Duration::from_secs(10), woken.next()).await;
     assert_eq!(next.unwrap(), Some(key("young")), "middle was forgotten");
     assert!(woken.try_recv().is_err(), "nobody else is queued");
+    assert_eq!(gauges(), (1, 0));
 }
 
 #[actix::test]

@@ -65,14 +65,15 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
             "CinderReconcileErrors",
             "CinderUpgradeStuck",
             "CinderDeviceLeaseWaitHigh",
-            "CinderDeviceLeaseLost"
+            "CinderDeviceLeaseLost",
+            "CinderReconcilesQueued"
         ]
     );
     let dir = workspace(&groups);
     let rules = dir.path().join("rules.yaml").display().to_string();
     let tests = dir.path().join("rules-test.yaml").display().to_string();
     let (ok, report) = promtool(dir.path(), &["check", "rules", &rules]);
-    assert!(ok && report.contains("SUCCESS: 5 rules found"), "{report}");
+    assert!(ok && report.contains("SUCCESS: 6 rules found"), "{report}");
     let (ok, report) = promtool(dir.path(), &["test", "rules", &tests]);
     assert!(ok, "promtool test rules:\n{report}");
     // Every alert is exercised by the unit tests.
