@@ -6,6 +6,11 @@
 //! the callers meanwhile. (The in-process wait queue itself is the lock coordinator's `device`
 //! resource actor, so a device lock can be taken in one Lock together with other resources.)
 //!
+//! A refusal (another replica holds the Lease) is shared: a request granted in process within
+//! `busy_for` of it is answered with the same refusal without an API call, so the Cinders that
+//! wait for one device held elsewhere cost the API one read per `busy_for`, not one each. The
+//! callers retry after `jitter(short_delay)`, longer than `busy_for`, so a retry reads the Lease.
+//!
 //! Messages: [`Pending`] / [`Withdrawn`] (a request starts / gives up waiting in process), [`Take`]
 //! (granted in process: the parked Lease, or a fresh acquisition), [`EndHold`] (hand the Lease over
 //! or release it), [`Abandon`], [`ViewSlot`]. A [`DeviceDirectory`] actor maps device ids to their
@@ -47,6 +52,10 @@ pub(crate) struct DeviceActor {
     requests: u64,
     /// How long the actor stays idle before the directory may forget it.
     idle_grace: Duration,
+    /// How long a refusal answers the requests granted after it.
+    busy_for: Duration,
+    /// The last refusal: until when it stands and the holder it named.
+    busy: Option<(Instant, String)>,
     directory: Addr<DeviceDirectory>,
 }
 
@@ -181,6 +190,14 @@ impl Handler<Take> for DeviceActor {
             self.answer_take(Ok(held.handed_over()), msg.reply, ctx);
             return;
         }
+        if let Some(holder) = self.refusal_standing() {
+            let refused = LeaseError::Held {
+                lease: self.lease.name().to_owned(),
+                holder,
+            };
+            self.answer_take(Err(refused), msg.reply, ctx);
+            return;
+        }
         let lease = self.lease.clone();
         ctx.wait(
             HeldLease::acquire(lease)
@@ -191,6 +208,17 @@ impl Handler<Take> for DeviceActor {
 }
 
 impl DeviceActor {
+    /// The holder named by a refusal that still stands (one that lapsed is dropped).
+    fn refusal_standing(&mut self) -> Option<String> {
+        match &self.busy {
+            Some((until, holder)) if Instant::now() < *until => Some(holder.clone()),
+            _ => {
+                self.busy = None;
+                None
+            }
+        }
+    }
+
     fn answer_take(
         &mut self,
         acquired: Result<HeldLease, LeaseError>,
@@ -199,11 +227,21 @@ impl DeviceActor {
     ) {
         match &acquired {
             Ok(held) => {
+                self.busy = None;
                 if let Some(h) = self.holder.as_mut() {
                     h.lost = held.lost_signal();
                 }
             }
-            Err(_) => self.holder = None,
+            Err(e) => {
+                self.holder = None;
+                // A refusal read from the API starts the window; one answered from it does not
+                // extend it.
+                if let LeaseError::Held { holder, .. } = e
+                    && self.busy.is_none()
+                {
+                    self.busy = Some((Instant::now() + self.busy_for, holder.clone()));
+                }
+            }
         }
         match reply.send(acquired) {
             // A refusal leaves the device without a holder.
@@ -298,19 +336,23 @@ pub(crate) struct DeviceDirectory {
     new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
     max_handovers: u32,
     idle_grace: Duration,
+    busy_for: Duration,
 }
 
 impl DeviceDirectory {
+    /// Device actors whose refusals stand for `busy_for` (see the module's first lines).
     pub(crate) fn new(
         new_lease: Box<dyn Fn(&str) -> LeaseLock + Send>,
         max_handovers: u32,
         idle_grace: Duration,
+        busy_for: Duration,
     ) -> Self {
         DeviceDirectory {
             devices: HashMap::new(),
             new_lease,
             max_handovers,
             idle_grace,
+            busy_for,
         }
     }
 }
@@ -340,6 +382,8 @@ impl Handler<Device> for DeviceDirectory {
             holder: None,
             requests: 0,
             idle_grace: self.idle_grace,
+            busy_for: self.busy_for,
+            busy: None,
             directory: ctx.address(),
         };
         let addr = actor.start();

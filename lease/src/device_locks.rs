@@ -3,7 +3,8 @@
 //! queue in the coordinator's device resource actor, no polling, no API calls while waiting), then
 //! the device's Lease, which the device's tenure actor (see `device_actor.rs`) takes or hands over.
 //! A Lease held by another replica gives back the in-process lock and answers
-//! `DeviceBusy { retry_after: jitter(short_delay) }`.
+//! `DeviceBusy { retry_after: jitter(short_delay) }`; the in-process requests granted within half
+//! of `short_delay` after that share the refusal without asking the API again.
 //!
 //! Hand-over: when a guard is released while other in-process requests for the same device are
 //! pending, the Lease stays held (and renewed) and passes to the next in-process holder without any
@@ -46,8 +47,9 @@ pub struct DeviceLocksConfig {
     pub identity: HolderIdentity,
     /// Lease duration and renew period.
     pub lease: LeaseSettings,
-    /// `DeviceBusy` answers `retry_after = jitter(short_delay)`, and a Lease write refused with a
-    /// 409 is decided again from a fresh read after `jitter(short_delay)`. Default 1 s.
+    /// `DeviceBusy` answers `retry_after = jitter(short_delay)`, a refusal answers the in-process
+    /// requests granted within `short_delay / 2` after it (no API call), and a Lease write refused
+    /// with a 409 is decided again from a fresh read after `jitter(short_delay)`. Default 1 s.
     pub short_delay: Duration,
     /// How many in-process holders in a row may inherit a held Lease before it is released (and
     /// other replicas get a chance). Default 64.
@@ -128,7 +130,7 @@ impl DeviceLocks {
         });
         let (max_handovers, idle_grace) = (config.max_handovers, config.idle_grace);
         let directory = DeviceDirectory::start_in_arbiter(coordinator.arbiter(), move |_| {
-            DeviceDirectory::new(new_lease, max_handovers, idle_grace)
+            DeviceDirectory::new(new_lease, max_handovers, idle_grace, short_delay / 2)
         });
         Ok(Self {
             inner: Arc::new(Inner {

@@ -11,7 +11,7 @@ use rand::Rng;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SHORT: Duration = Duration::from_millis(5);
 
@@ -421,6 +421,47 @@ async fn inspection_shows_holder_lease_and_waiters_by_priority() {
         w.await.unwrap();
     }
     cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_answers_the_requests_that_follow_it_for_half_the_short_delay() {
+    let cluster = cluster().await;
+    let short = Duration::from_secs(2);
+    let a = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;
+    let b = replica(&cluster, "replica-b", long_lease(), short, None).await;
+    let device = "nfs:filer-shared";
+    let guard = a.lock(device, Priority::Default).await.unwrap();
+    cluster.clear_requests();
+    let refused_at = Instant::now();
+    // Twenty requests of replica b, one after the other: the first reads the Lease, the others
+    // are answered from its refusal while it stands.
+    for i in 0..20 {
+        match b.lock(device, Priority::High).await {
+            Err(DeviceLockError::DeviceBusy { holder, .. }) => {
+                assert_eq!(holder, a.identity().as_str(), "request {i}");
+            }
+            other => panic!("request {i}: expected DeviceBusy, got {other:?}"),
+        }
+    }
+    assert!(
+        refused_at.elapsed() < short / 2,
+        "the requests took too long"
+    );
+    assert_eq!(lease_requests(&cluster), 1, "one read for twenty refusals");
+    // The holder lets go; a retry after the jittered delay reads the Lease and takes it.
+    guard.release().await;
+    tokio::time::sleep(jitter_low(short)).await;
+    let taken = b
+        .lock(device, Priority::High)
+        .await
+        .expect("taken on retry");
+    taken.release().await;
+    cluster.shutdown().await;
+}
+
+/// The shortest `jitter(d)` can be.
+fn jitter_low(d: Duration) -> Duration {
+    d.mul_f64(0.9)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
