@@ -25,25 +25,36 @@ pub struct HotLoop {
     pub peak_per_second: usize,
 }
 
+/// The object a named request is about: group, resource, namespace, name and subresource.
+pub fn object_of(r: &RequestRecord) -> String {
+    format!(
+        "{}/{}/{}/{}{}",
+        r.group,
+        r.resource,
+        r.namespace,
+        r.name,
+        if r.subresource.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", r.subresource)
+        }
+    )
+}
+
+impl HotLoop {
+    /// Whether `r` is a request to this hot object.
+    pub fn is_about(&self, r: &RequestRecord) -> bool {
+        !r.name.is_empty() && object_of(r) == self.object
+    }
+}
+
 /// The objects (named requests: get, update, patch, delete, status writes; lists and watches
 /// have no name) that received more than `limit` requests within some window of one second.
 pub fn hot_loops(records: &[&RequestRecord], limit: usize) -> Vec<HotLoop> {
     let mut per_object: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for r in records.iter().filter(|r| !r.name.is_empty()) {
-        let key = format!(
-            "{}/{}/{}/{}{}",
-            r.group,
-            r.resource,
-            r.namespace,
-            r.name,
-            if r.subresource.is_empty() {
-                String::new()
-            } else {
-                format!("/{}", r.subresource)
-            }
-        );
         per_object
-            .entry(key)
+            .entry(object_of(r))
             .or_default()
             .push(r.time.timestamp_millis());
     }
@@ -121,5 +132,27 @@ mod tests {
         assert_eq!(hot.len(), 1, "{hot:?}");
         assert_eq!(hot[0].peak_per_second, 6);
         assert!(hot[0].object.ends_with("/ns/a"), "{hot:?}");
+        assert!(hot[0].is_about(&burst[0]) && !hot[0].is_about(&spread[0]));
+    }
+
+    #[test]
+    fn a_status_write_is_about_the_status_not_the_object() {
+        let mut status = at(0, "a");
+        status.subresource = "status".into();
+        let all: Vec<RequestRecord> = (0..6)
+            .map(|i| {
+                let mut r = status.clone();
+                r.time = chrono::DateTime::from_timestamp_millis(i * 100).unwrap_or_default();
+                r
+            })
+            .collect();
+        let refs: Vec<&RequestRecord> = all.iter().collect();
+        let hot = hot_loops(&refs, 5);
+        assert_eq!(hot.len(), 1, "{hot:?}");
+        assert!(hot[0].is_about(&status));
+        assert!(
+            !hot[0].is_about(&at(0, "a")),
+            "the object itself is another one"
+        );
     }
 }

@@ -172,10 +172,7 @@ async fn no_hot_loop_under_a_fault_storm() {
     let theirs: Vec<_> = refs
         .iter()
         .copied()
-        .filter(|r| {
-            hot.iter()
-                .any(|h| h.object.ends_with(&format!("/{}/{}", r.namespace, r.name)))
-        })
+        .filter(|r| hot.iter().any(|h| h.is_about(r)))
         .collect();
     assert!(
         hot.is_empty(),
