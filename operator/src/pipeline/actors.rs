@@ -9,7 +9,8 @@
 //! woken when a slot is granted to them ([`Admission`]).
 //!
 //! A pipeline actor runs its Cinder's passes one at a time (a pass that arrives while one runs
-//! waits in the actor's queue), while the actors of different Cinders run concurrently; and it
+//! waits in the actor's queue), starting them at least [`MIN_PASS_GAP`] apart, while the actors
+//! of different Cinders run concurrently; and it
 //! owns the Cinder's record in the `/pipelines` view ([`PipelineRecord`]), which it answers from
 //! even while a pass runs (the pass is a future of the actor, not a blocked mailbox). With
 //! `--shards`, a running pass asks before each step whether this replica still holds the
@@ -29,6 +30,12 @@ use futures::channel::{mpsc, oneshot};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The least time between the starts of two passes of one Cinder. A burst of watch events (a
+/// roll-out's Deployment and pod updates, the pass's own status write, a watch re-listed after a
+/// drop) then costs one pass per gap, so no Cinder gets more than five status writes a second,
+/// whatever its children do; a pass that follows a quiet spell starts at once.
+pub const MIN_PASS_GAP: Duration = Duration::from_millis(200);
 
 /// A pass could not be run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -345,6 +352,10 @@ pub struct PipelineActor {
     /// The number of the pass running now, if one runs.
     running: Option<u64>,
     started: u64,
+    /// When the last pass started.
+    last_start: Option<Instant>,
+    /// Whether a start is scheduled for the end of the gap.
+    start_scheduled: bool,
     /// The shards this replica holds (a pass stops before a step of a shard it lost).
     shards: ShardView,
 }
@@ -358,18 +369,34 @@ impl PipelineActor {
             queue: VecDeque::new(),
             running: None,
             started: 0,
+            last_start: None,
+            start_scheduled: false,
             shards: ShardView::all(),
         }
     }
 
-    /// Starts the next waiting pass unless one runs.
+    /// Starts the next waiting pass unless one runs, or at the end of the gap since the last
+    /// start when that is still open.
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() {
+        if self.running.is_some() || self.start_scheduled || self.queue.is_empty() {
+            return;
+        }
+        let open = self
+            .last_start
+            .map(|at| MIN_PASS_GAP.saturating_sub(at.elapsed()))
+            .unwrap_or_default();
+        if !open.is_zero() {
+            self.start_scheduled = true;
+            ctx.run_later(open, |act, ctx| {
+                act.start_scheduled = false;
+                act.start_next(ctx);
+            });
             return;
         }
         let Some(Waiting { run, reply }) = self.queue.pop_front() else {
             return;
         };
+        self.last_start = Some(Instant::now());
         self.started += 1;
         let pass = self.started;
         self.running = Some(pass);

@@ -22,8 +22,9 @@ pub mod table;
 pub mod view;
 
 pub use actors::{
-    AdmissionRank, Admit, Forget, GateStopped, Inspect, InspectPipeline, PassNotWritten,
-    PipelineActor, PipelineError, Pipelines, Reconcile, RunPass, Slot, WakeOnGrant, snapshot,
+    AdmissionRank, Admit, Forget, GateStopped, Inspect, InspectPipeline, MIN_PASS_GAP,
+    PassNotWritten, PipelineActor, PipelineError, Pipelines, Reconcile, RunPass, Slot, WakeOnGrant,
+    snapshot,
 };
 pub use artefacts::{Artefacts, ProjectedBackend};
 pub use key::CinderKey;

@@ -410,6 +410,61 @@ async fn different_cinders_run_concurrently() {
 }
 
 #[actix::test]
+async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_once() {
+    let c = calls();
+    let starts: Arc<Mutex<Vec<(String, std::time::Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+    let s = starts.clone();
+    let lane = vec![fake(StepName::Secrets, &c, move |mut ctx| {
+        s.lock()
+            .unwrap()
+            .push((ctx.name().to_string(), std::time::Instant::now()));
+        async move {
+            let result = ctx.proceed(Cond::true_(
+                kind::SECRETS_READY,
+                reason::SECRETS_AVAILABLE,
+                "",
+            ));
+            ctx.into_report(result)
+        }
+        .boxed()
+    })];
+    let (_r, metrics) = Metrics::new_registry();
+    let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
+    let asked = std::time::Instant::now();
+    // A burst of five passes of x, and one of y beside them.
+    let sends: Vec<_> = ["x", "x", "x", "x", "x", "y"]
+        .iter()
+        .map(|n| pipelines.send(Reconcile(cinder(n), None, tracing::Span::none())))
+        .collect();
+    let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| matches!(r, Ok(Ok(_)))));
+    let starts = starts.lock().unwrap().clone();
+    let of = |name: &str| -> Vec<std::time::Instant> {
+        starts
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, at)| *at)
+            .collect()
+    };
+    let x = of("x");
+    assert_eq!(x.len(), 5);
+    for pair in x.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= MIN_PASS_GAP, "two passes of x started {gap:?} apart");
+    }
+    // The first pass of each Cinder, and y's beside x's burst, start at once.
+    let slack = Duration::from_millis(150);
+    assert!(
+        x[0] - asked < slack,
+        "x's first pass waited {:?}",
+        x[0] - asked
+    );
+    assert!(of("y")[0] - asked < slack, "y waited for x's gap");
+}
+
+#[actix::test]
 async fn passes_of_one_cinder_are_serialized() {
     let c = calls();
     let in_flight: Arc<Mutex<HashMap<String, (usize, usize)>>> =

@@ -156,16 +156,18 @@ async fn no_hot_loop_under_a_fault_storm() {
         .collect();
     let busiest = hot_loops(&refs, 0)
         .into_iter()
-        .map(|h| h.peak_per_second)
-        .max()
-        .unwrap_or(0);
+        .max_by_key(|h| h.peak_per_second)
+        .map(|h| (h.peak_per_second, h.object))
+        .unwrap_or_default();
     let busiest_lease = hot_loops(&leases, 0)
         .into_iter()
         .map(|h| h.peak_per_second)
         .max()
         .unwrap_or(0);
     eprintln!(
-        "hot loops: at most {busiest} requests to one object within a second ({busiest_lease} to one device Lease); {} Lease requests in all",
+        "hot loops: at most {} requests to one object within a second ({}; {busiest_lease} to one device Lease); {} Lease requests in all",
+        busiest.0,
+        busiest.1,
         leases.len()
     );
     // Every request to the hot objects, so a failure shows what repeated.
