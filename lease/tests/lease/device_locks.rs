@@ -744,14 +744,16 @@ async fn a_device_locked_again_within_its_idle_grace_skips_the_get() {
     let other = replica(&cluster, "replica-b", long_lease(), SHORT, None).await;
     let held = other.lock("db:again", Priority::High).await.unwrap();
     cluster.clear_requests();
-    assert!(matches!(
-        locks.lock("db:again", Priority::High).await,
-        Err(DeviceLockError::DeviceBusy { .. })
-    ));
+    let retry_after = match locks.lock("db:again", Priority::High).await {
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => retry_after,
+        other => panic!("expected DeviceBusy, got {other:?}"),
+    };
     assert_eq!(lease_verbs(&cluster), ["update", "get"]);
     held.release().await;
 
-    // Released by the other replica: read afresh, decided, taken.
+    // Released by the other replica: the retry, after `retry_after` like every caller's, reads
+    // afresh, decides and takes it.
+    tokio::time::sleep(retry_after).await;
     let guard = locks.lock("db:again", Priority::High).await.unwrap();
     assert!(!guard.is_lost());
     guard.release().await;
