@@ -208,15 +208,12 @@ impl Handler<Take> for DeviceActor {
 }
 
 impl DeviceActor {
-    /// The holder named by a refusal that still stands (one that lapsed is dropped).
-    fn refusal_standing(&mut self) -> Option<String> {
-        match &self.busy {
-            Some((until, holder)) if Instant::now() < *until => Some(holder.clone()),
-            _ => {
-                self.busy = None;
-                None
-            }
-        }
+    /// The holder named by a refusal that still stands.
+    fn refusal_standing(&self) -> Option<String> {
+        self.busy
+            .as_ref()
+            .filter(|(until, _)| Instant::now() < *until)
+            .map(|(_, holder)| holder.clone())
     }
 
     fn answer_take(
@@ -227,7 +224,6 @@ impl DeviceActor {
     ) {
         match &acquired {
             Ok(held) => {
-                self.busy = None;
                 if let Some(h) = self.holder.as_mut() {
                     h.lost = held.lost_signal();
                 }
@@ -237,7 +233,7 @@ impl DeviceActor {
                 // A refusal read from the API starts the window; one answered from it does not
                 // extend it.
                 if let LeaseError::Held { holder, .. } = e
-                    && self.busy.is_none()
+                    && self.refusal_standing().is_none()
                 {
                     self.busy = Some((Instant::now() + self.busy_for, holder.clone()));
                 }

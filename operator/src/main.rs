@@ -1,9 +1,4 @@
-//! The `cinder-operator` binary (see [`cinder_operator::entry`]).
-
-/// mimalloc rather than glibc malloc: allocation was a sixth of the operator's CPU at a
-/// thousand Cinders (docs/performance.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+//! The `cinder-operator` binary (see [`cinder_operator::entry`]; its allocator is the crate's).
 
 fn main() -> std::process::ExitCode {
     cinder_operator::entry::main()

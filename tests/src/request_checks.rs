@@ -33,12 +33,17 @@ pub fn object_of(r: &RequestRecord) -> String {
         r.resource,
         r.namespace,
         r.name,
-        if r.subresource.is_empty() {
-            String::new()
-        } else {
-            format!("/{}", r.subresource)
-        }
+        subresource_suffix(r)
     )
+}
+
+/// `/<subresource>`, or nothing for a request to the object itself.
+fn subresource_suffix(r: &RequestRecord) -> String {
+    if r.subresource.is_empty() {
+        String::new()
+    } else {
+        format!("/{}", r.subresource)
+    }
 }
 
 impl HotLoop {
@@ -90,11 +95,7 @@ pub fn describe(records: &[&RequestRecord]) -> Vec<String> {
                 r.verb,
                 r.resource,
                 r.name,
-                if r.subresource.is_empty() {
-                    String::new()
-                } else {
-                    format!("/{}", r.subresource)
-                },
+                subresource_suffix(r),
                 r.status
             )
         })

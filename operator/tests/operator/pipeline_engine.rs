@@ -68,6 +68,16 @@ fn failing(
     })
 }
 
+/// The Secrets step's report: its condition True, the lane goes on.
+fn secrets_ready(mut ctx: StepContext) -> StepReport {
+    let result = ctx.proceed(Cond::true_(
+        kind::SECRETS_READY,
+        reason::SECRETS_AVAILABLE,
+        "",
+    ));
+    ctx.into_report(result)
+}
+
 fn cinder(name: &str) -> Arc<Cinder> {
     let yaml = format!(
         r#"
@@ -381,7 +391,7 @@ async fn different_cinders_run_concurrently() {
     let c = calls();
     let b_ran = Arc::new(tokio::sync::Notify::new());
     let b_ran2 = b_ran.clone();
-    let lane = vec![fake(StepName::Secrets, &c, move |mut ctx| {
+    let lane = vec![fake(StepName::Secrets, &c, move |ctx| {
         let b_ran = b_ran2.clone();
         async move {
             if ctx.name() == "a" {
@@ -389,12 +399,7 @@ async fn different_cinders_run_concurrently() {
             } else {
                 b_ran.notify_one();
             }
-            let result = ctx.proceed(Cond::true_(
-                kind::SECRETS_READY,
-                reason::SECRETS_AVAILABLE,
-                "",
-            ));
-            ctx.into_report(result)
+            secrets_ready(ctx)
         }
         .boxed()
     })];
@@ -414,19 +419,11 @@ async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_on
     let c = calls();
     let starts: Arc<Mutex<Vec<(String, std::time::Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let s = starts.clone();
-    let lane = vec![fake(StepName::Secrets, &c, move |mut ctx| {
+    let lane = vec![fake(StepName::Secrets, &c, move |ctx| {
         s.lock()
             .unwrap()
             .push((ctx.name().to_string(), std::time::Instant::now()));
-        async move {
-            let result = ctx.proceed(Cond::true_(
-                kind::SECRETS_READY,
-                reason::SECRETS_AVAILABLE,
-                "",
-            ));
-            ctx.into_report(result)
-        }
-        .boxed()
+        async move { secrets_ready(ctx) }.boxed()
     })];
     let (_r, metrics) = Metrics::new_registry();
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
@@ -470,7 +467,7 @@ async fn passes_of_one_cinder_are_serialized() {
     let in_flight: Arc<Mutex<HashMap<String, (usize, usize)>>> =
         Arc::new(Mutex::new(HashMap::new()));
     let f = in_flight.clone();
-    let lane = vec![fake(StepName::Secrets, &c, move |mut ctx| {
+    let lane = vec![fake(StepName::Secrets, &c, move |ctx| {
         let f = f.clone();
         async move {
             let key = ctx.name().to_string();
@@ -485,12 +482,7 @@ async fn passes_of_one_cinder_are_serialized() {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
             f.lock().unwrap().get_mut(&key).unwrap().0 -= 1;
-            let result = ctx.proceed(Cond::true_(
-                kind::SECRETS_READY,
-                reason::SECRETS_AVAILABLE,
-                "",
-            ));
-            ctx.into_report(result)
+            secrets_ready(ctx)
         }
         .boxed()
     })];

@@ -2,10 +2,6 @@
 //! operator as its own process (crashes, restarts, replicas): cargo builds it with the tests and
 //! their features, so no test needs a second build of the operator crate with other features.
 
-/// The operator binary's allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     cinder_operator::entry::main()
 }

@@ -12,11 +12,6 @@ mod report;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// The operator binary's allocator (its replicas are this binary's `operator run`), which
-/// the embedded clusters share.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     cinder_e2e::operator_replica::bench_main("fleetbench", || async {
         let args = args::Args::parse();

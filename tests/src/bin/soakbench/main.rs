@@ -17,11 +17,6 @@ mod run;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// The operator binary's allocator (its replica is this binary's `operator run`), which the
-/// embedded cluster shares.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     cinder_e2e::operator_replica::bench_main("soakbench", || async {
         let args = args::Args::parse();
