@@ -3,6 +3,7 @@
 //! and deploy/ on a real Kubernetes control plane (tests/control-plane/).
 
 mod dashboard;
+mod embedded_vs_real;
 mod manifests;
 mod operations_doc;
 mod operator_under_rbac;
