@@ -1,6 +1,7 @@
 // The control plane's certificates and kubeconfigs: it owns generating, for one run, a CA, a
 // serving certificate for loopback and the `kubernetes` Service's names, client certificates for
-// the admin (group system:masters), kube-controller-manager and kube-scheduler, and the
+// the admin (group system:masters), kube-controller-manager, kube-scheduler and the API server's
+// front proxy (the aggregation layer's identity towards extension API servers), and the
 // service-account signing key pair; and writing the files the components and kubeconfigs read.
 // All keys are ECDSA P-256 (ES256 for service-account tokens), generated fresh for each run.
 package main
@@ -25,6 +26,9 @@ import (
 // certValidity outlasts any run of the tests; each run makes its own certificates.
 const certValidity = 7 * 24 * time.Hour
 
+// frontProxyUser is the common name of the API server's front-proxy client certificate.
+const frontProxyUser = "front-proxy-client"
+
 // clientCert is one identity's certificate and key, PEM-encoded.
 type clientCert struct {
 	user            string
@@ -33,7 +37,7 @@ type clientCert struct {
 
 // pkiPaths are the files the components' flags name.
 type pkiPaths struct {
-	caCert, caKey, servingCert, servingKey, saKey, saPub string
+	caCert, caKey, servingCert, servingKey, saKey, saPub, frontProxyCert, frontProxyKey string
 }
 
 type pki struct {
@@ -120,6 +124,12 @@ func newPKI(dir string) (*pki, error) {
 	if p.scheduler, err = client("system:kube-scheduler"); err != nil {
 		return nil, err
 	}
+	// The name --requestheader-allowed-names admits: only this certificate may assert a user in
+	// the request headers, although the CA is shared with the other clients.
+	frontProxy, err := client(frontProxyUser)
+	if err != nil {
+		return nil, err
+	}
 
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -135,20 +145,24 @@ func newPKI(dir string) (*pki, error) {
 	}
 
 	p.paths = pkiPaths{
-		caCert:      filepath.Join(dir, "ca.crt"),
-		caKey:       filepath.Join(dir, "ca.key"),
-		servingCert: filepath.Join(dir, "serving.crt"),
-		servingKey:  filepath.Join(dir, "serving.key"),
-		saKey:       filepath.Join(dir, "sa.key"),
-		saPub:       filepath.Join(dir, "sa.pub"),
+		caCert:         filepath.Join(dir, "ca.crt"),
+		caKey:          filepath.Join(dir, "ca.key"),
+		servingCert:    filepath.Join(dir, "serving.crt"),
+		servingKey:     filepath.Join(dir, "serving.key"),
+		saKey:          filepath.Join(dir, "sa.key"),
+		saPub:          filepath.Join(dir, "sa.pub"),
+		frontProxyCert: filepath.Join(dir, "front-proxy-client.crt"),
+		frontProxyKey:  filepath.Join(dir, "front-proxy-client.key"),
 	}
 	for path, data := range map[string][]byte{
-		p.paths.caCert:      p.caPEM,
-		p.paths.caKey:       caKeyPEM,
-		p.paths.servingCert: servingCert,
-		p.paths.servingKey:  servingKey,
-		p.paths.saKey:       saKeyPEM,
-		p.paths.saPub:       pemBlock("PUBLIC KEY", saPubDER),
+		p.paths.caCert:         p.caPEM,
+		p.paths.caKey:          caKeyPEM,
+		p.paths.servingCert:    servingCert,
+		p.paths.servingKey:     servingKey,
+		p.paths.saKey:          saKeyPEM,
+		p.paths.saPub:          pemBlock("PUBLIC KEY", saPubDER),
+		p.paths.frontProxyCert: frontProxy.certPEM,
+		p.paths.frontProxyKey:  frontProxy.keyPEM,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return nil, err

@@ -187,6 +187,17 @@ func (p *plane) run(signals <-chan os.Signal) int {
 		// which Endpoints validation refuses (loopback); nothing here reaches the API server
 		// through that Service.
 		"--endpoint-reconciler-type=none",
+		// The aggregation layer, as kubeadm configures it: the API server proxies to extension
+		// API servers with the front-proxy certificate and the user in these headers, and
+		// publishes the CA in kube-system/extension-apiserver-authentication, which the
+		// controller-manager's and scheduler's delegated authentication read.
+		"--requestheader-client-ca-file="+pk.caCert,
+		"--requestheader-allowed-names="+frontProxyUser,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+pk.frontProxyCert,
+		"--proxy-client-key-file="+pk.frontProxyKey,
 		v,
 	); err != nil {
 		return fail(err)
