@@ -97,17 +97,16 @@ fn scheme_part(segment: &str) -> &str {
     }
 }
 
-/// Whether the Node `name` is served by the simulated kubelet (its pods' IPs lead nowhere).
-fn simulated_node(app: &AppState, name: &str) -> bool {
-    app.engine
-        .store
-        .get("", "nodes", "", name)
-        .and_then(|node| {
-            node.pointer("/status/nodeInfo/containerRuntimeVersion")
+/// Whether the Node `name` exists and is not served by the simulated kubelet (whose pods' IPs
+/// lead nowhere). The Nodes are looked at by reference, none copied.
+fn real_node(app: &AppState, name: &str) -> bool {
+    app.engine.store.any("", "nodes", None, |node| {
+        node.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+            && node
+                .pointer("/status/nodeInfo/containerRuntimeVersion")
                 .and_then(Value::as_str)
-                .map(|runtime| runtime.starts_with("sim://"))
-        })
-        .unwrap_or(false)
+                .is_none_or(|runtime| !runtime.starts_with("sim://"))
+    })
 }
 
 /// What the Service's EndpointSlices say for the Service port `port` (name or number; None:
@@ -147,11 +146,10 @@ fn real_endpoints(
                 .map(move |e| (s, e))
         })
     };
-    let real = endpoints().any(|(_, e)| {
-        e.get("nodeName")
-            .and_then(Value::as_str)
-            .is_some_and(|node| !simulated_node(app, node))
-    });
+    let nodes: std::collections::BTreeSet<&str> = endpoints()
+        .filter_map(|(_, e)| e.get("nodeName").and_then(Value::as_str))
+        .collect();
+    let real = nodes.into_iter().any(|node| real_node(app, node));
     if !real {
         return None;
     }

@@ -158,6 +158,20 @@ async fn slices_and_endpoints_follow_pod_readiness() {
         json!([{"name": "api", "port": 8080, "protocol": "TCP"}])
     );
 
+    // Endpoints on simulated nodes lead nowhere: the proxy subresource keeps its simulated
+    // answer (no Deployment selects these pods: 503 in plain text, not a forwarding Status).
+    let probe = raw(
+        &c.url(),
+        "GET",
+        "/api/v1/namespaces/default/services/web:api/proxy/healthcheck",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(probe.code, 503, "{}", probe.body);
+    assert_eq!(probe.content_type, "text/plain", "{}", probe.body);
+    assert_eq!(probe.body, "no endpoints available for service \"web\"");
+
     // web-b's readiness probe fails: it stays an endpoint, not ready.
     pods.patch(
         "web-b",
