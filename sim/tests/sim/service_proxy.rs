@@ -461,7 +461,12 @@ async fn shutdown_removes_the_interface_and_listeners() {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().port()
     };
-    let mut server = http_server(Command::new("python3"), "127.0.0.1", port, dir.path());
+    let _server = Stopped(http_server(
+        Command::new("python3"),
+        "127.0.0.1",
+        port,
+        dir.path(),
+    ));
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             break;
@@ -542,6 +547,14 @@ async fn shutdown_removes_the_interface_and_listeners() {
         async move { !link_exists(&name) }
     })
     .await;
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+/// A child process stopped (by its own id) when the guard goes, a failed assertion included.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
