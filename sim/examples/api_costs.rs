@@ -348,9 +348,12 @@ fn service_proxy(engine: &Engine) {
     });
     let runtime = current_thread_runtime();
     let (app, _stop) = app_state(engine);
+    let request = actix_web::test::TestRequest::default().to_http_request();
     let probe = |service: &str| {
         runtime
             .block_on(proxy::answer(
+                &request,
+                &[],
                 &app,
                 NAMESPACE,
                 &format!("{service}:8776"),

@@ -1,5 +1,6 @@
 //! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1 (and an HTTPS one when RBAC is enforced), the garbage collector, writes a
-//! kubeconfig, installs the third-party CRD fixtures and spawns the simulated controllers; offers
+//! kubeconfig, installs the third-party CRD fixtures, spawns the simulated controllers and, when
+//! asked, the service proxy; offers
 //! a client, in-process reads of the store, the request record and fault injection at runtime;
 //! shuts everything down in order.
 
@@ -10,7 +11,9 @@ use crate::error::SimError;
 use crate::faults::{FaultConfig, FaultHandle};
 use crate::gc;
 use crate::kubeconfig::kubeconfig_yaml_with_ca;
+use crate::netproxy::{HostInterface, ServiceProxy};
 use crate::objects::Engine;
+use crate::objects::service_ips::{DEFAULT_SERVICE_CIDR, ServiceCidr};
 use crate::registry::Registry;
 use crate::requests::{RequestLog, RequestRecord};
 use crate::store::Store;
@@ -41,6 +44,14 @@ pub struct ClusterConfig {
     pub workers: usize,
     /// How requests are authorized (every request is authenticated either way).
     pub authorization: AuthorizationMode,
+    /// Run a userspace service proxy ([`crate::netproxy`]): every Service ClusterIP is held on
+    /// a host interface of this cluster's own and forwards to the Service's ready endpoints.
+    /// Needs root and iproute2; for clusters whose pods have real addresses (process nodes).
+    /// Off by default.
+    pub service_proxy: bool,
+    /// The range of Service ClusterIPs. None: `10.96.0.0/16`, or with `service_proxy` the
+    /// block the proxy's interface claims (a /20 no other running cluster uses).
+    pub service_cidr: Option<ServiceCidr>,
 }
 
 /// How long a client may take to send a request's head before the server answers 408: the
@@ -66,6 +77,8 @@ impl Default for ClusterConfig {
             record_writes: false,
             workers: 2,
             authorization: AuthorizationMode::default(),
+            service_proxy: false,
+            service_cidr: None,
         }
     }
 }
@@ -83,6 +96,7 @@ pub struct EmbeddedCluster {
     auth: Auth,
     client: kube::Client,
     controllers: Option<ControllersHandle>,
+    proxy: Option<ServiceProxy>,
     server: actix_web::dev::ServerHandle,
     stop: tokio::sync::watch::Sender<bool>,
     gc_task: Option<tokio::task::JoinHandle<()>>,
@@ -157,7 +171,17 @@ impl EmbeddedCluster {
             })?
             .port();
         let url = format!("http://127.0.0.1:{port}");
-        let engine = Engine::new(config.history_window);
+        // The proxy's interface is claimed first: its block is the ClusterIP range.
+        let interface = if config.service_proxy {
+            Some(HostInterface::claim()?)
+        } else {
+            None
+        };
+        let service_cidr = config
+            .service_cidr
+            .or_else(|| interface.as_ref().and_then(HostInterface::range))
+            .unwrap_or(DEFAULT_SERVICE_CIDR);
+        let engine = Engine::with_service_cidr(config.history_window, service_cidr);
         let faults = FaultHandle::new(config.faults.clone());
         let log = RequestLog::new(
             config.request_log_capacity,
@@ -258,6 +282,7 @@ impl EmbeddedCluster {
             auth,
             client: client.clone(),
             controllers: None,
+            proxy: None,
             server: handle,
             stop,
             gc_task: Some(gc_task),
@@ -269,6 +294,9 @@ impl EmbeddedCluster {
         controllers::register_nodes(&client, &config.controllers)
             .await
             .map_err(SimError::Nodes)?;
+        if let Some(interface) = interface {
+            cluster.proxy = Some(ServiceProxy::spawn(client.clone(), interface));
+        }
         cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
         Ok(cluster)
     }
@@ -327,13 +355,29 @@ impl EmbeddedCluster {
         }
     }
 
+    /// The service proxy, when `ClusterConfig::service_proxy` started one.
+    pub fn service_proxy(&self) -> Option<&ServiceProxy> {
+        self.proxy.as_ref()
+    }
+
+    /// The range this cluster's Service ClusterIPs come from.
+    pub fn service_cidr(&self) -> ServiceCidr {
+        self.engine.service_cidr
+    }
+
     /// The simulated controllers (to change their settings at runtime).
     pub fn controllers(&self) -> Option<&ControllersHandle> {
         self.controllers.as_ref()
     }
 
-    /// Stops the controllers, then the server (open watches end), then the garbage collector.
+    /// Stops the service proxy (its listeners and interface go), the controllers, then the
+    /// server (open watches end), then the garbage collector.
     pub async fn shutdown(mut self) {
+        if let Some(proxy) = self.proxy.take()
+            && let Err(error) = proxy.shutdown().await
+        {
+            tracing::warn!(%error, "the service proxy did not stop cleanly");
+        }
         if let Some(c) = self.controllers.take() {
             c.shutdown().await;
         }
@@ -350,6 +394,7 @@ impl EmbeddedCluster {
 
 impl Drop for EmbeddedCluster {
     fn drop(&mut self) {
+        self.proxy.take();
         self.controllers.take();
         let _ = self.stop.send(true);
         if self.server_task.is_some() {

@@ -15,6 +15,7 @@ pub mod gc;
 pub mod groups;
 pub mod json;
 pub mod kubeconfig;
+pub mod netproxy;
 pub mod objects;
 pub mod patch;
 pub mod registry;
@@ -27,6 +28,8 @@ pub use cluster::{ClusterConfig, EmbeddedCluster, StoreView};
 pub use error::{ApiError, SimError};
 pub use faults::{ErrorRule, FaultConfig, FaultHandle, ServiceFault};
 pub use groups::CORE;
+pub use netproxy::ServiceProxy;
+pub use objects::service_ips::ServiceCidr;
 pub use requests::RequestRecord;
 pub use writes::{LeaseSnapshot, LeaseState, WriteRecord};
 /// In-process store access (`EmbeddedCluster::store()` returns a `Store` view).

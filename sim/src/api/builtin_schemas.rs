@@ -5,7 +5,7 @@
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::{
-    apps, autoscaling, batch, coordination, core, events, networking, policy, rbac,
+    apps, autoscaling, batch, coordination, core, discovery, events, networking, policy, rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
@@ -86,6 +86,7 @@ fn generate(settings: SchemaSettings) -> Schemas {
     add::<core::v1::ConfigMap>(&mut g, k);
     add::<core::v1::Service>(&mut g, k);
     add::<core::v1::Pod>(&mut g, k);
+    add::<core::v1::Endpoints>(&mut g, k);
     add::<core::v1::Node>(&mut g, k);
     add::<core::v1::ReplicationController>(&mut g, k);
     add::<core::v1::Event>(&mut g, k);
@@ -100,6 +101,7 @@ fn generate(settings: SchemaSettings) -> Schemas {
     add::<policy::v1::PodDisruptionBudget>(&mut g, k);
     add::<autoscaling::v2::HorizontalPodAutoscaler>(&mut g, k);
     add::<networking::v1::NetworkPolicy>(&mut g, k);
+    add::<discovery::v1::EndpointSlice>(&mut g, k);
     add::<coordination::v1::Lease>(&mut g, k);
     add::<CustomResourceDefinition>(&mut g, k);
     add::<events::v1::Event>(&mut g, k);

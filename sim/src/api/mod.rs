@@ -444,7 +444,7 @@ async fn serve_resource(
     }
     if sub == "proxy" {
         let segment = p.name.clone().unwrap_or_default();
-        return proxy::answer(app, &namespace, &segment, &p.rest).await;
+        return proxy::answer(req, body, app, &namespace, &segment, &p.rest).await;
     }
     let target = Target {
         info: info.clone(),

@@ -269,6 +269,85 @@ fn svc_ports(o: &Value) -> Value {
     or_none(&ports.join(","))
 }
 
+/// A list of endpoints as kubectl prints it: the first three, then `+ N more...`.
+fn first_three(items: Vec<String>) -> Value {
+    match items.len() {
+        0 => json!("<none>"),
+        1..=3 => json!(items.join(",")),
+        n => json!(format!("{} + {} more...", items[..3].join(","), n - 3)),
+    }
+}
+
+/// Endpoints: `ip:port` of every ready address and port.
+fn endpoints_list(o: &Value) -> Value {
+    let mut items = Vec::new();
+    for subset in o
+        .get("subsets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let ports: Vec<String> = subset
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|p| num(p, "/port").to_string())
+            .collect();
+        for address in subset
+            .get("addresses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let ip = address
+                .get("ip")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if ports.is_empty() {
+                items.push(ip.to_string());
+            }
+            items.extend(ports.iter().map(|port| format!("{ip}:{port}")));
+        }
+    }
+    first_three(items)
+}
+
+/// EndpointSlice ports: `8080,8443`, `<unset>` without any.
+fn slice_ports(o: &Value) -> Value {
+    let ports: Vec<String> = o
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| num(p, "/port").to_string())
+        .collect();
+    if ports.is_empty() {
+        json!("<unset>")
+    } else {
+        json!(ports.join(","))
+    }
+}
+
+/// EndpointSlice endpoints: every address.
+fn slice_endpoints(o: &Value) -> Value {
+    let addresses: Vec<String> = o
+        .get("endpoints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|e| {
+            e.get("addresses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    first_three(addresses)
+}
+
 fn data_count(o: &Value) -> Value {
     let n = o
         .get("data")
@@ -440,6 +519,12 @@ fn columns(info: &ResourceInfo, version: &str) -> Vec<Column> {
             col("Type", "string", Path(".spec.type".into())),
             col("Cluster-IP", "string", Path(".spec.clusterIP".into())),
             col("Port(s)", "string", Computed(svc_ports)),
+        ],
+        ("", "endpoints") => vec![col("Endpoints", "string", Computed(endpoints_list))],
+        ("discovery.k8s.io", "endpointslices") => vec![
+            col("AddressType", "string", Path(".addressType".into())),
+            col("Ports", "string", Computed(slice_ports)),
+            col("Endpoints", "string", Computed(slice_endpoints)),
         ],
         ("", "namespaces") => vec![col("Status", "string", Path(".status.phase".into()))],
         ("", "secrets") => vec![

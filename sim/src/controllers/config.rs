@@ -317,6 +317,9 @@ pub struct ControllersConfig {
     pub gateways: GatewaysConfig,
     /// HorizontalPodAutoscaler and VerticalPodAutoscaler status filling.
     pub autoscalers: Switch,
+    /// EndpointSlices and Endpoints kept from the pods every Service with a selector selects
+    /// (the delay is unused: endpoints follow pods at once).
+    pub endpoints: Switch,
     /// Which CRD fixtures an embedded cluster installs.
     pub fixtures: FixtureSet,
     /// How often every controller re-reads its objects against the config, as a backstop for
@@ -340,6 +343,7 @@ impl Default for ControllersConfig {
             secret_stores: SecretStoresConfig::default(),
             gateways: GatewaysConfig::default(),
             autoscalers: Switch::default(),
+            endpoints: Switch::default(),
             fixtures: FixtureSet::ALL,
             resync: Duration::from_secs(5),
         }
@@ -362,6 +366,7 @@ impl ControllersConfig {
         config.secret_stores.switch = Switch::off();
         config.gateways.switch = Switch::off();
         config.autoscalers = Switch::off();
+        config.endpoints = Switch::off();
         config
     }
 }
@@ -428,5 +433,6 @@ mod tests {
         assert!(!config.secret_stores.switch.enabled);
         assert!(!config.gateways.switch.enabled);
         assert!(!config.autoscalers.enabled);
+        assert!(!config.endpoints.enabled);
     }
 }

@@ -18,7 +18,8 @@ use futures::channel::mpsc::{UnboundedSender, unbounded};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -266,6 +267,10 @@ pub struct Informers {
     pub replica_sets: Informer<ReplicaSet>,
     /// Every Job: the CronJob controller.
     pub jobs: Informer<Job>,
+    /// Every EndpointSlice: the EndpointSlice controller's view of what it wrote.
+    pub endpoint_slices: Informer<EndpointSlice>,
+    /// Every Endpoints object: the EndpointSlice controller's view of what it wrote.
+    pub endpoints: Informer<Endpoints>,
 }
 
 impl std::fmt::Debug for Informers {
@@ -285,6 +290,8 @@ impl Informers {
             service_accounts: Informer::new(client),
             replica_sets: Informer::new(client),
             jobs: Informer::new(client),
+            endpoint_slices: Informer::new(client),
+            endpoints: Informer::new(client),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! binds pods to nodes and a kubelet starts them once what they need exists, Deployments roll
 //! out through ReplicaSets, ReplicaSets, ReplicationControllers, DaemonSets and StatefulSets keep their pods,
 //! Jobs run pods that exit with a chosen code, CronJobs spawn Jobs, mariadb-operator / external-secrets / Gateway API objects
-//! become Ready, autoscalers report status. Each can be switched off or slowed through
+//! become Ready, autoscalers report status, Services get EndpointSlices and Endpoints from the pods
+//! they select. Each can be switched off or slowed through
 //! [`ControllersConfig`], at start or at runtime through [`ControllersHandle`].
 
 pub mod autoscalers;
@@ -14,6 +15,7 @@ pub mod cronjobs;
 pub mod daemonsets;
 pub mod deployments;
 mod dynamic;
+pub mod endpointslices;
 mod events;
 pub mod fixtures;
 pub mod gateways;
@@ -78,7 +80,7 @@ impl ControllersHandle {
     /// nothing counts too). Names: nodes (heartbeat rounds), pods, replicaset-controller,
     /// replication-controller, daemonsets, statefulsets, deployments, jobs, cronjobs, mariadb, mariadb-databases,
     /// mariadb-users, mariadb-grants, secret-stores, cluster-secret-stores, gateways,
-    /// httproutes, hpa, vpa.
+    /// httproutes, hpa, vpa, endpointslice-controller.
     pub fn reconcile_passes(&self, name: &str) -> u64 {
         self.shared.passes(name)
     }
@@ -184,6 +186,7 @@ pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHand
     tasks.spawn(secret_stores::run(Arc::clone(&shared)));
     tasks.spawn(gateways::run(Arc::clone(&shared)));
     tasks.spawn(autoscalers::run(Arc::clone(&shared)));
+    tasks.spawn(endpointslices::run(Arc::clone(&shared)));
     ControllersHandle {
         shared,
         runs,

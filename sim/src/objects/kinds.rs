@@ -1,10 +1,11 @@
 //! Per-kind rules applied on every write: CRD instances are defaulted, pruned and validated
 //! against their structural schema and its CEL rules; CRDs' CEL rules must compile, CRDs get
 //! their status and (after the write) their resource registered; Namespaces get a phase;
-//! Secrets fold stringData into data; Services get a clusterIP; Pods and
+//! Secrets fold stringData into data; Services get a clusterIP from the cluster's range; Pods and
 //! PersistentVolumeClaims start Pending; built-ins get their defaults (`defaults`) and
 //! validation (`builtin_rules`). CRD deletion removes the resource and its instances.
 
+use super::service_ips::{self, ServiceCidr};
 use super::target::Target;
 use super::{builtin_rules, defaults, meta};
 use crate::error::ApiError;
@@ -18,7 +19,8 @@ use serde_json::{Value, json};
 const CRD_GROUP: &str = "apiextensions.k8s.io";
 
 /// Adjusts and validates an object about to be written (`old` is None on create). Runs inside
-/// a store transaction: it must not touch the engine's store (`rv` is the transaction's version).
+/// the store transaction `txn` (read only here: it must not touch the engine's store); a new
+/// Service's ClusterIP comes from `cidr`.
 /// `strict` (fieldValidation=Strict) refuses unknown fields of custom resources instead of
 /// pruning them silently.
 pub fn on_write(
@@ -26,7 +28,8 @@ pub fn on_write(
     t: &Target,
     old: Option<&Value>,
     obj: &mut Value,
-    rv: u64,
+    txn: &Txn<'_>,
+    cidr: &ServiceCidr,
     strict: bool,
 ) -> Result<(), ApiError> {
     let info = &t.info;
@@ -133,13 +136,36 @@ pub fn on_write(
                 obj["spec"]["type"] = json!("ClusterIP");
             }
             match old.and_then(|o| o.pointer("/spec/clusterIP")).cloned() {
-                Some(ip) => obj["spec"]["clusterIP"] = ip,
-                None if obj.pointer("/spec/clusterIP").is_none() => {
-                    let n = rv;
-                    obj["spec"]["clusterIP"] =
-                        json!(format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1));
+                Some(ip) => {
+                    obj["spec"]["clusterIP"] = ip;
+                    if let Some(ips) = old.and_then(|o| o.pointer("/spec/clusterIPs")).cloned() {
+                        obj["spec"]["clusterIPs"] = ips;
+                    }
                 }
-                None => {}
+                None => {
+                    let namespace = meta::meta_str(obj, "namespace").unwrap_or_default();
+                    let name = meta::meta_str(obj, "name").unwrap_or_default();
+                    let used = service_ips::used_ips(
+                        txn.list("", "services", None).map(|(_, s)| s),
+                        (namespace, name),
+                    );
+                    let requested = obj
+                        .pointer("/spec/clusterIP")
+                        .and_then(Value::as_str)
+                        .filter(|ip| !ip.is_empty())
+                        .map(str::to_string);
+                    let ip = match requested {
+                        Some(ip) => {
+                            if let Some(cause) = cidr.check_requested(&ip, &used) {
+                                return Err(ApiError::invalid("", "Service", name, vec![cause]));
+                            }
+                            ip
+                        }
+                        None => cidr.allocate(txn.rv(), &used)?.to_string(),
+                    };
+                    obj["spec"]["clusterIP"] = json!(ip);
+                    obj["spec"]["clusterIPs"] = json!([ip]);
+                }
             }
             if old.is_none() && is_empty_status(obj) {
                 obj["status"] = json!({"loadBalancer": {}});

@@ -11,6 +11,7 @@ pub mod graceful;
 pub(crate) mod kinds;
 pub mod managed_fields;
 pub mod meta;
+pub mod service_ips;
 pub mod target;
 pub mod validation;
 
@@ -93,6 +94,8 @@ pub const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system", "kube-publ
 pub struct Engine {
     pub store: Store,
     pub registry: Registry,
+    /// The range new Services' ClusterIPs come from.
+    pub service_cidr: service_ips::ServiceCidr,
 }
 
 /// Sets apiVersion and kind as the client asked for them.
@@ -137,9 +140,15 @@ fn rv_of(obj: &Value) -> Option<&str> {
 impl Engine {
     /// An engine over a fresh store with the built-in kinds and the default namespaces.
     pub fn new(history: usize) -> Engine {
+        Engine::with_service_cidr(history, service_ips::DEFAULT_SERVICE_CIDR)
+    }
+
+    /// An engine as [`Engine::new`] makes it whose Services get ClusterIPs from `service_cidr`.
+    pub fn with_service_cidr(history: usize, service_cidr: service_ips::ServiceCidr) -> Engine {
         let engine = Engine {
             store: Store::new(history),
             registry: Registry::with_builtins(),
+            service_cidr,
         };
         engine.store.transact(|txn| {
             for ns in PROTECTED_NAMESPACES {
@@ -304,8 +313,15 @@ impl Engine {
         record: bool,
     ) -> Result<Value, ApiError> {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
-        let rv = txn.rv();
-        kinds::on_write(&self.registry, t, None, &mut obj, rv, opts.strict())?;
+        kinds::on_write(
+            &self.registry,
+            t,
+            None,
+            &mut obj,
+            txn,
+            &self.service_cidr,
+            opts.strict(),
+        )?;
         validation::validate_meta(&obj, &t.info.kind, &t.info.group, t.name_rule())?;
         if t.info.namespaced {
             let ns_key = ObjKey::new("", "namespaces", "", &t.namespace);
@@ -464,7 +480,8 @@ impl Engine {
             t,
             Some(old),
             &mut new,
-            txn.rv(),
+            txn,
+            &self.service_cidr,
             opts.strict(),
         )?;
         validation::validate_meta(&new, &t.info.kind, &t.info.group, t.name_rule())?;
