@@ -37,7 +37,10 @@ prepare_root() { # prepare_root RELEASE
   [ -f "$constraints" ] || { echo "setup.sh: $constraints is missing" >&2; return 2; }
   root="$roots/$rel"
   stamp="$root/.prepared"
-  want="$( { cat "$constraints"; echo "cinder==$ver $uwsgi_pin PyMySQL"; cat "$0";
+  # The gcs extra: cinder.opts (all of cinder's options, what oslo-config-generator and the
+  # validator load) imports the GCS backup driver, whose client cinder 29 makes optional.
+  local cinder_req="cinder[gcs]==$ver"
+  want="$( { cat "$constraints"; echo "$cinder_req $uwsgi_pin PyMySQL"; cat "$0";
              "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$root/bin/cinder-manage" ]; then
     echo "== real Cinder $rel (cinder $ver): prepared at $root"
@@ -50,7 +53,7 @@ prepare_root() { # prepare_root RELEASE
   "$python" -m venv "$root"
   "$root/bin/python" -m pip install --quiet --upgrade "pip<26" wheel
   # PyMySQL is in the constraints, so it gets the release's pin; uwsgi compiles from its sdist.
-  "$root/bin/python" -m pip install --quiet -c "$constraints" "cinder==$ver" PyMySQL "$uwsgi_pin"
+  "$root/bin/python" -m pip install --quiet -c "$constraints" "$cinder_req" PyMySQL "$uwsgi_pin"
   "$root/bin/python" - "$rel" <<'EOF'
 import sys
 from importlib.metadata import version
@@ -59,6 +62,7 @@ major = {"2026.1": "17", "2026.2": "18"}[rel]
 got = version("oslo.messaging")
 if got.split(".")[0] != major:
     sys.exit(f"setup.sh: {rel} got oslo.messaging {got}, expected {major}.x")
+import cinder.opts  # every option of cinder importable, as the config tools need
 print(f"   cinder {version('cinder')}, oslo.messaging {got}, oslo.config {version('oslo.config')}, "
       f"SQLAlchemy {version('SQLAlchemy')}, PyMySQL {version('PyMySQL')}, uwsgi {version('uwsgi')}")
 EOF

@@ -18,6 +18,8 @@ pub mod log_capture;
 pub mod observability_helpers;
 pub mod operator_process;
 pub mod operator_replica;
+pub mod real_cinder;
+pub mod real_services;
 pub mod request_checks;
 pub mod target_helpers;
 pub mod test_env;

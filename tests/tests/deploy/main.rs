@@ -1,5 +1,6 @@
 //! The deployment artefacts checked against the operator: the manifests and RBAC of deploy/ on
-//! the embedded cluster, the Grafana dashboard, the operations guide and a real Prometheus scrape.
+//! the embedded cluster, the Grafana dashboard, the operations guide, a real Prometheus scrape,
+//! and the rendered Cinder config and Job commands against real Cinder of each release.
 
 mod dashboard;
 mod manifests;
@@ -7,3 +8,6 @@ mod operations_doc;
 mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;
+mod real_cinder_config;
+mod real_cinder_database;
+mod real_cinder_jobs;
