@@ -100,7 +100,7 @@ impl Root {
     /// `PATH` with the root's executables first, as in the image.
     pub fn path_env(&self) -> String {
         format!(
-            "{}:/usr/local/bin:/usr/bin:/bin",
+            "{}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             self.dir.join("bin").display()
         )
     }

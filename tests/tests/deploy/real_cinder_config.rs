@@ -11,7 +11,9 @@
 //!   credentials they were built from, with `$`, `@`, `:`, `/`, `?`, `#` and `%` in them;
 //! - the API's paste application loads from the ConfigMap's files alone and answers
 //!   /healthcheck 200, its resource filters load, and rootwrap finds the filters where the
-//!   volume and backup pods mount them;
+//!   volume and backup pods mount them; and the API pod's own command, uWSGI with the rendered
+//!   `api-uwsgi.ini` over the ConfigMap bound at /etc/cinder (private mount and network
+//!   namespaces), answers /healthcheck 200 with the spec's worker processes;
 //! - the files of cinder's `etc/cinder/` the ConfigMap carries are the release's own.
 
 use cinder_e2e::deploy_helpers::repo_root;
@@ -185,6 +187,9 @@ fn env_as_ini(env: &[(&str, String)]) -> String {
         .collect()
 }
 
+/// One file of a process as validated: its name, where it was written, its text.
+type CheckedFile = (String, PathBuf, String);
+
 /// Every finding of `root` on `procs` (empty when all pass).
 fn findings(root: &Root, data: &OptionData, procs: &[Process], dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -195,7 +200,7 @@ fn findings(root: &Root, data: &OptionData, procs: &[Process], dir: &Path) -> Ve
     .unwrap();
     let required = data.required_without_default();
     // Each process's files as validated, written once each.
-    let mut checked: Vec<(String, Vec<(String, PathBuf, String)>)> = Vec::new();
+    let mut checked: Vec<(String, Vec<CheckedFile>)> = Vec::new();
     for p in procs {
         let env_file = (format!("{}-env.conf", p.name), env_as_ini(&p.env));
         let mut files = Vec::new();
@@ -507,5 +512,86 @@ fn the_cinder_etc_files_the_configmap_carries_are_each_release_s_own() {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(filters, [ROOTWRAP_FILTERS_KEY], "{}", root.release);
+    }
+}
+
+/// Runs in private mount and network namespaces: `/etc` and `/var/lib` under throwaway
+/// overlays, the ConfigMap's files bound read-only at `/etc/cinder` as the pod mounts them, then
+/// the API's container command (`uwsgi --ini /etc/cinder/api-uwsgi.ini`) until /healthcheck
+/// answers; prints the answer and the uWSGI master's worker count, and stops uWSGI by its pid.
+const API_POD: &str = r#"set -eu
+T="$1"
+mount --make-rprivate /
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$T/etc-up,workdir=$T/etc-work" /etc
+mount -t overlay overlay -o "lowerdir=/var/lib,upperdir=$T/var-up,workdir=$T/var-work" /var/lib
+mkdir -p /etc/cinder /var/lib/cinder/tmp
+mount --bind "$T/cm" /etc/cinder
+mount -o remount,bind,ro /etc/cinder
+ip link set lo up
+uwsgi --ini /etc/cinder/api-uwsgi.ini > "$T/api.log" 2>&1 &
+pid=$!
+code=none
+i=0
+while [ $i -lt 480 ]; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8776/healthcheck || true)
+  [ "$code" = 200 ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.25
+  i=$((i + 1))
+done
+workers=$(pgrep -c -P "$pid" || true)
+echo "healthcheck=$code workers=$workers"
+kill -TERM "$pid" 2>/dev/null || true
+wait "$pid" || true
+"#;
+
+#[test]
+fn the_api_pod_runs_its_command_on_the_configmap_and_answers_healthcheck() {
+    let Some(roots) = prepared_roots("the_api_pod_runs_its_command_on_the_configmap") else {
+        return;
+    };
+    let (cinder, _, _) = samples();
+    let workers = cinder.spec.api.uwsgi.processes.max(1);
+    let (config, _) = processes();
+    let dir = tempfile::tempdir().unwrap();
+    for root in &roots {
+        let t = dir.path().join(root.release);
+        for d in ["etc-up", "etc-work", "var-up", "var-work", "cm"] {
+            std::fs::create_dir_all(t.join(d)).unwrap();
+        }
+        for (file, text) in &config {
+            std::fs::write(t.join("cm").join(file), text).unwrap();
+        }
+        let dsn = synced_sqlite(root, dir.path());
+        // The image's environment: its Python is the root's (uWSGI reads UWSGI_VIRTUALENV as
+        // its `virtualenv` option); the pod's: the DSN (no broker or Keystone is contacted to
+        // answer /healthcheck).
+        let out = root
+            .command("unshare", dir.path())
+            .args(["-m", "-n", "sh", "-c", API_POD, "api-pod"])
+            .arg(&t)
+            .env("UWSGI_VIRTUALENV", &root.dir)
+            .env(ENV_DB_CONNECTION, &dsn)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let log = std::fs::read_to_string(t.join("api.log")).unwrap_or_default();
+        assert!(
+            stdout.contains("healthcheck=200"),
+            "{}: {stdout}{}\n{log}",
+            root.release,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("workers={workers}")),
+            "{}: {stdout}",
+            root.release
+        );
+        println!(
+            "{} (cinder {}): {}",
+            root.release,
+            root.cinder,
+            stdout.trim()
+        );
     }
 }
