@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Parser)]
 #[command(
     name = "cinder-operator",
-    version,
+    version = crate::metrics::VERSION_WITH_COMMIT,
     about = "Runs OpenStack Cinder on Kubernetes from three custom resources"
 )]
 struct Definition {

@@ -1,6 +1,7 @@
 //! The operator's Prometheus metrics (prometheus-client): the two pipeline families, the three
-//! per-CR Job pairs, each Cinder's Ready and upgrade phase (for the alerts), and the actor / lock
-//! gauges the runtime feeds; plus the OpenMetrics text encoder the `/metrics` endpoint serves.
+//! per-CR Job pairs, each Cinder's Ready and upgrade phase (for the alerts), the build's version
+//! and commit (`cinder_operator_build_info`), and the actor / lock gauges the runtime feeds; plus
+//! the OpenMetrics text encoder the `/metrics` endpoint serves.
 //!
 //! Counters are registered without `_total`; the OpenMetrics encoder appends it, so the exposed
 //! names are `cinder_operator_reconcile_errors_total`, ….
@@ -19,6 +20,18 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::time::Duration;
+
+/// The crate's version, as `cinder_operator_build_info` and `--version` show it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The commit the binary was built from (the build script's `git rev-parse`, or "unknown").
+pub const COMMIT: &str = env!("CINDER_OPERATOR_COMMIT");
+/// `--version`'s text: `0.1.0 (commit 1a2b3c4d5e6f)`.
+pub const VERSION_WITH_COMMIT: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CINDER_OPERATOR_COMMIT"),
+    ")"
+);
 
 /// Buckets of the Job duration histograms (seconds).
 pub const JOB_DURATION_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
@@ -41,6 +54,13 @@ pub struct StepLabels {
 pub struct StepErrorLabels {
     pub sub_reconciler: String,
     pub condition_type: String,
+}
+
+/// `{version, commit}` of `cinder_operator_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+    pub commit: String,
 }
 
 /// The terminal result of a Job run.
@@ -225,6 +245,8 @@ pub struct Metrics {
     pub reconciles_running: Gauge,
     /// `cinder_operator_reconciles_queued`: Cinders waiting for a reconcile slot.
     pub reconciles_queued: Gauge,
+    /// `cinder_operator_build_info{version,commit}`: 1, for the build this process runs.
+    pub build_info: Family<BuildLabels, Gauge>,
 }
 
 /// Registers `metric` as `name` with `help` and returns it (a family or gauge is a handle:
@@ -302,6 +324,18 @@ impl Metrics {
             "Cinders waiting for a slot of --max-concurrent-reconciles",
             Gauge::default(),
         );
+        let build_info = registered(
+            registry,
+            "cinder_operator_build_info",
+            "1 for the version and commit this operator process was built from",
+            Family::<BuildLabels, Gauge>::default(),
+        );
+        build_info
+            .get_or_create(&BuildLabels {
+                version: VERSION.to_string(),
+                commit: COMMIT.to_string(),
+            })
+            .set(1);
         let metrics = Metrics {
             reconcile_duration_seconds,
             reconcile_errors,
@@ -315,6 +349,7 @@ impl Metrics {
             transactions_in_flight,
             reconciles_running,
             reconciles_queued,
+            build_info,
         };
         metrics.zero_step_series();
         metrics
@@ -458,3 +493,32 @@ pub fn encode_openmetrics(registry: &Registry) -> Result<String, std::fmt::Error
 /// The `Content-Type` of [`encode_openmetrics`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_info_names_this_build_once() {
+        let (registry, _metrics) = Metrics::new_registry();
+        let text = encode_openmetrics(&registry).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("cinder_operator_build_info{"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert!(
+            lines[0].contains(&format!("version=\"{VERSION}\"")),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains(&format!("commit=\"{COMMIT}\"")),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].ends_with(" 1"), "{}", lines[0]);
+        assert!(!COMMIT.is_empty());
+        assert!(VERSION_WITH_COMMIT.starts_with(VERSION));
+    }
+}

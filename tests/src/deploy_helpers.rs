@@ -482,6 +482,7 @@ pub fn every_metric_family_text() -> anyhow::Result<String> {
     device.register(&mut registry);
     metrics.observe_step("Config", Duration::from_millis(3));
     metrics.count_step_error("Config", "ConfigReady");
+    metrics.observe_cinder("ns", "c", &cinder_operator::crd::CinderStatus::default());
     for kind in [JobKind::DbSync, JobKind::DbPurge, JobKind::ServiceRemove] {
         metrics
             .job(kind)

@@ -5,7 +5,8 @@
 //! their shared helpers: start an embedded cluster with the CRDs and the operator running
 //! in-process ([`Harness`]), the usual fixtures (store, credential Secrets, a Cinder,
 //! satellites), polling waits with generous timeouts, and a capture of every tracing line the
-//! process emits (to prove no secret value is logged).
+//! process emits (to prove no secret value is logged), and a real Kubernetes control plane
+//! started from tests/control-plane/'s binary ([`real_cluster::RealControlPlane`]).
 
 pub mod bench_cluster;
 pub mod clients;
@@ -19,6 +20,7 @@ pub mod observability_helpers;
 pub mod operator_process;
 pub mod operator_replica;
 pub mod real_cinder;
+pub mod real_cluster;
 pub mod real_services;
 pub mod request_checks;
 pub mod target_helpers;

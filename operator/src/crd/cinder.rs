@@ -5,7 +5,7 @@ use super::common::{ClusterRef, NamedRef, SecretRef, SecretStoreRef};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::networking::v1::{NetworkPolicyEgressRule, NetworkPolicyIngressRule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -13,20 +13,32 @@ use std::collections::BTreeMap;
 /// The desired state of a Cinder deployment.
 // clippy reads the repeated `type_ = "string"` of the printer columns as duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "cinder.openstack.c5c3.io",
     version = "v1alpha1",
     kind = "Cinder",
     plural = "cinders",
     shortname = "cdr",
+    category = "openstack",
+    category = "cinder",
     namespaced,
     status = "CinderStatus",
     derive = "PartialEq",
+    // The name limit of `crate::names::MAX_CINDER_NAME_LEN` (a test holds the two together); the
+    // cause names the field rather than the object's root.
+    validation = Rule::new("self.metadata.name.size() <= 43")
+        .message("metadata.name must be at most 43 characters")
+        .field_path(".metadata.name"),
     printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(
         name = "Release",
@@ -46,18 +58,25 @@ pub struct CinderSpec {
     /// by one step runs the expand-migrate-contract upgrade.
     #[schemars(regex(pattern = r"^\d{4}\.[12]$"))]
     pub open_stack_release: String,
+    /// The Cinder container image every workload and Job runs.
     pub image: ImageSpec,
+    /// The MariaDB database Cinder keeps its state in.
     pub database: DatabaseSpec,
+    /// The RabbitMQ broker of Cinder's RPC.
     pub messaging: MessagingSpec,
+    /// The Keystone service user Cinder authenticates as.
     pub service_user: ServiceUserSpec,
     /// The Keystone endpoint the service user authenticates against (`http(s)://…`).
     #[schemars(regex(pattern = r"^https?://"), length(min = 8, max = 2048))]
     pub keystone_endpoint: String,
+    /// The Keystone region of the endpoints Cinder uses and registers (`RegionOne` when unset).
     #[serde(default = "default_region")]
     #[schemars(length(min = 1, max = 255))]
     pub region: String,
+    /// The cinder-api Deployment.
     #[serde(default)]
     pub api: ApiSpec,
+    /// The cinder-scheduler Deployment.
     #[serde(default)]
     pub scheduler: SchedulerSpec,
     /// Settings shared by the volume services (one Deployment per attached CinderBackend).
@@ -66,6 +85,7 @@ pub struct CinderSpec {
     /// Settings of the backup service (runs when a CinderBackupBackend is attached).
     #[serde(default)]
     pub backup: BackupSpec,
+    /// The recurring purge of soft-deleted database rows.
     #[serde(default)]
     pub db_purge: DbPurgeSpec,
     /// Expose the API through a Gateway API HTTPRoute.
@@ -98,10 +118,13 @@ fn default_region() -> String {
 }
 
 /// The container image: a repository and exactly one of `tag` or `digest`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("oneOf" = [{"required": ["tag"]}, {"required": ["digest"]}]))]
+#[x_kube(validation = Rule::new("has(self.tag) != has(self.digest)")
+    .message("spec.image must set exactly one of tag and digest"))]
 pub struct ImageSpec {
+    /// The image repository, e.g. `registry.example.com/openstack/cinder`.
     #[schemars(length(min = 1, max = 512))]
     pub repository: String,
     /// A tag naming a release, e.g. `2026.1` or `2026.1-p1`.
@@ -130,9 +153,11 @@ fn default_database_name() -> String {
 }
 
 /// The MariaDB database: a managed cluster (`clusterRef`) or a brownfield `host` + `port`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("oneOf" = [{"required": ["clusterRef"]}, {"required": ["host"]}]))]
+#[x_kube(validation = Rule::new("has(self.clusterRef) != has(self.host)")
+    .message("spec.database must set exactly one of clusterRef and host"))]
 pub struct DatabaseSpec {
     /// A mariadb-operator MariaDB; the operator creates Database, User and Grant in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,9 +179,11 @@ pub struct DatabaseSpec {
 }
 
 /// The RabbitMQ broker: a RabbitmqCluster (`clusterRef`) or a Secret holding the connection.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("oneOf" = [{"required": ["clusterRef"]}, {"required": ["secretRef"]}]))]
+#[x_kube(validation = Rule::new("has(self.clusterRef) != has(self.secretRef)")
+    .message("spec.messaging must set exactly one of clusterRef and secretRef"))]
 pub struct MessagingSpec {
     /// A RabbitmqCluster; its `{name}-default-user` Secret supplies the connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,15 +207,19 @@ fn default_domain_name() -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceUserSpec {
+    /// The Keystone user name (`cinder` when unset).
     #[serde(default = "default_service_username")]
     #[schemars(length(min = 1, max = 255))]
     pub username: String,
+    /// The project the user is scoped to (`service` when unset).
     #[serde(default = "default_project_name")]
     #[schemars(length(min = 1, max = 255))]
     pub project_name: String,
+    /// The domain of the user (`Default` when unset).
     #[serde(default = "default_domain_name")]
     #[schemars(length(min = 1, max = 255))]
     pub user_domain_name: String,
+    /// The domain of the project (`Default` when unset).
     #[serde(default = "default_domain_name")]
     #[schemars(length(min = 1, max = 255))]
     pub project_domain_name: String,
@@ -214,6 +245,7 @@ pub struct ApiSpec {
     #[serde(default = "default_api_replicas")]
     #[schemars(range(min = 0, max = 100))]
     pub replicas: i32,
+    /// The uWSGI workers of each API pod.
     #[serde(default)]
     pub uwsgi: UwsgiSpec,
     /// Requests and limits of the cinder-api container (documented defaults when unset).
@@ -235,9 +267,11 @@ impl Default for ApiSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UwsgiSpec {
+    /// Worker processes per pod (2 when unset); each holds its own database connections.
     #[serde(default = "default_uwsgi_processes")]
     #[schemars(range(min = 1, max = 64))]
     pub processes: i32,
+    /// Threads per worker process (1 when unset).
     #[serde(default = "default_uwsgi_threads")]
     #[schemars(range(min = 1, max = 64))]
     pub threads: i32,
@@ -260,6 +294,7 @@ fn default_scheduler_replicas() -> i32 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SchedulerSpec {
+    /// The replica count (1 when unset).
     #[serde(default = "default_scheduler_replicas")]
     #[schemars(range(min = 0, max = 100))]
     pub replicas: i32,
@@ -311,6 +346,7 @@ fn default_purge_schedule() -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DbPurgeSpec {
+    /// Rows soft-deleted longer ago than this many days are purged (30 when unset).
     #[serde(default = "default_retention_days")]
     #[schemars(range(min = 1, max = 36500))]
     pub retention_days: i32,
@@ -318,6 +354,7 @@ pub struct DbPurgeSpec {
     #[serde(default = "default_purge_schedule")]
     #[schemars(regex(pattern = r"^(\S+\s+){4}\S+$"))]
     pub schedule: String,
+    /// Stop scheduling purges (the CronJob is suspended; a running purge finishes).
     #[serde(default)]
     pub suspend: bool,
 }
@@ -340,10 +377,13 @@ fn default_gateway_path() -> String {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayParentRef {
+    /// The Gateway's name.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
+    /// The Gateway's namespace (the Cinder's when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// The listener of the Gateway to attach to (every listener when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section_name: Option<String>,
 }
@@ -352,9 +392,12 @@ pub struct GatewayParentRef {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewaySpec {
+    /// The Gateway the HTTPRoute attaches to.
     pub parent_ref: GatewayParentRef,
+    /// The host name the route matches; the status endpoint becomes `https://<hostname><path>`.
     #[schemars(length(min = 1, max = 253))]
     pub hostname: String,
+    /// The path prefix the route matches (`/` when unset).
     #[serde(default = "default_gateway_path")]
     #[schemars(regex(pattern = r"^/"))]
     pub path: String,
@@ -364,7 +407,9 @@ pub struct GatewaySpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkPolicySpec {
+    /// Who may reach the API pods (at least one rule).
     pub ingress: Vec<NetworkPolicyIngressRule>,
+    /// Egress allowed beyond what the operator derives (database, broker, Keystone, storage, DNS).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_egress: Vec<NetworkPolicyEgressRule>,
 }
@@ -374,13 +419,18 @@ fn default_target_cpu() -> i32 {
 }
 
 /// A HorizontalPodAutoscaler for the API Deployment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.minReplicas <= self.maxReplicas")
+    .message("spec.autoscaling.minReplicas must not exceed maxReplicas"))]
 pub struct AutoscalingSpec {
+    /// The fewest API replicas the HPA keeps.
     #[schemars(range(min = 1, max = 100))]
     pub min_replicas: i32,
+    /// The most API replicas the HPA may set; the database connection cap counts with it.
     #[schemars(range(min = 1, max = 100))]
     pub max_replicas: i32,
+    /// The average CPU utilisation (percent of requests) the HPA aims at (80 when unset).
     #[serde(default = "default_target_cpu", rename = "targetCPUUtilization")]
     #[schemars(range(min = 1, max = 100))]
     pub target_cpu_utilization: i32,
@@ -415,6 +465,7 @@ impl VpaUpdateMode {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerticalAutoscalingSpec {
+    /// How the VPAs apply their recommendations (`Auto` when unset).
     #[serde(default)]
     pub update_mode: VpaUpdateMode,
 }
@@ -451,27 +502,37 @@ impl UpgradePhase {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeServiceStatus {
+    /// The CinderBackend's name.
     pub backend: String,
     /// `<cinder>@<backend>`, the host identity in the service registry.
     pub host: String,
 }
 
 /// The observed state of a Cinder.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CinderStatus {
+    /// `Ready` and one condition per pipeline step (SecretsReady, DatabaseReady, …), one per
+    /// type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+    /// The `metadata.generation` the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The URL of the Cinder API (the HTTPRoute's when a gateway is set, else the Service's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// The release whose schema and services are fully rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installed_release: Option<String>,
+    /// The release an upgrade in progress moves to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_release: Option<String>,
+    /// The phase of the upgrade in progress: Expanding, Migrating, RollingUpdate, Contracting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade_phase: Option<UpgradePhase>,
+    /// The volume services running, one per attached CinderBackend.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_services: Vec<VolumeServiceStatus>,
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretRef {
+    /// The Secret's name.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// The key inside the Secret; each consumer documents its default.
@@ -20,6 +21,7 @@ pub struct SecretRef {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NamedRef {
+    /// The object's name.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
 }
@@ -28,6 +30,7 @@ pub struct NamedRef {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterRef {
+    /// The cluster object's name.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// Defaults to the CR's namespace.
@@ -56,8 +59,10 @@ impl SecretStoreKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretStoreRef {
+    /// `SecretStore` (in the Cinder's namespace) or `ClusterSecretStore` (the default).
     #[serde(default)]
     pub kind: SecretStoreKind,
+    /// The store's name (`openbao-cluster-store` when unset).
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
 }
@@ -117,6 +122,7 @@ fn default_ceph_cluster_name() -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RbdSpec {
+    /// The RBD pool volumes (or backups) are stored in.
     #[schemars(length(min = 1, max = 253))]
     pub pool: String,
     /// The cephx user (without the `client.` prefix).
@@ -128,6 +134,8 @@ pub struct RbdSpec {
     /// CIDRs of the Ceph public network(s), opened by the NetworkPolicy egress rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<String>,
+    /// The Ceph cluster name, which names the `<cluster>.conf` and keyring files (`ceph` when
+    /// unset).
     #[serde(default = "default_ceph_cluster_name")]
     #[schemars(length(min = 1, max = 63))]
     pub cluster_name: String,

@@ -1,14 +1,15 @@
-//! The generated CustomResourceDefinitions, completed with the rules `#[derive]` cannot express:
-//! the 43-character name limit (as a structural `maxLength` on `metadata.name` and as a CEL rule),
-//! the Cinder's cross-field rules (exactly one of image tag and digest, of database clusterRef
-//! and host, of messaging clusterRef and secretRef; autoscaling minReplicas at most
-//! maxReplicas) as CEL rules whose messages name the field, and the satellites' "exactly the
-//! block matching `type`" (as a structural `oneOf` and as CEL). So `kubectl apply` of such a
-//! spec is refused by the API server.
+//! The generated CustomResourceDefinitions. The rules live on the Rust types: CEL rules as
+//! `#[x_kube(validation = …)]` and `#[kube(validation = …)]` (kube's `KubeSchema` derive), the
+//! structural `oneOf`s and patterns as `#[schemars(…)]`, the list-map `conditions` as
+//! `#[x_kube(merge_strategy = …)]`. So `kubectl apply` of a spec breaking them is refused by the
+//! API server: exactly one of image tag and digest, of database clusterRef and host, of
+//! messaging clusterRef and secretRef; autoscaling minReplicas at most maxReplicas; the
+//! satellites' exactly-the-block-matching-`type` and immutable `type` and `cinderRef`.
 //!
-//! Immutability of `type` and `cinderRef` (`self == oldSelf`) only CEL can express; the
-//! satellite controllers also compare against the type they recorded, and every other rule
-//! here is also enforced by [`super::validation`] with a condition (for API servers that do not
+//! One rule the derive cannot express is added here: the 43-character name limit as a
+//! structural `maxLength` on `metadata.name` (the derive leaves `metadata` an opaque object;
+//! the same limit is also a CEL rule on the type). Every rule except the immutability ones is
+//! also enforced by [`super::validation`] with a condition (for API servers that do not
 //! evaluate CEL).
 
 use super::{CinderBackend, CinderBackupBackend, cinder::Cinder};
@@ -24,54 +25,17 @@ pub fn cinder_crd() -> CustomResourceDefinition {
             "type": "object",
             "properties": {"name": {"type": "string", "maxLength": MAX_CINDER_NAME_LEN}}
         });
-        push_rule(
-            schema,
-            &format!("self.metadata.name.size() <= {MAX_CINDER_NAME_LEN}"),
-            &format!("metadata.name must be at most {MAX_CINDER_NAME_LEN} characters"),
-        );
-        // the cause names the field rather than the object's root
-        if let Some(rule) = schema["x-kubernetes-validations"]
-            .as_array_mut()
-            .and_then(|rules| rules.last_mut())
-        {
-            rule["fieldPath"] = json!(".metadata.name");
-        }
-        let spec = &mut schema["properties"]["spec"]["properties"];
-        push_rule(
-            &mut spec["image"],
-            "has(self.tag) != has(self.digest)",
-            "spec.image must set exactly one of tag and digest",
-        );
-        push_rule(
-            &mut spec["database"],
-            "has(self.clusterRef) != has(self.host)",
-            "spec.database must set exactly one of clusterRef and host",
-        );
-        push_rule(
-            &mut spec["messaging"],
-            "has(self.clusterRef) != has(self.secretRef)",
-            "spec.messaging must set exactly one of clusterRef and secretRef",
-        );
-        push_rule(
-            &mut spec["autoscaling"],
-            "self.minReplicas <= self.maxReplicas",
-            "spec.autoscaling.minReplicas must not exceed maxReplicas",
-        );
     })
 }
 
 /// The CinderBackend CRD.
 pub fn cinder_backend_crd() -> CustomResourceDefinition {
-    patch(CinderBackend::crd(), |schema| {
-        storage_block_rules(&mut schema["properties"]["spec"])
-    })
+    CinderBackend::crd()
 }
 
 /// The CinderBackupBackend CRD.
 pub fn cinder_backup_backend_crd() -> CustomResourceDefinition {
-    patch(CinderBackupBackend::crd(), |schema| {
-        storage_block_rules(&mut schema["properties"]["spec"])
-    })
+    CinderBackupBackend::crd()
 }
 
 /// The three CRDs, in install order.
@@ -81,30 +45,6 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         cinder_backend_crd(),
         cinder_backup_backend_crd(),
     ]
-}
-
-/// `type: NFS` requires `nfs` and forbids `rbd`, and the other way round.
-fn storage_block_rules(spec: &mut Value) {
-    spec["oneOf"] = json!([
-        {"properties": {"type": {"enum": ["NFS"]}}, "required": ["nfs"], "not": {"required": ["rbd"]}},
-        {"properties": {"type": {"enum": ["RBD"]}}, "required": ["rbd"], "not": {"required": ["nfs"]}}
-    ]);
-    push_rule(
-        spec,
-        "self.type == 'NFS' ? (has(self.nfs) && !has(self.rbd)) : (has(self.rbd) && !has(self.nfs))",
-        "exactly the block matching type (nfs for NFS, rbd for RBD) must be set",
-    );
-}
-
-fn push_rule(schema: &mut Value, rule: &str, message: &str) {
-    let entry = json!({"rule": rule, "message": message});
-    match schema
-        .get_mut("x-kubernetes-validations")
-        .and_then(Value::as_array_mut)
-    {
-        Some(rules) => rules.push(entry),
-        None => schema["x-kubernetes-validations"] = json!([entry]),
-    }
 }
 
 /// Applies `edit` to the openAPIV3Schema of every version of `crd`.
@@ -145,10 +85,14 @@ mod tests {
             43
         );
         let rules = s["x-kubernetes-validations"].as_array().unwrap();
-        assert!(
-            rules
-                .iter()
-                .any(|r| r["rule"] == "self.metadata.name.size() <= 43")
+        let rule = rules
+            .iter()
+            .find(|r| r["rule"] == format!("self.metadata.name.size() <= {MAX_CINDER_NAME_LEN}"))
+            .expect("the name rule, with the limit of names::MAX_CINDER_NAME_LEN");
+        assert_eq!(rule["fieldPath"], ".metadata.name");
+        assert_eq!(
+            rule["message"],
+            format!("metadata.name must be at most {MAX_CINDER_NAME_LEN} characters")
         );
     }
 
@@ -208,6 +152,10 @@ mod tests {
             assert_eq!(types, vec![json!("NFS"), json!("RBD")]);
             assert_eq!(spec["oneOf"].as_array().unwrap().len(), 2);
             assert_eq!(
+                spec["x-kubernetes-validations"][0]["message"],
+                "exactly the block matching type (nfs for NFS, rbd for RBD) must be set"
+            );
+            assert_eq!(
                 spec["properties"]["type"]["x-kubernetes-validations"][0]["rule"],
                 "self == oldSelf"
             );
@@ -235,17 +183,22 @@ mod tests {
         };
         assert_eq!(
             names(&cinder_crd()),
-            ["Ready", "Release", "Endpoint", "Age"]
+            ["Ready", "Reason", "Release", "Endpoint", "Age"]
         );
         assert_eq!(
             names(&cinder_backend_crd()),
-            ["Ready", "Type", "Cinder", "Age"]
+            ["Ready", "Reason", "Type", "Cinder", "Age"]
         );
         assert_eq!(
             names(&cinder_backup_backend_crd()),
-            ["Ready", "Type", "Cinder", "Age"]
+            ["Ready", "Reason", "Type", "Cinder", "Age"]
         );
         for crd in crds() {
+            assert_eq!(
+                crd.spec.names.categories.as_deref(),
+                Some(&["openstack".to_string(), "cinder".to_string()][..])
+            );
+            assert!(crd.spec.names.short_names.is_some());
             assert_eq!(crd.spec.group, "cinder.openstack.c5c3.io");
             assert_eq!(crd.spec.scope, "Namespaced");
             assert!(
@@ -256,6 +209,88 @@ mod tests {
                     .status
                     .is_some()
             );
+        }
+    }
+
+    /// Every property under `path` has a description (`kubectl explain` shows it); the paths of
+    /// those without one are collected. Maps (`additionalProperties`) and list items are walked
+    /// into; their own entries are not properties.
+    fn undescribed(schema: &Value, path: &str, out: &mut Vec<String>) {
+        if let Some(props) = schema["properties"].as_object() {
+            for (name, prop) in props {
+                let here = format!("{path}.{name}");
+                if prop["description"]
+                    .as_str()
+                    .is_none_or(|d| d.trim().is_empty())
+                {
+                    out.push(here.clone());
+                }
+                undescribed(prop, &here, out);
+            }
+        }
+        if schema["items"].is_object() {
+            undescribed(&schema["items"], &format!("{path}[]"), out);
+        }
+        if schema["additionalProperties"].is_object() {
+            undescribed(&schema["additionalProperties"], &format!("{path}{{}}"), out);
+        }
+        for key in ["oneOf", "anyOf", "allOf"] {
+            for sub in schema[key].as_array().into_iter().flatten() {
+                undescribed(sub, path, out);
+            }
+        }
+    }
+
+    #[test]
+    fn every_spec_and_status_field_has_a_description() {
+        for crd in crds() {
+            let s = schema_of(&crd);
+            let mut missing = Vec::new();
+            for top in ["spec", "status"] {
+                // oneOf branches restate properties only to constrain them; they are not fields.
+                let mut part = s["properties"][top].clone();
+                strip_one_of(&mut part);
+                undescribed(&part, top, &mut missing);
+            }
+            assert!(
+                missing.is_empty(),
+                "{}: fields without a description: {missing:#?}",
+                crd.spec.names.kind
+            );
+        }
+    }
+
+    fn strip_one_of(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("oneOf");
+                map.values_mut().for_each(strip_one_of);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip_one_of),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_description_walk_finds_a_field_without_one() {
+        let schema = json!({"properties": {"a": {"description": "x", "properties": {"b": {}}},
+            "c": {"description": "y", "items": {"properties": {"d": {"description": ""}}}}}});
+        let mut missing = Vec::new();
+        undescribed(&schema, "spec", &mut missing);
+        assert_eq!(missing, ["spec.a.b", "spec.c[].d"]);
+    }
+
+    #[test]
+    fn conditions_are_a_list_map_keyed_by_type() {
+        for crd in crds() {
+            let s = schema_of(&crd);
+            let conditions = &s["properties"]["status"]["properties"]["conditions"];
+            assert_eq!(
+                conditions["x-kubernetes-list-type"], "map",
+                "{}",
+                crd.spec.names.kind
+            );
+            assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
         }
     }
 }

@@ -1,8 +1,9 @@
 //! kubectl's typed commands, which send protobuf bodies for built-in kinds: every `kubectl
 //! create` subcommand a newcomer types first (namespace, configmap, secret generic, deployment,
 //! service clusterip, job, cronjob, serviceaccount, role, rolebinding), then get, patch and
-//! delete of what they made; `kubectl explain` of a built-in and of a CRD; `kubectl apply` of a
-//! kind whose CRD is missing, refused as a real cluster refuses it.
+//! delete of what they made; `kubectl explain` of a built-in and of a CRD (down to a nested
+//! field's description); `kubectl get` by the CRDs' category and short name with their printer
+//! columns; `kubectl apply` of a kind whose CRD is missing, refused as a real cluster refuses it.
 
 use crate::tools::{cluster_and_kubectl, write};
 
@@ -259,5 +260,38 @@ async fn explain_and_a_missing_crd() {
     let spec = k.ok(&["explain", "cinder.spec"]).await;
     assert!(spec.contains("openStackRelease"), "{spec}");
     assert!(spec.contains("FIELDS"), "{spec}");
+    // A nested field carries the description of its Rust doc comment.
+    let processes = k.ok(&["explain", "cinder.spec.api.uwsgi.processes"]).await;
+    assert!(
+        processes.contains("Worker processes per pod"),
+        "{processes}"
+    );
+    let conditions = k.ok(&["explain", "cinderbackend.status.conditions"]).await;
+    assert!(conditions.contains("one per type"), "{conditions}");
+    // The categories and short names find the kinds; the Reason column is shown. (kubectl
+    // expands a category from its discovery cache, which `api-resources` refreshes.)
+    let in_category = k.ok(&["api-resources", "--categories", "openstack"]).await;
+    for kind in ["Cinder", "CinderBackend", "CinderBackupBackend"] {
+        assert!(in_category.contains(kind), "{kind}: {in_category}");
+    }
+    let all = k.run(&["get", "openstack", "-A"]).await;
+    assert!(
+        all.ok && all.stderr.contains("No resources found"),
+        "{}",
+        all.stderr
+    );
+    k.ok(&["create", "namespace", "demo"]).await;
+    k.ok(&["apply", "-n", "demo", "-f", &write(
+        dir.path(),
+        "backend.yaml",
+        "apiVersion: cinder.openstack.c5c3.io/v1alpha1\nkind: CinderBackend\nmetadata: {name: nfs1}\nspec: {cinderRef: {name: demo}, type: NFS, nfs: {server: nfs.example, path: /export}}\n",
+    )])
+    .await;
+    let listed = k.ok(&["get", "openstack", "-n", "demo"]).await;
+    assert!(listed.contains("nfs1"), "{listed}");
+    let wide = k.ok(&["get", "cdrbe", "-n", "demo"]).await;
+    for column in ["READY", "REASON", "TYPE", "CINDER", "AGE"] {
+        assert!(wide.contains(column), "{column}: {wide}");
+    }
     c.shutdown().await;
 }

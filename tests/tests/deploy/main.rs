@@ -1,8 +1,10 @@
 //! The deployment artefacts checked against the operator: the manifests and RBAC of deploy/ on
 //! the embedded cluster, the Grafana dashboard, the operations guide, a real Prometheus scrape,
-//! and the rendered Cinder config and Job commands against real Cinder of each release.
+//! the rendered Cinder config and Job commands against real Cinder of each release, and deploy/
+//! on a real Kubernetes control plane (tests/control-plane/).
 
 mod dashboard;
+mod embedded_vs_real;
 mod manifests;
 mod operations_doc;
 mod operator_under_rbac;
@@ -11,3 +13,4 @@ mod rbac;
 mod real_cinder_config;
 mod real_cinder_database;
 mod real_cinder_jobs;
+mod real_control_plane;

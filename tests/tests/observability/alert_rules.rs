@@ -1,6 +1,7 @@
 //! The PrometheusRule of deploy/monitoring: its rules pass `promtool check rules`, its unit tests
-//! (deploy/monitoring/rules-test.yaml) pass `promtool test rules`, and the unit tests catch a
-//! broken rule (a CinderNotReady that fires after 5 minutes instead of 15 fails them).
+//! (deploy/monitoring/rules-test.yaml) pass `promtool test rules`, the unit tests catch a broken
+//! rule (a CinderNotReady that fires after 5 minutes instead of 15 fails them), and every alert's
+//! `runbook_url` names a section of docs/operations.md.
 
 use cinder_e2e::deploy_helpers::{deploy_dir, ensure_prometheus};
 use cinder_e2e::observability_helpers::{run, test_telemetry};
@@ -61,6 +62,7 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
     assert_eq!(
         alerts,
         vec![
+            "CinderOperatorDown",
             "CinderNotReady",
             "CinderReconcileErrors",
             "CinderUpgradeStuck",
@@ -73,7 +75,7 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
     let rules = dir.path().join("rules.yaml").display().to_string();
     let tests = dir.path().join("rules-test.yaml").display().to_string();
     let (ok, report) = promtool(dir.path(), &["check", "rules", &rules]);
-    assert!(ok && report.contains("SUCCESS: 6 rules found"), "{report}");
+    assert!(ok && report.contains("SUCCESS: 7 rules found"), "{report}");
     let (ok, report) = promtool(dir.path(), &["test", "rules", &tests]);
     assert!(ok, "promtool test rules:\n{report}");
     // Every alert is exercised by the unit tests.
@@ -87,9 +89,50 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
 
     // The unit tests can fail: a CinderNotReady after 5 minutes fires at 10 minutes.
     let mut broken = groups.clone();
-    broken["groups"][0]["rules"][0]["for"] = serde_yaml::Value::String("5m".to_string());
+    broken["groups"][0]["rules"][1]["for"] = serde_yaml::Value::String("5m".to_string());
     let dir = workspace(&broken);
     let tests = dir.path().join("rules-test.yaml").display().to_string();
     let (ok, report) = promtool(dir.path(), &["test", "rules", &tests]);
     assert!(!ok && report.contains("CinderNotReady"), "{report}");
+}
+
+/// GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn every_alert_links_a_runbook_section_of_the_operations_guide() {
+    let docs =
+        std::fs::read_to_string(cinder_e2e::deploy_helpers::repo_root().join("docs/operations.md"))
+            .unwrap();
+    let anchors: Vec<String> = docs
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect();
+    let groups = rule_groups();
+    let rules = groups["groups"][0]["rules"].as_sequence().unwrap();
+    assert!(!rules.is_empty());
+    for rule in rules {
+        let alert = rule["alert"].as_str().unwrap();
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{alert} has no runbook_url"));
+        let (page, section) = url
+            .split_once('#')
+            .unwrap_or_else(|| panic!("{alert}: {url} names no section"));
+        assert!(page.ends_with("/docs/operations.md"), "{alert}: {url}");
+        assert!(
+            anchors.iter().any(|a| a == section),
+            "{alert}: docs/operations.md has no heading for #{section}"
+        );
+        assert_eq!(section, alert.to_lowercase(), "{alert}: {url}");
+    }
 }
