@@ -1,6 +1,7 @@
 //! Backend projection (the Backends / BackupBackend steps' pure part): a CinderBackend or the
 //! CinderBackupBackend rendered into the data of one content-hashed Secret — the backend's
-//! cinder.conf fragment plus, for NFS, the shares file and, for RBD, ceph.conf and the keyring.
+//! cinder.conf fragment plus, for NFS, the shares file and, for RBD, the Ceph client config and
+//! the keyring.
 //! The cephx key appears only in that Secret data; names, digests and the artefact summary never
 //! carry it. Also the sweep of projection Secrets nothing projects anymore.
 
@@ -43,8 +44,11 @@ pub const BACKEND_CONF_KEY: &str = "backend.conf";
 pub const BACKUP_CONF_KEY: &str = "backup.conf";
 /// NFS shares file key.
 pub const NFS_SHARES_KEY: &str = "nfs_shares";
-/// ceph.conf key.
-pub const CEPH_CONF_KEY: &str = "ceph.conf";
+/// The key of the Ceph client config (`rbd_ceph_conf` / `backup_ceph_conf` name it by path). Not
+/// `*.conf`: the services load every `*.conf` of the directory they are given with
+/// `--config-dir` as their own oslo.config files, and a Ceph `[global]` section is none of
+/// theirs.
+pub const CEPH_CONF_KEY: &str = "ceph.cfg";
 /// cephx keyring key.
 pub const KEYRING_KEY: &str = "keyring";
 
@@ -334,6 +338,31 @@ mod tests {
         assert!(conf.contains("nfs_mount_options = vers=4.1,hard"));
         assert!(p.secret_name.starts_with("c1-backend-nfs1-"));
         assert_eq!(p.summary.nfs_server.as_deref(), Some("10.0.0.5"));
+    }
+
+    #[test]
+    fn the_only_oslo_config_file_of_a_projection_is_its_fragment() {
+        // cinder-volume and cinder-backup load every `*.conf` of their --config-dir.
+        let volume = project_backend("c1", "ceph1", &rbd(), Some("AQBk==")).unwrap();
+        let backup: CinderBackupBackendSpec = serde_yaml::from_str(
+            "{cinderRef: {name: c1}, type: RBD, rbd: {pool: backups, user: cinder, \
+             monitors: ['10.1.0.1:6789'], keySecretRef: {name: ceph-key}}}",
+        )
+        .unwrap();
+        let backup = project_backup_backend("c1", "b", &backup, Some("AQBk==")).unwrap();
+        for (p, fragment) in [(&volume, BACKEND_CONF_KEY), (&backup, BACKUP_CONF_KEY)] {
+            let confs: Vec<&str> = p.data.keys().filter(|k| k.ends_with(".conf")).collect();
+            assert_eq!(confs, [fragment]);
+            assert!(p.data.contains_key(CEPH_CONF_KEY));
+        }
+        assert!(
+            volume.data[BACKEND_CONF_KEY]
+                .contains("rbd_ceph_conf = /etc/cinder/backends/ceph1/ceph.cfg")
+        );
+        assert!(
+            backup.data[BACKUP_CONF_KEY]
+                .contains("backup_ceph_conf = /etc/cinder/backup-backend/ceph.cfg")
+        );
     }
 
     #[test]

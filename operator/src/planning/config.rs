@@ -1,7 +1,8 @@
 //! Config rendering (the Config step's pure part): cinder.conf, scheduler.conf, logging.ini,
-//! the API's uWSGI config and cinder.conf overlay ([`super::process_model`]) and,
-//! when the user gives policy overrides, policy.yaml, into an immutable content-addressed
-//! ConfigMap (name + data). The operator owns the keys it sets; `spec.extraConfig` is laid over
+//! the API's uWSGI config and cinder.conf overlay ([`super::process_model`]), the files of
+//! cinder's own `etc/cinder/` that the ConfigMap mounted at `/etc/cinder` hides from the image
+//! ([`CINDER_ETC_FILES`]) and, when the user gives policy overrides, policy.yaml, into an
+//! immutable content-addressed ConfigMap (name + data). The operator owns the keys it sets; `spec.extraConfig` is laid over
 //! them (an owned key it sets makes ExtraConfigHealthy False / OwnedKeysOverridden). A control
 //! character anywhere refuses the render: the caller keeps the artefacts the live Deployment
 //! mounts and reports SecretsReady=False / ConfigError.
@@ -27,6 +28,32 @@ pub const ENV_DB_CONNECTION: &str = "OS_DATABASE__CONNECTION";
 pub const ENV_TRANSPORT_URL: &str = "OS_DEFAULT__TRANSPORT_URL";
 /// Environment variable carrying the service-user password.
 pub const ENV_AUTHTOKEN_PASSWORD: &str = "OS_KEYSTONE_AUTHTOKEN__PASSWORD";
+
+/// The files cinder ships in its package's `etc/cinder/` (identical in cinder 28.0.0 and
+/// 29.0.0, the releases the operator deploys), kept as data: the ConfigMap mounted at
+/// `/etc/cinder` hides the image's own copies, and without them the API stops at start-up
+/// (`ConfigNotFound: api-paste.ini`), non-admin list filters answer 400 (no
+/// `resource_filters.json`) and `cinder-rootwrap` refuses every privileged command (no
+/// `rootwrap.conf`, no filters). `volume.filters` is also mounted alone at
+/// [`ROOTWRAP_FILTERS_DIR`], a directory of `rootwrap.conf`'s `filters_path` holding nothing but
+/// filter files (a ConfigMap key cannot name `rootwrap.d/volume.filters`).
+pub const CINDER_ETC_FILES: [(&str, &str); 4] = [
+    ("api-paste.ini", include_str!("cinder_etc/api-paste.ini")),
+    (
+        "resource_filters.json",
+        include_str!("cinder_etc/resource_filters.json"),
+    ),
+    ("rootwrap.conf", include_str!("cinder_etc/rootwrap.conf")),
+    (
+        ROOTWRAP_FILTERS_KEY,
+        include_str!("cinder_etc/volume.filters"),
+    ),
+];
+/// The ConfigMap key of the rootwrap filters of cinder-volume and cinder-backup.
+pub const ROOTWRAP_FILTERS_KEY: &str = "volume.filters";
+/// Where the rootwrap filters are mounted: the second directory of the shipped `rootwrap.conf`'s
+/// `filters_path` (`/etc/cinder/rootwrap.d,/usr/share/cinder/rootwrap`).
+pub const ROOTWRAP_FILTERS_DIR: &str = "/usr/share/cinder/rootwrap";
 
 /// A rendered config ConfigMap.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,7 +136,6 @@ fn cinder_conf(cinder: &str, spec: &CinderSpec) -> IniDoc {
         d.set("keystone_authtoken", key, value);
     }
     d.set("oslo_concurrency", "lock_path", "/var/lib/cinder/tmp");
-    d.set("oslo_messaging_rabbit", "heartbeat_in_pthread", "false");
     d.set(
         "oslo_middleware",
         "enable_proxy_headers_parsing",
@@ -200,6 +226,9 @@ pub fn render_config(cinder: &str, spec: &CinderSpec) -> Result<RenderedConfig, 
     data.insert(API_UWSGI_INI.to_string(), api_uwsgi_ini(spec).render()?);
     data.insert(API_CONF.to_string(), api_conf(spec).render()?);
     data.insert("logging.ini".to_string(), LOGGING_INI.to_string());
+    for (file, content) in CINDER_ETC_FILES {
+        data.insert(file.to_string(), content.to_string());
+    }
     overridden.sort();
     let content_hash = map_digest(&data);
     Ok(RenderedConfig {
@@ -233,11 +262,15 @@ mod tests {
         assert_eq!(
             r.data.keys().collect::<Vec<_>>(),
             [
+                "api-paste.ini",
                 "api-uwsgi.ini",
                 "api.conf",
                 "cinder.conf",
                 "logging.ini",
-                "scheduler.conf"
+                "resource_filters.json",
+                "rootwrap.conf",
+                "scheduler.conf",
+                "volume.filters"
             ]
         );
         assert!(r.name.starts_with("c1-config-"));
@@ -251,6 +284,35 @@ mod tests {
         );
         assert_eq!(r, render_config("c1", &spec()).unwrap(), "deterministic");
         assert!(r.extra_config_condition().status);
+    }
+
+    #[test]
+    fn cinder_conf_carries_no_option_a_supported_release_lacks() {
+        // oslo.messaging 18 (2026.2) has no [oslo_messaging_rabbit] heartbeat_in_pthread and 17
+        // (2026.1) deprecates it; real Cinder's oslo-config-validator rejects it
+        // (tests/tests/deploy/real_cinder_config.rs).
+        let conf = &render_config("c1", &spec()).unwrap().data["cinder.conf"];
+        assert!(!conf.contains("heartbeat_in_pthread"), "{conf}");
+        assert!(!conf.contains("[oslo_messaging_rabbit]"), "{conf}");
+    }
+
+    #[test]
+    fn the_configmap_carries_the_files_the_mount_hides_from_the_image() {
+        let r = render_config("c1", &spec()).unwrap();
+        assert!(r.data["api-paste.ini"].contains("[composite:osapi_volume]"));
+        assert!(r.data["api-paste.ini"].contains("/healthcheck: healthcheck"));
+        assert!(r.data["resource_filters.json"].contains("\"volume\""));
+        assert!(
+            r.data["rootwrap.conf"]
+                .lines()
+                .any(|l| l.starts_with("filters_path=") && l.contains(ROOTWRAP_FILTERS_DIR)),
+            "the filters' mount is a directory of filters_path"
+        );
+        assert!(
+            r.data[ROOTWRAP_FILTERS_KEY]
+                .starts_with("# cinder-rootwrap command filters for volume nodes")
+        );
+        assert!(r.data[ROOTWRAP_FILTERS_KEY].contains("[Filters]"));
     }
 
     #[test]

@@ -137,11 +137,31 @@ impl BrokerEndpoint {
 }
 
 /// `rabbit://user:password@host:port/vhost` (the default vhost `/` renders as an empty path).
+///
+/// oslo.messaging's rabbit driver (17.x and 18.x) decodes this URL and re-encodes it for kombu
+/// with `quote()`, which leaves `/` as it is, and the vhost not at all: a user name or password
+/// with `/` then splits the broker's address (kombu fails on a port such as `a`), and `?` or `#`
+/// in the vhost cut it short. Those are refused here, as a credential error, rather than
+/// delivered as a URL that no Cinder service can use.
 pub fn rabbit_transport_url(
     endpoint: &BrokerEndpoint,
     username: &str,
     password: &str,
 ) -> Result<Sensitive, CredentialError> {
+    for (field, value) in [("username", username), ("password", password)] {
+        if value.contains('/') {
+            return Err(CredentialError {
+                field,
+                problem: "carrying a '/', which oslo.messaging's rabbit driver passes to kombu unencoded",
+            });
+        }
+    }
+    if endpoint.vhost.contains(['?', '#']) {
+        return Err(CredentialError {
+            field: "vhost",
+            problem: "carrying a '?' or '#', which oslo.messaging's rabbit driver passes to kombu unencoded",
+        });
+    }
     let vhost = if endpoint.vhost == "/" {
         String::new()
     } else {
@@ -155,6 +175,14 @@ pub fn rabbit_transport_url(
         endpoint.port,
         &vhost,
     )
+}
+
+/// `value` written so that oslo.config reads it back unchanged from an `OS_<GROUP>__<OPTION>`
+/// variable: oslo.config interpolates `$name` and `${name}` in environment values as it does in
+/// files, so each literal `$` is doubled. (The DSN and the transport URL need none of this: they
+/// percent-encode `$`.)
+pub fn oslo_config_literal(value: &str) -> String {
+    value.replace('$', "$$")
 }
 
 /// The digest of the service-user password (`cinder.c5c3.io/authtoken-hash`).
@@ -211,6 +239,43 @@ mod tests {
         );
         assert!(BrokerEndpoint::parse("rmq", Some("http"), None).is_err());
         assert!(BrokerEndpoint::parse("rmq", Some("0"), None).is_err());
+    }
+
+    #[test]
+    fn broker_credentials_the_rabbit_driver_cannot_carry_are_refused_without_the_value() {
+        let ep = BrokerEndpoint::parse("rmq", None, Some("cinder")).unwrap();
+        for (user, password, field) in [("u", "se/cret", "password"), ("u/x", "p", "username")] {
+            let err = rabbit_transport_url(&ep, user, password).unwrap_err();
+            assert_eq!(err.field, field);
+            assert!(!err.to_string().contains("se/cret") && err.to_string().contains("'/'"));
+        }
+        for vhost in ["a?b", "a#b"] {
+            let ep = BrokerEndpoint::parse("rmq", None, Some(vhost)).unwrap();
+            assert_eq!(
+                rabbit_transport_url(&ep, "u", "p").unwrap_err().field,
+                "vhost"
+            );
+        }
+        // What the driver does carry: every other reserved character, and a '/' in the vhost.
+        let ep = BrokerEndpoint::parse("rmq", None, Some("a/b")).unwrap();
+        assert_eq!(
+            rabbit_transport_url(&ep, "c@in:der", "p@ss:w?rd#%")
+                .unwrap()
+                .expose(),
+            "rabbit://c%40in%3Ader:p%40ss%3Aw%3Frd%23%25@rmq:5672/a%2Fb"
+        );
+    }
+
+    #[test]
+    fn dollars_are_doubled_for_oslo_config_and_urls_carry_none() {
+        assert_eq!(oslo_config_literal("pa$word"), "pa$$word");
+        assert_eq!(oslo_config_literal("$${x}$"), "$$$${x}$$");
+        assert_eq!(oslo_config_literal("plain"), "plain");
+        let dsn = pymysql_dsn(&db(), "ci$nder", "p$w").unwrap();
+        assert!(!dsn.expose().contains('$'), "{}", dsn.expose());
+        let ep = BrokerEndpoint::parse("rmq", None, Some("v$h")).unwrap();
+        let url = rabbit_transport_url(&ep, "u$", "p$").unwrap();
+        assert!(!url.expose().contains('$'), "{}", url.expose());
     }
 
     #[test]

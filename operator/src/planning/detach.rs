@@ -3,7 +3,11 @@
 //! releases it one backend per pass, in name order:
 //!
 //! 1. delete the volume Deployment and return (a running cinder-volume would re-register);
-//! 2. once it is gone, run `{name}-{backend}-service-remove` (exit code 2 tolerated);
+//! 2. once it is gone, run `{name}-{backend}-service-remove`, whose exit code is
+//!    `cinder-manage service remove`'s own: 0 when the service row is removed and also when no
+//!    such service exists (cinder 28 and 29 print "Host not found" and still exit 0), 1 on a
+//!    database error, 2 when cinder-manage could not read its configuration or its command line;
+//!    only 0 counts as removed;
 //! 3. sweep the backend's projection Secrets whole;
 //! 4. release the finalizer, emit ServiceRemoved, feed the service_remove metrics once per
 //!    (backend, Job UID).
@@ -18,9 +22,6 @@ use crate::conditions::{Cond, kind, reason};
 use crate::names;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use std::time::Duration;
-
-/// The exit code of `cinder-manage service remove` that still counts as removed.
-pub const TOLERATED_EXIT_CODE: i32 = 2;
 
 /// What the step observed about one backend being deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,9 +110,6 @@ pub fn plan_detach(cinder: &str, detaching: &[DetachingBackend]) -> Option<Detac
             }
             JobState::Running => false,
             JobState::Succeeded => true,
-            JobState::Failed {
-                exit_code: Some(TOLERATED_EXIT_CODE),
-            } => true,
             JobState::Failed { exit_code } => {
                 if let Some(uid) = &b.job_uid {
                     actions.push(DetachAction::RecordServiceRemove {
@@ -242,50 +240,59 @@ mod tests {
     }
 
     #[test]
-    fn success_or_exit_2_sweeps_and_releases() {
-        for job in [JobState::Succeeded, JobState::Failed { exit_code: Some(2) }] {
-            let plan = plan_detach("c", &[b("a", false, job)]).unwrap();
-            assert_eq!(
-                plan.actions,
-                [
-                    DetachAction::DeleteSecrets {
-                        names: vec!["c-backend-a-1".into(), "c-backend-a-2".into()]
-                    },
-                    DetachAction::ReleaseFinalizer {
-                        backend: "a".into()
-                    },
-                    DetachAction::EmitServiceRemoved {
-                        backend: "a".into()
-                    },
-                    DetachAction::RecordServiceRemove {
-                        backend: "a".into(),
-                        job_uid: "uid-a".into(),
-                        succeeded: true
-                    },
-                ]
-            );
-        }
+    fn success_sweeps_and_releases() {
+        let plan = plan_detach("c", &[b("a", false, JobState::Succeeded)]).unwrap();
+        assert_eq!(
+            plan.actions,
+            [
+                DetachAction::DeleteSecrets {
+                    names: vec!["c-backend-a-1".into(), "c-backend-a-2".into()]
+                },
+                DetachAction::ReleaseFinalizer {
+                    backend: "a".into()
+                },
+                DetachAction::EmitServiceRemoved {
+                    backend: "a".into()
+                },
+                DetachAction::RecordServiceRemove {
+                    backend: "a".into(),
+                    job_uid: "uid-a".into(),
+                    succeeded: true
+                },
+            ]
+        );
     }
 
     #[test]
     fn a_failed_job_keeps_the_finalizer_and_names_the_job() {
-        let plan = plan_detach(
-            "c",
-            &[b("a", false, JobState::Failed { exit_code: Some(1) })],
-        )
-        .unwrap();
-        assert!(
-            !plan
-                .actions
-                .iter()
-                .any(|a| matches!(a, DetachAction::ReleaseFinalizer { .. }))
-        );
-        let c = plan.condition.unwrap();
-        assert_eq!(
-            (c.type_, c.status, c.reason),
-            ("VolumeServicesReady", false, "ServiceRemoveJobFailed")
-        );
-        assert!(c.message.contains("c-a-service-remove"));
+        // 1: a database error; 2: cinder-manage read no configuration (it removed nothing).
+        for code in [1, 2] {
+            let plan = plan_detach(
+                "c",
+                &[b(
+                    "a",
+                    false,
+                    JobState::Failed {
+                        exit_code: Some(code),
+                    },
+                )],
+            )
+            .unwrap();
+            assert!(
+                !plan.actions.iter().any(|a| matches!(
+                    a,
+                    DetachAction::ReleaseFinalizer { .. } | DetachAction::DeleteSecrets { .. }
+                )),
+                "exit {code}"
+            );
+            let c = plan.condition.unwrap();
+            assert_eq!(
+                (c.type_, c.status, c.reason),
+                ("VolumeServicesReady", false, "ServiceRemoveJobFailed")
+            );
+            assert!(c.message.contains("c-a-service-remove"));
+            assert!(c.message.contains(&format!("exit code {code}")));
+        }
     }
 
     #[test]

@@ -15,6 +15,11 @@ impl SecretData {
         self.0.get(key).map(String::as_str)
     }
 
+    /// The keys, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
     pub fn contains_key(&self, key: &str) -> bool {
         self.0.contains_key(key)
     }

@@ -1,7 +1,12 @@
-//! The upgrade check's exit code: `cinder-status upgrade check` exits 0 (clean),
-//! 1 (warnings) or 2 (a check failed, typically a NULL service_uuid the service backfills). The
-//! phase Job normalises 0–2 to success; the real code travels in the pod's termination message
-//! and becomes an UpgradeCheckCompleted or UpgradeCheckWarnings event. The message is read off
+//! The upgrade check's exit code: `cinder-status upgrade check` (oslo.upgradecheck) exits 0
+//! (clean), 1 (a warning) or 2 (a check failed), and 255 when a check raised instead of
+//! answering (the database unreachable, say). In cinder 28 and 29 a failed check is a
+//! configuration to change (a backup driver named by module path, the nested quota driver, a
+//! removed volume driver) or rows that only the Queens online data migrations fixed (services or
+//! volumes with a NULL `service_uuid`, attachment specs): no service repairs either on its own.
+//! The phase Job normalises 0–2 to success, so that none of them wedges an upgrade, and fails on
+//! anything else; the real code travels in the pod's termination message and becomes an
+//! UpgradeCheckCompleted or UpgradeCheckWarnings event. The message is read off
 //! the Job's succeeded pod (else its newest), counting only pods carrying the Job's UID.
 
 use crate::conditions::event_reason;
@@ -55,16 +60,26 @@ pub fn interpret(exit_code: Option<i32>) -> UpgradeCheckEvent {
             reason: event_reason::UPGRADE_CHECK_COMPLETED,
             message: "upgrade check passed cleanly (exit code 0)".into(),
         },
-        Some(c @ (1 | 2)) => UpgradeCheckEvent {
+        Some(1) => UpgradeCheckEvent {
             reason: event_reason::UPGRADE_CHECK_WARNINGS,
-            message: format!(
-                "upgrade check reported {} (exit code {c}); the upgrade continues",
-                if c == 1 { "warnings" } else { "a failed check" }
-            ),
+            message: "upgrade check reported warnings (exit code 1); the upgrade continues".into(),
+        },
+        Some(2) => UpgradeCheckEvent {
+            reason: event_reason::UPGRADE_CHECK_WARNINGS,
+            message: "upgrade check reported a failed check (exit code 2), which no service \
+                      repairs on its own: read the migrate Job's log for the check and its fix; \
+                      the upgrade continues"
+                .into(),
+        },
+        Some(255) => UpgradeCheckEvent {
+            reason: event_reason::UPGRADE_CHECK_WARNINGS,
+            message: "upgrade check raised an error instead of checking (exit code 255, for \
+                      example the database unreachable); the migrate Job fails"
+                .into(),
         },
         Some(c) => UpgradeCheckEvent {
             reason: event_reason::UPGRADE_CHECK_WARNINGS,
-            message: format!("upgrade check exit code {c} is outside 0-2"),
+            message: format!("upgrade check exit code {c} is outside 0-2; the migrate Job fails"),
         },
         None => UpgradeCheckEvent {
             reason: event_reason::UPGRADE_CHECK_COMPLETED,
@@ -92,6 +107,9 @@ mod tests {
         assert_eq!(interpret(Some(0)).reason, "UpgradeCheckCompleted");
         assert_eq!(interpret(Some(1)).reason, "UpgradeCheckWarnings");
         assert_eq!(interpret(Some(2)).reason, "UpgradeCheckWarnings");
+        assert!(!interpret(Some(2)).message.contains("backfill"));
+        assert!(interpret(Some(255)).message.contains("raised an error"));
+        assert!(interpret(Some(255)).message.contains("Job fails"));
         assert!(interpret(None).message.contains("exit code unavailable"));
         assert_eq!(parse_exit_code("2"), Some(2));
         assert_eq!(parse_exit_code("exit code: 1\n"), Some(1));

@@ -2,7 +2,8 @@
 //! ClusterSecretStore `openbao-cluster-store`), then on the ESO-synced database, service-user
 //! and messaging credential Secrets, digests the service-user password into the
 //! `cinder.c5c3.io/authtoken-hash` artefact and materializes it into the derived
-//! `{name}-service-user` Secret on the cluster the workloads run on.
+//! `{name}-service-user` Secret on the cluster the workloads run on, as the oslo.config literal
+//! the API reads from its environment (each `$` doubled).
 //!
 //! SecretsReady reasons: SecretsAvailable; SecretStoreNotReady, ClusterSecretStoreUnsupported,
 //! WaitingForDBCredentials, WaitingForServiceUserCredentials, WaitingForMessagingCredentials
@@ -18,7 +19,7 @@ use crate::kube_ext::reader;
 use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
 use crate::names;
 use crate::pipeline::{Doing, StepContext, StepResult};
-use crate::planning::connection_urls::authtoken_hash;
+use crate::planning::connection_urls::{authtoken_hash, oslo_config_literal};
 use crate::requeue::REQUEUE_SECRET_POLLING;
 use kube::api::DynamicObject;
 use kube::{Api, Client};
@@ -192,15 +193,17 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     }
 
     // The API pods read the password from a derived Secret beside them, so that it exists on
-    // the cluster they run on.
+    // the cluster they run on; it reaches oslo.config as OS_KEYSTONE_AUTHTOKEN__PASSWORD, hence
+    // written as an oslo.config literal.
     let derived = names::service_user_secret(ctx.name());
     let children = ctx.children(&env.client);
+    let delivered = oslo_config_literal(password.as_deref().unwrap_or_default());
     let written = ensure_derived_secret(
         &children,
         &cinder,
         &derived,
         SERVICE_USER_PASSWORD_KEY,
-        password.as_deref().unwrap_or_default(),
+        &delivered,
     );
     written
         .await

@@ -14,7 +14,8 @@ use crate::kube_ext::{create_if_absent, delete_if_present, replace_unless_change
 use crate::names::{self, Component};
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::config::{
-    CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL,
+    CONFIG_DIR, ENV_AUTHTOKEN_PASSWORD, ENV_DB_CONNECTION, ENV_TRANSPORT_URL, ROOTWRAP_FILTERS_DIR,
+    ROOTWRAP_FILTERS_KEY,
 };
 use crate::planning::connection_urls::{DB_CONNECTION_KEY, TRANSPORT_URL_KEY};
 use crate::planning::containers;
@@ -261,6 +262,11 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
         ..Default::default()
     }];
     let mut mounts = vec![config_mount()];
+    if matches!(spec.component, Component::Volume | Component::Backup) {
+        let (volume, mount) = rootwrap_filters_volume(&spec.config_map);
+        volumes.push(volume);
+        mounts.push(mount);
+    }
     for extra in &spec.extra_volumes {
         volumes.push(extra.volume.clone());
         mounts.push(VolumeMount {
@@ -621,6 +627,33 @@ pub fn config_mount() -> VolumeMount {
     }
 }
 
+/// The `rootwrap-filters` volume of cinder-volume and cinder-backup, the only processes that run
+/// `cinder-rootwrap`: the config ConfigMap's filter file alone, mounted read-only at
+/// [`ROOTWRAP_FILTERS_DIR`] (a directory of `rootwrap.conf`'s `filters_path`, which must hold
+/// nothing but filter files).
+pub fn rootwrap_filters_volume(config_map: &str) -> (Volume, VolumeMount) {
+    let volume = Volume {
+        name: "rootwrap-filters".to_string(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map.to_string(),
+            items: Some(vec![k8s_openapi::api::core::v1::KeyToPath {
+                key: ROOTWRAP_FILTERS_KEY.to_string(),
+                path: ROOTWRAP_FILTERS_KEY.to_string(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mount = VolumeMount {
+        name: volume.name.clone(),
+        mount_path: ROOTWRAP_FILTERS_DIR.to_string(),
+        read_only: Some(true),
+        ..Default::default()
+    };
+    (volume, mount)
+}
+
 /// `name` set from `key` of the Cinder's derived Secret `secret` (which must exist).
 pub fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
@@ -747,6 +780,48 @@ mod tests {
             let old = desired_deployment(&c, &spec(component, &before));
             let new = desired_deployment(&c, &spec(component, &after));
             assert_eq!(needs_write(Some(&old), &new), changes, "{component:?}");
+        }
+    }
+
+    #[test]
+    fn the_rootwrap_filters_are_mounted_alone_where_rootwrap_looks_for_volume_and_backup() {
+        let c = cinder();
+        let a = artefacts();
+        for (component, mounted) in [
+            (Component::Api, false),
+            (Component::Scheduler, false),
+            (Component::Volume, true),
+            (Component::Backup, true),
+        ] {
+            let pod = desired_deployment(&c, &spec(component, &a))
+                .spec
+                .template
+                .spec
+                .unwrap();
+            let volume = pod
+                .volumes
+                .unwrap_or_default()
+                .into_iter()
+                .find(|v| v.name == "rootwrap-filters");
+            let mount = pod.containers[0]
+                .volume_mounts
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .find(|m| m.name == "rootwrap-filters");
+            assert_eq!(volume.is_some(), mounted, "{component:?}");
+            assert_eq!(mount.is_some(), mounted, "{component:?}");
+            if let (Some(v), Some(m)) = (volume, mount) {
+                let cm = v.config_map.unwrap();
+                assert_eq!(cm.name, "c-config-1");
+                let items = cm.items.unwrap();
+                assert_eq!(
+                    (items.len(), items[0].key.as_str(), items[0].path.as_str()),
+                    (1, "volume.filters", "volume.filters")
+                );
+                assert_eq!(m.mount_path, "/usr/share/cinder/rootwrap");
+                assert_eq!(m.read_only, Some(true));
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! The deployment artefacts checked against the operator: the manifests and RBAC of deploy/ on
 //! the embedded cluster, the Grafana dashboard, the operations guide, a real Prometheus scrape,
-//! and deploy/ on a real Kubernetes control plane (tests/control-plane/).
+//! the rendered Cinder config and Job commands against real Cinder of each release, and deploy/
+//! on a real Kubernetes control plane (tests/control-plane/).
 
 mod dashboard;
 mod embedded_vs_real;
@@ -9,4 +10,7 @@ mod operations_doc;
 mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;
+mod real_cinder_config;
+mod real_cinder_database;
+mod real_cinder_jobs;
 mod real_control_plane;

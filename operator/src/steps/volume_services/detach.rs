@@ -39,16 +39,13 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 use std::time::Duration;
 
-/// The wrapper of `cinder-manage service remove`: exit code 2 (nothing left to remove) counts as
-/// removed.
+/// `cinder-manage service remove cinder-volume {host}`, run as it is: its exit code is the Job's
+/// (0 removed or no such service, 1 a database error, 2 no readable configuration; see
+/// [`crate::planning::detach`]).
 pub fn service_remove_command(host: &str) -> Vec<String> {
-    vec![
-        "/bin/sh".to_string(),
-        "-c".to_string(),
-        format!(
-            "cinder-manage service remove cinder-volume '{host}'; rc=$?; if [ \"$rc\" -eq 2 ]; then exit 0; fi; exit \"$rc\""
-        ),
-    ]
+    ["cinder-manage", "service", "remove", "cinder-volume", host]
+        .map(str::to_string)
+        .to_vec()
 }
 
 /// The annotation of a service-remove Job naming the UID of the CinderBackend it detaches.
@@ -511,8 +508,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wrapper_tolerates_exit_2_only() {
-        for (code, expect) in [(0, 0), (2, 0), (1, 1), (3, 3)] {
+    fn the_job_exits_with_cinder_manage_s_own_code() {
+        for (code, expect) in [(0, 0), (2, 2), (1, 1), (3, 3)] {
             let stub = crate::test_fixtures::StubProgram::exiting("sr", "cinder-manage", code);
             let cmd = service_remove_command("c@a");
             let status = std::process::Command::new(&cmd[0])
@@ -544,7 +541,7 @@ mod tests {
         assert_eq!(labels[names::LABEL_COMPONENT], "service-remove");
         let pod = job.spec.unwrap().template.spec.unwrap();
         let script = pod.containers[0].command.as_ref().unwrap().join(" ");
-        assert!(script.contains("cinder-manage service remove cinder-volume 'c@a'"));
+        assert_eq!(script, "cinder-manage service remove cinder-volume c@a");
         let env: Vec<_> = pod.containers[0]
             .env
             .as_ref()
