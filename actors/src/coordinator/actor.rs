@@ -201,6 +201,25 @@ impl Coordinator {
         }
     }
 
+    /// A top-level Lock from code that presents the context of the transaction it holds: refused
+    /// while any phase of that transaction holds its locks (the context's own phase or a newer
+    /// one); a context whose phases were all released holds nothing.
+    fn check_not_held(&self, held: &LockContext) -> Result<(), LockError> {
+        let txn = held.txn;
+        if held.seal != self.seal(held) {
+            return Err(LockError::ForeignContext { txn });
+        }
+        if self.phases.get(&held.phase).is_some_and(|r| r.txn != txn) {
+            return Err(LockError::ForeignContext { txn });
+        }
+        // A phase of the transaction, the context's own or another still holding its locks (the
+        // scan is only for callers that present a context).
+        if self.phases.values().any(|r| r.txn == txn) {
+            return Err(LockError::LockWhileHeld { txn });
+        }
+        Ok(())
+    }
+
     /// Ends `phase` in the transaction table. A NestedLock phase that still extends it ends with
     /// it, its locks released here (the newest first), so no context of the transaction claims
     /// a lock the transaction no longer holds.
@@ -239,6 +258,9 @@ impl Coordinator {
     fn begin(&mut self, msg: &Begin, ctx: &mut Context<Self>) -> Result<Planned, LockError> {
         if let Some(c) = &msg.context {
             self.check_context(c)?;
+        }
+        if let Some(held) = &msg.held {
+            self.check_not_held(held)?;
         }
         let recorded = msg.context.as_ref();
         let parent = recorded.map(|c| c.phase);
@@ -419,6 +441,8 @@ impl Drop for PhaseTicket {
 pub(crate) struct Begin {
     pub(crate) queries: Vec<Query>,
     pub(crate) context: Option<LockContext>,
+    /// For a top-level Lock: the context of the transaction its caller holds, if it said so.
+    pub(crate) held: Option<LockContext>,
     pub(crate) priority: Priority,
     pub(crate) what: PhaseKind,
     pub(crate) reply: oneshot::Sender<Result<Planned, LockError>>,

@@ -201,3 +201,81 @@ async fn unlocking_the_outer_phase_ends_the_nested_one_first() {
     other.unlock().await;
     assert_nothing_held(&c).await;
 }
+
+#[actix::test]
+async fn a_top_level_lock_from_a_transaction_that_holds_locks_is_refused() {
+    let c = CoordinatorHandle::start_standard();
+    three_volumes(&c).await;
+    let outer = c
+        .lock(vec![query([upsert_volume("v2", "b1")])])
+        .await
+        .unwrap();
+    // v1 sorts before v2: a second Lock from this transaction could wait for v1 while v1's holder
+    // waits for v2.
+    let err = c
+        .lock_from(
+            Some(&outer.context),
+            vec![query([upsert_volume("v1", "b1")])],
+            cinder_actors::Priority::Default,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "lock_while_held", "{err}");
+    assert!(err.to_string().contains("NestedLock"), "{err}");
+    // Through a newer phase's context as well.
+    let nested = c
+        .nested_lock(&outer.context, vec![query([upsert_snapshot("v2", "s2")])])
+        .await
+        .unwrap();
+    let err = c
+        .lock_from(
+            Some(&nested.context),
+            vec![query([upsert_node("n1")])],
+            cinder_actors::Priority::Default,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "lock_while_held", "{err}");
+    let snap = c.inspect().await.unwrap();
+    assert!(
+        holders_of(&snap, "volume", "v1").is_empty(),
+        "a refused lock took v1"
+    );
+    assert_eq!(snap.transactions.len(), 2, "{:?}", snap.transactions);
+    let nested_context = nested.context.clone();
+    nested.unlock().await;
+    // The nested phase is gone, the outer one still holds v2.
+    let err = c
+        .lock_from(
+            Some(&nested_context),
+            vec![query([upsert_volume("v1", "b1")])],
+            cinder_actors::Priority::Default,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "lock_while_held", "{err}");
+    let context = outer.context.clone();
+    outer.unlock().await;
+    // Once unlocked, the transaction holds nothing: the Lock is a new transaction.
+    let again = c
+        .lock_from(
+            Some(&context),
+            vec![query([upsert_volume("v1", "b1")])],
+            cinder_actors::Priority::Default,
+        )
+        .await
+        .unwrap();
+    assert_ne!(again.context.txn, context.txn);
+    again.unlock().await;
+    // A context no coordinator issued is refused as such.
+    let err = c
+        .lock_from(
+            Some(&LockContext::default()),
+            vec![query([upsert_node("n1")])],
+            cinder_actors::Priority::Default,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "foreign_context", "{err}");
+    assert_nothing_held(&c).await;
+}
