@@ -163,37 +163,23 @@ pub async fn lock_backend_with_database(
     database: &str,
     database_priority: Priority,
 ) -> Result<Result<[DeviceGuard; 2], Duration>, String> {
-    let entry = || vec![query([upsert_backend(service, "", "")])];
-    let (first, first_priority, first_queries, second, second_priority, second_queries) =
-        if database < device {
-            (
-                database,
-                database_priority,
-                Vec::new(),
-                device,
-                priority,
-                entry(),
-            )
-        } else {
-            (
-                device,
-                priority,
-                Vec::new(),
-                database,
-                database_priority,
-                entry(),
-            )
-        };
-    let outer = match locks
-        .lock_with_queries(first, first_priority, first_queries)
-        .await
-    {
+    let (first, first_priority, second, second_priority) = if database < device {
+        (database, database_priority, device, priority)
+    } else {
+        (device, priority, database, database_priority)
+    };
+    let outer = match locks.lock(first, first_priority).await {
         Ok(g) => g,
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Err(retry_after)),
         Err(e) => return Err(e.to_string()),
     };
     match locks
-        .nested_lock_with_queries(&outer, second, second_priority, second_queries)
+        .nested_lock_with_queries(
+            &outer,
+            second,
+            second_priority,
+            vec![query([upsert_backend(service, "", "")])],
+        )
         .await
     {
         Ok(nested) => Ok(Ok([nested, outer])),
