@@ -66,6 +66,18 @@ pub enum LockError {
         "transaction {txn}: the lock context is no longer valid (its locks were released); NestedLock needs the context of a phase that still holds its locks"
     )]
     ReleasedContext { txn: u64 },
+    /// A NestedLock through a context of its transaction that a newer phase (a NestedLock still
+    /// holding its locks) extends: only the newest context knows the last lock held.
+    #[error(
+        "transaction {txn}: the lock context is not the newest of its transaction (a NestedLock on it still holds its locks); NestedLock through the newest context, or unlock the newer phase first"
+    )]
+    StaleContext { txn: u64 },
+    /// A top-level Lock from code that holds a transaction's locks (it passed that transaction's
+    /// context): it could wait for a lock that sorts before one the transaction holds.
+    #[error(
+        "transaction {txn} still holds locks: a second top-level Lock from it could wait for a lock that sorts before one it holds; take further locks with NestedLock on its newest context, or unlock it first"
+    )]
+    LockWhileHeld { txn: u64 },
     /// A NestedLock with a context this coordinator did not issue, or one that was altered.
     #[error(
         "transaction {txn}: the lock context was not issued by this coordinator or was altered; pass the context Lock or NestedLock returned, unchanged"
@@ -123,6 +135,8 @@ impl LockError {
             LockError::KeyExists { .. } => "key_exists",
             LockError::UnknownKind { .. } => "unknown_kind",
             LockError::ReleasedContext { .. } => "released_context",
+            LockError::StaleContext { .. } => "stale_context",
+            LockError::LockWhileHeld { .. } => "lock_while_held",
             LockError::ForeignContext { .. } => "foreign_context",
             LockError::ShuttingDown => "shutting_down",
             LockError::MissingId { .. } => "missing_id",

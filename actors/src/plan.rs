@@ -193,6 +193,14 @@ fn order_key<'a>(
     (class, rank, pos, id, op)
 }
 
+/// (rank, declared position) of a kind; unknown kinds sort last.
+fn kind_place(schema: &Schema, kind: &str) -> (u32, usize) {
+    schema
+        .kind(kind)
+        .map(|k| (k.rank, k.position))
+        .unwrap_or((u32::MAX, usize::MAX))
+}
+
 /// The name of the key-lock "kind" of `kind`.
 pub fn key_lock_kind(kind: &str) -> String {
     format!("key:{kind}")
@@ -407,10 +415,14 @@ fn plan_query(
         }
     }
 
-    // Caller entries, with ids resolved from keys; key locks for renames.
+    // Caller entries, with ids resolved from keys; key locks for renames. They are visited in a
+    // canonical order (declared kind position, then operation: unique once deduped), so nothing
+    // below depends on the order of the subqueries.
+    let mut canonical: Vec<&Subquery> = q.0.iter().collect();
+    canonical.sort_by_key(|s| (kind_place(schema, &s.kind).1, s.op));
     let mut keys = Vec::new();
     let mut caller: Vec<(&Subquery, PlanEntry)> = Vec::with_capacity(q.0.len());
-    for s in &q.0 {
+    for s in canonical {
         let mut id = s.id.clone();
         if id.is_empty()
             && s.op != Op::List
@@ -462,103 +474,125 @@ fn plan_query(
         caller.push((s, entry));
     }
 
-    // Synthetic parent reads and id fill-in. A caller read of the parent kind serves as the
-    // dependency (its empty id is filled in); otherwise a synthetic read is appended.
+    // Synthetic parent reads and id fill-in, children before parents: entries are visited by
+    // descending rank (a parent's rank is below each of its children's), so every id a child can
+    // fill in is filled before the entry that carries it is visited, and that entry's own parents
+    // are then found from the cache like any other's. Within a rank the caller's entries come
+    // first (by declared kind position), then the synthetic reads by (position, id).
+    //
+    // A caller entry's parent dependency is served by a caller read of the parent kind (its empty
+    // id is filled in); otherwise a synthetic read is appended. A synthetic read brings the reads
+    // of its own parents, as the reference cache's buildTrees does, unless the query already has
+    // that parent (a caller read of the parent without an id is filled in and serves instead).
+    let max_rank = caller
+        .iter()
+        .map(|(_, e)| kind_place(schema, &e.kind).0)
+        .max()
+        .unwrap_or(0);
     let mut synthetic: Vec<PlanEntry> = Vec::new();
-    for i in 0..caller.len() {
-        let (s, op) = (caller[i].0, caller[i].1.op);
-        if !op.is_consistent() {
-            continue;
-        }
-        let Some(kind) = schema.kind(&caller[i].1.kind) else {
-            continue;
-        };
-        let cached = if caller[i].1.id.is_empty() {
-            None
-        } else {
-            view.get(&kind.name, &caller[i].1.id)
-        };
-        for (parent, _) in &kind.parents {
-            let parent_id = s
-                .owner(parent)
-                .map(str::to_string)
-                .or_else(|| cached.as_ref().and_then(|v| kind.owner_id(v, parent)));
-            let reuse = caller.iter().position(|(_, c)| {
-                c.kind == *parent
-                    && c.op == Op::Read
-                    && (c.id.is_empty() || Some(&c.id) == parent_id.as_ref())
-            });
-            match (reuse, parent_id) {
-                (Some(j), Some(pid)) => {
-                    if caller[j].1.id.is_empty() {
-                        caller[j].1.id = pid;
-                    }
-                }
-                (Some(_), None) => {}
-                (None, Some(pid)) => synthetic.push(PlanEntry {
-                    op: Op::Read,
-                    kind: parent.clone(),
-                    id: pid,
-                    query: Some(qi),
-                    synthetic: true,
-                    filter: None,
-                }),
-                (None, None) if op == Op::Upsert => {
-                    return Err(LockError::NotFound {
-                        kind: kind.name.clone(),
-                        id: caller[i].1.id.clone(),
-                        reason: format!(
-                            "its {parent} is neither given nor recorded in a cached {}",
-                            kind.name
-                        ),
-                    });
-                }
-                // Reading or deleting something that is not cached: nothing to protect.
-                (None, None) => {}
+    for rank in (0..=max_rank).rev() {
+        for i in 0..caller.len() {
+            let (s, op) = (caller[i].0, caller[i].1.op);
+            if !op.is_consistent() {
+                continue;
             }
-        }
-    }
-    // Synthetic reads bring the reads of their own parents, recursively, as the reference cache's
-    // buildTrees does: a synthetic volume read brings its backend's read unless the query already
-    // has that backend. A caller read of the parent without an id is filled in and serves instead.
-    let mut next = 0;
-    while next < synthetic.len() {
-        let (kind_name, id) = (synthetic[next].kind.clone(), synthetic[next].id.clone());
-        next += 1;
-        let Some(kind) = schema.kind(&kind_name) else {
-            continue;
-        };
-        let Some(cached) = view.get(&kind_name, &id) else {
-            continue;
-        };
-        for (parent, _) in &kind.parents {
-            let Some(pid) = kind.owner_id(&cached, parent) else {
+            let Some(kind) = schema.kind(&caller[i].1.kind) else {
                 continue;
             };
-            if let Some((_, c)) = caller
-                .iter_mut()
-                .find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
-            {
-                c.id = pid;
+            if kind.rank != rank {
                 continue;
             }
-            let present = caller
-                .iter()
-                .any(|(_, c)| c.kind == *parent && c.id == pid && c.op.is_consistent())
-                || synthetic.iter().any(|e| e.kind == *parent && e.id == pid);
-            if !present {
-                synthetic.push(PlanEntry {
-                    op: Op::Read,
-                    kind: parent.clone(),
-                    id: pid,
-                    query: Some(qi),
-                    synthetic: true,
-                    filter: None,
+            let cached = if caller[i].1.id.is_empty() {
+                None
+            } else {
+                view.get(&kind.name, &caller[i].1.id)
+            };
+            for (parent, _) in &kind.parents {
+                let parent_id = s
+                    .owner(parent)
+                    .map(str::to_string)
+                    .or_else(|| cached.as_ref().and_then(|v| kind.owner_id(v, parent)));
+                let reuse = caller.iter().position(|(_, c)| {
+                    c.kind == *parent
+                        && c.op == Op::Read
+                        && (c.id.is_empty() || Some(&c.id) == parent_id.as_ref())
                 });
+                match (reuse, parent_id) {
+                    (Some(j), Some(pid)) => {
+                        if caller[j].1.id.is_empty() {
+                            caller[j].1.id = pid;
+                        }
+                    }
+                    (Some(_), None) => {}
+                    (None, Some(pid)) => synthetic.push(PlanEntry {
+                        op: Op::Read,
+                        kind: parent.clone(),
+                        id: pid,
+                        query: Some(qi),
+                        synthetic: true,
+                        filter: None,
+                    }),
+                    (None, None) if op == Op::Upsert => {
+                        return Err(LockError::NotFound {
+                            kind: kind.name.clone(),
+                            id: caller[i].1.id.clone(),
+                            reason: format!(
+                                "its {parent} is neither given nor recorded in a cached {}",
+                                kind.name
+                            ),
+                        });
+                    }
+                    // Reading or deleting something that is not cached: nothing to protect.
+                    (None, None) => {}
+                }
+            }
+        }
+        // The synthetic reads of this rank are complete: every entry that appends one has a
+        // higher rank and was visited already.
+        let mut level: Vec<(usize, String, String)> = synthetic
+            .iter()
+            .filter_map(|e| {
+                let (r, pos) = kind_place(schema, &e.kind);
+                (r == rank).then(|| (pos, e.id.clone(), e.kind.clone()))
+            })
+            .collect();
+        level.sort();
+        level.dedup();
+        for (_, id, kind_name) in level {
+            let Some(kind) = schema.kind(&kind_name) else {
+                continue;
+            };
+            let Some(cached) = view.get(&kind_name, &id) else {
+                continue;
+            };
+            for (parent, _) in &kind.parents {
+                let Some(pid) = kind.owner_id(&cached, parent) else {
+                    continue;
+                };
+                if let Some((_, c)) = caller
+                    .iter_mut()
+                    .find(|(_, c)| c.kind == *parent && c.op == Op::Read && c.id.is_empty())
+                {
+                    c.id = pid;
+                    continue;
+                }
+                let present = caller
+                    .iter()
+                    .any(|(_, c)| c.kind == *parent && c.id == pid && c.op.is_consistent())
+                    || synthetic.iter().any(|e| e.kind == *parent && e.id == pid);
+                if !present {
+                    synthetic.push(PlanEntry {
+                        op: Op::Read,
+                        kind: parent.clone(),
+                        id: pid,
+                        query: Some(qi),
+                        synthetic: true,
+                        filter: None,
+                    });
+                }
             }
         }
     }
-
     let mut out: Vec<PlanEntry> = Vec::with_capacity(caller.len() + synthetic.len());
     for (_, e) in caller {
         if e.id.is_empty() && e.op != Op::List {

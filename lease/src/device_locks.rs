@@ -23,7 +23,7 @@ use crate::lease_lock::{Acquired, LeaseLock, LeaseSettings};
 use crate::metrics::{DeviceLockMetrics, PriorityLabel};
 use actix::{Actor, Addr};
 use cinder_actors::query::{query, upsert_device};
-use cinder_actors::{CoordinatorHandle, Locked, Priority, Query, QueryResult};
+use cinder_actors::{CoordinatorHandle, LockContext, Locked, Priority, Query, QueryResult};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -174,10 +174,43 @@ impl DeviceLocks {
     /// one per query), then takes the Lease. The coordinator acquires everything in its plan
     /// order, and the Lease step never waits for another lock, so mixing device and resource locks
     /// cannot deadlock.
-    #[tracing::instrument(name = "wait", level = "info", skip_all,
-        fields(kind = "device", id = %device_id, priority = ?priority, otel.name = %format!("wait device {device_id}")))]
     pub async fn lock_with_queries(
         &self,
+        device_id: &str,
+        priority: Priority,
+        queries: Vec<Query>,
+    ) -> Result<DeviceGuard, DeviceLockError> {
+        self.lock_in(None, device_id, priority, queries).await
+    }
+
+    /// Locks `device_id` (with `queries`) as a NestedLock of the transaction `outer` holds, then
+    /// takes its Lease: for code that holds a device and needs another one (a second top-level
+    /// Lock from it could wait for a device that sorts before the one it holds). Everything new
+    /// must sort after `outer`'s last lock (devices sort by id, before backends), else the
+    /// coordinator refuses it (`would_deadlock`) and nothing is taken. Release this guard before
+    /// `outer`: releasing `outer` first ends this phase's in-process locks with it.
+    pub async fn nested_lock_with_queries(
+        &self,
+        outer: &DeviceGuard,
+        device_id: &str,
+        priority: Priority,
+        queries: Vec<Query>,
+    ) -> Result<DeviceGuard, DeviceLockError> {
+        let Some(context) = outer.locked().map(|l| &l.context) else {
+            return Err(DeviceLockError::Interrupted {
+                device: device_id.to_owned(),
+            });
+        };
+        self.lock_in(Some(context), device_id, priority, queries)
+            .await
+    }
+
+    /// A Lock (`nested_in` None) or a NestedLock of the device with `queries`, then its Lease.
+    #[tracing::instrument(name = "wait", level = "info", skip_all,
+        fields(kind = "device", id = %device_id, priority = ?priority, otel.name = %format!("wait device {device_id}")))]
+    async fn lock_in(
+        &self,
+        nested_in: Option<&LockContext>,
         device_id: &str,
         priority: Priority,
         queries: Vec<Query>,
@@ -197,15 +230,15 @@ impl DeviceLocks {
         all.extend(queries);
 
         let pending = PendingRequest::new(device.clone());
-        let locked = self
-            .inner
-            .coordinator
-            .lock_with(all, priority)
-            .await
-            .map_err(|source| DeviceLockError::Coordinator {
-                device: device_id.to_owned(),
-                source,
-            })?;
+        let coordinator = &self.inner.coordinator;
+        let locked = match nested_in {
+            None => coordinator.lock_with(all, priority).await,
+            Some(context) => coordinator.nested_lock_with(context, all, priority).await,
+        }
+        .map_err(|source| DeviceLockError::Coordinator {
+            device: device_id.to_owned(),
+            source,
+        })?;
         // Granted in process: the device actor hands over the parked Lease or acquires it.
         let (reply, answer) = oneshot::channel();
         pending.taken();

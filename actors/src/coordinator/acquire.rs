@@ -35,7 +35,7 @@ pub(crate) async fn acquire(
         plan,
         context,
         steps,
-        refs,
+        mut refs,
         txn,
         check_keys,
         collect,
@@ -44,7 +44,9 @@ pub(crate) async fn acquire(
     let key_locks = plan.key_locks.len();
     let mut guard = LockGuard::new(txn, steps.clone(), ticket);
     let mut grants: Vec<Grant> = Vec::with_capacity(steps.len());
-    for (i, mut r) in refs.into_iter().enumerate() {
+    // `refs` is drained one actor at a time: the actors not reached yet when this returns early
+    // or is cancelled are told by its drop.
+    for (i, mut r) in refs.by_ref().enumerate() {
         let step = &steps[i];
         loop {
             // The first lock was asked for by the coordinator with its answer to Begin.
@@ -75,6 +77,7 @@ pub(crate) async fn acquire(
                 .map_err(|_| LockError::ShuttingDown)??;
         }
     }
+    drop(refs);
 
     // Lists, inconsistent reads and values of locks an earlier phase holds come from the catalog,
     // read after every lock of the phase is granted.

@@ -72,6 +72,11 @@ pub(super) struct PhaseRecord {
     pub(super) steps: Arc<[LockStep]>,
     /// The renames of the phase: (kind, new key, id), checked again once the key locks are held.
     new_keys: Vec<(String, String, String)>,
+    /// The phase whose context this NestedLock extended.
+    parent: Option<u64>,
+    /// The live NestedLock phase that extends this one's context: while it lives, only its
+    /// context may extend the transaction (`stale_context`).
+    child: Option<u64>,
 }
 
 /// The lock-coordinator actor. Use it through [`CoordinatorHandle`].
@@ -180,17 +185,73 @@ impl Coordinator {
         r
     }
 
-    /// Checks a presented lock context: sealed by this coordinator, unchanged, and issued by a
-    /// phase that still holds its locks.
+    /// Checks a presented lock context: sealed by this coordinator, unchanged, issued by a phase
+    /// that still holds its locks, and the newest context of its transaction (no live NestedLock
+    /// extends it: its `lastLockHeld` is the transaction's last lock).
     fn check_context(&self, presented: &LockContext) -> Result<(), LockError> {
         let txn = presented.txn;
         if presented.seal != self.seal(presented) {
             return Err(LockError::ForeignContext { txn });
         }
         match self.phases.get(&presented.phase) {
-            Some(record) if record.txn == txn => Ok(()),
-            Some(_) => Err(LockError::ForeignContext { txn }),
+            Some(record) if record.txn != txn => Err(LockError::ForeignContext { txn }),
+            Some(record) if record.child.is_some() => Err(LockError::StaleContext { txn }),
+            Some(_) => Ok(()),
             None => Err(LockError::ReleasedContext { txn }),
+        }
+    }
+
+    /// A top-level Lock from code that presents the context of the transaction it holds: refused
+    /// while any phase of that transaction holds its locks (the context's own phase or a newer
+    /// one); a context whose phases were all released holds nothing.
+    fn check_not_held(&self, held: &LockContext) -> Result<(), LockError> {
+        let txn = held.txn;
+        if held.seal != self.seal(held) {
+            return Err(LockError::ForeignContext { txn });
+        }
+        if self.phases.get(&held.phase).is_some_and(|r| r.txn != txn) {
+            return Err(LockError::ForeignContext { txn });
+        }
+        // A phase of the transaction, the context's own or another still holding its locks (the
+        // scan is only for callers that present a context).
+        if self.phases.values().any(|r| r.txn == txn) {
+            return Err(LockError::LockWhileHeld { txn });
+        }
+        Ok(())
+    }
+
+    /// Ends `phase` in the transaction table. A NestedLock phase that still extends it ends with
+    /// it, its locks released here (the newest first), so no context of the transaction claims
+    /// a lock the transaction no longer holds.
+    fn end_phase(&mut self, phase: u64) {
+        let Some(record) = self.phases.remove(&phase) else {
+            return;
+        };
+        if let Some(parent) = record.parent
+            && let Some(p) = self.phases.get_mut(&parent)
+            && p.child == Some(phase)
+        {
+            p.child = None;
+        }
+        let mut next = record.child;
+        let mut ended = Vec::new();
+        while let Some(c) = next {
+            let Some(nested) = self.phases.remove(&c) else {
+                break;
+            };
+            next = nested.child;
+            ended.push(nested);
+        }
+        for nested in ended.iter().rev() {
+            for step in nested.steps.iter().rev() {
+                if let Some(r) = self
+                    .registry
+                    .get(&step.kind)
+                    .and_then(|ids| ids.get(&step.id))
+                {
+                    r.release(nested.txn);
+                }
+            }
         }
     }
 
@@ -198,7 +259,11 @@ impl Coordinator {
         if let Some(c) = &msg.context {
             self.check_context(c)?;
         }
+        if let Some(held) = &msg.held {
+            self.check_not_held(held)?;
+        }
         let recorded = msg.context.as_ref();
+        let parent = recorded.map(|c| c.phase);
         let mut plan = match msg.what {
             PhaseKind::Shutdown => shutdown_plan(),
             _ => plan::plan(self.catalog.schema(), &self.catalog, &msg.queries, recorded)?,
@@ -250,8 +315,13 @@ impl Coordinator {
                 started: Instant::now(),
                 steps: steps.clone(),
                 new_keys,
+                parent,
+                child: None,
             },
         );
+        if let Some(p) = parent.and_then(|p| self.phases.get_mut(&p)) {
+            p.child = Some(phase);
+        }
         Ok(Planned {
             first,
             ticket: PhaseTicket {
@@ -262,7 +332,10 @@ impl Coordinator {
             plan,
             context,
             steps,
-            refs,
+            refs: Unasked {
+                refs: refs.into_iter(),
+                txn,
+            },
             txn,
             check_keys,
             collect,
@@ -312,12 +385,37 @@ pub(crate) struct Planned {
     pub(crate) plan: Plan,
     pub(crate) context: LockContext,
     pub(crate) steps: Arc<[LockStep]>,
-    pub(crate) refs: Vec<ResourceRef>,
+    pub(crate) refs: Unasked,
     pub(crate) txn: u64,
     /// The plan renames: check the new keys again once the key locks are held.
     pub(crate) check_keys: bool,
     /// The results need lists, inconsistent reads or held values from the catalog.
     pub(crate) collect: bool,
+}
+
+/// The resource actors of a phase not asked for their lock yet, in plan order. The actors were
+/// started (or found) by the Begin; those never asked because the phase ended early (cancelled,
+/// refused once its key locks were held, abandoned before its answer was read) are told so when
+/// this is dropped (a `Withdraw`), so an actor of an absent resource that nobody else uses
+/// retires instead of living on unasked.
+pub(crate) struct Unasked {
+    refs: std::vec::IntoIter<ResourceRef>,
+    txn: u64,
+}
+
+impl Iterator for Unasked {
+    type Item = ResourceRef;
+    fn next(&mut self) -> Option<ResourceRef> {
+        self.refs.next()
+    }
+}
+
+impl Drop for Unasked {
+    fn drop(&mut self) {
+        for r in self.refs.by_ref() {
+            r.withdraw(self.txn);
+        }
+    }
 }
 
 /// A phase of the transaction table, ended (a [`PhaseDone`] message) when this is dropped.
@@ -343,6 +441,8 @@ impl Drop for PhaseTicket {
 pub(crate) struct Begin {
     pub(crate) queries: Vec<Query>,
     pub(crate) context: Option<LockContext>,
+    /// For a top-level Lock: the context of the transaction its caller holds, if it said so.
+    pub(crate) held: Option<LockContext>,
     pub(crate) priority: Priority,
     pub(crate) what: PhaseKind,
     pub(crate) reply: oneshot::Sender<Result<Planned, LockError>>,
@@ -363,7 +463,7 @@ impl Handler<Begin> for Coordinator {
 impl Handler<PhaseDone> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: PhaseDone, _ctx: &mut Context<Self>) {
-        self.phases.remove(&msg.phase);
+        self.end_phase(msg.phase);
     }
 }
 

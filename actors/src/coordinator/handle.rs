@@ -115,12 +115,14 @@ impl CoordinatorHandle {
         context: Option<&LockContext>,
         priority: Priority,
         what: PhaseKind,
+        held: Option<&LockContext>,
     ) -> Result<Locked, LockError> {
         let (reply, answer) = oneshot::channel();
         // A stopped coordinator drops the message, and with it the reply channel.
         self.addr.do_send(Begin {
             queries,
             context: context.cloned(),
+            held: held.cloned(),
             priority,
             what,
             reply,
@@ -140,7 +142,24 @@ impl CoordinatorHandle {
         queries: Vec<Query>,
         priority: Priority,
     ) -> Result<Locked, LockError> {
-        self.begin(queries, None, priority, PhaseKind::Lock).await
+        self.begin(queries, None, priority, PhaseKind::Lock, None)
+            .await
+    }
+
+    /// A top-level Lock from code that may hold a transaction: `held` is the newest context of
+    /// the transaction it holds (`None`: it holds none). Refused with `lock_while_held` while that
+    /// transaction still holds locks: a second top-level Lock could wait for a lock that sorts
+    /// before one it holds, with a holder of that lock waiting for this transaction. Nested work
+    /// goes through [`CoordinatorHandle::nested_lock`]; a context whose phases were all unlocked
+    /// holds nothing, and the Lock is a new transaction.
+    pub async fn lock_from(
+        &self,
+        held: Option<&LockContext>,
+        queries: Vec<Query>,
+        priority: Priority,
+    ) -> Result<Locked, LockError> {
+        self.begin(queries, None, priority, PhaseKind::Lock, held)
+            .await
     }
 
     /// NestedLock with the default priority: extends `context`, the unchanged context of a phase
@@ -161,7 +180,7 @@ impl CoordinatorHandle {
         queries: Vec<Query>,
         priority: Priority,
     ) -> Result<Locked, LockError> {
-        self.begin(queries, Some(context), priority, PhaseKind::Nested)
+        self.begin(queries, Some(context), priority, PhaseKind::Nested, None)
             .await
     }
 
@@ -169,7 +188,7 @@ impl CoordinatorHandle {
     /// new ones until the guard is released.
     pub async fn shutdown(&self) -> Result<ShutdownGuard, LockError> {
         let locked = self
-            .begin(Vec::new(), None, Priority::High, PhaseKind::Shutdown)
+            .begin(Vec::new(), None, Priority::High, PhaseKind::Shutdown, None)
             .await?;
         Ok(ShutdownGuard {
             guard: locked.guard,

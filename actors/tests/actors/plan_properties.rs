@@ -1,6 +1,7 @@
 //! Properties of the pure planner: every plan is sorted in the total order, and no execution
 //! (Lock, then NestedLock) asks for a lock that sorts before one it holds.
 
+use crate::support::{entries, step};
 use cinder_actors::plan::{CacheView, EntryAction, MapView, compare_entries, plan};
 use cinder_actors::query::*;
 use cinder_actors::{Op, Query, Schema, Subquery};
@@ -147,4 +148,165 @@ fn the_generated_queries_mostly_plan() {
         nested_ok >= 10,
         "only {nested_ok} nested plans took new locks"
     );
+}
+
+/// The generated subqueries plus blank parent reads, whose ids only a child of the query can fill.
+fn subquery_with_blanks() -> impl Strategy<Value = Subquery> {
+    prop_oneof![
+        4 => subquery(),
+        1 => Just(read_volume("")),
+        1 => Just(read_backend("")),
+        1 => Just(read_node("")),
+    ]
+}
+
+fn queries_with_blanks() -> impl Strategy<Value = Vec<Query>> {
+    prop::collection::vec(
+        prop::collection::vec(subquery_with_blanks(), 1..6).prop_map(Query),
+        1..4,
+    )
+}
+
+/// The same queries with the subqueries of each in another order.
+fn shuffled_within(qs: Vec<Query>) -> impl Strategy<Value = (Vec<Query>, Vec<Query>)> {
+    let shuffles: Vec<_> = qs
+        .iter()
+        .map(|q| Just(q.0.clone()).prop_shuffle())
+        .collect();
+    (Just(qs), shuffles).prop_map(|(qs, sh)| (qs, sh.into_iter().map(Query).collect()))
+}
+
+/// What a plan does, compared across orders: the locks in acquisition order and the context
+/// after, or the refusal's code.
+fn outcome(p: &Result<cinder_actors::Plan, cinder_actors::LockError>) -> Result<String, String> {
+    match p {
+        Ok(p) => Ok(format!(
+            "{:?} {:?} {:?} {}",
+            p.acquisitions(),
+            p.context_after.held,
+            p.context_after.last_lock_held,
+            p.context_after.holds_root
+        )),
+        Err(e) => Err(e.code().to_string()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn plans_do_not_depend_on_the_order_of_subqueries(
+        (qs, shuffled) in queries_with_blanks().prop_flat_map(shuffled_within),
+        (inner, inner_shuffled) in queries_with_blanks().prop_flat_map(shuffled_within),
+    ) {
+        let schema = Schema::standard();
+        let view = view(&schema);
+        let a = plan(&schema, &view, &qs, None);
+        let b = plan(&schema, &view, &shuffled, None);
+        prop_assert_eq!(outcome(&a), outcome(&b), "{:?} vs {:?}", qs, shuffled);
+        // The merged entries too, once the ties of identical entries are set aside.
+        if let (Ok(a), Ok(b)) = (&a, &b) {
+            prop_assert_eq!(entries(&a.entries), entries(&b.entries));
+            // A nested phase on the context of either plans the same.
+            let na = plan(&schema, &view, &inner, Some(&a.context_after));
+            let nb = plan(&schema, &view, &inner_shuffled, Some(&b.context_after));
+            prop_assert_eq!(outcome(&na), outcome(&nb), "{:?} vs {:?}", inner, inner_shuffled);
+        }
+    }
+
+    #[test]
+    fn acquisitions_do_not_depend_on_the_order_of_queries(
+        (qs, shuffled) in queries_with_blanks()
+            .prop_flat_map(|qs| (Just(qs.clone()), Just(qs).prop_shuffle())),
+    ) {
+        let schema = Schema::standard();
+        let view = view(&schema);
+        let a = plan(&schema, &view, &qs, None);
+        let b = plan(&schema, &view, &shuffled, None);
+        prop_assert_eq!(a.is_ok(), b.is_ok(), "{:?}", qs);
+        if let (Ok(a), Ok(b)) = (a, b) {
+            prop_assert_eq!(outcome(&Ok(a)), outcome(&Ok(b)));
+        }
+    }
+}
+
+fn seed_view(schema: &Schema) -> MapView {
+    let mut v = MapView::new();
+    v.insert(schema, "backend", "backend1", json!({"name": "b1"}));
+    v.insert(schema, "node", "node1", json!({}));
+    v.insert(schema, "volume", "volume1", json!({"backend": "backend1"}));
+    v
+}
+
+#[test]
+fn a_blank_read_filled_by_a_child_brings_its_own_parent_in_either_order() {
+    let schema = Schema::standard();
+    let view = seed_view(&schema);
+    let forward = query([
+        read_volume(""),
+        upsert_volume_publication("volume1", "node1"),
+    ]);
+    let reversed = query([
+        upsert_volume_publication("volume1", "node1"),
+        read_volume(""),
+    ]);
+    let expected = vec![
+        step("read", "root", "."),
+        step("read", "backend", "backend1"),
+        step("read", "node", "node1"),
+        step("read", "volume", "volume1"),
+        step("write", "volumePublication", "volume1.node1"),
+    ];
+    for q in [forward, reversed] {
+        let p = plan(&schema, &view, &[q], None).unwrap();
+        assert_eq!(p.acquisitions(), expected);
+    }
+}
+
+#[test]
+fn blank_parent_reads_are_filled_from_the_cache_in_either_order() {
+    let schema = Schema::standard();
+    let view = seed_view(&schema);
+    let expected = vec![
+        step("read", "root", "."),
+        step("read", "backend", "backend1"),
+        step("read", "volume", "volume1"),
+        step("write", "snapshot", "snap1"),
+    ];
+    for q in [
+        query([
+            read_volume(""),
+            read_backend(""),
+            upsert_snapshot("volume1", "snap1"),
+        ]),
+        query([
+            upsert_snapshot("volume1", "snap1"),
+            read_backend(""),
+            read_volume(""),
+        ]),
+        query([
+            read_backend(""),
+            upsert_snapshot("volume1", "snap1"),
+            read_volume(""),
+        ]),
+    ] {
+        let p = plan(&schema, &view, std::slice::from_ref(&q), None)
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        assert_eq!(p.acquisitions(), expected, "{q:?}");
+        // Both reads are the caller's (results are set from them), none synthetic.
+        let callers: Vec<_> = p
+            .entries
+            .iter()
+            .filter(|e| !e.synthetic)
+            .map(|e| (e.kind.as_str(), e.id.as_str()))
+            .collect();
+        assert_eq!(
+            callers,
+            vec![
+                ("backend", "backend1"),
+                ("volume", "volume1"),
+                ("snapshot", "snap1")
+            ]
+        );
+    }
 }

@@ -120,3 +120,84 @@ async fn a_lock_waiting_elsewhere_re_resolves_a_retired_actor() {
     assert_eq!(c.peek("node", "ghost").await.unwrap()["x"], 1);
     assert_nothing_held(&c).await;
 }
+
+fn has_actor(snap: &cinder_actors::CoordinatorSnapshot, id: &str) -> bool {
+    snap.resources.iter().any(|r| r.id == id)
+}
+
+#[actix::test]
+async fn actors_a_cancelled_lock_never_asked_retire() {
+    let c = CoordinatorHandle::start_standard();
+    c.load("node", "a", json!({})).await.unwrap();
+    let holder = c.lock(vec![query([upsert_node("a")])]).await.unwrap();
+    // The Begin starts the actors of "a", "ghost1" and "ghost2"; the lock waits on "a" and is
+    // cancelled there, before it asks the ghosts.
+    let c2 = c.clone();
+    let waiter = tokio::task::spawn_local(async move {
+        let _ = c2
+            .lock(vec![
+                query([upsert_node("a")]),
+                query([upsert_node("ghost1")]),
+                query([upsert_node("ghost2")]),
+            ])
+            .await;
+    });
+    wait_for_waiters(&c, "node", "a", 1).await;
+    let snap = c.inspect().await.unwrap();
+    assert!(has_actor(&snap, "ghost1") && has_actor(&snap, "ghost2"));
+    waiter.abort();
+    let _ = waiter.await;
+    eventually("the unasked actors retired", || {
+        let c = c.clone();
+        async move {
+            let snap = c.inspect().await.unwrap();
+            !has_actor(&snap, "ghost1") && !has_actor(&snap, "ghost2")
+        }
+    })
+    .await;
+    holder.unlock().await;
+    assert_nothing_held(&c).await;
+}
+
+#[actix::test]
+async fn actors_of_a_lock_refused_after_its_key_lock_retire() {
+    let c = CoordinatorHandle::start_standard();
+    c.load("backend", "b1", json!({"name": "one"}))
+        .await
+        .unwrap();
+    c.load("backend", "b2", json!({"name": "two"}))
+        .await
+        .unwrap();
+    // The rename's key lock is held by another transaction, which gives the name away meanwhile.
+    let renaming = c
+        .lock(vec![query([upsert_backend("b2", "", "taken")])])
+        .await
+        .unwrap();
+    let c2 = c.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    actix::spawn(async move {
+        let r = c2
+            .lock(vec![
+                query([upsert_backend("b1", "", "taken")]),
+                query([upsert_node("ghost")]),
+            ])
+            .await;
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.code()));
+    });
+    wait_for_waiters(&c, "key:backend", "taken", 1).await;
+    assert!(has_actor(&c.inspect().await.unwrap(), "ghost"));
+    renaming.results[0]
+        .get("backend")
+        .unwrap()
+        .upsert(json!({"name": "taken"}))
+        .await
+        .unwrap();
+    renaming.unlock().await;
+    assert_eq!(rx.await.unwrap(), Err("key_exists"));
+    eventually("the unasked node actor retired", || {
+        let c = c.clone();
+        async move { !has_actor(&c.inspect().await.unwrap(), "ghost") }
+    })
+    .await;
+    assert_nothing_held(&c).await;
+}

@@ -369,6 +369,56 @@ async fn device_and_resource_locks_mix_in_one_lock_call_without_deadlock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_device_is_taken_nested_after_the_first_and_refused_out_of_order() {
+    let cluster = cluster().await;
+    let locks = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;
+    let outer = locks.lock("dev-b", Priority::Default).await.unwrap();
+    // A device that sorts before the held one is refused, and takes nothing.
+    let err = locks
+        .nested_lock_with_queries(&outer, "dev-a", Priority::Default, Vec::new())
+        .await
+        .unwrap_err();
+    match &err {
+        DeviceLockError::Coordinator { source, .. } => {
+            assert_eq!(source.code(), "would_deadlock", "{err}")
+        }
+        other => panic!("{other}"),
+    }
+    // One that sorts after is taken with its Lease, with a resource lock after it.
+    let nested = locks
+        .nested_lock_with_queries(
+            &outer,
+            "dev-c",
+            Priority::Default,
+            vec![query([upsert_backend("backend1", "", "")])],
+        )
+        .await
+        .unwrap();
+    assert_eq!(nested.device(), "dev-c");
+    assert!(nested.results()[1].get("backend").is_some());
+    let snap = locks.coordinator().inspect().await.unwrap();
+    let held: Vec<_> = snap
+        .resources
+        .iter()
+        .filter(|r| !r.holders.is_empty())
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(
+        held.contains(&"dev-b") && held.contains(&"dev-c") && !held.contains(&"dev-a"),
+        "{held:?}"
+    );
+    // A second replica cannot take the nested device: its Lease is held.
+    let other = replica(&cluster, "replica-b", long_lease(), SHORT, None).await;
+    let busy = other.lock("dev-c", Priority::Default).await.unwrap_err();
+    assert!(matches!(busy, DeviceLockError::DeviceBusy { .. }), "{busy}");
+    nested.release().await;
+    outer.release().await;
+    let free = other.lock("dev-c", Priority::Default).await.unwrap();
+    free.release().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspection_shows_holder_lease_and_waiters_by_priority() {
     let cluster = cluster().await;
     let locks = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;

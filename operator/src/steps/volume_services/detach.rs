@@ -5,7 +5,9 @@
 //! (`UpsertBackend` of `<ns>/<cinder>@<backend>`), observed again under it; a pass whose plan
 //! writes nothing takes no lock. 1. delete the volume Deployment and return;
 //! 2. once it is gone, launch `{name}-{backend}-service-remove` under the database's device lock
-//! (Default priority) after checking no database Job of the Cinder is active; 3. sweep the
+//! (Default priority, taken with the backend's in one deadlock-free acquisition: the device that
+//! sorts first by a Lock, the other by a NestedLock after it) after checking no database Job of
+//! the Cinder is active; 3. sweep the
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
 //! feed the service_remove metrics once per (backend, Job UID).
 
@@ -30,7 +32,7 @@ use crate::planning::job::JobState;
 use crate::steps::job_marker::CountedJob;
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::DatabaseJob;
-use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
+use cinder_lease::{DeviceGuard, DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
@@ -142,6 +144,50 @@ pub async fn lock_backend(
         Ok(g) => Ok(Locked::Guard(Box::new(g))),
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => Ok(Locked::Busy(retry_after)),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The backend's device and volume-service entry together with the database's device, each
+/// device with its Lease, deadlock-free: the device that sorts first (devices sort by id) is
+/// taken by a Lock, the other with the backend's entry by a NestedLock after it. A Lock of the
+/// database while the backend is held could wait for a device that sorts before one it holds.
+/// Returns the guards in release order (nested first), or the retry delay of a busy device.
+pub async fn lock_backend_with_database(
+    locks: &DeviceLocks,
+    device: &str,
+    service: &str,
+    priority: Priority,
+    database: &str,
+    database_priority: Priority,
+) -> Result<Result<[DeviceGuard; 2], Duration>, String> {
+    let (first, first_priority, second, second_priority) = if database < device {
+        (database, database_priority, device, priority)
+    } else {
+        (device, priority, database, database_priority)
+    };
+    let outer = match locks.lock(first, first_priority).await {
+        Ok(g) => g,
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Err(retry_after)),
+        Err(e) => return Err(e.to_string()),
+    };
+    match locks
+        .nested_lock_with_queries(
+            &outer,
+            second,
+            second_priority,
+            vec![query([upsert_backend(service, "", "")])],
+        )
+        .await
+    {
+        Ok(nested) => Ok(Ok([nested, outer])),
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
+            outer.release().await;
+            Ok(Err(retry_after))
+        }
+        Err(e) => {
+            outer.release().await;
+            Err(e.to_string())
+        }
     }
 }
 
@@ -295,14 +341,45 @@ pub async fn detach_pass(
     if plan.actions.is_empty() {
         return Ok(DetachOutcome::Worked { plan });
     }
-    let guard = match lock_backend(
-        &env.device_locks,
-        &backend_device(backend),
-        &service_id(&ns, &name, &bname),
-        Priority::Default,
-    )
-    .await
-    .map_err(DetachError::Lock)?
+    // A pass that launches the service-remove Job takes the database's device in the same
+    // deadlock-free acquisition as the backend's, not in a second Lock while holding the backend.
+    let launches = plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, DetachAction::CreateServiceRemoveJob { .. }));
+    let device = backend_device(backend);
+    let service = service_id(&ns, &name, &bname);
+    if launches {
+        let database = database_device(cinder);
+        let guards = match lock_backend_with_database(
+            &env.device_locks,
+            &device,
+            &service,
+            Priority::Default,
+            &database,
+            DatabaseJob::ServiceRemove.priority(),
+        )
+        .await
+        .map_err(DetachError::Lock)?
+        {
+            Ok(guards) => guards,
+            Err(after) => {
+                return Ok(DetachOutcome::Busy {
+                    backend: bname,
+                    after,
+                });
+            }
+        };
+        let held = guards.iter().find(|g| g.device() == database);
+        let result = apply(&clusters, reporting, held, cinder, backend, config_map).await;
+        for g in guards {
+            g.release().await;
+        }
+        return result;
+    }
+    let guard = match lock_backend(&env.device_locks, &device, &service, Priority::Default)
+        .await
+        .map_err(DetachError::Lock)?
     {
         Locked::Guard(g) => *g,
         Locked::Busy(after) => {
@@ -312,15 +389,7 @@ pub async fn detach_pass(
             });
         }
     };
-    let result = apply(
-        &clusters,
-        reporting,
-        &env.device_locks,
-        cinder,
-        backend,
-        config_map,
-    )
-    .await;
+    let result = apply(&clusters, reporting, None, cinder, backend, config_map).await;
     guard.release().await;
     result
 }
@@ -397,7 +466,7 @@ async fn record_service_remove(
 async fn apply(
     clusters: &Clusters,
     reporting: &JobReporting,
-    locks: &DeviceLocks,
+    database: Option<&DeviceGuard>,
     cinder: &Cinder,
     backend: &CinderBackend,
     config_map: Option<&str>,
@@ -421,7 +490,7 @@ async fn apply(
                 };
                 let job = service_remove_job(cinder, backend, config_map);
                 if let Some(after) =
-                    launch_under_database_lock(client, locks, &reporting.recorder, cinder, &job)
+                    launch_under_database_lock(client, database, &reporting.recorder, cinder, &job)
                         .await?
                 {
                     return Ok(DetachOutcome::Busy {
@@ -468,28 +537,24 @@ async fn apply(
     Ok(DetachOutcome::Worked { plan })
 }
 
-/// Creates `job` under the database's device lock (Default priority) unless another database
-/// Job of the Cinder is active; returns a retry delay when the lock or the database is busy.
+/// Creates `job` under the database's device lock (`database`, taken with the backend's by the
+/// pass) unless another database Job of the Cinder is active; returns a retry delay when the
+/// database is busy, or when the pass did not take its lock (its plan before the locks did not
+/// launch the Job: the next pass takes it).
 async fn launch_under_database_lock(
     client: &Client,
-    locks: &DeviceLocks,
+    database: Option<&DeviceGuard>,
     recorder: &kube::runtime::events::Recorder,
     cinder: &Cinder,
     job: &Job,
 ) -> Result<Option<Duration>, DetachError> {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let name = cinder.metadata.name.clone().unwrap_or_default();
-    let device = database_device(cinder);
-    let guard = match locks
-        .lock(&device, DatabaseJob::ServiceRemove.priority())
-        .await
-    {
-        Ok(g) => g,
-        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Some(retry_after)),
-        Err(e) => return Err(DetachError::Lock(e.to_string())),
+    let Some(guard) = database else {
+        return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
     };
-    crate::events::device_taken_over(recorder, cinder, &guard).await;
-    let result = async {
+    crate::events::device_taken_over(recorder, cinder, guard).await;
+    async {
         let active = active_database_jobs(client, &ns, &name).await?;
         if !active.is_empty() {
             return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
@@ -498,9 +563,7 @@ async fn launch_under_database_lock(
         create_if_absent(&api, job).await?;
         Ok(None)
     }
-    .await;
-    guard.release().await;
-    result
+    .await
 }
 
 #[cfg(test)]
