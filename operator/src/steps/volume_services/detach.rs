@@ -1,11 +1,13 @@
 //! The detach sequence of the VolumeServices step: observes the first deleted CinderBackend (name order) that still holds
 //! `cinder.openstack.c5c3.io/service-remove`, plans the pass with
 //! [`crate::planning::detach::plan_detach`] and applies it as ONE transaction of the lock
-//! coordinator — the backend's device lock together with the backend's volume-service entry
-//! (`UpsertBackend` of `<ns>/<cinder>@<backend>`), observed again under it; a pass whose plan
+//! coordinator — the backend's device lock (High priority, a backend change) together with the
+//! backend's volume-service entry (`UpsertBackend` of `<ns>/<cinder>@<backend>`), observed again
+//! under it; a pass whose plan
 //! writes nothing takes no lock. 1. delete the volume Deployment and return;
 //! 2. once it is gone, launch `{name}-{backend}-service-remove` under the database's device lock
-//! (Default priority) after checking no database Job of the Cinder is active; 3. sweep the
+//! (Default priority, High on the retry after a DeviceBusy) after checking no database Job of
+//! the Cinder is active; 3. sweep the
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
 //! feed the service_remove metrics once per (backend, Job UID).
 
@@ -29,11 +31,11 @@ use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_d
 use crate::planning::job::JobState;
 use crate::steps::job_marker::CountedJob;
 use cinder_actors::query::{query, upsert_backend};
-use cinder_lease::devices::DatabaseJob;
+use cinder_lease::devices::{BACKEND_CHANGE_PRIORITY, DatabaseJob};
 use cinder_lease::{DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -212,6 +214,29 @@ fn job_of_earlier_backend(job: &Job, backend: &CinderBackend) -> bool {
     }
 }
 
+/// Whether a pod of backend `backend`'s volume Deployment still exists (running, or terminating
+/// after the Deployment's deletion). Pods are not watched: one list by the Deployment's pod
+/// labels, through the API reader, only while a detach waits to start its Job.
+async fn volume_pods_exist(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+    backend: &str,
+) -> Result<bool, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let labels = selector(
+        cinder,
+        &[
+            (names::LABEL_COMPONENT, Component::Volume.as_str()),
+            (names::LABEL_BACKEND, backend),
+        ],
+    );
+    let listed = pods
+        .list_metadata(&ListParams::default().labels(&labels).limit(1))
+        .await?;
+    Ok(!listed.items.is_empty())
+}
+
 async fn observe_backend(
     client: &Client,
     ns: &str,
@@ -225,6 +250,7 @@ async fn observe_backend(
         .get_opt(&deployments, &names::volume_deployment(cinder, backend))
         .await?
         .is_some();
+    let pods_exist = !deployment_exists && volume_pods_exist(client, ns, cinder, backend).await?;
     let job_name = names::service_remove_job(cinder, backend);
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
     let live = reader::children()
@@ -252,6 +278,7 @@ async fn observe_backend(
             name: backend.to_string(),
             has_finalizer: true,
             deployment_exists,
+            pods_exist,
             job,
             job_uid,
             job_of_earlier_backend,
@@ -302,7 +329,7 @@ pub async fn detach_pass(
         &env.device_locks,
         &backend_device(backend),
         &service_id(&ns, &name, &bname),
-        Priority::Default,
+        BACKEND_CHANGE_PRIORITY,
     )
     .await
     .map_err(DetachError::Lock)?
@@ -424,8 +451,7 @@ async fn apply(
                 };
                 let job = service_remove_job(cinder, backend, config_map);
                 if let Some(after) =
-                    launch_under_database_lock(client, locks, &reporting.recorder, cinder, &job)
-                        .await?
+                    launch_under_database_lock(client, locks, reporting, cinder, &job).await?
                 {
                     return Ok(DetachOutcome::Busy {
                         backend: bname,
@@ -471,27 +497,31 @@ async fn apply(
     Ok(DetachOutcome::Worked { plan })
 }
 
-/// Creates `job` under the database's device lock (Default priority) unless another database
-/// Job of the Cinder is active; returns a retry delay when the lock or the database is busy.
+/// Creates `job` under the database's device lock (Default priority, High on the retry after a
+/// DeviceBusy) unless another database Job of the Cinder is active; returns a retry delay when
+/// the lock or the database is busy.
 async fn launch_under_database_lock(
     client: &Client,
     locks: &DeviceLocks,
-    recorder: &kube::runtime::events::Recorder,
+    reporting: &JobReporting,
     cinder: &Cinder,
     job: &Job,
 ) -> Result<Option<Duration>, DetachError> {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let device = database_device(cinder);
-    let guard = match locks
-        .lock(&device, DatabaseJob::ServiceRemove.priority())
-        .await
-    {
+    let memory = reporting.memory();
+    let first = DatabaseJob::ServiceRemove.priority();
+    let priority = crate::steps::device_retry::priority(memory, &device, first).await;
+    let guard = match locks.lock(&device, priority).await {
         Ok(g) => g,
-        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Some(retry_after)),
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
+            crate::steps::device_retry::refused(memory, &device);
+            return Ok(Some(retry_after));
+        }
         Err(e) => return Err(DetachError::Lock(e.to_string())),
     };
-    crate::events::device_taken_over(recorder, cinder, &guard).await;
+    crate::events::device_taken_over(&reporting.recorder, cinder, &guard).await;
     let result = async {
         let active = active_database_jobs(client, &ns, &name).await?;
         if !active.is_empty() {
