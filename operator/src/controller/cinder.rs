@@ -275,7 +275,7 @@ pub fn error_policy(
     tracing::warn!(
         cinder = %cinder.name_any(),
         namespace = cinder.metadata.namespace.as_deref().unwrap_or_default(),
-        phase = phase.as_str(),
+        phase = %phase,
         failures,
         retry_in_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX),
         error = %error,

@@ -196,7 +196,11 @@ async fn the_leader_binary_releases_on_sigterm_and_the_other_takes_over() {
         leader_gauge(&second).await == Some(1)
     })
     .await;
-    assert_eq!(get(second.probes, "/readyz").await.status, 200);
+    // A new leader answers 503 only while its controllers sync.
+    eventually("replica-two's /readyz answers 200", || async {
+        get(second.probes, "/readyz").await.status == 200
+    })
+    .await;
     assert_eq!(terminate(&mut second), Some(0));
     assert_eq!(holder(&leases).await, None, "released on SIGTERM");
     let _ = std::fs::remove_file(&kubeconfig);

@@ -59,7 +59,11 @@ async fn a_failing_finalizer_add_and_status_write_are_logged_counted_and_shown()
     })
     .await
     .unwrap();
-    assert!(warned(&h, "errs", "finalizer_add"), "no WARN line");
+    eventually("a WARN line naming the Cinder and the phase", || async {
+        warned(&h, "errs", "finalizer_add").then_some(())
+    })
+    .await
+    .unwrap();
     let event = eventually("a ReconcileFailed Warning on the Cinder", || async {
         cinder_events(&h.client, "errs", "ReconcileFailed")
             .await
@@ -96,7 +100,11 @@ async fn a_failing_finalizer_add_and_status_write_are_logged_counted_and_shown()
     })
     .await
     .unwrap();
-    assert!(warned(&h, "errs", "status_write"), "no WARN line");
+    eventually("a WARN line naming the Cinder and the phase", || async {
+        warned(&h, "errs", "status_write").then_some(())
+    })
+    .await
+    .unwrap();
     h.cluster.faults().clear();
     h.stop().await.unwrap();
 }

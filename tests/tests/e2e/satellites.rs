@@ -218,7 +218,7 @@ async fn config_projected_waits_for_a_deployment_that_mounts_the_section() {
     )
     .await
     .unwrap();
-    assert!(c.message.contains("not"), "{}", c.message);
+    assert!(c.message.contains("no Deployment"), "{}", c.message);
 
     // The database comes: the volume service mounts the section, and the backend is projected.
     cinder_e2e::database_helpers::create_mariadb(&h.client, "mariadb")
