@@ -70,7 +70,11 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
     .await
     .unwrap();
 
-    // A parent appearing lets an attached backend converge.
+    // A parent appearing (with its database, so its volume service comes to mount the
+    // backend's section) lets an attached backend converge.
+    cinder_e2e::database_helpers::create_mariadb(&h.client, "mariadb")
+        .await
+        .unwrap();
     create_cinder(&h.client, "parent", serde_json::json!({}))
         .await
         .unwrap();
