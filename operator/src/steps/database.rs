@@ -107,9 +107,7 @@ fn after_act(act: Act, job_name: &str, wait: Duration) -> Driven {
         Act::Done => Driven::State(JobState::Running, String::new()),
         Act::Deleted => Driven::Wait(
             REQUEUE_NEXT_PASS,
-            format!(
-                "Job {job_name} is being replaced (its image, release or database connection changed)"
-            ),
+            format!("Job {job_name} is being replaced (its image, release or database changed)"),
         ),
         Act::DeviceBusy(after) => Driven::Wait(
             after,
@@ -137,12 +135,12 @@ async fn drive_job(
     services: &DatabaseServices,
     cinder: &Cinder,
     (which, wait): (SchemaJob, Duration),
-    (config_map, db_connection_hash): (&str, Option<&str>),
+    config_map: &str,
 ) -> Result<Driven, StepError> {
     let driven: Result<Driven, String> = async {
         let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
         let name = cinder.metadata.name.as_deref().unwrap_or_default();
-        let desired = jobs::desired_job(cinder, which, config_map, db_connection_hash);
+        let desired = jobs::desired_job(cinder, which, config_map);
         let job_name = which.job_name(name);
         let observed = jobs::read_job(&clusters.children, ns, &job_name)
             .await
@@ -213,9 +211,7 @@ async fn steady(
     ctx.status.target_release = None;
     ctx.status.upgrade_phase = None;
     let job = (SchemaJob::DbSync, REQUEUE_DATABASE_WAIT);
-    let db = ctx.artefacts.db_connection_hash.clone();
-    let mounts = (config_map, db.as_deref());
-    let driven = drive_job(clusters, services, &cinder, job, mounts).await?;
+    let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
         Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
@@ -262,9 +258,7 @@ async fn upgrade_phase(
         return settle(ctx, step.condition, step.requeue);
     };
     let job = (which, REQUEUE_UPGRADE_WAIT);
-    let db = ctx.artefacts.db_connection_hash.clone();
-    let mounts = (config_map, db.as_deref());
-    let driven = drive_job(clusters, services, &cinder, job, mounts).await?;
+    let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
         Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, in_progress_reason(phase), note), after)

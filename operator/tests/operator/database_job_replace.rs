@@ -93,7 +93,7 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
     let create = |config: &'static str| {
         let (jobs_api, cinder, name) = (&jobs_api, &cinder, &name);
         async move {
-            let job = jobs::desired_job(cinder, SchemaJob::DbSync, config, None);
+            let job = jobs::desired_job(cinder, SchemaJob::DbSync, config);
             jobs_api.create(&PostParams::default(), &job).await.unwrap();
             live_uid(jobs_api, name).await.expect("the created Job")
         }
@@ -104,7 +104,7 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
     let their_uid = create("config-b").await;
     assert_ne!(read_uid, their_uid);
 
-    let wanted = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-c", None);
+    let wanted = jobs::desired_job(&cinder, SchemaJob::DbSync, "config-c");
     let replace = |uid: String| {
         let (clusters, services, cinder, wanted) = (&clusters, &services, &cinder, &wanted);
         async move {

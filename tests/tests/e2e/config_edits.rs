@@ -1,6 +1,7 @@
 //! Config edits and the schema sync: an `extraConfig`, uWSGI or gateway edit renders a new config
-//! ConfigMap and rolls the API onto it, yet the finished `{name}-db-sync` Job stays (no second
-//! run, no DBSyncInProgress) and DatabaseReady stays True; a new image does run the sync again.
+//! ConfigMap and rolls the API onto it, and a rotated database password re-renders the DSN, yet
+//! the finished `{name}-db-sync` Job stays (no second run, no DBSyncInProgress) and DatabaseReady
+//! stays True; a new image does run the sync again.
 
 use cinder_e2e::database_helpers::{cinder_events, database_job_runs};
 use cinder_e2e::group_helpers::*;
@@ -111,6 +112,31 @@ async fn config_edits_roll_the_api_but_do_not_rerun_the_schema_sync() {
             "the {what} edit replaced the db-sync Job"
         );
     }
+    // A rotated database password: the same schema, no new run.
+    let dsn = cinder_operator::names::db_connection_secret("ce");
+    let before = secret_value(&h.client, &dsn, "connection").await.unwrap();
+    put_secret(
+        &h.client,
+        "cinder-db",
+        &[("username", "cinder"), ("password", "rotated-Pw-7")],
+    )
+    .await
+    .unwrap();
+    eventually("the DSN re-renders", || async {
+        secret_value(&h.client, &dsn, "connection")
+            .await
+            .filter(|v| *v != before)
+    })
+    .await
+    .unwrap();
+    wait_cinder_condition(&h.client, "ce", "Ready", "True", "AllReady")
+        .await
+        .unwrap();
+    assert_eq!(
+        jobs.get("ce-db-sync").await.unwrap().metadata.uid,
+        sync_uid,
+        "the password rotation replaced the db-sync Job"
+    );
     stop.store(true, Ordering::Relaxed);
     let flips = watcher.await.unwrap();
     assert_eq!(flips, Vec::<String>::new(), "DatabaseReady left True");

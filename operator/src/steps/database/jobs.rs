@@ -6,7 +6,7 @@
 //! (db-sync, expand, migrate, contract, service-remove) is active. The lock is held around that
 //! check-and-act only, never while the Job runs: the "active" check is what excludes overlap.
 //! A schema Job re-runs only when what the migration depends on changes: the image (the
-//! `cinder-manage` it runs), the release and the database connection ([`run_hash`]). An edit that
+//! `cinder-manage` it runs), the release and the database it migrates ([`run_hash`]). An edit that
 //! only renders a new config ConfigMap (`extraConfig`, the gateway, uWSGI) leaves the finished Job
 //! in place, so DatabaseReady stays True; the next Job that runs mounts the ConfigMap of its day.
 //! Jobs are immutable: a Job that must run again is deleted (background
@@ -17,6 +17,7 @@
 
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
+use crate::crd::cinder::DatabaseSpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
@@ -127,30 +128,29 @@ pub fn database_device(cinder: &Cinder) -> String {
 /// What a schema Job's run depends on, as the sha256 its spec-hash annotation carries: the Job
 /// spec with the config volume's ConfigMap name left out (the ConfigMap is content-addressed, so
 /// its name changes with every config edit, none of which changes what the migration does),
-/// `release`, and the database connection's digest (`db_connection_hash`, the DSN's sha256).
-pub fn run_hash(spec: &JobSpec, release: &str, db_connection_hash: Option<&str>) -> String {
+/// `release`, and the database the migration runs against (`spec.database` without its
+/// credentials: a rotated password reaches the same schema and is no reason to migrate again).
+pub fn run_hash(spec: &JobSpec, release: &str, database: &DatabaseSpec) -> String {
     let mut spec = spec.clone();
     if let Some(volumes) = spec.template.spec.as_mut().and_then(|p| p.volumes.as_mut()) {
         for cm in volumes.iter_mut().filter_map(|v| v.config_map.as_mut()) {
             cm.name = String::new();
         }
     }
+    let target = serde_json::json!({
+        "clusterRef": database.cluster_ref,
+        "host": database.host,
+        "port": database.port,
+        "database": database.database,
+    });
     let spec = serde_json::to_string(&spec).unwrap_or_default();
-    let input = format!(
-        "{spec}\nrelease={release}\ndb-connection={}",
-        db_connection_hash.unwrap_or_default()
-    );
+    let input = format!("{spec}\nrelease={release}\ndatabase={target}");
     sha256_hex(input.as_bytes())
 }
 
 /// The desired Job `which` of `cinder` mounting `config_map`, with its spec hash annotation
-/// ([`run_hash`] over the spec, the release and `db_connection_hash`).
-pub fn desired_job(
-    cinder: &Cinder,
-    which: SchemaJob,
-    config_map: &str,
-    db_connection_hash: Option<&str>,
-) -> Job {
+/// ([`run_hash`] over the spec, the release and the database).
+pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
     let mut pod_labels = names::component_labels(&cinder_name, Component::DbSync);
     pod_labels.insert(DB_JOB_LABEL.to_string(), which.label().to_string());
@@ -173,7 +173,11 @@ pub fn desired_job(
         template: super::super::workloads::config_job_pod(pod_labels, container, config_map),
         ..Default::default()
     };
-    let hash = run_hash(&spec, &cinder.spec.open_stack_release, db_connection_hash);
+    let hash = run_hash(
+        &spec,
+        &cinder.spec.open_stack_release,
+        &cinder.spec.database,
+    );
     let mut metadata = child_meta(
         cinder,
         &which.job_name(&cinder_name),
@@ -540,7 +544,7 @@ mod tests {
 
     #[test]
     fn jobs_mount_the_config_and_take_the_connection_from_the_secret() {
-        let job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "c-config-abc", None);
+        let job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "c-config-abc");
         assert_eq!(job.metadata.name.as_deref(), Some("c-db-sync"));
         let pod = pod_spec(&job);
         let c = &pod.containers[0];
@@ -579,10 +583,10 @@ mod tests {
     #[test]
     fn phase_jobs_have_their_commands_and_backoff_limit() {
         let c = cinder("2026.1");
-        let expand = desired_job(&c, SchemaJob::Expand, "cm", None);
+        let expand = desired_job(&c, SchemaJob::Expand, "cm");
         assert_eq!(expand.metadata.name.as_deref(), Some("c-db-expand"));
         assert_eq!(expand.spec.as_ref().unwrap().backoff_limit, Some(4));
-        let migrate = desired_job(&c, SchemaJob::Migrate, "cm", None);
+        let migrate = desired_job(&c, SchemaJob::Migrate, "cm");
         let mc = &pod_spec(&migrate).containers[0];
         let script = mc.command.as_ref().unwrap().join(" ");
         assert!(script.contains("cinder-status upgrade check"));
@@ -591,7 +595,7 @@ mod tests {
             mc.termination_message_path.as_deref(),
             Some("/dev/termination-log")
         );
-        let contract = desired_job(&c, SchemaJob::Contract, "cm", None);
+        let contract = desired_job(&c, SchemaJob::Contract, "cm");
         let cc = &pod_spec(&contract).containers[0];
         assert_eq!(
             cc.command.as_ref().unwrap().join(" "),
@@ -600,13 +604,13 @@ mod tests {
     }
 
     #[test]
-    fn only_the_image_release_or_database_connection_changes_the_spec_hash() {
-        let a = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1", Some("d1"));
-        let b = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1", Some("d1"));
+    fn only_the_image_release_or_database_changes_the_spec_hash() {
+        let a = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1");
+        let b = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1");
         assert_eq!(spec_hash(&a), spec_hash(&b));
         assert!(spec_hash(&a).is_some_and(|h| h.len() == 64));
         // A config edit renders another ConfigMap: the Job stays (it still mounts its own).
-        let config = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm2", Some("d1"));
+        let config = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm2");
         assert_eq!(spec_hash(&a), spec_hash(&config));
         assert_eq!(
             pod_spec(&config).volumes.as_ref().unwrap()[0]
@@ -618,14 +622,21 @@ mod tests {
             "a new Job mounts the current ConfigMap"
         );
         // A new image, another release or another database connection runs it again.
-        let image = desired_job(&cinder("2026.1-p1"), SchemaJob::DbSync, "cm1", Some("d1"));
+        let image = desired_job(&cinder("2026.1-p1"), SchemaJob::DbSync, "cm1");
         assert_ne!(spec_hash(&a), spec_hash(&image));
         let mut moved = cinder("2026.1");
         moved.spec.open_stack_release = "2026.2".into();
-        let release = desired_job(&moved, SchemaJob::DbSync, "cm1", Some("d1"));
+        let release = desired_job(&moved, SchemaJob::DbSync, "cm1");
         assert_ne!(spec_hash(&a), spec_hash(&release));
-        let database = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1", Some("d2"));
+        let mut elsewhere = cinder("2026.1");
+        elsewhere.spec.database.database = "cinder_b".into();
+        let database = desired_job(&elsewhere, SchemaJob::DbSync, "cm1");
         assert_ne!(spec_hash(&a), spec_hash(&database));
+        // Rotated credentials reach the same schema: no new run.
+        let mut rotated = cinder("2026.1");
+        rotated.spec.database.secret_ref.name = "cinder-db-rotated".into();
+        let rotated = desired_job(&rotated, SchemaJob::DbSync, "cm1");
+        assert_eq!(spec_hash(&a), spec_hash(&rotated));
     }
 
     #[test]
@@ -652,7 +663,7 @@ mod tests {
 
     #[test]
     fn observed_state_and_duration() {
-        let mut job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm", None);
+        let mut job = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm");
         job.metadata.uid = Some("j1".into());
         assert_eq!(observe(&job).state, JobState::Running);
         job.status = Some(serde_json::from_value(serde_json::json!({
@@ -676,9 +687,9 @@ mod tests {
     fn database_jobs_are_the_schema_jobs_and_service_removes() {
         let c = cinder("2026.1");
         for which in SchemaJob::ALL {
-            assert!(is_database_job(&desired_job(&c, which, "cm", None), "c"));
+            assert!(is_database_job(&desired_job(&c, which, "cm"), "c"));
         }
-        let mut other = desired_job(&c, SchemaJob::DbSync, "cm", None);
+        let mut other = desired_job(&c, SchemaJob::DbSync, "cm");
         other.metadata.name = Some("c-something".into());
         other.metadata.labels = Some(names::component_labels("c", Component::DbPurge));
         assert!(!is_database_job(&other, "c"));
