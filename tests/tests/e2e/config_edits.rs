@@ -166,3 +166,73 @@ async fn config_edits_roll_the_api_but_do_not_rerun_the_schema_sync() {
         .unwrap();
     h.stop().await.unwrap();
 }
+
+/// The ConfigMaps labelled as Cinder `name`'s config.
+async fn config_maps(h: &Harness, name: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = h.api();
+    let sel = format!("cinder.openstack.c5c3.io/config=true,app.kubernetes.io/instance={name}");
+    api.list(&kube::api::ListParams::default().labels(&sel))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_keeps_the_config_map_a_running_job_mounts() {
+    use cinder_sim::controllers::config::{JobRule, PodOutcome};
+    let h = Harness::start().await.unwrap();
+    cinder_with_nfs(&h.client, "sw", "nfs1", serde_json::json!({}))
+        .await
+        .unwrap();
+    wait_cinder_condition(&h.client, "sw", "Ready", "True", "AllReady")
+        .await
+        .unwrap();
+    // A purge run that lasts 15 s, mounting the config of the day it started.
+    let pattern = regex::Regex::new(r"^sw-db-purge-[0-9]+$").unwrap();
+    let rule =
+        JobRule::new(pattern, PodOutcome::success()).with_delay(std::time::Duration::from_secs(15));
+    h.cluster
+        .controllers()
+        .unwrap()
+        .update_config(|c| c.jobs.rules.insert(0, rule));
+    let old = api_config_map(&h, "sw").await.unwrap();
+    let purge = cinder_e2e::workload_helpers::run_cronjob_now(&h.cluster, "sw-db-purge")
+        .await
+        .unwrap();
+
+    merge_patch_cinder(
+        &h.client,
+        "sw",
+        serde_json::json!({"spec": {"extraConfig": {"DEFAULT": {"debug": "true"}}}}),
+    )
+    .await
+    .unwrap();
+    eventually("the API mounts the new config", || async {
+        api_config_map(&h, "sw").await.filter(|cm| *cm != old)
+    })
+    .await
+    .unwrap();
+    wait_cinder_condition(&h.client, "sw", "Ready", "True", "AllReady")
+        .await
+        .unwrap();
+    let jobs: Api<Job> = h.api();
+    let running = jobs.get(&purge).await.unwrap();
+    assert!(
+        cinder_operator::steps::children::job_running(&running),
+        "the purge Job ended before the check"
+    );
+    assert!(
+        config_maps(&h, "sw").await.contains(&old),
+        "the config the running purge Job {purge} mounts was swept"
+    );
+    // Once the run ended, nothing mounts it: the next sweep takes it.
+    eventually("the old config swept after the run", || async {
+        (!config_maps(&h, "sw").await.contains(&old)).then_some(())
+    })
+    .await
+    .unwrap();
+    h.stop().await.unwrap();
+}
