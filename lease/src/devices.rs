@@ -52,12 +52,20 @@ impl DatabaseJob {
     }
 }
 
-/// Backend-level changes take the backend's storage-endpoint lock at High priority (backends are
-/// foundational: volumes depend on them); periodic re-checks use Baseline.
+/// Backend-level changes (a volume service's roll-out or removal, a backend's detach) take the
+/// backend's storage-endpoint lock at High priority: backends are foundational, volumes depend
+/// on them.
 pub const BACKEND_CHANGE_PRIORITY: Priority = Priority::High;
 
-/// The priority of periodic requeues of already reconciled resources.
-pub const PERIODIC_PRIORITY: Priority = Priority::Baseline;
+/// The priority a request retried after a `DeviceBusy` answer (another replica held the Lease)
+/// asks at: one level above its first wait's (High stays High), so a requester that was turned
+/// away is served before the requests of its first priority that arrived meanwhile.
+pub fn retry_priority(first: Priority) -> Priority {
+    match first {
+        Priority::Baseline => Priority::Default,
+        Priority::Default | Priority::High => Priority::High,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -86,6 +94,17 @@ mod tests {
         ] {
             assert!(is_valid_subdomain(&lease_name(&id)), "{id}");
         }
+    }
+
+    #[test]
+    fn a_retry_after_device_busy_asks_one_level_higher() {
+        assert_eq!(retry_priority(Priority::Baseline), Priority::Default);
+        assert_eq!(retry_priority(Priority::Default), Priority::High);
+        assert_eq!(retry_priority(Priority::High), Priority::High);
+        assert_eq!(
+            retry_priority(DatabaseJob::ServiceRemove.priority()),
+            Priority::High
+        );
     }
 
     #[test]

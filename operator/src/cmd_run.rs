@@ -6,9 +6,12 @@
 //! root write lock, stops the embedded cluster and exits 0. Failures exit 1 with one line on
 //! stderr.
 //!
-//! With `--leader-elect` the endpoints start at once (`/readyz` answers 503 "not the leader"), a
-//! [`LeaderElector`] campaigns for the Lease `cinder-operator-leader` in the lease namespace, and
-//! the controllers start only once this replica leads ([`run_when_leader`]). A leader that loses
+//! With `--leader-elect` the endpoints start at once, a [`LeaderElector`] campaigns for the Lease
+//! `cinder-operator-leader` in the lease namespace, and the controllers start only once this
+//! replica leads ([`run_when_leader`]). A standby is ready (`/readyz` 200, controller-runtime's
+//! convention: readiness says the process can serve, so a rolling update of the operator's own
+//! Deployment completes) and reconciles nothing; leadership shows in the gauge
+//! `cinder_operator_leader` and in an info line on every change ([`follow_leadership`]). A leader that loses
 //! its Lease stops its controllers and the process exits 1 with one line on stderr (the Deployment
 //! restarts the pod, which campaigns again), as controller-runtime does. On SIGTERM the leader
 //! drains, then releases the Lease so a successor takes over at once. `--lease-duration` sets the
@@ -34,6 +37,7 @@ use crate::shards::{ShardHolderConfig, ShardHolderHandle, ShardMetrics};
 use anyhow::Context as _;
 use cinder_lease::{HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle, LeaseSettings};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -239,7 +243,15 @@ async fn serve_on(
     .await
     .map_err(anyhow::Error::msg)?;
     let (registry, ctx, leader, shards) = build_context(args, &client).await?;
-    let leader = leader.map(LeaderElector::start);
+    let leader = leader.map(|(elector, gauge)| {
+        let handle = elector.start();
+        tokio::spawn(follow_leadership(
+            handle.subscribe(),
+            gauge,
+            handle.lock().identity().to_string(),
+        ));
+        handle
+    });
     let endpoints = start_endpoints(args, registry, &ctx, leader.as_ref())?;
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut operator = spawn_controllers(&ctx, leader.as_ref(), shutdown_rx);
@@ -290,12 +302,13 @@ async fn bootstrap_embedded(
 type Built = (
     Registry,
     Arc<OperatorContext>,
-    Option<LeaderElector>,
+    Option<(LeaderElector, Gauge)>,
     Option<ShardHolderHandle>,
 );
 
 /// The metrics registry (every family registered, labelled series at zero), the operator
-/// context, the leader elector when `--leader-elect` asks for one, and the shard holder (already
+/// context, the leader elector and its `cinder_operator_leader` gauge when `--leader-elect` asks
+/// for one, and the shard holder (already
 /// taking its shards) when `--shards` does.
 async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<Built> {
     let (mut registry, metrics) = Metrics::new_registry();
@@ -341,7 +354,10 @@ async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<
             &LeaseSettings::with_duration(lease_duration),
         )
         .context("cannot start leader election")?;
-        Some(elector)
+        Some((
+            elector,
+            crate::metrics::register_leader_gauge(&mut registry),
+        ))
     } else {
         None
     };
@@ -534,19 +550,52 @@ pub fn readiness(ctx: &Arc<OperatorContext>) -> Readiness {
     })
 }
 
-/// `/readyz` with leader election: 503 "not the leader" while `leading` is false (`None`: no
-/// leader election), else as [`readiness`].
+/// `/readyz` with leader election (`leading`; `None`: no leader election): see
+/// [`readiness_reason`].
 pub fn leader_readiness(
     ctx: &Arc<OperatorContext>,
     leading: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Readiness {
     let ctx = Arc::clone(ctx);
-    Readiness::new(move || {
-        if leading.as_ref().is_some_and(|l| !*l.borrow()) {
-            return Some("not the leader".to_string());
+    Readiness::new(move || readiness_reason(leading.as_ref().map(|l| *l.borrow()), ctx.is_ready()))
+}
+
+/// Why `/readyz` is 503 (`None`: 200). A standby (`leading` is `Some(false)`) is ready: it
+/// serves its endpoints and waits for the Lease, and a rolling update of the operator's
+/// Deployment needs every replica Ready (controller-runtime's convention). A leader, or a
+/// process without leader election, is ready once its controllers have synced.
+pub fn readiness_reason(leading: Option<bool>, synced: bool) -> Option<String> {
+    if leading == Some(false) || synced {
+        return None;
+    }
+    Some("the controllers have not synced yet".to_string())
+}
+
+/// Follows this replica's leadership until the elector ends: `gauge` (`cinder_operator_leader`)
+/// is 1 while it leads and 0 while it stands by, and every change (and the state at start) is
+/// an info line naming `identity`.
+pub async fn follow_leadership(
+    mut leading: tokio::sync::watch::Receiver<bool>,
+    gauge: Gauge,
+    identity: String,
+) {
+    let mut shown: Option<bool> = None;
+    loop {
+        let now = *leading.borrow_and_update();
+        gauge.set(i64::from(now));
+        if shown != Some(now) {
+            if now {
+                tracing::info!(%identity, lease = LEADER_LEASE_NAME, "leadership: this replica leads and reconciles");
+            } else {
+                tracing::info!(%identity, lease = LEADER_LEASE_NAME, "leadership: this replica is a standby and reconciles nothing");
+            }
+            shown = Some(now);
         }
-        (!ctx.is_ready()).then(|| "the controllers have not synced yet".to_string())
-    })
+        if leading.changed().await.is_err() {
+            gauge.set(0);
+            return;
+        }
+    }
 }
 
 /// The error [`run_when_leader`] ends with when this replica lost its leader Lease.
@@ -647,4 +696,50 @@ async fn list_inventory(
         cinders: cinders.items,
         backends: backends.items,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standby_is_ready_and_a_leader_once_synced() {
+        assert_eq!(readiness_reason(Some(false), false), None);
+        assert_eq!(readiness_reason(Some(false), true), None);
+        assert_eq!(readiness_reason(Some(true), true), None);
+        assert_eq!(readiness_reason(None, true), None);
+        for leading in [Some(true), None] {
+            let reason = readiness_reason(leading, false).unwrap_or_default();
+            assert!(reason.contains("not synced"), "{leading:?}: {reason}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_leader_gauge_follows_every_change() {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let gauge = Gauge::default();
+        let task = tokio::spawn(follow_leadership(rx, gauge.clone(), "me".into()));
+        let settle = |want: i64| {
+            let gauge = gauge.clone();
+            async move {
+                for _ in 0..200 {
+                    if gauge.get() == want {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                panic!("the gauge stayed {} (wanted {want})", gauge.get());
+            }
+        };
+        settle(0).await;
+        tx.send(true).unwrap();
+        settle(1).await;
+        tx.send(false).unwrap();
+        settle(0).await;
+        tx.send(true).unwrap();
+        settle(1).await;
+        drop(tx);
+        task.await.unwrap();
+        assert_eq!(gauge.get(), 0, "an ended election leaves the gauge at 0");
+    }
 }

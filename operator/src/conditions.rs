@@ -100,7 +100,6 @@ pub mod reason {
     // HPAReady
     pub const HPA_READY: &str = "HPAReady";
     pub const HPA_NOT_REQUIRED: &str = "HPANotRequired";
-    pub const HPA_NOT_SCALING: &str = "HPANotScaling";
     // VPAReady
     pub const VPA_READY: &str = "VPAReady";
     pub const VPA_NOT_REQUIRED: &str = "VPANotRequired";
@@ -151,6 +150,12 @@ pub mod event_reason {
     pub const FINALIZATION_FAILED: &str = "FinalizationFailed";
     pub const REMOTE_CHILDREN_ABANDONED: &str = "RemoteChildrenAbandoned";
     pub const DB_PURGE_JOB_FAILED: &str = "DBPurgeJobFailed";
+    /// The HPA reports AbleToScale or ScalingActive False (metrics missing, …): a Warning that
+    /// leaves HPAReady True (the API serves at its current replica count).
+    pub const HPA_SCALING_INACTIVE: &str = "HPAScalingInactive";
+    /// A Cinder's reconcile failed several times in a row outside its steps (status write,
+    /// finalizer add, target resolution, pipeline unavailable, finalize).
+    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 }
 
 /// The fourteen sub-conditions the aggregate `Ready` is computed from.

@@ -7,7 +7,8 @@
 //! names are `cinder_operator_reconcile_errors_total`, ….
 //!
 //! Every labelled family a dashboard panel or an alert reads has its series at zero before the
-//! first event: the per-step families from start-up (every step of the table), the per-Cinder
+//! first event: the per-step families and the controller errors from start-up (every step of the
+//! table, every phase), the per-Cinder
 //! families from the Cinder's first status ([`Metrics::observe_cinder`]), and the device-lock
 //! families through [`zero_device_lock_series`]. A `rate()` over them then shows 0, not "no data".
 
@@ -109,6 +110,63 @@ pub struct PhaseLabels {
     pub cinder: String,
     pub namespace: String,
     pub phase: String,
+}
+
+/// Where a reconcile failed outside the pipeline's steps (the `phase` label of
+/// `cinder_operator_controller_errors_total`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ErrorPhase {
+    /// Writing the Cinder's status.
+    StatusWrite,
+    /// Adding the Cinder finalizer.
+    FinalizerAdd,
+    /// Resolving `spec.targetClusterRef` (the registry could not be read).
+    TargetResolution,
+    /// The pipelines registry or the Cinder's pipeline actor did not answer.
+    PipelineUnavailable,
+    /// The deletion's cleanup under the finalizer.
+    Finalize,
+}
+
+impl ErrorPhase {
+    pub const ALL: [ErrorPhase; 5] = [
+        ErrorPhase::StatusWrite,
+        ErrorPhase::FinalizerAdd,
+        ErrorPhase::TargetResolution,
+        ErrorPhase::PipelineUnavailable,
+        ErrorPhase::Finalize,
+    ];
+
+    /// The label value: `status_write`, `finalizer_add`, `target_resolution`,
+    /// `pipeline_unavailable` or `finalize`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorPhase::StatusWrite => "status_write",
+            ErrorPhase::FinalizerAdd => "finalizer_add",
+            ErrorPhase::TargetResolution => "target_resolution",
+            ErrorPhase::PipelineUnavailable => "pipeline_unavailable",
+            ErrorPhase::Finalize => "finalize",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for ErrorPhase {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        encoder.write_str(self.as_str())
+    }
+}
+
+/// `{phase}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorPhaseLabels {
+    pub phase: ErrorPhase,
 }
 
 /// `{kind}`.
@@ -224,6 +282,9 @@ pub struct Metrics {
     pub reconcile_duration_seconds: HistogramFamily<StepLabels>,
     /// `cinder_operator_reconcile_errors_total{sub_reconciler,condition_type}`.
     pub reconcile_errors: Family<StepErrorLabels, Counter>,
+    /// `cinder_operator_controller_errors_total{phase}`: reconciles that failed outside the
+    /// steps (status write, finalizer add, target resolution, pipeline unavailable, finalize).
+    pub controller_errors: Family<ErrorPhaseLabels, Counter>,
     /// `cinder_operator_db_sync_total` / `_duration_seconds`.
     pub db_sync: JobMetrics,
     /// `cinder_operator_db_purge_total` / `_duration_seconds`.
@@ -273,6 +334,12 @@ impl Metrics {
             "cinder_operator_reconcile_errors",
             "Pipeline step runs that returned an error, by step and the condition it reports",
             Family::<StepErrorLabels, Counter>::default(),
+        );
+        let controller_errors = registered(
+            registry,
+            "cinder_operator_controller_errors",
+            "Reconciles that failed outside the pipeline's steps, by where they failed",
+            Family::<ErrorPhaseLabels, Counter>::default(),
         );
         let db_sync = JobMetrics::register(
             registry,
@@ -339,6 +406,7 @@ impl Metrics {
         let metrics = Metrics {
             reconcile_duration_seconds,
             reconcile_errors,
+            controller_errors,
             db_sync,
             db_purge,
             service_remove,
@@ -356,8 +424,13 @@ impl Metrics {
     }
 
     /// Every step's duration and error series at zero (one error series per step and the
-    /// condition it reports through).
+    /// condition it reports through), and the controller error series of every phase.
     fn zero_step_series(&self) {
+        for phase in ErrorPhase::ALL {
+            let _ = self
+                .controller_errors
+                .get_or_create(&ErrorPhaseLabels { phase });
+        }
         for step in LANE.iter().chain(GROUP.iter()) {
             let _ = self.reconcile_duration_seconds.get_or_create(&StepLabels {
                 sub_reconciler: step.as_str().to_string(),
@@ -422,6 +495,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one reconcile that failed at `phase`.
+    pub fn count_controller_error(&self, phase: ErrorPhase) {
+        self.controller_errors
+            .get_or_create(&ErrorPhaseLabels { phase })
+            .inc();
+    }
+
     /// The pair of a Job kind.
     pub fn job(&self, kind: JobKind) -> &JobMetrics {
         match kind {
@@ -483,6 +563,17 @@ pub fn zero_device_lock_series(device: &cinder_lease::DeviceLockMetrics) {
     }
 }
 
+/// Registers `cinder_operator_leader` (with `--leader-elect`): 1 while this replica holds the
+/// leader Lease and reconciles, 0 while it stands by.
+pub fn register_leader_gauge(registry: &mut Registry) -> Gauge {
+    registered(
+        registry,
+        "cinder_operator_leader",
+        "1 while this replica holds the leader Lease (and reconciles), 0 while it stands by",
+        Gauge::default(),
+    )
+}
+
 /// The registry as OpenMetrics text (ends with `# EOF`).
 pub fn encode_openmetrics(registry: &Registry) -> Result<String, std::fmt::Error> {
     let mut out = String::new();
@@ -520,5 +611,19 @@ mod tests {
         assert!(lines[0].ends_with(" 1"), "{}", lines[0]);
         assert!(!COMMIT.is_empty());
         assert!(VERSION_WITH_COMMIT.starts_with(VERSION));
+    }
+
+    #[test]
+    fn every_controller_error_phase_is_at_zero_from_start_up_and_counts() {
+        let (registry, metrics) = Metrics::new_registry();
+        let text = encode_openmetrics(&registry).unwrap();
+        for phase in ErrorPhase::ALL {
+            let line = format!("cinder_operator_controller_errors_total{{phase=\"{phase}\"}} 0");
+            assert!(text.contains(&line), "{line} missing");
+        }
+        metrics.count_controller_error(ErrorPhase::StatusWrite);
+        let text = encode_openmetrics(&registry).unwrap();
+        assert!(text.contains("cinder_operator_controller_errors_total{phase=\"status_write\"} 1"));
+        assert!(text.contains("cinder_operator_controller_errors_total{phase=\"finalize\"} 0"));
     }
 }

@@ -472,8 +472,8 @@ impl DeployedOperator {
 
 /// The operator's `/metrics` text with one sample in every family (a family without series
 /// shows nothing), so that every exported name appears: the operator's registry plus the
-/// device-lock families and (with `--shards`) the shard families, as `cinder-operator run`
-/// registers them.
+/// device-lock families, (with `--leader-elect`) the leader gauge and (with `--shards`) the
+/// shard families, as `cinder-operator run` registers them.
 pub fn every_metric_family_text() -> anyhow::Result<String> {
     use cinder_lease::metrics::{LeaseVerb, PriorityLabel, PriorityLabels};
     use cinder_operator::metrics::{JobKind, JobResult, KindLabels, LockLabels};
@@ -509,6 +509,7 @@ pub fn every_metric_family_text() -> anyhow::Result<String> {
         .observe(0.1);
     device.count_call(LeaseVerb::Get);
     device.holds.inc();
+    cinder_operator::metrics::register_leader_gauge(&mut registry).set(1);
     let shards = cinder_operator::shards::ShardMetrics::default();
     shards.register(&mut registry);
     shards.held.set(2);

@@ -326,6 +326,60 @@ async fn a_default_waiter_is_served_within_the_bound_under_high_contention() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_waiter_is_served_before_older_lower_ones() {
+    use cinder_lease::devices::{BACKEND_CHANGE_PRIORITY, DatabaseJob, retry_priority};
+    let cluster = cluster().await;
+    // Ageing effectively off: the order is the priorities' alone.
+    let locks = replica(
+        &cluster,
+        "replica-a",
+        long_lease(),
+        SHORT,
+        Some(Duration::from_secs(30)),
+    )
+    .await;
+    let device = "nfs:nfs1";
+    let holder = locks.lock(device, Priority::High).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    // Queued oldest first: a Baseline request, a service-remove's first wait (Default), the
+    // retry of a request refused at Default (raised), and a backend change (High).
+    let waiters = [
+        ("baseline", Priority::Baseline),
+        ("service-remove", DatabaseJob::ServiceRemove.priority()),
+        ("retry", retry_priority(Priority::Default)),
+        ("backend-change", BACKEND_CHANGE_PRIORITY),
+    ];
+    let mut tasks = Vec::new();
+    for (i, (who, priority)) in waiters.into_iter().enumerate() {
+        let (l, order) = (locks.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = l.lock(device, priority).await.unwrap();
+            order.lock().unwrap().push(who);
+            guard.release().await;
+        }));
+        eventually("the waiter queued", || async {
+            locks
+                .inspect()
+                .await
+                .devices
+                .iter()
+                .any(|d| d.waiters.len() == i + 1)
+        })
+        .await;
+    }
+    holder.release().await;
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Within High, FIFO: the retry queued before the backend change.
+    assert_eq!(
+        *order.lock().unwrap(),
+        vec!["retry", "backend-change", "service-remove", "baseline"]
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_and_resource_locks_mix_in_one_lock_call_without_deadlock() {
     let cluster = cluster().await;
     let locks = replica(&cluster, "replica-a", long_lease(), SHORT, None).await;

@@ -61,6 +61,12 @@ impl Backoffs {
         (!left.is_zero()).then_some(left)
     }
 
+    /// How many failures in a row `key` has (0 when it is not failing).
+    pub fn failures(&self, key: &str) -> u32 {
+        let failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        failing.get(key).map_or(0, |f| f.failures)
+    }
+
     /// Forgets the failures of `key` (its reconcile succeeded, or the object is gone).
     pub fn succeeded(&self, key: &str) {
         let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
@@ -91,6 +97,9 @@ mod tests {
         assert!(a >= Duration::from_secs_f64(30.0 * 0.9), "{a:?}");
         let fresh = b.failed("ns/b".into(), Some(1));
         assert!(fresh <= Duration::from_secs_f64(1.1), "{fresh:?}");
+        assert_eq!((b.failures("ns/a"), b.failures("ns/b")), (6, 1));
+        b.succeeded("ns/a");
+        assert_eq!(b.failures("ns/a"), 0);
     }
 
     #[test]

@@ -5,13 +5,14 @@
 //! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
 use super::deletion;
-use super::status::{Written, gate_status, write_if_changed};
+use super::status::{Written, gate_status, skeleton_status, write_if_changed};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::kube_ext::finalizer;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
 use crate::kube_ext::reader::{self, ReadScope};
+use crate::metrics::ErrorPhase;
 use crate::names::CINDER_FINALIZER;
 use crate::pipeline::{
     AdmissionRank, Admit, CinderKey, Forget, GateStopped, PassEnd, PassNotWritten, Reconcile,
@@ -113,9 +114,17 @@ async fn finalize(
     let mut abandoned = false;
     if let Some(target) = &cinder.spec.target_cluster_ref {
         let owner = owner_value(&namespace, &name);
-        match ctx.op.targets.resolve(&namespace, &target.name).await? {
+        match ctx
+            .op
+            .targets
+            .resolve(&namespace, &target.name)
+            .await
+            .map_err(ReconcileError::at(ErrorPhase::Finalize))?
+        {
             Ok(remote) => {
-                let deleted = target_cluster::delete_children(&remote, &namespace, &owner).await?;
+                let deleted = target_cluster::delete_children(&remote, &namespace, &owner)
+                    .await
+                    .map_err(ReconcileError::at(ErrorPhase::Finalize))?;
                 if !deleted.is_empty() {
                     tracing::info!(cinder = %name, namespace = %namespace, target = %target.name, children = deleted.len(), "deleting the children on the target cluster");
                 }
@@ -137,7 +146,9 @@ async fn finalize(
         }
     }
     if !abandoned {
-        let live = deletion::delete_database_objects(&ctx.op.client, cinder).await?;
+        let live = deletion::delete_database_objects(&ctx.op.client, cinder)
+            .await
+            .map_err(ReconcileError::at(ErrorPhase::Finalize))?;
         if !live.is_empty() {
             publish(
                 ctx,
@@ -160,8 +171,10 @@ async fn finalize(
         .pipelines
         .send(Forget(started.key))
         .await
-        .map_err(|e| ReconcileError::Pipeline(e.to_string()))?;
-    finalizer::remove(api, cinder.as_ref(), CINDER_FINALIZER).await?;
+        .map_err(ReconcileError::pipeline)?;
+    finalizer::remove(api, cinder.as_ref(), CINDER_FINALIZER)
+        .await
+        .map_err(ReconcileError::at(ErrorPhase::Finalize))?;
     if !abandoned {
         publish(
             ctx,
@@ -205,25 +218,93 @@ pub async fn forget_departed(
     }
 }
 
-/// A pass that could not finish (the controller retries it through `error_policy`).
+/// A pass that could not finish, and where (the controller retries it through `error_policy`).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("pipeline: {0}")]
-    Pipeline(String),
+    #[error("{phase}: kubernetes API: {source}")]
+    Kube {
+        phase: ErrorPhase,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{phase}: {message}")]
+    Pipeline { phase: ErrorPhase, message: String },
 }
 
+impl ReconcileError {
+    /// Where the reconcile failed.
+    pub fn phase(&self) -> ErrorPhase {
+        match self {
+            ReconcileError::Kube { phase, .. } | ReconcileError::Pipeline { phase, .. } => *phase,
+        }
+    }
+
+    /// Wraps an API error of `phase` (for `map_err`).
+    fn at(phase: ErrorPhase) -> impl FnOnce(kube::Error) -> ReconcileError {
+        move |source| ReconcileError::Kube { phase, source }
+    }
+
+    /// The pipelines registry or the Cinder's pipeline actor did not answer.
+    fn pipeline(message: impl std::fmt::Display) -> ReconcileError {
+        ReconcileError::Pipeline {
+            phase: ErrorPhase::PipelineUnavailable,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// From this many failures in a row a Cinder's failing reconcile is also a Warning Event
+/// (ReconcileFailed) on the Cinder: one failure is usually a passing API hiccup, three in a row
+/// (about 7 s of backoff) are something the user should see without reading the logs.
+pub const PERSISTENT_FAILURES: u32 = 3;
+
 /// The retry after a failed pass: exponential per Cinder, with a ceiling ([`super::backoff`]).
+/// Every failure is counted in `cinder_operator_controller_errors_total{phase}` and logged at
+/// WARN with the Cinder's name; from [`PERSISTENT_FAILURES`] in a row on, each one is also a
+/// ReconcileFailed Warning Event on the Cinder (one event series, counted).
 pub fn error_policy(
     cinder: Arc<Cinder>,
-    _error: &ReconcileError,
+    error: &ReconcileError,
     ctx: Arc<CinderReconciler>,
 ) -> Action {
-    Action::requeue(
-        ctx.backoffs
-            .failed(backoff_key(&cinder), cinder.metadata.generation),
-    )
+    let phase = error.phase();
+    ctx.op.metrics.count_controller_error(phase);
+    let key = backoff_key(&cinder);
+    let retry = ctx.backoffs.failed(key.clone(), cinder.metadata.generation);
+    let failures = ctx.backoffs.failures(&key);
+    tracing::warn!(
+        cinder = %cinder.name_any(),
+        namespace = cinder.metadata.namespace.as_deref().unwrap_or_default(),
+        phase = %phase,
+        failures,
+        retry_in_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX),
+        error = %error,
+        "reconcile failed; retrying"
+    );
+    if failures >= PERSISTENT_FAILURES {
+        let note = format!(
+            "{failures} reconciles in a row failed; retrying in {} s: {error}",
+            retry.as_secs().max(1)
+        );
+        let reconciler = ctx.clone();
+        tokio::spawn(async move {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: event_reason::RECONCILE_FAILED.to_string(),
+                note: Some(note),
+                action: format!("Reconcile/{phase}"),
+                secondary: None,
+            };
+            if let Err(e) = reconciler
+                .recorder
+                .publish(&event, &cinder.object_ref(&()))
+                .await
+            {
+                tracing::warn!(cinder = %cinder.name_any(), error = %e, "publishing ReconcileFailed failed");
+            }
+        });
+    }
+    Action::requeue(retry)
 }
 
 /// How a reconcile that returned ended: clean, or with failed steps (its status is written and
@@ -259,7 +340,7 @@ pub async fn reconcile(
         .pipelines
         .send(Admit(CinderKey::of(&cinder), admission_rank(&cinder)))
         .await
-        .map_err(|e| ReconcileError::Pipeline(e.to_string()))?;
+        .map_err(ReconcileError::pipeline)?;
     let Some(_slot) = admitted else {
         return Ok(Action::requeue(jittered(QUEUED_RECHECK)));
     };
@@ -315,7 +396,10 @@ async fn target_unavailable(
         format!("spec.targetClusterRef: {why}"),
     );
     let status = gate_status(cinder, &gate);
-    if write_if_changed(api, cinder, &status).await? == Written::Written {
+    let written = write_if_changed(api, cinder, &status)
+        .await
+        .map_err(ReconcileError::at(ErrorPhase::StatusWrite))?;
+    if written == Written::Written {
         crate::events::status_changed(&ctx.recorder, cinder, &status).await;
     }
     let requeue = Requeue::RequeueSecretPolling;
@@ -356,7 +440,13 @@ async fn reconcile_in_span(
     }
 
     let started = Started::now(&cinder);
-    let target = match ctx.op.targets.resolve_for(&cinder).await? {
+    let resolved = ctx
+        .op
+        .targets
+        .resolve_for(&cinder)
+        .await
+        .map_err(ReconcileError::at(ErrorPhase::TargetResolution))?;
+    let target = match resolved {
         Ok(target) => target,
         Err(why) => {
             return target_unavailable(&cinder, &ctx, &api, started, why)
@@ -366,7 +456,19 @@ async fn reconcile_in_span(
     };
 
     if !finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
-        finalizer::add(&api, cinder.as_ref(), CINDER_FINALIZER).await?;
+        let added = finalizer::added(&api, cinder.as_ref(), CINDER_FINALIZER)
+            .await
+            .map_err(ReconcileError::at(ErrorPhase::FinalizerAdd))?;
+        // Every exit path writes the status: this one its skeleton (observedGeneration, Ready).
+        if let Some(added) = added {
+            let status = skeleton_status(&added);
+            let written = write_if_changed(&api, &added, &status)
+                .await
+                .map_err(ReconcileError::at(ErrorPhase::StatusWrite))?;
+            if written == Written::Written {
+                crate::events::status_changed(&ctx.recorder, &added, &status).await;
+            }
+        }
         let requeue = Requeue::RequeueNextPass;
         started.stopped(&ctx, "finalizer added", Some(requeue.interval()));
         return Ok(Ended::Clean(Action::requeue(requeue.jittered())));
@@ -381,11 +483,11 @@ async fn reconcile_in_span(
         Ok(Ok(report)) => report,
         Ok(Err(e)) => {
             started.stopped(&ctx, format!("pipeline unavailable: {e}"), None);
-            return Err(ReconcileError::Pipeline(e.to_string()));
+            return Err(ReconcileError::pipeline(e));
         }
         Err(e) => {
             started.stopped(&ctx, "pipeline unavailable", None);
-            return Err(ReconcileError::Pipeline(e.to_string()));
+            return Err(ReconcileError::pipeline(e));
         }
     };
     if !owns(&ctx, &cinder) {
@@ -399,7 +501,9 @@ async fn reconcile_in_span(
         return Ok(Ended::Clean(Action::await_change()));
     }
     let written = match report.status_write() {
-        Some(status) => write_if_changed(&api, &cinder, status).await?,
+        Some(status) => write_if_changed(&api, &cinder, status)
+            .await
+            .map_err(ReconcileError::at(ErrorPhase::StatusWrite))?,
         None => Written::Unchanged,
     };
     if written == Written::Written {

@@ -24,6 +24,17 @@ pub fn gate_status(cinder: &Cinder, gate: &Cond) -> CinderStatus {
     status
 }
 
+/// `cinder`'s status as it stands with the aggregate Ready recomputed and observedGeneration
+/// stamped: what the pass that adds the finalizer writes (on a new Cinder, Ready False naming
+/// every sub-condition still to come), so a Cinder never goes a pass without a status.
+pub fn skeleton_status(cinder: &Cinder) -> CinderStatus {
+    let generation = cinder.metadata.generation;
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut status = cinder.status.clone().unwrap_or_default();
+    finish_status(&mut status, generation, &now);
+    status
+}
+
 /// The RFC 7386 merge patch that turns `old` into `new`: members that changed carry their new
 /// value (objects recursively), members that went away are `null`; arrays are replaced whole.
 pub fn merge_diff(old: &Value, new: &Value) -> Value {
@@ -100,6 +111,26 @@ pub async fn write_if_changed(
 mod tests {
     use super::*;
     use crate::crd::{UpgradePhase, VolumeServiceStatus};
+
+    #[test]
+    fn a_new_cinders_skeleton_says_not_ready_and_its_generation() {
+        let mut cinder = crate::test_fixtures::cinder_named("ns", "c");
+        cinder.metadata.generation = Some(3);
+        cinder.status = None;
+        let status = skeleton_status(&cinder);
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.conditions.len(), 1);
+        let ready = &status.conditions[0];
+        assert_eq!(
+            (
+                ready.type_.as_str(),
+                ready.status.as_str(),
+                ready.reason.as_str()
+            ),
+            ("Ready", "False", "NotAllReady")
+        );
+        assert!(ready.message.contains("SecretsReady"), "{}", ready.message);
+    }
 
     #[test]
     fn the_diff_sets_what_changed_and_nulls_what_went_away() {

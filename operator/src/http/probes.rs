@@ -1,5 +1,6 @@
-//! The probe endpoint: `/healthz` (the process answers) and `/readyz` (the controllers have
-//! synced and, when electing, this replica leads), each a one-line plain-text answer.
+//! The probe endpoint: `/healthz` (the process answers) and `/readyz` (the process can serve:
+//! its controllers have synced, or it is a leader-election standby), each a one-line plain-text
+//! answer.
 
 use actix_web::{HttpResponse, web};
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-async fn set_finalizers<K>(api: &Api<K>, obj: &K, list: Vec<String>) -> Result<(), kube::Error>
+async fn set_finalizers<K>(api: &Api<K>, obj: &K, list: Vec<String>) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -18,8 +18,7 @@ where
         &PatchParams::default(),
         &Patch::Merge(&patch),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Adds `finalizer` to `obj` (no-op when present).
@@ -27,12 +26,21 @@ pub async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
+    added(api, obj, finalizer).await.map(|_| ())
+}
+
+/// Adds `finalizer` to `obj`; returns the object as the patch left it (`None` when the finalizer
+/// was there already and nothing was written).
+pub async fn added<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
     if has(obj, finalizer) {
-        return Ok(());
+        return Ok(None);
     }
     let mut list = obj.finalizers().to_vec();
     list.push(finalizer.to_string());
-    set_finalizers(api, obj, list).await
+    set_finalizers(api, obj, list).await.map(Some)
 }
 
 /// Removes `finalizer` from `obj` (no-op when absent).
@@ -49,7 +57,7 @@ where
         .filter(|f| *f != finalizer)
         .cloned()
         .collect();
-    set_finalizers(api, obj, list).await
+    set_finalizers(api, obj, list).await.map(|_| ())
 }
 
 /// True when `obj` carries `finalizer`.

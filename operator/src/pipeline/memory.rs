@@ -1,6 +1,7 @@
 //! What a step actor remembers between runs, per Cinder: the keys it acted on once (a Job UID
 //! counted in the metrics, an event published for a Job) and results it reuses for a while
-//! (the HealthCheck probe's condition). [`Memory`] is the plain state the step actor owns;
+//! (the HealthCheck probe's condition), and the device locks another replica refused it lately
+//! (so the retry asks at a raised priority). [`Memory`] is the plain state the step actor owns;
 //! a run reaches it through [`StepMemory`], which messages the actor, so nothing else holds it.
 //! Everything of a Cinder is dropped when the Cinder goes ([`Memory::forget`]); while it lives,
 //! at most [`SEEN_PER_CINDER`] keys are kept (the oldest go first: they name Jobs long gone,
@@ -43,6 +44,8 @@ struct CinderMemory {
     /// The keys of `seen` given back after a failure.
     retries: BTreeMap<String, Retry>,
     cached: BTreeMap<String, Cached>,
+    /// Device locks answered DeviceBusy, with when that stops counting.
+    refused: BTreeMap<String, Instant>,
 }
 
 /// The state of one step actor.
@@ -120,6 +123,22 @@ impl Memory {
         );
     }
 
+    /// Notes that the device lock `key` was refused to `cinder` (DeviceBusy), until `until`.
+    pub fn note_refused(&mut self, cinder: &CinderKey, key: &str, until: Instant) {
+        let m = self.by_cinder.entry(cinder.clone()).or_default();
+        m.refused.insert(key.to_string(), until);
+    }
+
+    /// Whether the device lock `key` was refused to `cinder` and that still counts at `now`;
+    /// the note is used up either way (a retry refused again is noted again).
+    pub fn take_refused(&mut self, cinder: &CinderKey, key: &str, now: Instant) -> bool {
+        let Some(m) = self.by_cinder.get_mut(cinder) else {
+            return false;
+        };
+        m.refused.retain(|_, until| now < *until);
+        m.refused.remove(key).is_some()
+    }
+
     /// Drops everything remembered of `cinder` (it was deleted).
     pub fn forget(&mut self, cinder: &CinderKey) {
         self.by_cinder.remove(cinder);
@@ -165,6 +184,23 @@ pub struct Remember {
     pub ttl: Duration,
 }
 
+/// Notes a refused device lock (see [`Memory::note_refused`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NoteRefused {
+    pub cinder: CinderKey,
+    pub key: String,
+    pub ttl: Duration,
+}
+
+/// Takes the note of a refused device lock (see [`Memory::take_refused`]).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct TakeRefused {
+    pub cinder: CinderKey,
+    pub key: String,
+}
+
 /// The addresses a run uses to reach its step actor's [`Memory`].
 #[derive(Clone)]
 struct MemoryAddr {
@@ -172,6 +208,8 @@ struct MemoryAddr {
     unsee: Recipient<Unsee>,
     recall: Recipient<Recall>,
     remember: Recipient<Remember>,
+    note_refused: Recipient<NoteRefused>,
+    take_refused: Recipient<TakeRefused>,
 }
 
 /// A run's handle on what its step actor remembers of the run's Cinder. Without an actor (a
@@ -200,7 +238,9 @@ impl StepMemory {
             + Handler<FirstTime>
             + Handler<Unsee>
             + Handler<Recall>
-            + Handler<Remember>,
+            + Handler<Remember>
+            + Handler<NoteRefused>
+            + Handler<TakeRefused>,
     {
         StepMemory {
             cinder: Some(cinder),
@@ -209,6 +249,8 @@ impl StepMemory {
                 unsee: addr.clone().recipient(),
                 recall: addr.clone().recipient(),
                 remember: addr.clone().recipient(),
+                note_refused: addr.clone().recipient(),
+                take_refused: addr.clone().recipient(),
             }),
         }
     }
@@ -260,6 +302,32 @@ impl StepMemory {
                 ttl,
             });
         }
+    }
+}
+
+impl StepMemory {
+    /// Notes that the device lock `key` was refused (DeviceBusy); the note counts for `ttl`.
+    pub fn note_refused(&self, key: &str, ttl: Duration) {
+        if let Some((cinder, actor)) = self.target() {
+            actor.note_refused.do_send(NoteRefused {
+                cinder: cinder.clone(),
+                key: key.to_string(),
+                ttl,
+            });
+        }
+    }
+
+    /// Whether the device lock `key` was refused lately (using the note up); false without an
+    /// actor.
+    pub async fn take_refused(&self, key: &str) -> bool {
+        let Some((cinder, actor)) = self.target() else {
+            return false;
+        };
+        let ask = TakeRefused {
+            cinder: cinder.clone(),
+            key: key.to_string(),
+        };
+        actor.take_refused.send(ask).await.unwrap_or(false)
     }
 }
 
@@ -370,5 +438,23 @@ mod tests {
         m.remember("k", healthy(), Duration::from_secs(30));
         assert!(m.recall("k").await.is_none());
         assert!(m.first_time("k").await);
+    }
+
+    #[test]
+    fn a_refused_lock_is_noted_once_per_refusal_until_it_lapses() {
+        let mut m = Memory::default();
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        assert!(!m.take_refused(&key("a"), "db", t0));
+        m.note_refused(&key("a"), "db", at(60));
+        assert!(!m.take_refused(&key("b"), "db", t0), "per Cinder");
+        assert!(!m.take_refused(&key("a"), "nfs", t0), "per device");
+        assert!(m.take_refused(&key("a"), "db", at(1)));
+        assert!(
+            !m.take_refused(&key("a"), "db", at(2)),
+            "used up by the retry"
+        );
+        m.note_refused(&key("a"), "db", at(60));
+        assert!(!m.take_refused(&key("a"), "db", at(61)), "lapsed");
     }
 }

@@ -8,7 +8,9 @@
 
 use super::artefacts::Artefacts;
 use super::key::CinderKey;
-use super::memory::{FirstTime, Memory, Recall, Remember, StepMemory, Unsee};
+use super::memory::{
+    FirstTime, Memory, NoteRefused, Recall, Remember, StepMemory, TakeRefused, Unsee,
+};
 use super::step_name::StepName;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderStatus};
@@ -392,6 +394,24 @@ impl Handler<Recall> for StepActor {
 
     fn handle(&mut self, msg: Recall, _ctx: &mut Self::Context) -> Option<Cond> {
         self.memory.recall(&msg.cinder, &msg.key, Instant::now())
+    }
+}
+
+impl Handler<NoteRefused> for StepActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: NoteRefused, _ctx: &mut Self::Context) {
+        let until = Instant::now() + msg.ttl;
+        self.memory.note_refused(&msg.cinder, &msg.key, until);
+    }
+}
+
+impl Handler<TakeRefused> for StepActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: TakeRefused, _ctx: &mut Self::Context) -> bool {
+        self.memory
+            .take_refused(&msg.cinder, &msg.key, Instant::now())
     }
 }
 

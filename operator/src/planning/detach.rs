@@ -3,7 +3,9 @@
 //! releases it one backend per pass, in name order:
 //!
 //! 1. delete the volume Deployment and return (a running cinder-volume would re-register);
-//! 2. once it is gone, run `{name}-{backend}-service-remove`, whose exit code is
+//! 2. once it is gone and no pod of it exists any more (the Deployment's deletion leaves its
+//!    pods terminating for up to their grace period, and a cinder-volume still running there
+//!    would report itself back), run `{name}-{backend}-service-remove`, whose exit code is
 //!    `cinder-manage service remove`'s own: 0 when the service row is removed and also when no
 //!    such service exists (cinder 28 and 29 print "Host not found" and still exit 0), 1 on a
 //!    database error, 2 when cinder-manage could not read its configuration or its command line;
@@ -30,6 +32,8 @@ pub struct DetachingBackend {
     /// True while the backend still carries the service-remove finalizer.
     pub has_finalizer: bool,
     pub deployment_exists: bool,
+    /// Pods of the volume Deployment still exist (running or terminating).
+    pub pods_exist: bool,
     pub job: JobState,
     /// UID of the service-remove Job, when it exists.
     pub job_uid: Option<String>,
@@ -97,6 +101,8 @@ pub fn plan_detach(cinder: &str, detaching: &[DetachingBackend]) -> Option<Detac
         actions.push(DetachAction::DeleteDeployment {
             name: names::volume_deployment(cinder, &b.name),
         });
+    } else if b.pods_exist && b.job == JobState::Absent {
+        // The process may still run: nothing to write; the next poll looks again.
     } else if b.job_of_earlier_backend {
         actions.push(DetachAction::DeleteEarlierJob { name: job_name });
     } else {
@@ -169,11 +175,35 @@ mod tests {
             name: name.into(),
             has_finalizer: true,
             deployment_exists: deployment,
+            pods_exist: false,
             job,
             job_uid: (job != JobState::Absent).then(|| format!("uid-{name}")),
             job_of_earlier_backend: false,
             secrets: vec![format!("c-backend-{name}-2"), format!("c-backend-{name}-1")],
         }
+    }
+
+    #[test]
+    fn the_removal_waits_until_no_pod_of_the_deployment_is_left() {
+        let mut terminating = b("alpha", false, JobState::Absent);
+        terminating.pods_exist = true;
+        let plan = plan_detach("c", std::slice::from_ref(&terminating)).unwrap();
+        assert_eq!(
+            plan.actions,
+            [],
+            "a service remove while cinder-volume may still run"
+        );
+        assert_eq!(plan.requeue, Duration::from_secs(10));
+        terminating.pods_exist = false;
+        let plan = plan_detach("c", &[terminating]).unwrap();
+        assert!(matches!(
+            plan.actions.as_slice(),
+            [DetachAction::CreateServiceRemoveJob { .. }]
+        ));
+        // A Job already started is followed whatever pods exist (it was started once none did).
+        let mut running = b("alpha", false, JobState::Running);
+        running.pods_exist = true;
+        assert_eq!(plan_detach("c", &[running]).unwrap().actions, []);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The image-tag vs `spec.openStackRelease` check the Database step runs before it advances
 //! release tracking: a tag naming another release would run the wrong cinder-manage against the
 //! schema. A digest-pinned image or an unparseable tag carries no comparable release and is
-//! left to the explicit declaration; a patch suffix (`2026.1-p1`) still matches `2026.1`.
+//! left to the explicit declaration; a point release, a `v` and a patch suffix (`2026.1.2`,
+//! `v2026.1`, `2026.1-p1`) still match `2026.1`.
 
 use super::release::Release;
 use crate::conditions::{Cond, kind, reason};
@@ -79,6 +80,17 @@ mod tests {
             check_image_release(&img(Some("2026.1-p1"), None), "2026.1"),
             ImageReleaseCheck::Matches
         );
+        for tag in ["2025.2.1", "v2025.2"] {
+            assert_eq!(
+                check_image_release(&img(Some(tag), None), "2025.2"),
+                ImageReleaseCheck::Matches,
+                "{tag}"
+            );
+        }
+        assert!(matches!(
+            check_image_release(&img(Some("v2026.1"), None), "2025.2"),
+            ImageReleaseCheck::Mismatch { .. }
+        ));
         assert_eq!(
             check_image_release(&img(None, Some("sha256:abc")), "2026.1"),
             ImageReleaseCheck::Skipped

@@ -27,11 +27,20 @@ impl Release {
         })
     }
 
-    /// The release a tag names: `2026.1`, or `2026.1` followed by `-…` (a patch
-    /// suffix such as `2026.1-p1`, or `_…` / `+…`). Anything else carries no comparable release.
+    /// The release a tag names: `2026.1`, optionally after a `v` (`v2026.1`), optionally with a
+    /// numeric point release (`2025.2.1`), optionally followed by `-…` / `_…` / `+…` (a patch
+    /// suffix such as `2026.1-p1`). Anything else carries no comparable release.
     pub fn from_tag(tag: &str) -> Option<Release> {
+        let tag = tag.strip_prefix(['v', 'V']).unwrap_or(tag);
         let head = tag.get(..6)?;
-        let rest = &tag[6..];
+        let mut rest = &tag[6..];
+        if let Some(point) = rest.strip_prefix('.') {
+            let digits = point.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return None;
+            }
+            rest = &point[digits..];
+        }
         if !(rest.is_empty() || rest.starts_with(['-', '_', '+'])) {
             return None;
         }
@@ -91,5 +100,17 @@ mod tests {
         assert_eq!(Release::from_tag("2026.10"), None);
         assert_eq!(Release::from_tag("latest"), None);
         assert_eq!(Release::from_tag("27.0.0"), None);
+    }
+
+    #[test]
+    fn tags_with_a_point_release_or_a_v() {
+        assert_eq!(Release::from_tag("2025.2.1"), Release::parse("2025.2"));
+        assert_eq!(Release::from_tag("2025.2.13-p2"), Release::parse("2025.2"));
+        assert_eq!(Release::from_tag("v2026.1"), Release::parse("2026.1"));
+        assert_eq!(Release::from_tag("V2026.1.0"), Release::parse("2026.1"));
+        assert_eq!(Release::from_tag("2026.1."), None);
+        assert_eq!(Release::from_tag("2026.1.x"), None);
+        assert_eq!(Release::from_tag("vlatest"), None);
+        assert_eq!(Release::from_tag("v"), None);
     }
 }

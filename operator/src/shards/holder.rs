@@ -4,9 +4,10 @@
 //! plans ([`super::plan`]), gives back the shards over its quota, acquires free or expired ones
 //! (each held Lease renews itself through [`HeldLease`]) and publishes the held set to the
 //! [`ShardView`]. A shard whose renewal fails for a whole Lease duration leaves the view the
-//! moment its Lease is declared lost. On release (SIGTERM) every shard Lease and the membership
-//! Lease are given back (holderIdentity cleared) so the other replicas take them on their next
-//! round; dropping the handle is a crash: the Leases expire.
+//! moment its Lease is declared lost. On release (SIGTERM) every shard Lease is given back
+//! (holderIdentity cleared) so the other replicas take them on their next round, and the
+//! membership Lease is released and deleted (it names this process only); dropping the handle is
+//! a crash: the Leases expire.
 
 use super::membership::{member_lease_name, observe, shard_lease_name};
 use super::metrics::ShardMetrics;
@@ -283,6 +284,16 @@ impl Holder {
             && let Err(e) = m.release().await
         {
             tracing::warn!(error = %e, "giving the membership Lease back failed; it will expire");
+        }
+        // The membership Lease is named after this process's identity, which no later process
+        // has: released, it would only pile up, one per replica that ever ran.
+        let member = self.member.name().to_string();
+        match self.leases.delete(&member, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                tracing::warn!(lease = %member, error = %e, "deleting the membership Lease failed; it stays, released")
+            }
         }
         tracing::info!("gave every shard back");
     }

@@ -107,7 +107,7 @@ fn after_act(act: Act, job_name: &str, wait: Duration) -> Driven {
         Act::Done => Driven::State(JobState::Running, String::new()),
         Act::Deleted => Driven::Wait(
             REQUEUE_NEXT_PASS,
-            format!("Job {job_name} is being replaced (its image or config changed)"),
+            format!("Job {job_name} is being replaced (its image, release or database changed)"),
         ),
         Act::DeviceBusy(after) => Driven::Wait(
             after,

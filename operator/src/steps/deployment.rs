@@ -1,6 +1,6 @@
 //! The Deployment step: ensures the API Deployment (`{name}-api`, uWSGI; written without
 //! `spec.replicas` when an HPA owns the count, so a roll-out keeps the HPA's), its Service (port 8776) and
-//! its PodDisruptionBudget (minAvailable 1), and stamps `status.endpoint`
+//! its PodDisruptionBudget (maxUnavailable 1), and stamps `status.endpoint`
 //! (`http://{svc}.{ns}.svc:8776`); DeploymentReady / WaitingForDeployment, requeueing every 10 s
 //! until the rollout converged. Mid-upgrade it flips RollingUpdate → Contracting once the API has
 //! converged too (the scheduler, volume and backup steps before it only continue once theirs
@@ -60,11 +60,12 @@ fn api_child_meta<S: Serialize>(cinder: &crate::crd::Cinder, name: &str, spec: &
     metadata
 }
 
-/// The API PodDisruptionBudget: minAvailable 1.
+/// The API PodDisruptionBudget: maxUnavailable 1, so a node drain may always evict one API pod
+/// (with minAvailable 1, a one-replica API would block every drain of its node).
 pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let spec = PodDisruptionBudgetSpec {
-        min_available: Some(IntOrString::Int(1)),
+        max_unavailable: Some(IntOrString::Int(1)),
         selector: Some(LabelSelector {
             match_labels: Some(names::component_labels(&name, Component::Api)),
             ..Default::default()
@@ -79,8 +80,15 @@ pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
 }
 
 /// Creates `desired` or merge-patches its spec and annotations when the spec hash differs
-/// (a patch keeps the fields the API server allocated, such as a Service's clusterIP).
-pub async fn ensure_patched<K>(client: &Client, desired: &K) -> Result<(), kube::Error>
+/// (a patch keeps the fields the API server allocated, such as a Service's clusterIP); the spec
+/// fields named in `cleared` are removed by the patch (set to null), for a field `desired`
+/// leaves out that an earlier version set (a PDB's `minAvailable`, which excludes
+/// `maxUnavailable`).
+pub async fn ensure_patched<K>(
+    client: &Client,
+    desired: &K,
+    cleared: &[&str],
+) -> Result<(), kube::Error>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -100,10 +108,18 @@ where
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
         Some(_) => {
             let body = serde_json::to_value(desired).map_err(kube::Error::SerdeError)?;
+            let mut spec = body.get("spec").cloned().unwrap_or_default();
+            if let Some(fields) = spec.as_object_mut() {
+                for field in cleared {
+                    fields
+                        .entry(field.to_string())
+                        .or_insert(serde_json::Value::Null);
+                }
+            }
             let patch = serde_json::json!({
                 "metadata": {"annotations": body.pointer("/metadata/annotations"),
                              "labels": body.pointer("/metadata/labels")},
-                "spec": body.get("spec"),
+                "spec": spec,
             });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
@@ -141,13 +157,13 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let converged = ensure_converged(&children, &desired)
         .await
         .doing(format_args!("writing Deployment {deployment_name}"))?;
-    ensure_patched(&children, &desired_service(&cinder))
+    ensure_patched(&children, &desired_service(&cinder), &[])
         .await
         .doing(format_args!(
             "writing Service {}",
             names::api_service(&name)
         ))?;
-    ensure_patched(&children, &desired_pdb(&cinder))
+    ensure_patched(&children, &desired_pdb(&cinder), &["minAvailable"])
         .await
         .doing(format_args!(
             "writing PodDisruptionBudget {}",
@@ -167,4 +183,20 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         return ctx.requeue(ready, after);
     }
     ctx.proceed(ready)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_pdb_lets_one_pod_go_at_any_replica_count() {
+        let pdb = desired_pdb(&crate::test_fixtures::cinder());
+        let spec = pdb.spec.unwrap();
+        assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
+        assert_eq!(
+            spec.min_available, None,
+            "minAvailable and maxUnavailable exclude each other"
+        );
+    }
 }

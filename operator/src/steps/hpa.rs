@@ -1,13 +1,15 @@
 //! The HPA member of the parallel group (HPAReady): with `spec.autoscaling` set, the
 //! autoscaling/v2 HorizontalPodAutoscaler `{name}-api` of the API Deployment (min, max, a CPU
 //! utilization target) is applied server-side (created or updated); unset, it is deleted
-//! (HPANotRequired). HPAReady reflects the applied HPA's AbleToScale and ScalingActive
-//! conditions (HPANotScaling while either is False). API errors fail the step.
-
+//! (HPANotRequired). HPAReady is True (HPAReady) once the HPA is applied, and False only when an
+//! API error propagates. An HPA that cannot scale (its AbleToScale or ScalingActive False, e.g.
+//! no metrics-server) does not depool the Cinder, whose API serves at its current replica
+//! count: the message says what the HPA reports, and a Warning Event (HPAScalingInactive) is
+//! published once per distinct trouble.
 use super::children::child_meta;
 use super::children::{NotRequired, remove_unwanted};
 use super::env::StepEnv;
-use crate::conditions::{Cond, kind, reason};
+use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::AutoscalingSpec;
 use crate::kube_ext::apply;
@@ -18,6 +20,8 @@ use k8s_openapi::api::autoscaling::v2::{
     MetricTarget, ResourceMetricSource,
 };
 use kube::Api;
+use kube::Resource as _;
+use kube::runtime::events::{Event, EventType, Recorder};
 
 /// The desired HPA of `cinder`.
 pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> HorizontalPodAutoscaler {
@@ -58,8 +62,34 @@ const UNWANTED: NotRequired = NotRequired::new(
     "spec.autoscaling",
 );
 
+/// What the step keeps beyond the environment: an event recorder and, for one run, the step
+/// actor's memory of the troubles already published.
+#[derive(Clone)]
+pub struct HpaEvents {
+    recorder: Recorder,
+    memory: crate::pipeline::StepMemory,
+}
+
+impl HpaEvents {
+    /// A recorder reporting as `cinder-operator` through `env`'s client.
+    pub fn new(env: &StepEnv) -> Self {
+        HpaEvents {
+            recorder: crate::events::recorder(env.client.clone(), None),
+            memory: Default::default(),
+        }
+    }
+
+    /// For one run: remembering through the run's step memory.
+    pub fn for_run(&self, memory: &crate::pipeline::StepMemory) -> Self {
+        HpaEvents {
+            memory: memory.clone(),
+            ..self.clone()
+        }
+    }
+}
+
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
+pub async fn run((env, events): (StepEnv, HpaEvents), ctx: &mut StepContext) -> StepResult {
     let hpa_name = names::api_hpa(ctx.name());
     let api: Api<HorizontalPodAutoscaler> = ctx.children_api(&env.client);
     let Some(autoscaling) = ctx.cinder.spec.autoscaling.clone() else {
@@ -73,40 +103,91 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         "HPA {hpa_name}: {}..{} replicas at {}% CPU",
         autoscaling.min_replicas, autoscaling.max_replicas, autoscaling.target_cpu_utilization
     );
-    ctx.proceed(hpa_condition(&summary, &applied))
+    let trouble = scaling_trouble(&applied);
+    if let Some(trouble) = &trouble
+        && events
+            .memory
+            .first_time(&format!("hpa-trouble/{}", trouble.key))
+            .await
+    {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: event_reason::HPA_SCALING_INACTIVE.to_string(),
+            note: Some(format!(
+                "HPA {hpa_name} cannot scale the API: {}",
+                trouble.text
+            )),
+            action: "Autoscale".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = events
+            .recorder
+            .publish(&event, &ctx.cinder.object_ref(&()))
+            .await
+        {
+            tracing::warn!(cinder = %ctx.name(), error = %e, "publishing HPAScalingInactive failed");
+        }
+    }
+    ctx.proceed(hpa_condition(&summary, trouble.as_ref()))
 }
 
-/// HPAReady from the HPA's own conditions: False (HPANotScaling) while AbleToScale or
-/// ScalingActive is False (no metrics, no scale subresource, …), True otherwise (also before
+/// What keeps an HPA from scaling: its AbleToScale / ScalingActive conditions that are False.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalingTrouble {
+    /// The conditions' types and reasons (what an Event is published once for).
+    pub key: String,
+    /// The conditions with their reasons and messages, for the condition message and the Event.
+    pub text: String,
+}
+
+/// The HPA's AbleToScale / ScalingActive conditions that are False (`None`: none, also before
 /// the HPA controller first reported).
-pub fn hpa_condition(summary: &str, hpa: &HorizontalPodAutoscaler) -> Cond {
-    let conditions = hpa
+pub fn scaling_trouble(hpa: &HorizontalPodAutoscaler) -> Option<ScalingTrouble> {
+    let failing: Vec<_> = hpa
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .map(Vec::as_slice)
-        .unwrap_or_default();
-    let failing: Vec<String> = conditions
+        .unwrap_or_default()
         .iter()
         .filter(|c| (c.type_ == "AbleToScale" || c.type_ == "ScalingActive") && c.status == "False")
-        .map(|c| {
-            format!(
-                "{} is False ({}: {})",
-                c.type_,
-                c.reason.as_deref().unwrap_or("no reason"),
-                c.message.as_deref().unwrap_or("")
-            )
-        })
         .collect();
     if failing.is_empty() {
-        Cond::true_(kind::HPA_READY, reason::HPA_READY, summary.to_string())
-    } else {
-        Cond::false_(
-            kind::HPA_READY,
-            reason::HPA_NOT_SCALING,
-            format!("{summary}; {}", failing.join("; ")),
-        )
+        return None;
     }
+    let reason = |c: &&k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerCondition| {
+        c.reason.clone().unwrap_or_else(|| "no reason".to_string())
+    };
+    Some(ScalingTrouble {
+        key: failing
+            .iter()
+            .map(|c| format!("{}={}", c.type_, reason(c)))
+            .collect::<Vec<_>>()
+            .join(","),
+        text: failing
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} is False ({}: {})",
+                    c.type_,
+                    reason(c),
+                    c.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
+/// HPAReady for an applied HPA: True (HPAReady), its message also saying what keeps the HPA
+/// from scaling when something does (the API keeps serving at its current count, so that is
+/// no reason to depool the Cinder).
+pub fn hpa_condition(summary: &str, trouble: Option<&ScalingTrouble>) -> Cond {
+    let message = match trouble {
+        None => summary.to_string(),
+        Some(t) => format!("{summary}; not scaling: {}", t.text),
+    };
+    Cond::true_(kind::HPA_READY, reason::HPA_READY, message)
 }
 
 #[cfg(test)]
@@ -137,26 +218,39 @@ mod tests {
     }
 
     #[test]
-    fn hpa_ready_follows_able_to_scale_and_scaling_active() {
-        assert!(hpa_condition("s", &HorizontalPodAutoscaler::default()).status);
-        assert!(
-            hpa_condition(
-                "s",
-                &with(&[("AbleToScale", "True"), ("ScalingActive", "True")])
-            )
-            .status
+    fn an_hpa_that_cannot_scale_stays_ready_and_says_why() {
+        assert_eq!(scaling_trouble(&HorizontalPodAutoscaler::default()), None);
+        assert_eq!(
+            scaling_trouble(&with(&[("AbleToScale", "True"), ("ScalingActive", "True")])),
+            None
         );
-        let c = hpa_condition(
-            "s",
-            &with(&[("AbleToScale", "True"), ("ScalingActive", "False")]),
-        );
-        assert_eq!((c.status, c.reason), (false, "HPANotScaling"));
+        // ScalingLimited is informational.
+        assert_eq!(scaling_trouble(&with(&[("ScalingLimited", "False")])), None);
+        let trouble = scaling_trouble(&with(&[
+            ("AbleToScale", "True"),
+            ("ScalingActive", "False"),
+        ]))
+        .unwrap();
+        assert_eq!(trouble.key, "ScalingActive=FailedGetResourceMetric");
+        let c = hpa_condition("s", Some(&trouble));
+        assert_eq!((c.status, c.reason), (true, "HPAReady"));
         assert!(
             c.message
-                .contains("ScalingActive is False (FailedGetResourceMetric")
+                .contains("not scaling: ScalingActive is False (FailedGetResourceMetric"),
+            "{}",
+            c.message
         );
-        assert!(!hpa_condition("s", &with(&[("AbleToScale", "False")])).status);
-        // ScalingLimited is informational.
-        assert!(hpa_condition("s", &with(&[("ScalingLimited", "False")])).status);
+        let both = scaling_trouble(&with(&[
+            ("AbleToScale", "False"),
+            ("ScalingActive", "False"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            both.key,
+            "AbleToScale=FailedGetResourceMetric,ScalingActive=FailedGetResourceMetric"
+        );
+        let healthy = hpa_condition("s", None);
+        assert_eq!((healthy.status, healthy.reason), (true, "HPAReady"));
+        assert_eq!(healthy.message, "s");
     }
 }

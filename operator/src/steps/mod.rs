@@ -16,6 +16,7 @@ pub mod database;
 pub mod db_connection_secret;
 pub mod db_purge;
 pub mod deployment;
+pub mod device_retry;
 pub mod env;
 pub mod health_check;
 pub mod hpa;

@@ -33,6 +33,12 @@ impl PerRun for DatabaseServices {
     }
 }
 
+impl PerRun for hpa::HpaEvents {
+    fn for_run(&self, memory: &StepMemory) -> Self {
+        hpa::HpaEvents::for_run(self, memory)
+    }
+}
+
 impl PerRun for JobReporting {
     fn for_run(&self, memory: &StepMemory) -> Self {
         JobReporting::for_run(self, memory)
@@ -84,7 +90,7 @@ pub fn steps(env: StepEnv) -> Vec<Arc<dyn Step>> {
         step_with(StepName::DBPurge, &env, purge, db_purge::run),
         step(StepName::HTTPRoute, &env, http_route::run),
         step(StepName::HealthCheck, &env, health_check::run),
-        step(StepName::HPA, &env, hpa::run),
+        step_with(StepName::HPA, &env, hpa::HpaEvents::new(&env), hpa::run),
         step(StepName::VPA, &env, vpa::run),
         step(StepName::NetworkPolicy, &env, network_policy::run),
     ]

@@ -3,7 +3,7 @@
 //! mounted — the RBD keyring with it — and, for NFS, the export as an nfs volume), reported in
 //! `status.volumeServices`. A pass plans the desired set ([`plan_volume_services`], pure), applies
 //! it (creating, replacing or deleting one backend's Deployment under that backend's device lock,
-//! Default priority; DeviceBusy requeues after its retry_after), then detaches deleted backends
+//! at High priority, a backend change; DeviceBusy requeues after its retry_after), then detaches deleted backends
 //! one per pass ([`detach`]). Only a backend that left (no CinderBackend names this Cinder under
 //! its name) loses its Deployment outside the detach; a backend that is attached but not
 //! projected this pass (its key Secret missing, its spec invalid) keeps its Deployment untouched.
@@ -24,7 +24,7 @@ use crate::crd::{CinderBackend, VolumeServiceStatus};
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use cinder_lease::Priority;
+use cinder_lease::devices::BACKEND_CHANGE_PRIORITY;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
@@ -39,7 +39,8 @@ enum Applied {
 }
 
 /// Runs `write` (a create/replace/delete of one backend's Deployment) under the backend's
-/// device lock together with its volume service.
+/// device lock together with its volume service, at [`BACKEND_CHANGE_PRIORITY`] (High: the
+/// highest, so a retry after DeviceBusy has nothing to be raised to).
 async fn under_backend_lock<F, Fut>(
     env: &StepEnv,
     device: &str,
@@ -50,7 +51,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    match lock_backend(&env.device_locks, device, service, Priority::Default).await? {
+    match lock_backend(&env.device_locks, device, service, BACKEND_CHANGE_PRIORITY).await? {
         Locked::Busy(after) => Ok(Applied::Busy(after)),
         Locked::Guard(guard) => {
             let result = write().await;

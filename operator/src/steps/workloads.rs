@@ -590,6 +590,11 @@ impl JobReporting {
         }
     }
 
+    /// The run's step memory.
+    pub fn memory(&self) -> &crate::pipeline::StepMemory {
+        &self.memory
+    }
+
     /// True the first time it is asked for `key` (a Job UID, or a backend/UID tuple).
     pub async fn first_time(&self, key: &str) -> bool {
         self.memory.first_time(key).await

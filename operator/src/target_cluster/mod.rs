@@ -164,7 +164,8 @@ where
 }
 
 /// Deletes every child of the Cinder `owner` (`<namespace>.<name>`) on a target cluster by the
-/// ownership label, in the Cinder's namespace; returns the `Kind/name` of each child deleted.
+/// ownership label, in the Cinder's namespace, the VPAs and the HTTPRoute included where the
+/// target serves those kinds; returns the `Kind/name` of each child deleted.
 pub async fn delete_children(
     target: &Client,
     namespace: &str,
@@ -181,7 +182,45 @@ pub async fn delete_children(
     delete_labelled::<NetworkPolicy>(target, namespace, &selector, &mut deleted).await?;
     delete_labelled::<Job>(target, namespace, &selector, &mut deleted).await?;
     delete_labelled::<CronJob>(target, namespace, &selector, &mut deleted).await?;
+    for optional in [
+        crate::steps::capability::VERTICAL_POD_AUTOSCALER,
+        crate::steps::capability::HTTP_ROUTE,
+    ] {
+        delete_labelled_optional(target, namespace, &selector, optional, &mut deleted).await?;
+    }
     Ok(deleted)
+}
+
+/// As [`delete_labelled`] for a CRD-backed kind the target may not serve (a 404 on the list:
+/// nothing of it to delete).
+async fn delete_labelled_optional(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    kind: crate::steps::capability::OptionalKind,
+    deleted: &mut Vec<String>,
+) -> Result<(), kube::Error> {
+    let api = kind.namespaced(client, namespace);
+    let list = match api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await
+    {
+        Ok(list) => list,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for item in list.items {
+        let Some(name) = item.metadata.name else {
+            continue;
+        };
+        if item.metadata.deletion_timestamp.is_none()
+            && !delete_if_present(&api, &name, &DeleteParams::background()).await?
+        {
+            continue;
+        }
+        deleted.push(format!("{}/{name}", kind.kind));
+    }
+    Ok(())
 }
 
 /// The target clusters the operator has resolved (see the module docs). Cheap to clone; the

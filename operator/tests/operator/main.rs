@@ -18,3 +18,4 @@ mod run_binary;
 mod run_embedded_operator;
 mod run_leader_binary;
 mod run_leader_election;
+mod shards_membership;

@@ -1,7 +1,9 @@
 //! Two `cinder-operator run --leader-elect` binaries pointed (through KUBECONFIG) at one embedded
 //! cluster started by the test: one holds the Lease `cinder-operator-leader` with the
-//! `--lease-duration` given and is ready, the other answers /readyz 503 "not the leader"; on
-//! SIGTERM the leader exits 0 and releases the Lease, and the other takes over and becomes ready.
+//! `--lease-duration` given and is ready with `cinder_operator_leader 1`; the other, a standby,
+//! is ready too (/readyz 200: the Deployment's rolling update needs every replica Ready) with
+//! `cinder_operator_leader 0`; on SIGTERM the leader exits 0 and releases the Lease, and the
+//! other takes over (its gauge turns 1).
 
 use crate::support::*;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -17,6 +19,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_cinder-operator");
 struct Replica {
     child: Child,
     probes: SocketAddr,
+    metrics: SocketAddr,
 }
 
 /// Starts `run --leader-elect` as pod `pod`; returns once it printed its probe address.
@@ -57,13 +60,26 @@ fn start(kubeconfig: &std::path::Path, pod: &str) -> Replica {
         eprint!("{sink}");
     });
     let deadline = Instant::now() + Duration::from_secs(120);
+    let addr = |rest: &str| -> SocketAddr {
+        let hostport = rest.trim().trim_start_matches("http://");
+        hostport.split('/').next().unwrap().parse().unwrap()
+    };
+    let mut metrics = None;
     while Instant::now() < deadline {
-        if let Ok(line) = lines.recv_timeout(Duration::from_millis(200))
-            && let Some(rest) = line.strip_prefix("probes:")
+        let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        if let Some(rest) = line.strip_prefix("metrics:") {
+            metrics = Some(addr(rest));
+        }
+        if let Some(rest) = line.strip_prefix("probes:")
+            && let Some(metrics) = metrics
         {
-            let hostport = rest.trim().trim_start_matches("http://");
-            let probes = hostport.split('/').next().unwrap().parse().unwrap();
-            return Replica { child, probes };
+            return Replica {
+                child,
+                probes: addr(rest),
+                metrics,
+            };
         }
     }
     let _ = child.kill();
@@ -103,6 +119,16 @@ fn terminate(replica: &mut Replica) -> Option<i32> {
     }
 }
 
+/// The value of `cinder_operator_leader` on `replica`'s /metrics.
+async fn leader_gauge(replica: &Replica) -> Option<i64> {
+    get(replica.metrics, "/metrics")
+        .await
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("cinder_operator_leader "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases
         .get_opt("cinder-operator-leader")
@@ -139,11 +165,16 @@ async fn the_leader_binary_releases_on_sigterm_and_the_other_takes_over() {
     })
     .await;
 
+    eventually("replica-one's gauge is 1", || async {
+        leader_gauge(&first).await == Some(1)
+    })
+    .await;
+
     let mut second = start(&kubeconfig, "replica-two");
     let readyz = get(second.probes, "/readyz").await;
-    assert_eq!(readyz.status, 503, "{}", readyz.body);
-    assert!(readyz.body.contains("not the leader"), "{}", readyz.body);
+    assert_eq!(readyz.status, 200, "a standby is Ready: {}", readyz.body);
     assert_eq!(get(second.probes, "/healthz").await.status, 200);
+    assert_eq!(leader_gauge(&second).await, Some(0));
 
     // SIGTERM: the leader exits 0 and releases the Lease; the other leads well before the
     // released Lease would have expired (20 s after its last renewal).
@@ -161,6 +192,11 @@ async fn the_leader_binary_releases_on_sigterm_and_the_other_takes_over() {
             .is_some_and(|h| h.starts_with("replica-two-"))
     })
     .await;
+    eventually("replica-two's gauge is 1", || async {
+        leader_gauge(&second).await == Some(1)
+    })
+    .await;
+    // A new leader answers 503 only while its controllers sync.
     eventually("replica-two's /readyz answers 200", || async {
         get(second.probes, "/readyz").await.status == 200
     })

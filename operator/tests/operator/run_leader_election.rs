@@ -1,16 +1,20 @@
 //! Two operator replicas in-process against ONE embedded cluster (bootstrapped like
 //! `run --embedded`), each with its own client (told apart by user agent), context, endpoints and
-//! leader elector, started the way `run --leader-elect` starts them: the non-leader's /readyz is
-//! 503 "not the leader", it runs no pass and writes nothing; after the leader stops (gracefully:
-//! drain, then release of the leader Lease) the other becomes ready and reconciles.
+//! leader elector, started the way `run --leader-elect` starts them: the standby's /readyz is 200
+//! (a rolling update of the operator's Deployment needs every replica Ready), its
+//! `cinder_operator_leader` is 0 (the leader's 1), it runs no pass and writes nothing; after the
+//! leader stops (gracefully: drain, then release of the leader Lease) the other leads (its gauge
+//! turns 1) and reconciles.
 
 use crate::support::*;
 use cinder_lease::{DeviceLockMetrics, HolderIdentity, LeaderElector, LeaderHandle, LeaseSettings};
-use cinder_operator::cmd_run::{admin_sources, leader_readiness, run_when_leader};
+use cinder_operator::cmd_run::{
+    admin_sources, follow_leadership, leader_readiness, run_when_leader,
+};
 use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::embedded;
 use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint};
-use cinder_operator::metrics::Metrics;
+use cinder_operator::metrics::{Metrics, register_leader_gauge};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +49,7 @@ impl Replica {
         let (mut registry, metrics) = Metrics::new_registry();
         let device_lock_metrics = DeviceLockMetrics::default();
         device_lock_metrics.register(&mut registry);
+        let gauge = register_leader_gauge(&mut registry);
         let options = OperatorOptions {
             identity: agent.to_string(),
             lease_namespace: NS.to_string(),
@@ -63,6 +68,11 @@ impl Replica {
         )
         .unwrap()
         .start();
+        tokio::spawn(follow_leadership(
+            leader.subscribe(),
+            gauge,
+            agent.to_string(),
+        ));
         let endpoints = Endpoints::start(
             &Binds {
                 metrics: "127.0.0.1:0".into(),
@@ -94,6 +104,16 @@ impl Replica {
         drained.release().await;
         self.leader.release().await.unwrap();
         self.endpoints.stop().await;
+    }
+
+    /// The value of `cinder_operator_leader` on the replica's /metrics.
+    async fn leader_gauge(&self) -> Option<i64> {
+        let metrics = get(self.endpoints.metrics_addr, "/metrics").await;
+        metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix("cinder_operator_leader "))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     async fn passes(&self) -> usize {
@@ -159,15 +179,20 @@ async fn only_the_leader_reconciles_and_the_other_takes_over_when_it_stops() {
         !writes_by(&cluster, &leader.agent).is_empty(),
         "the leader's writes are recorded under its user agent"
     );
-    // The follower has looked at the leader Lease since, and stays not ready and idle.
+    eventually("the leader's gauge is 1", || async {
+        leader.leader_gauge().await == Some(1)
+    })
+    .await;
+    // The follower has looked at the leader Lease since; it is ready (a standby serves) and
+    // idle, and its gauge says it does not lead.
     let seen = requests_by(&cluster, &follower.agent);
     eventually("the follower campaigned again", || async {
         requests_by(&cluster, &follower.agent) > seen
     })
     .await;
     let readyz = get(follower.endpoints.probes_addr, "/readyz").await;
-    assert_eq!(readyz.status, 503, "{}", readyz.body);
-    assert!(readyz.body.contains("not the leader"), "{}", readyz.body);
+    assert_eq!(readyz.status, 200, "{}", readyz.body);
+    assert_eq!(follower.leader_gauge().await, Some(0));
     assert_eq!(follower.passes().await, 0, "the follower ran a pass");
     assert_eq!(
         writes_by(&cluster, &follower.agent),
@@ -183,6 +208,10 @@ async fn only_the_leader_reconciles_and_the_other_takes_over_when_it_stops() {
     .await;
     eventually("the new leader's /readyz answers 200", || async {
         get(follower.endpoints.probes_addr, "/readyz").await.status == 200
+    })
+    .await;
+    eventually("the new leader's gauge is 1", || async {
+        follower.leader_gauge().await == Some(1)
     })
     .await;
     eventually("the new leader ran a pass", || async {

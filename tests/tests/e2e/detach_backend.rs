@@ -2,7 +2,8 @@
 //! the volume Deployment is gone before the service-remove Job exists (checked continuously
 //! while the detach runs, and against the Job run record); after success the finalizer is
 //! released and ServiceRemoved emitted; a failing Job gives ServiceRemoveJobFailed naming the
-//! Job and keeps the finalizer, and deleting that Job retries.
+//! Job and keeps the finalizer, and deleting that Job retries. With pods that take seconds to
+//! terminate, the Job starts only once no pod of the volume Deployment is left.
 
 use cinder_e2e::database_helpers::*;
 use cinder_e2e::workload_helpers::*;
@@ -207,5 +208,51 @@ async fn a_failed_service_remove_keeps_the_finalizer_until_the_job_is_deleted() 
     .await
     .unwrap();
     assert_eq!(events.len(), 1);
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_remove_waits_for_the_last_volume_pod() {
+    // One second of grace lasts 200 ms: a pod's default 30 s grace takes 6 s, well past the
+    // 10 s detach poll's first look after the Deployment is gone.
+    let mut config = HarnessConfig::default();
+    config.cluster.controllers.grace_second = Duration::from_millis(200);
+    let h = Harness::start_with(config).await.unwrap();
+    cinder_with_nfs(&h.client, "dp", "nfs1", serde_json::json!({}))
+        .await
+        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "dp",
+        "VolumeServicesReady",
+        "True",
+        "AllVolumeServicesReady",
+    )
+    .await
+    .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = h.api();
+    let volume_pods = kube::api::ListParams::default()
+        .labels(
+        "app.kubernetes.io/instance=dp,app.kubernetes.io/component=volume,cinder.openstack.c5c3.io/backend=nfs1",
+    );
+    eventually("a volume pod runs", || async {
+        (!pods.list(&volume_pods).await.ok()?.items.is_empty()).then_some(())
+    })
+    .await
+    .unwrap();
+    let jobs: Api<Job> = h.api();
+    delete_backend(&h.client, "nfs1").await.unwrap();
+    // At the first sight of the Job, no volume pod may be left (pods never come back).
+    let left = eventually("the service-remove Job", || async {
+        jobs.get_opt("dp-nfs1-service-remove").await.ok()??;
+        Some(pods.list(&volume_pods).await.ok()?.items.len())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        left, 0,
+        "the service-remove Job started while a volume pod was left"
+    );
+    wait_backend_gone(&h.client, "nfs1").await.unwrap();
     h.stop().await.unwrap();
 }

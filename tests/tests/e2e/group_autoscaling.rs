@@ -1,10 +1,14 @@
 //! The HPA and VPA members end to end: `spec.autoscaling` gives the API Deployment's
 //! autoscaling/v2 HPA (created, updated, deleted when unset); a Cinder asking for VPAs through
 //! spec.verticalAutoscaling gets one per workload Deployment, and VPANotInstalled when the CRD is absent.
+//! An HPA that cannot scale (no metrics: ScalingActive False) leaves HPAReady and Ready True, says
+//! so in the message and in one HPAScalingInactive Warning Event.
 
+use cinder_e2e::database_helpers::cinder_events;
 use cinder_e2e::group_helpers::*;
 use cinder_e2e::*;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::api::{Patch, PatchParams};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hpa_follows_spec_autoscaling() {
@@ -141,5 +145,80 @@ async fn vpas_for_every_workload_when_asked_and_gone_when_not() {
     .await
     .unwrap();
 
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hpa_without_metrics_does_not_depool_the_cinder() {
+    // No simulated HPA controller: the test writes the HPA's status as a cluster without
+    // metrics-server does.
+    let mut config = HarnessConfig::default();
+    config.cluster.controllers.autoscalers = cinder_sim::controllers::config::Switch::off();
+    let h = Harness::start_with(config).await.unwrap();
+    group_cinder(
+        &h.client,
+        "nometrics",
+        serde_json::json!({"autoscaling": {"minReplicas": 2, "maxReplicas": 4}}),
+    )
+    .await
+    .unwrap();
+    wait_cinder_condition(&h.client, "nometrics", "Ready", "True", "AllReady")
+        .await
+        .unwrap();
+    let api = h.api::<HorizontalPodAutoscaler>();
+    let status = serde_json::json!({"status": {
+        "currentReplicas": 2,
+        "desiredReplicas": 2,
+        "conditions": [
+            {"type": "AbleToScale", "status": "True", "reason": "SucceededGetScale",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "ScalingActive", "status": "False", "reason": "FailedGetResourceMetric",
+             "message": "the HPA was unable to compute the replica count: no metrics returned from resource metrics API",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]
+    }});
+    api.patch_status(
+        "nometrics-api",
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .unwrap();
+    let c = eventually("HPAReady says the HPA is not scaling", || async {
+        let cs = cinder_conditions(&h.client, "nometrics").await;
+        condition(&cs, "HPAReady")
+            .filter(|c| c.message.contains("not scaling"))
+            .cloned()
+    })
+    .await
+    .unwrap();
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "HPAReady"));
+    assert!(
+        c.message.contains("FailedGetResourceMetric"),
+        "{}",
+        c.message
+    );
+    let ready = assert_ready_consistent(&cinder_conditions(&h.client, "nometrics").await);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AllReady")
+    );
+    let events = eventually("one HPAScalingInactive Warning", || async {
+        let e = cinder_events(&h.client, "nometrics", "HPAScalingInactive").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await
+    .unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("ScalingActive"),
+        "{:?}",
+        events[0].note
+    );
     h.stop().await.unwrap();
 }

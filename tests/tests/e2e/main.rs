@@ -4,10 +4,13 @@
 
 mod backend_hiccups;
 mod config;
+mod config_edits;
 mod database_provisioning;
 mod deletion_flow;
 mod detach_backend;
+mod device_lock_priorities;
 mod first_pass;
+mod first_pass_status;
 mod gates;
 mod group_autoscaling;
 mod group_health_check;
@@ -19,6 +22,7 @@ mod job_counters_restart;
 mod no_secret_leaks;
 mod process_model;
 mod purge_runs;
+mod reconcile_errors;
 mod rotation;
 mod satellites;
 mod target_cluster_deletion;

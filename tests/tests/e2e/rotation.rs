@@ -52,6 +52,10 @@ async fn a_rotated_rbd_key_re_renders_the_backend_secret_and_sweeps_the_old() {
     create_credentials(&h.client, &Credentials::fresh("rbd"))
         .await
         .unwrap();
+    // The lane completes, so the workloads mount the projected sections (ConfigProjected).
+    cinder_e2e::database_helpers::create_mariadb(&h.client, "mariadb")
+        .await
+        .unwrap();
     create_cinder(&h.client, "ceph", serde_json::json!({}))
         .await
         .unwrap();
@@ -174,6 +178,10 @@ async fn backup_backends_project_one_and_refuse_two() {
     let h = Harness::start().await.unwrap();
     create_cluster_store(&h.client).await.unwrap();
     create_credentials(&h.client, &Credentials::fresh("bk"))
+        .await
+        .unwrap();
+    // The lane completes, so the workloads mount the projected sections (ConfigProjected).
+    cinder_e2e::database_helpers::create_mariadb(&h.client, "mariadb")
         .await
         .unwrap();
     create_cinder(&h.client, "bk", serde_json::json!({}))

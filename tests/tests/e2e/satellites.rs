@@ -1,7 +1,8 @@
 //! The satellite controllers: a backend without its parent waits (WaitingForParent); the
 //! CinderBackend finalizer is added by the satellite; a backend whose parent Cinder is gone
 //! releases it with a ServiceRemoveSkipped event; a backend of a Cinder whose target cluster is
-//! unresolvable reports TargetClusterUnavailable.
+//! unresolvable reports TargetClusterUnavailable; a backend whose section is rendered but that no
+//! Deployment mounts yet (the parent's lane waits for its database) is not ConfigProjected.
 
 use cinder_e2e::*;
 use cinder_operator::crd::{Cinder, CinderBackend};
@@ -69,7 +70,11 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
     .await
     .unwrap();
 
-    // A parent appearing lets an attached backend converge.
+    // A parent appearing (with its database, so its volume service comes to mount the
+    // backend's section) lets an attached backend converge.
+    cinder_e2e::database_helpers::create_mariadb(&h.client, "mariadb")
+        .await
+        .unwrap();
     create_cinder(&h.client, "parent", serde_json::json!({}))
         .await
         .unwrap();
@@ -157,5 +162,85 @@ async fn a_backend_of_an_unresolvable_target_reports_it() {
     .await
     .unwrap();
     assert!(c.message.contains("edge-9"), "{}", c.message);
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_projected_waits_for_a_deployment_that_mounts_the_section() {
+    let h = Harness::start().await.unwrap();
+    // Store and credentials, but no MariaDB yet: the lane renders the backend's Secret
+    // (Backends) and stops at the Database step, before any volume service exists.
+    create_cluster_store(&h.client).await.unwrap();
+    create_credentials(&h.client, &Credentials::fresh("proj"))
+        .await
+        .unwrap();
+    create_cinder(&h.client, "proj", serde_json::json!({}))
+        .await
+        .unwrap();
+    create_nfs_backend(&h.client, "proj-nfs", "proj")
+        .await
+        .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "proj",
+        "BackendsReady",
+        "True",
+        "AllBackendsProjected",
+    )
+    .await
+    .unwrap();
+    wait_cinder_condition(
+        &h.client,
+        "proj",
+        "DatabaseReady",
+        "False",
+        "ClusterNotReady",
+    )
+    .await
+    .unwrap();
+    let rendered = secret_names(
+        &h.client,
+        "app.kubernetes.io/instance=proj,cinder.openstack.c5c3.io/backend=proj-nfs",
+    )
+    .await;
+    assert!(!rendered.is_empty(), "the backend's section is rendered");
+    wait_satellite_condition::<CinderBackend>(
+        &h.client,
+        "proj-nfs",
+        "CredentialsReady",
+        "True",
+        "CredentialsAvailable",
+    )
+    .await
+    .unwrap();
+    let c = wait_satellite_condition::<CinderBackend>(
+        &h.client,
+        "proj-nfs",
+        "ConfigProjected",
+        "False",
+        "WaitingForProjection",
+    )
+    .await
+    .unwrap();
+    assert!(c.message.contains("no Deployment"), "{}", c.message);
+
+    // The database comes: the volume service mounts the section, and the backend is projected.
+    cinder_e2e::database_helpers::create_mariadb(&h.client, "mariadb")
+        .await
+        .unwrap();
+    wait_satellite_condition::<CinderBackend>(
+        &h.client,
+        "proj-nfs",
+        "ConfigProjected",
+        "True",
+        "Projected",
+    )
+    .await
+    .unwrap();
+    assert!(
+        cinder_e2e::workload_helpers::deployment(&h.client, "proj-volume-proj-nfs")
+            .await
+            .is_some()
+    );
     h.stop().await.unwrap();
 }

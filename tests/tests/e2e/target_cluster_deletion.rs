@@ -1,5 +1,6 @@
 //! Deleting a Cinder that names a target cluster (two embedded clusters): with the target
-//! registered, the children carrying the ownership label on the target are deleted and the
+//! registered, the children carrying the ownership label on the target (the VPAs and the
+//! HTTPRoute among them) are deleted and the
 //! finalizer is released; with the target deregistered mid-deletion, the finalizer is released
 //! with a RemoteChildrenAbandoned Warning naming the label of what stays behind.
 
@@ -25,6 +26,22 @@ async fn remote_child(target: &kube::Client, name: &str, owner: &str) {
         ..Default::default()
     };
     api.create(&PostParams::default(), &cm).await.unwrap();
+}
+
+/// A labelled object of the optional kind `kind` (VPA, HTTPRoute) named `name` on the target.
+async fn remote_optional(
+    target: &kube::Client,
+    kind: cinder_operator::steps::capability::OptionalKind,
+    name: &str,
+    owner: &str,
+    spec: serde_json::Value,
+) -> Api<kube::api::DynamicObject> {
+    let api = kind.namespaced(target, NS);
+    let mut obj = kube::api::DynamicObject::new(name, &kind.api_resource()).data(spec);
+    obj.metadata.namespace = Some(NS.to_string());
+    obj.metadata.labels = Some([(OWNER_LABEL.to_string(), owner.to_string())].into());
+    api.create(&PostParams::default(), &obj).await.unwrap();
+    api
 }
 
 async fn wait_finalizer(cinders: &Api<Cinder>, name: &str) {
@@ -73,6 +90,23 @@ async fn deletion_cleans_the_target_by_label_or_abandons_a_deregistered_one() {
     let owner = format!("{NS}.t1");
     remote_child(&remote, "t1-config-abc", &owner).await;
     remote_child(&remote, "unrelated", &format!("{NS}.other")).await;
+    use cinder_operator::steps::capability::{HTTP_ROUTE, VERTICAL_POD_AUTOSCALER};
+    let vpas = remote_optional(
+        &remote,
+        VERTICAL_POD_AUTOSCALER,
+        "t1-api",
+        &owner,
+        serde_json::json!({"spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "t1-api"}}}),
+    )
+    .await;
+    let routes = remote_optional(
+        &remote,
+        HTTP_ROUTE,
+        "t1-api",
+        &owner,
+        serde_json::json!({"spec": {"parentRefs": [{"name": "public"}]}}),
+    )
+    .await;
     cinders.delete("t1", &Default::default()).await.unwrap();
     wait_gone(&cinders, "t1").await;
     let remote_maps: Api<ConfigMap> = Api::namespaced(remote.clone(), NS);
@@ -90,6 +124,14 @@ async fn deletion_cleans_the_target_by_label_or_abandons_a_deregistered_one() {
     .await
     .unwrap();
     assert!(remote_maps.get_opt("unrelated").await.unwrap().is_some());
+    for (what, api) in [("VPA", &vpas), ("HTTPRoute", &routes)] {
+        eventually(
+            &format!("the labelled {what} leaves the target"),
+            || async { api.get_opt("t1-api").await.ok()?.is_none().then_some(()) },
+        )
+        .await
+        .unwrap();
+    }
     assert!(
         !cinder_events(&h.client, "t1", "DatabaseFinalized")
             .await

@@ -1,6 +1,6 @@
 //! The workload lane end to end with one NFS backend: every lane condition through DBPurgeReady
 //! True with their documented reasons, status.volumeServices, the volume Deployment (replicas 1,
-//! Recreate, the NFS export mounted), the API Service on 8776 with its PDB (minAvailable 1),
+//! Recreate, the NFS export mounted), the API Service on 8776 with its PDB (maxUnavailable 1, so a one-replica API never blocks a drain),
 //! status.endpoint, the purge CronJob on "1 0 * * *" running `db purge 30`, and no backup
 //! Deployment without a backup target.
 
@@ -82,12 +82,14 @@ async fn one_nfs_backend_brings_every_lane_condition_up() {
     assert!(annotations.contains_key("cinder.c5c3.io/db-connection-hash"));
     assert!(annotations.contains_key("cinder.c5c3.io/transport-url-hash"));
 
-    // The API: Service on 8776, PDB minAvailable 1.
+    // The API: Service on 8776, PDB maxUnavailable 1.
     let svc = h.api::<Service>().get("wl-api").await.unwrap();
     let port = &svc.spec.unwrap().ports.unwrap()[0];
     assert_eq!(port.port, 8776);
     let pdb = h.api::<PodDisruptionBudget>().get("wl-api").await.unwrap();
-    assert_eq!(pdb.spec.unwrap().min_available, Some(IntOrString::Int(1)));
+    let pdb_spec = pdb.spec.unwrap();
+    assert_eq!(pdb_spec.max_unavailable, Some(IntOrString::Int(1)));
+    assert_eq!(pdb_spec.min_available, None);
 
     // The purge CronJob.
     let cj = h.api::<CronJob>().get("wl-db-purge").await.unwrap();

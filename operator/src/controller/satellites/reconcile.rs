@@ -2,8 +2,9 @@
 //! VolumeServices step releases it after the detach, and this reconcile releases it with a
 //! ServiceRemoveSkipped event for a backend whose parent Cinder is gone), then CredentialsReady (RBD key Secret
 //! present with its key; NFS needs none; parent missing → WaitingForParent; parent's target
-//! cluster unresolvable → TargetClusterUnavailable), ConfigProjected (the parent's projection
-//! Secrets show this satellite) and Ready, written only when changed through the backend actor.
+//! cluster unresolvable → TargetClusterUnavailable), ConfigProjected (a Deployment of the parent
+//! mounts one of this satellite's projection Secrets) and Ready, written only when changed
+//! through the backend actor.
 
 use super::kind::SatelliteKind;
 use super::status::{
@@ -22,6 +23,7 @@ use crate::requeue::Requeue;
 use crate::steps::children::selector;
 use crate::steps::projection::{PROJECTION_LABEL, credentials_for};
 use crate::target_cluster::Unresolvable;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -200,8 +202,10 @@ async fn on_deletion<S: SatelliteKind>(
     Ok(Action::requeue(Requeue::RequeueSecretPolling.jittered()))
 }
 
-/// Whether the parent's projection Secrets show this satellite (they live with the parent's
-/// children: on its target cluster when it has one).
+/// Whether the parent projects this satellite: one of the parent's Deployments mounts one of
+/// the satellite's projection Secrets (they live with the parent's children: on its target
+/// cluster when it has one). A rendered Secret no workload mounts yet is not projected: the
+/// satellite's configuration reaches no process until a Deployment mounts it.
 async fn projected<S: SatelliteKind>(
     obj: &S,
     ctx: &SatelliteContext,
@@ -216,7 +220,7 @@ async fn projected<S: SatelliteKind>(
     );
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let sel = selector(
         obj.parent(),
         &[
@@ -224,10 +228,33 @@ async fn projected<S: SatelliteKind>(
             (PROJECTION_LABEL, S::PROJECTION),
         ],
     );
-    let list = stores
+    let rendered: Vec<String> = stores
         .list(&secrets, &ListParams::default().labels(&sel))
+        .await?
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    if rendered.is_empty() {
+        return Ok(false);
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client, &ns);
+    let workloads = stores
+        .list(
+            &deployments,
+            &ListParams::default().labels(&selector(obj.parent(), &[])),
+        )
         .await?;
-    Ok(!list.is_empty())
+    Ok(mounts_any(&workloads, &rendered))
+}
+
+/// Whether one of `deployments` mounts (as a Secret volume, or in a projected volume) one of
+/// the Secrets `names`.
+pub fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
+    let mut mounts = crate::steps::children::Mounts::default();
+    for d in deployments {
+        mounts.add_pod(d.spec.template.spec.as_ref());
+    }
+    mounts.secrets.iter().any(|s| names.contains(s))
 }
 
 /// One reconcile of one satellite (a success resets its failure count; an event before the
@@ -302,4 +329,40 @@ async fn reconcile_once<S: SatelliteKind>(
         // The projection backstop (the parent watch is the main wake signal).
         Action::requeue(Requeue::RequeueSecretPolling.jittered())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, SecretVolumeSource, Volume};
+
+    fn mounting(secret: &str) -> Deployment {
+        let mut d = Deployment::default();
+        d.spec.template.spec = Some(PodSpec {
+            volumes: Some(vec![Volume {
+                name: "backend".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        d
+    }
+
+    #[test]
+    fn projected_means_a_deployment_mounts_a_rendered_secret() {
+        let rendered = vec!["c-backend-nfs1-abc".to_string()];
+        assert!(
+            !mounts_any(&[], &rendered),
+            "rendered but mounted by nothing"
+        );
+        assert!(!mounts_any(&[mounting("c-backend-nfs2-def")], &rendered));
+        assert!(mounts_any(
+            &[mounting("c-other"), mounting("c-backend-nfs1-abc")],
+            &rendered
+        ));
+    }
 }

@@ -38,13 +38,13 @@ pub fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
         Cond::true_(
             kind::CONFIG_PROJECTED,
             reason::PROJECTED,
-            "the parent Cinder projects this satellite",
+            "a Deployment of the parent Cinder mounts this satellite's configuration",
         )
     } else {
         Cond::false_(
             kind::CONFIG_PROJECTED,
             reason::WAITING_FOR_PROJECTION,
-            "the parent Cinder does not project this satellite yet",
+            "no Deployment of the parent Cinder mounts this satellite's configuration yet",
         )
     };
     let ready = if creds.status && projection.status {

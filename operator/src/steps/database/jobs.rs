@@ -5,7 +5,11 @@
 //! Cinder snapshot the pass works from is still current and that no other Job of that database
 //! (db-sync, expand, migrate, contract, service-remove) is active. The lock is held around that
 //! check-and-act only, never while the Job runs: the "active" check is what excludes overlap.
-//! Jobs are immutable: a Job whose spec must change (new image or config) is deleted (background
+//! A schema Job re-runs only when what the migration depends on changes: the image (the
+//! `cinder-manage` it runs), the release and the database it migrates ([`run_hash`]). An edit that
+//! only renders a new config ConfigMap (`extraConfig`, the gateway, uWSGI) leaves the finished Job
+//! in place, so DatabaseReady stays True; the next Job that runs mounts the ConfigMap of its day.
+//! Jobs are immutable: a Job that must run again is deleted (background
 //! propagation, on the precondition that its UID is the one the pass read, so a Job another
 //! replica put in its place is never deleted) and created again under one hold of the lock, so a
 //! replacement costs the database's Lease one lock cycle; when the deleted Job is still going
@@ -13,6 +17,7 @@
 
 use super::services::DatabaseServices;
 use crate::crd::Cinder;
+use crate::crd::cinder::DatabaseSpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
@@ -31,7 +36,7 @@ use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
 
-/// Annotation of a database Job: sha256 of its spec (a different desired hash means replace).
+/// Annotation of a database Job: [`run_hash`] (a different desired hash means run it again).
 pub const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/job-spec-hash";
 /// Label of a database Job: which one it is (`sync`, `expand`, `migrate`, `contract`).
 pub const DB_JOB_LABEL: &str = "cinder.openstack.c5c3.io/db-job";
@@ -120,7 +125,31 @@ pub fn database_device(cinder: &Cinder) -> String {
     devices::database(ns, &cinder.spec.database.database)
 }
 
-/// The desired Job `which` of `cinder` mounting `config_map`, with its spec hash annotation.
+/// What a schema Job's run depends on, as the sha256 its spec-hash annotation carries: the Job
+/// spec with the config volume's ConfigMap name left out (the ConfigMap is content-addressed, so
+/// its name changes with every config edit, none of which changes what the migration does),
+/// `release`, and the database the migration runs against (`spec.database` without its
+/// credentials: a rotated password reaches the same schema and is no reason to migrate again).
+pub fn run_hash(spec: &JobSpec, release: &str, database: &DatabaseSpec) -> String {
+    let mut spec = spec.clone();
+    if let Some(volumes) = spec.template.spec.as_mut().and_then(|p| p.volumes.as_mut()) {
+        for cm in volumes.iter_mut().filter_map(|v| v.config_map.as_mut()) {
+            cm.name = String::new();
+        }
+    }
+    let target = serde_json::json!({
+        "clusterRef": database.cluster_ref,
+        "host": database.host,
+        "port": database.port,
+        "database": database.database,
+    });
+    let spec = serde_json::to_string(&spec).unwrap_or_default();
+    let input = format!("{spec}\nrelease={release}\ndatabase={target}");
+    sha256_hex(input.as_bytes())
+}
+
+/// The desired Job `which` of `cinder` mounting `config_map`, with its spec hash annotation
+/// ([`run_hash`] over the spec, the release and the database).
 pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
     let mut pod_labels = names::component_labels(&cinder_name, Component::DbSync);
@@ -144,9 +173,11 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
         template: super::super::workloads::config_job_pod(pod_labels, container, config_map),
         ..Default::default()
     };
-    let hash = serde_json::to_string(&spec)
-        .map(|s| sha256_hex(s.as_bytes()))
-        .unwrap_or_default();
+    let hash = run_hash(
+        &spec,
+        &cinder.spec.open_stack_release,
+        &cinder.spec.database,
+    );
     let mut metadata = child_meta(
         cinder,
         &which.job_name(&cinder_name),
@@ -377,8 +408,8 @@ pub enum JobWrite<'a> {
     Delete(&'a [String]),
 }
 
-/// Makes `action` under the database's device lock, at the priority of `which`, when the
-/// snapshot is still current.
+/// Makes `action` under the database's device lock, at the priority of `which` (raised on the
+/// retry after a DeviceBusy, [`crate::steps::device_retry`]), when the snapshot is still current.
 pub async fn write_under_lock(
     clusters: &Clusters,
     services: &DatabaseServices,
@@ -391,9 +422,12 @@ pub async fn write_under_lock(
     let cinder = snapshot.metadata.name.as_deref().unwrap_or_default();
     let locks = services.device_locks();
     let device = database_device(snapshot);
-    let guard = match locks.lock(&device, job.priority()).await {
+    let priority =
+        crate::steps::device_retry::priority(services.memory(), &device, job.priority()).await;
+    let guard = match locks.lock(&device, priority).await {
         Ok(g) => g,
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
+            crate::steps::device_retry::refused(services.memory(), &device);
             return Ok(Act::DeviceBusy(retry_after));
         }
         Err(e) => return Err(ActError::Lock(e.to_string())),
@@ -570,15 +604,39 @@ mod tests {
     }
 
     #[test]
-    fn a_new_image_or_config_changes_the_spec_hash() {
+    fn only_the_image_release_or_database_changes_the_spec_hash() {
         let a = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1");
         let b = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm1");
-        let c = desired_job(&cinder("2026.1-p1"), SchemaJob::DbSync, "cm1");
-        let d = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm2");
         assert_eq!(spec_hash(&a), spec_hash(&b));
-        assert_ne!(spec_hash(&a), spec_hash(&c));
-        assert_ne!(spec_hash(&a), spec_hash(&d));
         assert!(spec_hash(&a).is_some_and(|h| h.len() == 64));
+        // A config edit renders another ConfigMap: the Job stays (it still mounts its own).
+        let config = desired_job(&cinder("2026.1"), SchemaJob::DbSync, "cm2");
+        assert_eq!(spec_hash(&a), spec_hash(&config));
+        assert_eq!(
+            pod_spec(&config).volumes.as_ref().unwrap()[0]
+                .config_map
+                .as_ref()
+                .unwrap()
+                .name,
+            "cm2",
+            "a new Job mounts the current ConfigMap"
+        );
+        // A new image, another release or another database connection runs it again.
+        let image = desired_job(&cinder("2026.1-p1"), SchemaJob::DbSync, "cm1");
+        assert_ne!(spec_hash(&a), spec_hash(&image));
+        let mut moved = cinder("2026.1");
+        moved.spec.open_stack_release = "2026.2".into();
+        let release = desired_job(&moved, SchemaJob::DbSync, "cm1");
+        assert_ne!(spec_hash(&a), spec_hash(&release));
+        let mut elsewhere = cinder("2026.1");
+        elsewhere.spec.database.database = "cinder_b".into();
+        let database = desired_job(&elsewhere, SchemaJob::DbSync, "cm1");
+        assert_ne!(spec_hash(&a), spec_hash(&database));
+        // Rotated credentials reach the same schema: no new run.
+        let mut rotated = cinder("2026.1");
+        rotated.spec.database.secret_ref.name = "cinder-db-rotated".into();
+        let rotated = desired_job(&rotated, SchemaJob::DbSync, "cm1");
+        assert_eq!(spec_hash(&a), spec_hash(&rotated));
     }
 
     #[test]

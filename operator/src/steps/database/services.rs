@@ -44,6 +44,11 @@ impl DatabaseServices {
         &self.locks
     }
 
+    /// The run's step memory (refused device locks, counted Jobs).
+    pub fn memory(&self) -> &StepMemory {
+        &self.memory
+    }
+
     /// The event recorder.
     pub fn recorder(&self) -> &Recorder {
         &self.recorder

@@ -1,12 +1,14 @@
 //! The detach sequence of the VolumeServices step: observes the first deleted CinderBackend (name order) that still holds
 //! `cinder.openstack.c5c3.io/service-remove`, plans the pass with
 //! [`crate::planning::detach::plan_detach`] and applies it as ONE transaction of the lock
-//! coordinator — the backend's device lock together with the backend's volume-service entry
-//! (`UpsertBackend` of `<ns>/<cinder>@<backend>`), observed again under it; a pass whose plan
+//! coordinator — the backend's device lock (High priority, a backend change) together with the
+//! backend's volume-service entry (`UpsertBackend` of `<ns>/<cinder>@<backend>`), observed again
+//! under it; a pass whose plan
 //! writes nothing takes no lock. 1. delete the volume Deployment and return;
 //! 2. once it is gone, launch `{name}-{backend}-service-remove` under the database's device lock
-//! (Default priority, taken with the backend's in one deadlock-free acquisition: the device that
-//! sorts first by a Lock, the other by a NestedLock after it) after checking no database Job of
+//! (Default priority, High on the retry after a DeviceBusy; taken with the backend's in one
+//! deadlock-free acquisition: the device that sorts first by a Lock, the other by a NestedLock
+//! after it) after checking no database Job of
 //! the Cinder is active; 3. sweep the
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
 //! feed the service_remove metrics once per (backend, Job UID).
@@ -31,11 +33,11 @@ use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_d
 use crate::planning::job::JobState;
 use crate::steps::job_marker::CountedJob;
 use cinder_actors::query::{query, upsert_backend};
-use cinder_lease::devices::DatabaseJob;
+use cinder_lease::devices::{BACKEND_CHANGE_PRIORITY, DatabaseJob};
 use cinder_lease::{DeviceGuard, DeviceLockError, DeviceLocks, Priority};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, EnvVar, Secret};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -255,6 +257,29 @@ fn job_of_earlier_backend(job: &Job, backend: &CinderBackend) -> bool {
     }
 }
 
+/// Whether a pod of backend `backend`'s volume Deployment still exists (running, or terminating
+/// after the Deployment's deletion). Pods are not watched: one list by the Deployment's pod
+/// labels, through the API reader, only while a detach waits to start its Job.
+async fn volume_pods_exist(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+    backend: &str,
+) -> Result<bool, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let labels = selector(
+        cinder,
+        &[
+            (names::LABEL_COMPONENT, Component::Volume.as_str()),
+            (names::LABEL_BACKEND, backend),
+        ],
+    );
+    let listed = pods
+        .list_metadata(&ListParams::default().labels(&labels).limit(1))
+        .await?;
+    Ok(!listed.items.is_empty())
+}
+
 async fn observe_backend(
     client: &Client,
     ns: &str,
@@ -268,6 +293,7 @@ async fn observe_backend(
         .get_opt(&deployments, &names::volume_deployment(cinder, backend))
         .await?
         .is_some();
+    let pods_exist = !deployment_exists && volume_pods_exist(client, ns, cinder, backend).await?;
     let job_name = names::service_remove_job(cinder, backend);
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
     let live = reader::children()
@@ -295,6 +321,7 @@ async fn observe_backend(
             name: backend.to_string(),
             has_finalizer: true,
             deployment_exists,
+            pods_exist,
             job,
             job_uid,
             job_of_earlier_backend,
@@ -351,19 +378,28 @@ pub async fn detach_pass(
     let service = service_id(&ns, &name, &bname);
     if launches {
         let database = database_device(cinder);
+        let memory = reporting.memory();
+        let database_priority = crate::steps::device_retry::priority(
+            memory,
+            &database,
+            DatabaseJob::ServiceRemove.priority(),
+        )
+        .await;
         let guards = match lock_backend_with_database(
             &env.device_locks,
             &device,
             &service,
-            Priority::Default,
+            BACKEND_CHANGE_PRIORITY,
             &database,
-            DatabaseJob::ServiceRemove.priority(),
+            database_priority,
         )
         .await
         .map_err(DetachError::Lock)?
         {
             Ok(guards) => guards,
             Err(after) => {
+                // The next pass asks for the database one level higher.
+                crate::steps::device_retry::refused(memory, &database);
                 return Ok(DetachOutcome::Busy {
                     backend: bname,
                     after,
@@ -377,9 +413,14 @@ pub async fn detach_pass(
         }
         return result;
     }
-    let guard = match lock_backend(&env.device_locks, &device, &service, Priority::Default)
-        .await
-        .map_err(DetachError::Lock)?
+    let guard = match lock_backend(
+        &env.device_locks,
+        &device,
+        &service,
+        BACKEND_CHANGE_PRIORITY,
+    )
+    .await
+    .map_err(DetachError::Lock)?
     {
         Locked::Guard(g) => *g,
         Locked::Busy(after) => {
