@@ -4,6 +4,7 @@
 mod dashboard;
 mod manifests;
 mod operations_doc;
+mod operator_image;
 mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;
