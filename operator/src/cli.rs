@@ -93,6 +93,7 @@ pub enum Command {
         file: String,
     },
     /// Run the embedded cluster alone and print a kubeconfig for it.
+    #[cfg(feature = "embedded")]
     Sim(SimArgs),
 }
 
@@ -241,6 +242,7 @@ pub struct CrdgenArgs {
     pub out_dir: Option<PathBuf>,
 }
 
+#[cfg(feature = "embedded")]
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
     /// Port to listen on (127.0.0.1); 0 chooses a free one.

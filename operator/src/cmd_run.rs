@@ -36,6 +36,7 @@ use crate::metrics::Metrics;
 use crate::shards::{ShardHolderConfig, ShardHolderHandle, ShardMetrics};
 use anyhow::Context as _;
 use cinder_lease::{HolderIdentity, LEADER_LEASE_NAME, LeaderElector, LeaderHandle, LeaseSettings};
+#[cfg(feature = "embedded")]
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -168,13 +169,25 @@ async fn serve_until(
     args: &RunArgs,
     signalled: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    refuse_embedded_without_it(args)?;
     // Read the samples first: a broken manifest fails before anything starts.
     let samples = if args.embedded {
         Some(embedded::read_samples(&args.samples)?)
     } else {
         None
     };
-    let cluster = if args.embedded {
+    let cluster = start_embedded(args).await?;
+    let result = serve_on(args, cluster.as_ref(), samples.as_deref(), signalled).await;
+    if let Some(cluster) = cluster {
+        cluster.shutdown().await;
+    }
+    result
+}
+
+/// With `--embedded`: the embedded cluster, started with its kubeconfig written.
+#[cfg(feature = "embedded")]
+async fn start_embedded(args: &RunArgs) -> anyhow::Result<Option<EmbeddedCluster>> {
+    Ok(if args.embedded {
         let kubeconfig = args
             .kubeconfig_out
             .clone()
@@ -197,12 +210,44 @@ async fn serve_until(
         )
     } else {
         None
-    };
-    let result = serve_on(args, cluster.as_ref(), samples.as_deref(), signalled).await;
-    if let Some(cluster) = cluster {
-        cluster.shutdown().await;
+    })
+}
+
+/// A build without the `embedded` feature refuses `--embedded` before anything starts.
+fn refuse_embedded_without_it(args: &RunArgs) -> anyhow::Result<()> {
+    if args.embedded && !cfg!(feature = "embedded") {
+        anyhow::bail!(
+            "--embedded: this build has no embedded cluster (built without the `embedded` feature); run it against a cluster, or use a default build"
+        );
     }
-    result
+    Ok(())
+}
+
+/// A build without the embedded cluster starts none (`--embedded` was refused before).
+#[cfg(not(feature = "embedded"))]
+async fn start_embedded(_args: &RunArgs) -> anyhow::Result<Option<EmbeddedCluster>> {
+    Ok(None)
+}
+
+/// The embedded cluster in a build without it: a type with no value, so every use of one is
+/// unreachable and the simulator is not linked.
+#[cfg(not(feature = "embedded"))]
+enum EmbeddedCluster {}
+
+#[cfg(not(feature = "embedded"))]
+impl EmbeddedCluster {
+    fn kubeconfig_yaml(&self) -> String {
+        match *self {}
+    }
+    fn kubeconfig_path(&self) -> &std::path::Path {
+        match *self {}
+    }
+    fn url(&self) -> String {
+        match *self {}
+    }
+    async fn shutdown(self) {
+        match self {}
+    }
 }
 
 async fn serve_on(

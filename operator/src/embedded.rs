@@ -327,12 +327,8 @@ pub async fn service_account_client(
         .status
         .and_then(|s| s.token)
         .ok_or_else(|| token_error("the answer holds no token".to_string()))?;
-    let kubeconfig =
-        kube::config::Kubeconfig::from_yaml(&cinder_sim::kubeconfig::kubeconfig_yaml(url, &token))
-            .map_err(|e| token_error(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .map_err(|e| token_error(e.to_string()))?;
+    let mut config = kube::Config::new(url.parse().map_err(|e| token_error(format!("{e}")))?);
+    config.auth_info.token = Some(token.into());
     Client::try_from(config).map_err(|e| token_error(e.to_string()))
 }
 

@@ -3,7 +3,9 @@
 //! is the same program built with the tests' features.
 
 use crate::cli::{Cli, Command};
-use crate::{cmd_crdgen, cmd_lock_plan, cmd_run, cmd_sim};
+#[cfg(feature = "embedded")]
+use crate::cmd_sim;
+use crate::{cmd_crdgen, cmd_lock_plan, cmd_run};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -14,6 +16,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => cmd_run::run(args),
         Command::Crdgen(args) => cmd_crdgen::run(args),
         Command::LockPlan { file } => cmd_lock_plan::run(file),
+        #[cfg(feature = "embedded")]
         Command::Sim(args) => cmd_sim::run(args),
     }
 }

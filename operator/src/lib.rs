@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cmd_crdgen;
 pub mod cmd_lock_plan;
 pub mod cmd_run;
+#[cfg(feature = "embedded")]
 pub mod cmd_sim;
 pub mod conditions;
 pub mod context;

@@ -7,6 +7,7 @@ mod dashboard;
 mod embedded_vs_real;
 mod manifests;
 mod operations_doc;
+mod operator_image;
 mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;
