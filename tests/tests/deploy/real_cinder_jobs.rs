@@ -101,6 +101,7 @@ fn releases(code: i32) -> bool {
             name: "nfs".into(),
             has_finalizer: true,
             deployment_exists: false,
+            pods_exist: false,
             job,
             job_uid: Some("uid".into()),
             job_of_earlier_backend: false,
