@@ -41,6 +41,9 @@ pub struct ClusterConfig {
     pub workers: usize,
     /// How requests are authorized (every request is authenticated either way).
     pub authorization: AuthorizationMode,
+    /// The runtime of the process nodes (`controllers.nodes.process` of them): the image map
+    /// and back-off (see docs/embedded-cluster.md).
+    pub process_runtime: crate::agent::RuntimeConfig,
 }
 
 /// How long a client may take to send a request's head before the server answers 408: the
@@ -66,6 +69,7 @@ impl Default for ClusterConfig {
             record_writes: false,
             workers: 2,
             authorization: AuthorizationMode::default(),
+            process_runtime: crate::agent::RuntimeConfig::default(),
         }
     }
 }
@@ -83,6 +87,7 @@ pub struct EmbeddedCluster {
     auth: Auth,
     client: kube::Client,
     controllers: Option<ControllersHandle>,
+    agent: Option<crate::agent::Agent>,
     server: actix_web::dev::ServerHandle,
     stop: tokio::sync::watch::Sender<bool>,
     gc_task: Option<tokio::task::JoinHandle<()>>,
@@ -258,6 +263,7 @@ impl EmbeddedCluster {
             auth,
             client: client.clone(),
             controllers: None,
+            agent: None,
             server: handle,
             stop,
             gc_task: Some(gc_task),
@@ -269,6 +275,16 @@ impl EmbeddedCluster {
         controllers::register_nodes(&client, &config.controllers)
             .await
             .map_err(SimError::Nodes)?;
+        if config.controllers.nodes.process > 0 {
+            let agent = crate::agent::Agent::start(
+                client.clone(),
+                config.controllers.nodes.process,
+                config.process_runtime.clone(),
+            )
+            .await
+            .map_err(SimError::Agent)?;
+            cluster.agent = Some(agent);
+        }
         cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
         Ok(cluster)
     }
@@ -332,8 +348,17 @@ impl EmbeddedCluster {
         self.controllers.as_ref()
     }
 
-    /// Stops the controllers, then the server (open watches end), then the garbage collector.
+    /// The node agent of the process nodes, when `controllers.nodes.process` > 0.
+    pub fn agent(&self) -> Option<&crate::agent::Agent> {
+        self.agent.as_ref()
+    }
+
+    /// Stops the node agent (every pod process, sandbox and the bridge go), the controllers,
+    /// then the server (open watches end), then the garbage collector.
     pub async fn shutdown(mut self) {
+        if let Some(agent) = self.agent.take() {
+            agent.shutdown().await;
+        }
         if let Some(c) = self.controllers.take() {
             c.shutdown().await;
         }
@@ -350,6 +375,7 @@ impl EmbeddedCluster {
 
 impl Drop for EmbeddedCluster {
     fn drop(&mut self) {
+        self.agent.take();
         self.controllers.take();
         let _ = self.stop.send(true);
         if self.server_task.is_some() {

@@ -21,6 +21,8 @@ pub enum SimError {
     Fixtures(kube::Error),
     #[error("cannot register the simulated nodes: {0}")]
     Nodes(String),
+    #[error("cannot start the process nodes' agent: {0}")]
+    Agent(String),
 }
 
 /// One `details.causes` entry of an Invalid / Conflict Status.

@@ -42,6 +42,7 @@ pub fn node_manifest(index: usize) -> Value {
                 "topology.kubernetes.io/region": "sim",
                 "topology.kubernetes.io/zone": ZONES[index % ZONES.len()],
                 "node.kubernetes.io/instance-type": "sim.large",
+                crate::agent::RUNTIME_LABEL: "simulated",
             },
         },
         "spec": {"podCIDR": format!("10.244.{index}.0/24"), "providerID": format!("sim://{name}")},

@@ -15,6 +15,7 @@ mod limits;
 mod malformed;
 mod nodes_and_pods;
 mod pod_lifecycle;
+mod process_nodes;
 mod randomized;
 mod rbac;
 mod slow_clients;
