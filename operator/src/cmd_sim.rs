@@ -193,6 +193,32 @@ mod tests {
     }
 
     #[test]
+    fn process_nodes_and_the_image_map_are_chosen_by_flags() {
+        assert_eq!(sim_args(&[]).process_nodes, 0);
+        assert_eq!(sim_args(&["--process-nodes", "2"]).process_nodes, 2);
+        assert!(
+            image_map(&sim_args(&[]))
+                .unwrap()
+                .resolve("busybox")
+                .is_ok()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("images.yaml");
+        std::fs::write(
+            &path,
+            "images: [{repository: quay.io/x/op, program: /bin/true}]",
+        )
+        .unwrap();
+        let path_text = path.display().to_string();
+        let map = image_map(&sim_args(&["--image-map", &path_text])).unwrap();
+        assert!(map.resolve("quay.io/x/op:v1").is_ok());
+        assert!(map.resolve("busybox").is_err());
+        std::fs::write(&path, "images: [{repository: a}]").unwrap();
+        let error = image_map(&sim_args(&["--image-map", &path_text])).unwrap_err();
+        assert!(error.starts_with("--image-map "), "{error}");
+    }
+
+    #[test]
     fn nodes_default_to_three() {
         assert_eq!(sim_args(&[]).nodes, 3);
         assert_eq!(sim_args(&["--nodes", "5"]).nodes, 5);

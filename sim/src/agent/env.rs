@@ -75,18 +75,27 @@ pub fn resolve(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mut env: Vec<(String, String)> = Vec::new();
-    let set = |env: &mut Vec<(String, String)>, name: String, value: String| {
-        match env.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = value,
-            None => env.push((name, value)),
-        }
+    let set = |env: &mut Vec<(String, String)>, name: String, value: String| match env
+        .iter_mut()
+        .find(|(n, _)| *n == name)
+    {
+        Some(entry) => entry.1 = value,
+        None => env.push((name, value)),
     };
     for source in array(container, "envFrom") {
         let prefix = source["prefix"].as_str().unwrap_or_default();
         let (data, kind, reference) = if let Some(r) = source.get("secretRef") {
-            (r["name"].as_str().and_then(|n| sources.secrets.get(n)), "secret", r)
+            (
+                r["name"].as_str().and_then(|n| sources.secrets.get(n)),
+                "secret",
+                r,
+            )
         } else if let Some(r) = source.get("configMapRef") {
-            (r["name"].as_str().and_then(|n| sources.config_maps.get(n)), "configmap", r)
+            (
+                r["name"].as_str().and_then(|n| sources.config_maps.get(n)),
+                "configmap",
+                r,
+            )
         } else {
             continue;
         };
@@ -318,8 +327,18 @@ mod tests {
 
     fn sources() -> Sources {
         let mut s = Sources::default();
-        s.secrets.insert("db".into(), [("password".to_owned(), "pw".to_owned())].into());
-        s.config_maps.insert("cfg".into(), [("mode".to_owned(), "fast".to_owned()), ("x".to_owned(), "1".to_owned())].into());
+        s.secrets.insert(
+            "db".into(),
+            [("password".to_owned(), "pw".to_owned())].into(),
+        );
+        s.config_maps.insert(
+            "cfg".into(),
+            [
+                ("mode".to_owned(), "fast".to_owned()),
+                ("x".to_owned(), "1".to_owned()),
+            ]
+            .into(),
+        );
         s
     }
 
@@ -340,7 +359,10 @@ mod tests {
             ],
             "resources": {"limits": {"memory": "64Mi"}},
         });
-        let facts = PodFacts { pod_ip: "10.200.1.2".into(), ..PodFacts::default() };
+        let facts = PodFacts {
+            pod_ip: "10.200.1.2".into(),
+            ..PodFacts::default()
+        };
         let env = resolve(&pod(), &container, &sources(), &facts).unwrap();
         let get = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
         assert_eq!(get("B"), Some("1-fast-$(NOPE)-$(A)"));
@@ -357,21 +379,31 @@ mod tests {
     #[test]
     fn missing_references_give_the_kubelet_messages() {
         let facts = PodFacts::default();
-        let missing = |env: Value| resolve(&pod(), &json!({"env": env}), &sources(), &facts).unwrap_err();
+        let missing =
+            |env: Value| resolve(&pod(), &json!({"env": env}), &sources(), &facts).unwrap_err();
         assert_eq!(
-            missing(json!([{"name": "X", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}])),
+            missing(
+                json!([{"name": "X", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}])
+            ),
             "secret \"nope\" not found"
         );
         assert_eq!(
-            missing(json!([{"name": "X", "valueFrom": {"secretKeyRef": {"name": "db", "key": "user"}}}])),
+            missing(
+                json!([{"name": "X", "valueFrom": {"secretKeyRef": {"name": "db", "key": "user"}}}])
+            ),
             "couldn't find key user in Secret ns/db"
         );
         assert_eq!(
-            missing(json!([{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}])),
+            missing(
+                json!([{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}])
+            ),
             "couldn't find key k in ConfigMap ns/cfg"
         );
         let from = json!({"envFrom": [{"configMapRef": {"name": "none"}}]});
-        assert_eq!(resolve(&pod(), &from, &sources(), &facts).unwrap_err(), "configmap \"none\" not found");
+        assert_eq!(
+            resolve(&pod(), &from, &sources(), &facts).unwrap_err(),
+            "configmap \"none\" not found"
+        );
     }
 
     #[test]

@@ -133,8 +133,8 @@ impl ImageRef {
             tag
         };
         let first = name.split('/').next().unwrap_or_default();
-        let has_registry =
-            name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+        let has_registry = name.contains('/')
+            && (first.contains('.') || first.contains(':') || first == "localhost");
         let repository = match (has_registry, name.contains('/')) {
             (true, _) => name.to_owned(),
             (false, true) => format!("docker.io/{name}"),
@@ -222,7 +222,9 @@ impl ImageMap {
                 }
             }
             if rule.exact.is_some() && rule.tag.is_some() {
-                return Err(format!("images[{index}]: tag goes with repository, not exact"));
+                return Err(format!(
+                    "images[{index}]: tag goes with repository, not exact"
+                ));
             }
         }
         Ok(map)
@@ -264,7 +266,10 @@ mod tests {
         assert_eq!(r.repository, "localhost:5000/op");
         assert_eq!(r.tag, "");
         assert_eq!(r.digest.as_deref(), Some("sha256:abc"));
-        assert_eq!(ImageRef::parse("bitnami/redis:7").unwrap().repository, "docker.io/bitnami/redis");
+        assert_eq!(
+            ImageRef::parse("bitnami/redis:7").unwrap().repository,
+            "docker.io/bitnami/redis"
+        );
         assert!(ImageRef::parse("").is_none());
         assert!(ImageRef::parse("bad ref").is_none());
         assert!(ImageRef::parse("repo/:tag").is_none());
@@ -296,10 +301,18 @@ images:
             ImageRoot::Tree("/opt/venv".into())
         );
         assert!(map.resolve("quay.io/airship/cinder:2024.2").is_err());
-        assert_eq!(map.resolve("docker.io/library/busybox:1.36").unwrap().root, ImageRoot::Host);
+        assert_eq!(
+            map.resolve("docker.io/library/busybox:1.36").unwrap().root,
+            ImageRoot::Host
+        );
         let error = map.resolve("nosuch/image:1").unwrap_err();
         assert!(error.0.contains("docker.io/nosuch/image:1"), "{error:?}");
-        assert!(map.resolve("a b").unwrap_err().0.contains("invalid reference format"));
+        assert!(
+            map.resolve("a b")
+                .unwrap_err()
+                .0
+                .contains("invalid reference format")
+        );
     }
 
     #[test]

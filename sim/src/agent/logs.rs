@@ -26,7 +26,11 @@ pub fn parse_target(target: &str) -> Option<LogQuery> {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut parts = path.strip_prefix("/containerLogs/")?.split('/');
     let (namespace, pod, container) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || [namespace, pod, container].iter().any(|p| p.is_empty() || p.contains("..")) {
+    if parts.next().is_some()
+        || [namespace, pod, container]
+            .iter()
+            .any(|p| p.is_empty() || p.contains(".."))
+    {
         return None;
     }
     let mut q = LogQuery {
@@ -96,7 +100,11 @@ pub fn tail(bytes: &[u8], n: usize) -> &[u8] {
     if n == 0 {
         return &[];
     }
-    let end = if bytes.ends_with(b"\n") { bytes.len() - 1 } else { bytes.len() };
+    let end = if bytes.ends_with(b"\n") {
+        bytes.len() - 1
+    } else {
+        bytes.len()
+    };
     let mut seen = 0;
     for (i, b) in bytes[..end].iter().enumerate().rev() {
         if *b == b'\n' {
@@ -134,22 +142,34 @@ async fn answer(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
     }
     let text = String::from_utf8_lossy(&head).into_owned();
     let mut first = text.lines().next().unwrap_or_default().split_whitespace();
-    let (method, target) = (first.next().unwrap_or_default(), first.next().unwrap_or_default());
+    let (method, target) = (
+        first.next().unwrap_or_default(),
+        first.next().unwrap_or_default(),
+    );
     let reply = |code: u16, reason: &str, body: &str| {
-        format!("HTTP/1.0 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+        format!(
+            "HTTP/1.0 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
     };
     if method != "GET" {
-        stream.write_all(reply(405, "Method Not Allowed", "only GET").as_bytes()).await?;
+        stream
+            .write_all(reply(405, "Method Not Allowed", "only GET").as_bytes())
+            .await?;
         return Ok(());
     }
     let Some(q) = parse_target(target) else {
-        stream.write_all(reply(404, "Not Found", "no such path").as_bytes()).await?;
+        stream
+            .write_all(reply(404, "Not Found", "no such path").as_bytes())
+            .await?;
         return Ok(());
     };
     let file = match find(root, &q) {
         Ok(f) => f,
         Err(message) => {
-            stream.write_all(reply(400, "Bad Request", &message).as_bytes()).await?;
+            stream
+                .write_all(reply(400, "Bad Request", &message).as_bytes())
+                .await?;
             return Ok(());
         }
     };
@@ -194,8 +214,12 @@ mod tests {
 
     #[test]
     fn targets_and_tails() {
-        let q = parse_target("/containerLogs/ns/p/c?previous=true&tailLines=2&follow=false").unwrap();
-        assert_eq!((q.namespace.as_str(), q.pod.as_str(), q.container.as_str()), ("ns", "p", "c"));
+        let q =
+            parse_target("/containerLogs/ns/p/c?previous=true&tailLines=2&follow=false").unwrap();
+        assert_eq!(
+            (q.namespace.as_str(), q.pod.as_str(), q.container.as_str()),
+            ("ns", "p", "c")
+        );
         assert!(q.previous && !q.follow);
         assert_eq!(q.tail_lines, Some(2));
         assert!(parse_target("/containerLogs/ns/p").is_none());
@@ -214,7 +238,11 @@ mod tests {
         let mut q = parse_target("/containerLogs/ns/p/c").unwrap();
         assert_eq!(find(root.path(), &q).unwrap(), dir.join("0.log"));
         q.previous = true;
-        assert!(find(root.path(), &q).unwrap_err().contains("previous terminated container"));
+        assert!(
+            find(root.path(), &q)
+                .unwrap_err()
+                .contains("previous terminated container")
+        );
         std::fs::write(dir.join("1.log"), "second\n").unwrap();
         assert_eq!(find(root.path(), &q).unwrap(), dir.join("0.log"));
         q.previous = false;

@@ -12,6 +12,7 @@
 //! from other pods; the bridge's address (10.200.X.1) is the pods' default gateway and the
 //! nodes' InternalIP; a pod's Ready condition comes from its real readiness probes.
 
+pub mod context;
 pub mod env;
 pub mod images;
 pub mod logs;
@@ -23,119 +24,22 @@ pub mod status;
 pub mod volumes;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, Pod, Service};
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 use kube::runtime::watcher;
-use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+pub use context::{AgentContext, RuntimeConfig, event, now};
 pub use images::{ImageMap, ImageRef, ImageRoot, ImageRule};
 use pod::PodMsg;
 use sandbox::Network;
 
-/// The Node label naming a node's runtime: `process` (this agent) or `simulated`.
-pub const RUNTIME_LABEL: &str = "sim.cinder.openstack.c5c3.io/runtime";
-
-/// The process runtime's configuration (see docs/embedded-cluster.md).
-#[derive(Clone, Debug)]
-pub struct RuntimeConfig {
-    /// Which host root each image runs from.
-    pub images: ImageMap,
-    /// The first crash-loop (and image pull) back-off; doubled per restart up to five minutes
-    /// (the kubelet's is 10 s).
-    pub crash_backoff: Duration,
-    /// How often each node renews its Lease and heartbeat.
-    pub heartbeat: Duration,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        RuntimeConfig {
-            images: ImageMap::default(),
-            crash_backoff: Duration::from_secs(10),
-            heartbeat: Duration::from_secs(10),
-        }
-    }
-}
-
-/// What every pod task reads (never changes after start).
-pub struct AgentContext {
-    pub client: kube::Client,
-    pub network: Network,
-    pub state_dir: PathBuf,
-    pub config: RuntimeConfig,
-}
-
-impl std::fmt::Debug for AgentContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentContext")
-            .field("network", &self.network)
-            .field("state_dir", &self.state_dir)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AgentContext {
-    /// The directory of one pod's container logs.
-    pub fn log_dir(&self, namespace: &str, pod: &str, uid: &str) -> PathBuf {
-        self.state_dir
-            .join("logs")
-            .join(format!("{namespace}_{pod}_{uid}"))
-    }
-
-    /// The namespace's Services with a ClusterIP, for the pods' /etc/hosts.
-    pub async fn services(&self, namespace: &str) -> Vec<(String, String)> {
-        let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
-        api.list(&ListParams::default())
-            .await
-            .map(|list| {
-                list.items
-                    .into_iter()
-                    .filter_map(|s| {
-                        let ip = s.spec.as_ref()?.cluster_ip.clone()?;
-                        (!ip.is_empty() && ip != "None").then(|| (s.metadata.name.unwrap_or_default(), ip))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-/// The current time as the API writes it.
-pub fn now() -> String {
-    crate::controllers::status::now()
-}
-
-/// Posts a core/v1 Event about `pod` from the kubelet of its node.
-pub async fn event(ctx: &AgentContext, pod: &Value, kind: &str, reason: &str, message: &str) {
-    let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let namespace = text("/metadata/namespace");
-    let name = text("/metadata/name");
-    let suffix: u64 = rand::rng().random();
-    let at = now();
-    let event = json!({
-        "metadata": {"name": format!("{name}.{suffix:016x}"), "namespace": namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace,
-                           "uid": text("/metadata/uid")},
-        "type": kind, "reason": reason, "message": message,
-        "source": {"component": "kubelet", "host": text("/spec/nodeName")},
-        "reportingComponent": "kubelet", "reportingInstance": text("/spec/nodeName"),
-        "firstTimestamp": at, "lastTimestamp": at, "count": 1,
-    });
-    let Ok(event) = serde_json::from_value::<Event>(event) else {
-        return;
-    };
-    let api: Api<Event> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Err(error) = api.create(&PostParams::default(), &event).await {
-        tracing::debug!(%error, "process node: event not recorded");
-    }
-}
+pub use crate::controllers::nodes::RUNTIME_LABEL;
 
 /// A running agent; [`Agent::shutdown`] (or dropping it) stops every process and removes
 /// every namespace, veth and the bridge it made.
@@ -161,7 +65,11 @@ impl std::fmt::Debug for Agent {
 impl Agent {
     /// Creates the instance's bridge, registers `nodes` process nodes and starts serving their
     /// pods. Needs root (network namespaces); the error says what failed.
-    pub async fn start(client: kube::Client, nodes: usize, config: RuntimeConfig) -> Result<Agent, String> {
+    pub async fn start(
+        client: kube::Client,
+        nodes: usize,
+        config: RuntimeConfig,
+    ) -> Result<Agent, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("process nodes need root (network and mount namespaces)".to_owned());
@@ -170,8 +78,11 @@ impl Agent {
             .prefix("cinder-agent-")
             .tempdir()
             .map_err(|e| format!("agent state directory: {e}"))?;
-        std::fs::set_permissions(state.path(), std::os::unix::fs::PermissionsExt::from_mode(0o711))
-            .map_err(|e| format!("agent state directory: {e}"))?;
+        std::fs::set_permissions(
+            state.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .map_err(|e| format!("agent state directory: {e}"))?;
         let network = Network::create().await?;
         let listener = match tokio::net::TcpListener::bind((network.gateway(), 0)).await {
             Ok(l) => l,
@@ -203,7 +114,10 @@ impl Agent {
                 .await
                 .map_err(|e| format!("registering node {name}: {e}"))?;
         }
-        agent.side_tasks.push(tokio::spawn(logs::serve(listener, ctx.state_dir.join("logs"))));
+        agent.side_tasks.push(tokio::spawn(logs::serve(
+            listener,
+            ctx.state_dir.join("logs"),
+        )));
         let beat = Arc::clone(&ctx);
         let beat_names = names.clone();
         agent.side_tasks.push(tokio::spawn(async move {
@@ -211,7 +125,9 @@ impl Agent {
                 tokio::time::sleep(beat.config.heartbeat.max(Duration::from_millis(100))).await;
                 for name in &beat_names {
                     let subnet = beat.network.subnet;
-                    if let Err(error) = node::heartbeat(&beat.client, name, subnet, &address, port).await {
+                    if let Err(error) =
+                        node::heartbeat(&beat.client, name, subnet, &address, port).await
+                    {
                         tracing::debug!(%error, node = %name, "process node heartbeat failed");
                     }
                 }
@@ -276,7 +192,11 @@ impl Drop for Agent {
 
 /// Watches the pods bound to `nodes` and hands each to its task; on stop, tells every task to
 /// stop and waits for them.
-async fn dispatch(ctx: Arc<AgentContext>, nodes: Vec<String>, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn dispatch(
+    ctx: Arc<AgentContext>,
+    nodes: Vec<String>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let streams = nodes.iter().map(|node| {
         let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{RUNTIME_LABEL, now};
-use crate::controllers::nodes::{KUBELET_VERSION, NODE_LEASE_NAMESPACE};
+use super::context::now;
+use crate::controllers::nodes::{KUBELET_VERSION, NODE_LEASE_NAMESPACE, RUNTIME_LABEL};
 
 /// The name of process node `index` (0-based).
 pub fn node_name(index: usize) -> String {
@@ -100,8 +100,8 @@ pub async fn heartbeat(
     let node = match nodes.get_opt(name).await? {
         Some(node) => node,
         None => {
-            let node: Node = serde_json::from_value(manifest(name, subnet))
-                .map_err(kube::Error::SerdeError)?;
+            let node: Node =
+                serde_json::from_value(manifest(name, subnet)).map_err(kube::Error::SerdeError)?;
             nodes.create(&PostParams::default(), &node).await?
         }
     };
@@ -138,7 +138,11 @@ pub async fn heartbeat(
         "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": micro},
     });
     leases
-        .patch(name, &PatchParams::apply("kubelet").force(), &Patch::Apply(&lease))
+        .patch(
+            name,
+            &PatchParams::apply("kubelet").force(),
+            &Patch::Apply(&lease),
+        )
         .await?;
     Ok(())
 }

@@ -16,13 +16,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::context::{AgentContext, event, now};
 use super::env::{self, PodFacts, Sources};
 use super::images::{ImageRoot, ImageRule};
 use super::probes::{self, Timing};
 use super::sandbox::{self, Launch, Mount, PodNetwork};
 use super::status::{ContainerView, PodView, State, pod_status};
 use super::volumes::{self, Made};
-use super::{AgentContext, event, now};
 
 /// What a pod task is told.
 #[derive(Debug)]
@@ -87,7 +87,14 @@ impl Ctr {
             name: spec["name"].as_str().unwrap_or_default().to_owned(),
             image: spec["image"].as_str().unwrap_or_default().to_owned(),
             init,
-            state: State::waiting(if init { "PodInitializing" } else { "ContainerCreating" }, None),
+            state: State::waiting(
+                if init {
+                    "PodInitializing"
+                } else {
+                    "ContainerCreating"
+                },
+                None,
+            ),
             last: None,
             restarts: 0,
             ready: false,
@@ -113,10 +120,10 @@ impl Ctr {
             restarts: self.restarts,
             ready: self.ready,
             started: self.started,
-            container_id: self
-                .pid
-                .map(|pid| format!("process://{pid}"))
-                .or_else(|| matches!(self.state, State::Terminated { .. }).then(|| "process://exited".to_owned())),
+            container_id: self.pid.map(|pid| format!("process://{pid}")).or_else(|| {
+                matches!(self.state, State::Terminated { .. })
+                    .then(|| "process://exited".to_owned())
+            }),
         }
     }
 
@@ -164,7 +171,10 @@ pub async fn run(
             .cloned()
             .unwrap_or_default()
     };
-    let mut ctrs: Vec<Ctr> = spec_list("initContainers").iter().map(|c| Ctr::new(c, true)).collect();
+    let mut ctrs: Vec<Ctr> = spec_list("initContainers")
+        .iter()
+        .map(|c| Ctr::new(c, true))
+        .collect();
     ctrs.extend(spec_list("containers").iter().map(|c| Ctr::new(c, false)));
     let mut worker = Worker {
         ctx,
@@ -230,17 +240,21 @@ impl Worker {
     }
 
     async fn event(&mut self, kind: &str, reason: &str, message: &str, once_key: Option<String>) {
-        if let Some(key) = once_key {
-            if !self.reported.insert(key) {
-                return;
-            }
+        if let Some(key) = once_key
+            && !self.reported.insert(key)
+        {
+            return;
         }
         event(&self.ctx, &self.pod, kind, reason, message).await;
     }
 
     fn facts(&self) -> PodFacts {
         PodFacts {
-            pod_ip: self.net.as_ref().map(|n| n.ip.to_string()).unwrap_or_default(),
+            pod_ip: self
+                .net
+                .as_ref()
+                .map(|n| n.ip.to_string())
+                .unwrap_or_default(),
             host_ip: self.ctx.network.gateway().to_string(),
             node_cpu: 4.0,
             node_memory: 16_331_504.0 * 1024.0,
@@ -250,7 +264,13 @@ impl Worker {
     fn set_waiting_all(&mut self, reason: &str) {
         for c in &mut self.ctrs {
             if matches!(&c.state, State::Waiting { .. }) && c.restarts == 0 {
-                let r = if c.init { reason } else if reason == "PodInitializing" { "PodInitializing" } else { reason };
+                let r = if c.init {
+                    reason
+                } else if reason == "PodInitializing" {
+                    "PodInitializing"
+                } else {
+                    reason
+                };
                 c.state = State::waiting(r, None);
             }
         }
@@ -262,18 +282,33 @@ impl Worker {
             return None;
         }
         if self.rules.is_none() && !self.check_images().await {
-            let backoff = self.ctx.config.crash_backoff * 2u32.saturating_pow(self.pull_failures.min(5));
+            let backoff =
+                self.ctx.config.crash_backoff * 2u32.saturating_pow(self.pull_failures.min(5));
             return Some(Instant::now() + backoff.min(MAX_BACKOFF));
         }
         if self.volumes.is_none() {
             let _ = std::fs::create_dir_all(&self.dir);
             let facts = self.facts();
             let claims = self.ctx.state_dir.join("claims");
-            match volumes::make(&self.ctx.client, &self.pod, &self.dir.join("volumes"), &claims, &facts).await {
+            match volumes::make(
+                &self.ctx.client,
+                &self.pod,
+                &self.dir.join("volumes"),
+                &claims,
+                &facts,
+            )
+            .await
+            {
                 Ok(made) => self.volumes = Some(made),
                 Err(error) => {
                     self.set_waiting_all("ContainerCreating");
-                    self.event("Warning", "FailedMount", &error.0, Some(format!("mount:{}", error.0))).await;
+                    self.event(
+                        "Warning",
+                        "FailedMount",
+                        &error.0,
+                        Some(format!("mount:{}", error.0)),
+                    )
+                    .await;
                     return Some(Instant::now() + RETRY);
                 }
             }
@@ -284,20 +319,34 @@ impl Worker {
                     self.net = Some(net);
                     let services = self.ctx.services(&self.namespace).await;
                     if let Err(error) = self.write_etc_files(&services) {
-                        self.event("Warning", "FailedCreatePodSandBox", &error, Some(format!("sandbox:{error}"))).await;
+                        self.event(
+                            "Warning",
+                            "FailedCreatePodSandBox",
+                            &error,
+                            Some(format!("sandbox:{error}")),
+                        )
+                        .await;
                         return Some(Instant::now() + RETRY);
                     }
                 }
                 Err(error) => {
                     let message = format!("Failed to create pod sandbox: {error}");
-                    self.event("Warning", "FailedCreatePodSandBox", &message, Some(format!("sandbox:{message}"))).await;
+                    self.event(
+                        "Warning",
+                        "FailedCreatePodSandBox",
+                        &message,
+                        Some(format!("sandbox:{message}")),
+                    )
+                    .await;
                     return Some(Instant::now() + RETRY);
                 }
             }
         }
         let mut wake = None;
         // Init containers, in order: the first that has not succeeded is the one to run.
-        let inits: Vec<usize> = (0..self.ctrs.len()).filter(|i| self.ctrs[*i].init).collect();
+        let inits: Vec<usize> = (0..self.ctrs.len())
+            .filter(|i| self.ctrs[*i].init)
+            .collect();
         for index in inits {
             if self.ctrs[index].state.exit_code() == Some(0) {
                 continue;
@@ -307,7 +356,9 @@ impl Worker {
             self.set_app_waiting_initializing();
             return self.finish_or(wake).await;
         }
-        let apps: Vec<usize> = (0..self.ctrs.len()).filter(|i| !self.ctrs[*i].init).collect();
+        let apps: Vec<usize> = (0..self.ctrs.len())
+            .filter(|i| !self.ctrs[*i].init)
+            .collect();
         for index in apps {
             let w = self.drive(index).await;
             wake = earliest(wake, w);
@@ -337,7 +388,12 @@ impl Worker {
 
     fn views(&self) -> (Vec<ContainerView>, Vec<ContainerView>) {
         let init = self.ctrs.iter().filter(|c| c.init).map(Ctr::view).collect();
-        let apps = self.ctrs.iter().filter(|c| !c.init).map(Ctr::view).collect();
+        let apps = self
+            .ctrs
+            .iter()
+            .filter(|c| !c.init)
+            .map(Ctr::view)
+            .collect();
         (init, apps)
     }
 
@@ -351,15 +407,42 @@ impl Worker {
                     self.pull_failures += 1;
                     let name = self.ctrs[index].name.clone();
                     if self.pull_failures == 1 {
-                        self.ctrs[index].state = State::waiting("ErrImagePull", Some(error.0.clone()));
-                        self.event("Normal", "Pulling", &format!("Pulling image \"{image}\""), None).await;
-                        self.event("Warning", "Failed", &format!("Failed to pull image \"{image}\": {}", error.0), None).await;
-                        self.event("Warning", "Failed", "Error: ErrImagePull", None).await;
+                        self.ctrs[index].state =
+                            State::waiting("ErrImagePull", Some(error.0.clone()));
+                        self.event(
+                            "Normal",
+                            "Pulling",
+                            &format!("Pulling image \"{image}\""),
+                            None,
+                        )
+                        .await;
+                        self.event(
+                            "Warning",
+                            "Failed",
+                            &format!("Failed to pull image \"{image}\": {}", error.0),
+                            None,
+                        )
+                        .await;
+                        self.event("Warning", "Failed", "Error: ErrImagePull", None)
+                            .await;
                     } else {
                         let message = format!("Back-off pulling image \"{image}\"");
-                        self.ctrs[index].state = State::waiting("ImagePullBackOff", Some(message.clone()));
-                        self.event("Normal", "BackOff", &message, Some(format!("pull-backoff:{name}"))).await;
-                        self.event("Warning", "Failed", "Error: ImagePullBackOff", Some(format!("pull-backoff-error:{name}"))).await;
+                        self.ctrs[index].state =
+                            State::waiting("ImagePullBackOff", Some(message.clone()));
+                        self.event(
+                            "Normal",
+                            "BackOff",
+                            &message,
+                            Some(format!("pull-backoff:{name}")),
+                        )
+                        .await;
+                        self.event(
+                            "Warning",
+                            "Failed",
+                            "Error: ImagePullBackOff",
+                            Some(format!("pull-backoff-error:{name}")),
+                        )
+                        .await;
                     }
                     return false;
                 }
@@ -371,7 +454,11 @@ impl Worker {
 
     /// /etc/hosts (the pod's name and the namespace's Services), /etc/hostname, resolv.conf.
     fn write_etc_files(&self, services: &[(String, String)]) -> Result<(), String> {
-        let ip = self.net.as_ref().map(|n| n.ip.to_string()).unwrap_or_default();
+        let ip = self
+            .net
+            .as_ref()
+            .map(|n| n.ip.to_string())
+            .unwrap_or_default();
         let hostname = self
             .pod
             .pointer("/spec/hostname")
@@ -383,7 +470,9 @@ impl Worker {
         );
         for (name, cluster_ip) in services {
             let ns = &self.namespace;
-            hosts.push_str(&format!("{cluster_ip}\t{name}.{ns}.svc.cluster.local {name}.{ns}.svc {name}\n"));
+            hosts.push_str(&format!(
+                "{cluster_ip}\t{name}.{ns}.svc.cluster.local {name}.{ns}.svc {name}\n"
+            ));
         }
         for alias in self
             .pod
@@ -395,7 +484,11 @@ impl Worker {
                 .as_array()
                 .map(|h| h.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            hosts.push_str(&format!("{}\t{}\n", alias["ip"].as_str().unwrap_or_default(), names.join(" ")));
+            hosts.push_str(&format!(
+                "{}\t{}\n",
+                alias["ip"].as_str().unwrap_or_default(),
+                names.join(" ")
+            ));
         }
         let etc = self.dir.join("etc");
         std::fs::create_dir_all(&etc).map_err(|e| e.to_string())?;
@@ -404,7 +497,9 @@ impl Worker {
         let ns = &self.namespace;
         std::fs::write(
             etc.join("resolv.conf"),
-            format!("search {ns}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"),
+            format!(
+                "search {ns}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+            ),
         )
         .map_err(|e| e.to_string())?;
         Ok(())
@@ -451,7 +546,10 @@ impl Worker {
                 c.restarts += 1;
                 c.not_before = Some(now_i + backoff);
                 c.state = State::waiting("CrashLoopBackOff", Some(message));
-                let event = format!("Back-off restarting failed container {name} in pod {}_{}({})", self.name, self.namespace, self.uid);
+                let event = format!(
+                    "Back-off restarting failed container {name} in pod {}_{}({})",
+                    self.name, self.namespace, self.uid
+                );
                 self.event("Warning", "BackOff", &event, None).await;
                 Some(now_i + backoff)
             }
@@ -466,9 +564,7 @@ impl Worker {
 
     /// Starts container `index`; the wake time for its probes or its retry.
     async fn start(&mut self, index: usize) -> Option<Instant> {
-        let Some(rule) = self.rules.as_ref().and_then(|r| r.get(index)).cloned() else {
-            return None;
-        };
+        let rule = self.rules.as_ref().and_then(|r| r.get(index)).cloned()?;
         let spec = self.ctrs[index].spec.clone();
         let name = self.ctrs[index].name.clone();
         let image = self.ctrs[index].image.clone();
@@ -497,21 +593,33 @@ impl Worker {
         let env = match env::resolve(&self.pod, &spec, &sources, &facts) {
             Ok(env) => env,
             Err(message) => {
-                self.ctrs[index].state = State::waiting("CreateContainerConfigError", Some(message.clone()));
+                self.ctrs[index].state =
+                    State::waiting("CreateContainerConfigError", Some(message.clone()));
                 let key = format!("config:{name}:{message}");
-                self.event("Warning", "Failed", &format!("Error: {message}"), Some(key)).await;
+                self.event("Warning", "Failed", &format!("Error: {message}"), Some(key))
+                    .await;
                 return Some(Instant::now() + RETRY);
             }
         };
         let strings = |key: &str| -> Vec<String> {
             spec.get(key)
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let lookup = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-        let mut command: Vec<String> = strings("command").iter().map(|s| env::expand(s, lookup)).collect();
-        let args: Vec<String> = strings("args").iter().map(|s| env::expand(s, lookup)).collect();
+        let mut command: Vec<String> = strings("command")
+            .iter()
+            .map(|s| env::expand(s, lookup))
+            .collect();
+        let args: Vec<String> = strings("args")
+            .iter()
+            .map(|s| env::expand(s, lookup))
+            .collect();
         if command.is_empty() {
             command = match &rule.root {
                 ImageRoot::Program(program) => vec![program.display().to_string()],
@@ -523,7 +631,13 @@ impl Worker {
         if command.is_empty() {
             let message = "failed to generate container spec: no command specified".to_owned();
             self.ctrs[index].state = State::waiting("CreateContainerError", Some(message.clone()));
-            self.event("Warning", "Failed", &format!("Error: {message}"), Some(format!("create:{name}"))).await;
+            self.event(
+                "Warning",
+                "Failed",
+                &format!("Error: {message}"),
+                Some(format!("create:{name}")),
+            )
+            .await;
             return Some(Instant::now() + RETRY);
         }
         // Mounts: volumes, the termination message file, /etc files.
@@ -531,8 +645,15 @@ impl Worker {
         let mut mounts = match volumes::mounts_of(&spec, &made) {
             Ok(m) => m,
             Err(message) => {
-                self.ctrs[index].state = State::waiting("CreateContainerConfigError", Some(message.clone()));
-                self.event("Warning", "Failed", &format!("Error: {message}"), Some(format!("config:{name}:{message}"))).await;
+                self.ctrs[index].state =
+                    State::waiting("CreateContainerConfigError", Some(message.clone()));
+                self.event(
+                    "Warning",
+                    "Failed",
+                    &format!("Error: {message}"),
+                    Some(format!("config:{name}:{message}")),
+                )
+                .await;
                 return Some(Instant::now() + RETRY);
             }
         };
@@ -545,23 +666,43 @@ impl Worker {
         for dir in [&run_dir, &tmp_dir, &root_dir, &scratch_dir] {
             let _ = std::fs::create_dir_all(dir);
         }
-        let _ = std::fs::set_permissions(&tmp_dir, std::os::unix::fs::PermissionsExt::from_mode(0o1777));
+        let _ = std::fs::set_permissions(
+            &tmp_dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+        );
         let _ = std::fs::write(&termination, b"");
         // Any user of the container may write its termination message, as with the kubelet's.
-        let _ = std::fs::set_permissions(&termination, std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let message_path = spec["terminationMessagePath"].as_str().unwrap_or("/dev/termination-log");
+        let _ = std::fs::set_permissions(
+            &termination,
+            std::os::unix::fs::PermissionsExt::from_mode(0o666),
+        );
+        let message_path = spec["terminationMessagePath"]
+            .as_str()
+            .unwrap_or("/dev/termination-log");
         let etc = self.dir.join("etc");
         let user_mounts: BTreeSet<PathBuf> = mounts.iter().map(|m| m.target.clone()).collect();
         for file in ["hosts", "hostname", "resolv.conf"] {
             let target = Path::new("/etc").join(file);
             if !user_mounts.contains(&target) {
-                mounts.push(Mount { source: etc.join(file), target, read_only: false });
+                mounts.push(Mount {
+                    source: etc.join(file),
+                    target,
+                    read_only: false,
+                });
             }
         }
-        mounts.push(Mount { source: termination.clone(), target: PathBuf::from(message_path), read_only: false });
+        mounts.push(Mount {
+            source: termination.clone(),
+            target: PathBuf::from(message_path),
+            read_only: false,
+        });
         // The program.
         let mut env = env;
-        let mut path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or_else(|| PATH_DEFAULT.to_owned());
+        let mut path_var = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| PATH_DEFAULT.to_owned());
         if let ImageRoot::Tree(tree) = &rule.root {
             path_var = format!("{}:{path_var}", tree.join("bin").display());
             env.retain(|(k, _)| k != "VIRTUAL_ENV");
@@ -580,9 +721,14 @@ impl Worker {
         };
         let (uid, gid) = (security("runAsUser"), security("runAsGroup"));
         if !env.iter().any(|(k, _)| k == "HOME") {
-            env.push(("HOME".to_owned(), if uid.unwrap_or(0) == 0 { "/root" } else { "/" }.to_owned()));
+            env.push((
+                "HOME".to_owned(),
+                if uid.unwrap_or(0) == 0 { "/root" } else { "/" }.to_owned(),
+            ));
         }
-        let program = sandbox::find_program(&command[0], &path_var, |inside| sandbox::host_path(inside, &mounts));
+        let program = sandbox::find_program(&command[0], &path_var, |inside| {
+            sandbox::host_path(inside, &mounts)
+        });
         let started_text = now();
         let Some(program) = program else {
             let what = &command[0];
@@ -591,24 +737,47 @@ impl Worker {
             } else {
                 format!("exec: \"{what}\": executable file not found in $PATH")
             };
-            let message = format!("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: {detail}: unknown");
+            let message = format!(
+                "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: {detail}: unknown"
+            );
             return self.start_failed(index, message, started_text).await;
         };
-        let logs = self.ctx.log_dir(&self.namespace, &self.name, &self.uid).join(&name);
+        let logs = self
+            .ctx
+            .log_dir(&self.namespace, &self.name, &self.uid)
+            .join(&name);
         let _ = std::fs::create_dir_all(&logs);
         let log = match std::fs::File::create(logs.join(format!("{attempt}.log"))) {
             Ok(f) => f,
-            Err(e) => return self.start_failed(index, format!("failed to create the container log: {e}"), started_text).await,
+            Err(e) => {
+                return self
+                    .start_failed(
+                        index,
+                        format!("failed to create the container log: {e}"),
+                        started_text,
+                    )
+                    .await;
+            }
         };
         let _ = std::fs::remove_file(logs.join(format!("{attempt}.log.done")));
-        let working_dir = PathBuf::from(spec["workingDir"].as_str().filter(|w| !w.is_empty()).unwrap_or("/"));
+        let working_dir = PathBuf::from(
+            spec["workingDir"]
+                .as_str()
+                .filter(|w| !w.is_empty())
+                .unwrap_or("/"),
+        );
         let launch = Launch {
             program,
             arg0: command[0].clone(),
             args: command[1..].to_vec(),
             env,
             working_dir,
-            hostname: self.pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or(&self.name).to_owned(),
+            hostname: self
+                .pod
+                .pointer("/spec/hostname")
+                .and_then(Value::as_str)
+                .unwrap_or(&self.name)
+                .to_owned(),
             uid,
             gid,
             groups: supplementary_groups(&self.pod),
@@ -618,20 +787,40 @@ impl Worker {
             tmp_dir,
             log,
         };
-        self.event("Normal", "Pulled", &format!("Container image \"{image}\" already present on machine"), None).await;
+        self.event(
+            "Normal",
+            "Pulled",
+            &format!("Container image \"{image}\" already present on machine"),
+            None,
+        )
+        .await;
         let Some(net) = self.net.clone() else {
             return Some(Instant::now() + RETRY);
         };
         let child = match sandbox::spawn(launch, &net.path()) {
             Ok(child) => child,
             Err(error) => {
-                let message = format!("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: {error}: unknown");
+                let message = format!(
+                    "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: {error}: unknown"
+                );
                 return self.start_failed(index, message, started_text).await;
             }
         };
         let pid = child.id();
-        self.event("Normal", "Created", &format!("Created container {name}"), None).await;
-        self.event("Normal", "Started", &format!("Started container {name}"), None).await;
+        self.event(
+            "Normal",
+            "Created",
+            &format!("Created container {name}"),
+            None,
+        )
+        .await;
+        self.event(
+            "Normal",
+            "Started",
+            &format!("Started container {name}"),
+            None,
+        )
+        .await;
         let tx = self.tx.clone();
         let done_marker = logs.join(format!("{attempt}.log.done"));
         tokio::spawn(async move {
@@ -649,11 +838,18 @@ impl Worker {
                 }
                 Err(_) => (255, None),
             };
-            let _ = tx.send(PodMsg::Exited { index, attempt, code, signal });
+            let _ = tx.send(PodMsg::Exited {
+                index,
+                attempt,
+                code,
+                signal,
+            });
         });
         let now_i = Instant::now();
         let c = &mut self.ctrs[index];
-        c.state = State::Running { started_at: started_text };
+        c.state = State::Running {
+            started_at: started_text,
+        };
         c.pid = pid;
         c.started_at = Some(now_i);
         c.termination_file = Some(termination);
@@ -662,14 +858,33 @@ impl Worker {
         let has = |k: &str| c.spec.get(k).is_some_and(Value::is_object);
         c.started = !has("startupProbe");
         c.ready = !c.init && c.started && !has("readinessProbe");
-        let first = |key: &str| c.spec.get(key).filter(|p| p.is_object()).map(|p| now_i + Timing::of(p).initial_delay);
-        c.startup = ProbeState { next: first("startupProbe"), ..ProbeState::default() };
-        c.readiness = ProbeState { next: first("readinessProbe"), ..ProbeState::default() };
-        c.liveness = ProbeState { next: first("livenessProbe"), ..ProbeState::default() };
+        let first = |key: &str| {
+            c.spec
+                .get(key)
+                .filter(|p| p.is_object())
+                .map(|p| now_i + Timing::of(p).initial_delay)
+        };
+        c.startup = ProbeState {
+            next: first("startupProbe"),
+            ..ProbeState::default()
+        };
+        c.readiness = ProbeState {
+            next: first("readinessProbe"),
+            ..ProbeState::default()
+        };
+        c.liveness = ProbeState {
+            next: first("livenessProbe"),
+            ..ProbeState::default()
+        };
         earliest(earliest(c.startup.next, c.readiness.next), c.liveness.next)
     }
 
-    async fn start_failed(&mut self, index: usize, message: String, started: String) -> Option<Instant> {
+    async fn start_failed(
+        &mut self,
+        index: usize,
+        message: String,
+        started: String,
+    ) -> Option<Instant> {
         let name = self.ctrs[index].name.clone();
         self.ctrs[index].state = State::Terminated {
             exit_code: 128,
@@ -678,7 +893,13 @@ impl Worker {
             started_at: "1970-01-01T00:00:00Z".to_owned(),
             finished_at: started,
         };
-        self.event("Warning", "Failed", &format!("Error: {message}"), Some(format!("start:{name}:{}", self.ctrs[index].restarts))).await;
+        self.event(
+            "Warning",
+            "Failed",
+            &format!("Error: {message}"),
+            Some(format!("start:{name}:{}", self.ctrs[index].restarts)),
+        )
+        .await;
         Some(Instant::now())
     }
 
@@ -729,31 +950,57 @@ impl Worker {
                 Err(message) => {
                     state.failures += 1;
                     state.successes = 0;
-                    self.event("Warning", "Unhealthy", &format!("{title} probe failed: {message}"), None).await;
+                    self.event(
+                        "Warning",
+                        "Unhealthy",
+                        &format!("{title} probe failed: {message}"),
+                        None,
+                    )
+                    .await;
                 }
             }
-            let grace = self.pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(30);
+            let grace = self
+                .pod
+                .pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(30);
             let c = &mut self.ctrs[index];
             match kind {
                 "startupProbe" => {
                     c.startup = state;
                     if state.successes >= 1 {
                         c.started = true;
-                        c.ready = !c.init && !c.spec.get("readinessProbe").is_some_and(Value::is_object);
+                        c.ready =
+                            !c.init && !c.spec.get("readinessProbe").is_some_and(Value::is_object);
                         let at = Instant::now();
-                        let first = |key: &str| c.spec.get(key).filter(|p| p.is_object()).map(|p| at + Timing::of(p).initial_delay);
+                        let first = |key: &str| {
+                            c.spec
+                                .get(key)
+                                .filter(|p| p.is_object())
+                                .map(|p| at + Timing::of(p).initial_delay)
+                        };
                         c.readiness.next = first("readinessProbe");
                         c.liveness.next = first("livenessProbe");
                         wake = earliest(wake, earliest(c.readiness.next, c.liveness.next));
                     } else if state.failures >= timing.failure_threshold {
-                        self.stop_container(index, grace, &format!("Container {name} failed startup probe, will be restarted")).await;
+                        self.stop_container(
+                            index,
+                            grace,
+                            &format!("Container {name} failed startup probe, will be restarted"),
+                        )
+                        .await;
                         return Some(Instant::now() + Duration::from_millis(100));
                     }
                 }
                 "livenessProbe" => {
                     c.liveness = state;
                     if state.failures >= timing.failure_threshold {
-                        self.stop_container(index, grace, &format!("Container {name} failed liveness probe, will be restarted")).await;
+                        self.stop_container(
+                            index,
+                            grace,
+                            &format!("Container {name} failed liveness probe, will be restarted"),
+                        )
+                        .await;
                         return Some(Instant::now() + Duration::from_millis(100));
                     }
                 }
@@ -799,9 +1046,15 @@ impl Worker {
             .and_then(|f| std::fs::read(f).ok())
             .map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).into_owned())
             .unwrap_or_default();
-        let policy = c.spec["terminationMessagePolicy"].as_str().unwrap_or("File");
+        let policy = c.spec["terminationMessagePolicy"]
+            .as_str()
+            .unwrap_or("File");
         if message.is_empty() && code != 0 && policy == "FallbackToLogsOnError" {
-            let log = self.ctx.log_dir(&self.namespace, &self.name, &self.uid).join(&c.name).join(format!("{attempt}.log"));
+            let log = self
+                .ctx
+                .log_dir(&self.namespace, &self.name, &self.uid)
+                .join(&c.name)
+                .join(format!("{attempt}.log"));
             message = tail_text(&std::fs::read(log).unwrap_or_default(), 80, 2048);
         }
         c.state = State::Terminated {
@@ -842,9 +1095,14 @@ impl Worker {
         }
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let body = json!({"status": status});
-        match api.patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&body)).await {
+        match api
+            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
             Ok(_) => self.last_status = status,
-            Err(error) => tracing::debug!(%error, pod = %self.name, "process node: status write failed"),
+            Err(error) => {
+                tracing::debug!(%error, pod = %self.name, "process node: status write failed")
+            }
         }
     }
 
@@ -863,13 +1121,27 @@ impl Worker {
                 continue;
             }
             let name = self.ctrs[index].name.clone();
-            self.event("Normal", "Killing", &format!("Stopping container {name}"), None).await;
-            if let (Some(hook), Some(ip)) = (self.ctrs[index].spec.pointer("/lifecycle/preStop").cloned(), ip) {
-                let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+            self.event(
+                "Normal",
+                "Killing",
+                &format!("Stopping container {name}"),
+                None,
+            )
+            .await;
+            if let (Some(hook), Some(ip)) = (
+                self.ctrs[index].spec.pointer("/lifecycle/preStop").cloned(),
+                ip,
+            ) {
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_secs(1));
                 let spec = self.ctrs[index].spec.clone();
-                if let Err(message) = probes::run(&hook, &spec, ip, self.ctrs[index].pid, left).await {
+                if let Err(message) =
+                    probes::run(&hook, &spec, ip, self.ctrs[index].pid, left).await
+                {
                     let text = format!("PreStopHook failed: {message}");
-                    self.event("Warning", "FailedPreStopHook", &text, None).await;
+                    self.event("Warning", "FailedPreStopHook", &text, None)
+                        .await;
                 }
             }
             if let Some(pid) = self.ctrs[index].pid {
@@ -881,7 +1153,10 @@ impl Worker {
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let params = DeleteParams {
             grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions { uid: Some(self.uid.clone()), resource_version: None }),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
             ..DeleteParams::default()
         };
         if let Err(error) = api.delete(&self.name, &params).await {
@@ -889,11 +1164,20 @@ impl Worker {
         }
     }
 
-    async fn wait_for_exits(&mut self, rx: &mut mpsc::UnboundedReceiver<PodMsg>, deadline: Instant) {
+    async fn wait_for_exits(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<PodMsg>,
+        deadline: Instant,
+    ) {
         while self.ctrs.iter().any(Ctr::running) {
             let wait = tokio::time::timeout_at(deadline.into(), rx.recv()).await;
             match wait {
-                Ok(Some(PodMsg::Exited { index, attempt, code, signal })) => self.exited(index, attempt, code, signal),
+                Ok(Some(PodMsg::Exited {
+                    index,
+                    attempt,
+                    code,
+                    signal,
+                })) => self.exited(index, attempt, code, signal),
                 Ok(Some(PodMsg::Update(pod))) => self.pod = pod,
                 Ok(Some(_)) | Ok(None) | Err(_) => return,
             }
@@ -936,7 +1220,12 @@ fn supplementary_groups(pod: &Value) -> Vec<u32> {
     let mut groups: Vec<u32> = context
         .and_then(|c| c.get("supplementalGroups"))
         .and_then(Value::as_array)
-        .map(|g| g.iter().filter_map(Value::as_u64).filter_map(|g| u32::try_from(g).ok()).collect())
+        .map(|g| {
+            g.iter()
+                .filter_map(Value::as_u64)
+                .filter_map(|g| u32::try_from(g).ok())
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(group) = context
         .and_then(|c| c.get("fsGroup"))
@@ -1015,7 +1304,10 @@ mod tests {
 
     #[test]
     fn fallback_message_is_the_log_tail() {
-        let log = (0..100).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        let log = (0..100)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let tail = tail_text(log.as_bytes(), 80, 2048);
         assert!(tail.starts_with("line 20\n"), "{tail}");
         assert!(tail.ends_with("line 99"));

@@ -22,9 +22,8 @@ pub struct Timing {
 
 impl Timing {
     pub fn of(probe: &Value) -> Timing {
-        let seconds = |key: &str, default: u64| {
-            Duration::from_secs(probe[key].as_u64().unwrap_or(default))
-        };
+        let seconds =
+            |key: &str, default: u64| Duration::from_secs(probe[key].as_u64().unwrap_or(default));
         let count = |key: &str, default: u32| {
             probe[key]
                 .as_u64()
@@ -86,7 +85,9 @@ pub async fn run(
         let scheme = http["scheme"].as_str().unwrap_or("HTTP").to_lowercase();
         let url = format!("{scheme}://{host}:{port}{path}");
         if scheme != "http" {
-            return Err(format!("Get \"{url}\": HTTPS probes are not supported by the process runtime"));
+            return Err(format!(
+                "Get \"{url}\": HTTPS probes are not supported by the process runtime"
+            ));
         }
         let mut headers = String::new();
         for h in http
@@ -135,7 +136,10 @@ pub async fn run(
     }
     if let Some(tcp) = handler.get("tcpSocket") {
         let port = port_of(&tcp["port"], container)?;
-        let host = tcp["host"].as_str().filter(|h| !h.is_empty()).map_or_else(|| pod_ip.to_string(), str::to_owned);
+        let host = tcp["host"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| pod_ip.to_string(), str::to_owned);
         let address = format!("{host}:{port}");
         return match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&address)).await {
             Ok(Ok(_)) => Ok(()),
@@ -147,7 +151,11 @@ pub async fn run(
         let command: Vec<String> = exec
             .get("command")
             .and_then(Value::as_array)
-            .map(|c| c.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .map(|c| {
+                c.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
         let Some(pid) = pid else {
             return Err("container is not running".to_owned());
@@ -202,8 +210,13 @@ mod tests {
         assert_eq!(t.period, Duration::from_secs(10));
         assert_eq!(t.timeout, Duration::from_secs(1));
         assert_eq!((t.success_threshold, t.failure_threshold), (1, 3));
-        let t = Timing::of(&json!({"initialDelaySeconds": 2, "periodSeconds": 1, "failureThreshold": 1}));
-        assert_eq!((t.initial_delay, t.failure_threshold), (Duration::from_secs(2), 1));
+        let t = Timing::of(
+            &json!({"initialDelaySeconds": 2, "periodSeconds": 1, "failureThreshold": 1}),
+        );
+        assert_eq!(
+            (t.initial_delay, t.failure_threshold),
+            (Duration::from_secs(2), 1)
+        );
         let c = json!({"ports": [{"name": "http", "containerPort": 8080}]});
         assert_eq!(port_of(&json!("http"), &c), Ok(8080));
         assert_eq!(port_of(&json!(81), &c), Ok(81));
@@ -219,21 +232,53 @@ mod tests {
                 let mut buf = [0u8; 512];
                 let n = s.read(&mut buf).await.unwrap_or(0);
                 let req = String::from_utf8_lossy(&buf[..n]).into_owned();
-                let code = if req.starts_with("GET /ok ") { 200 } else { 503 };
-                let _ = s.write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes()).await;
+                let code = if req.starts_with("GET /ok ") {
+                    200
+                } else {
+                    503
+                };
+                let _ = s
+                    .write_all(format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n").as_bytes())
+                    .await;
             }
         });
         let ip = Ipv4Addr::LOCALHOST;
         let t = Duration::from_secs(1);
         let c = json!({});
-        assert_eq!(run(&json!({"tcpSocket": {"port": port}}), &c, ip, None, t).await, Ok(()));
-        assert_eq!(run(&json!({"httpGet": {"port": port, "path": "/ok"}}), &c, ip, None, t).await, Ok(()));
         assert_eq!(
-            run(&json!({"httpGet": {"port": port, "path": "/bad"}}), &c, ip, None, t).await,
+            run(&json!({"tcpSocket": {"port": port}}), &c, ip, None, t).await,
+            Ok(())
+        );
+        assert_eq!(
+            run(
+                &json!({"httpGet": {"port": port, "path": "/ok"}}),
+                &c,
+                ip,
+                None,
+                t
+            )
+            .await,
+            Ok(())
+        );
+        assert_eq!(
+            run(
+                &json!({"httpGet": {"port": port, "path": "/bad"}}),
+                &c,
+                ip,
+                None,
+                t
+            )
+            .await,
             Err("HTTP probe failed with statuscode: 503".to_owned())
         );
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let refused = run(&json!({"tcpSocket": {"port": closed}}), &c, ip, None, t).await.unwrap_err();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let refused = run(&json!({"tcpSocket": {"port": closed}}), &c, ip, None, t)
+            .await
+            .unwrap_err();
         assert!(refused.ends_with("connection refused"), "{refused}");
     }
 }

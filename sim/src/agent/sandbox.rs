@@ -226,7 +226,9 @@ impl PodNetwork {
         let gateway = network.gateway().to_string();
         let steps: Vec<Vec<&str>> = vec![
             vec!["netns", "add", &netns],
-            vec!["link", "add", &host_veth, "type", "veth", "peer", "name", &peer],
+            vec![
+                "link", "add", &host_veth, "type", "veth", "peer", "name", &peer,
+            ],
             vec!["link", "set", &host_veth, "master", &network.bridge, "up"],
             vec!["link", "set", &peer, "netns", &netns],
             vec!["-n", &netns, "link", "set", &peer, "name", "eth0"],
@@ -271,7 +273,11 @@ pub fn kill_namespace_processes(netns: &Path) -> usize {
     let mut killed = 0;
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.filter_map(Result::ok) {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
                 continue;
             };
             if ns_inode(&entry.path().join("ns/net")) == Some(inode) {
@@ -456,7 +462,12 @@ fn root_ops(
             )?);
         }
     }
-    let working = root.join(launch.working_dir.strip_prefix("/").unwrap_or(&launch.working_dir));
+    let working = root.join(
+        launch
+            .working_dir
+            .strip_prefix("/")
+            .unwrap_or(&launch.working_dir),
+    );
     let mut parents: Vec<PathBuf> = working
         .ancestors()
         .take_while(|p| *p != root.as_path())
@@ -582,7 +593,11 @@ fn run_ops(ops: &[Op]) -> std::io::Result<()> {
                     }
                 }
                 Op::Touch(path) => {
-                    let fd = libc::open(path.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644);
+                    let fd = libc::open(
+                        path.as_ptr(),
+                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o644,
+                    );
                     if fd >= 0 {
                         libc::close(fd);
                         0
@@ -703,15 +718,15 @@ pub fn spawn(mut launch: Launch, netns: &Path) -> Result<tokio::process::Child, 
                 return Err(std::io::Error::last_os_error());
             }
             run_ops(&ops)?;
-            if let Some(gid) = gid.or(uid.map(|_| 0)) {
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0 || libc::setgid(gid) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if let Some(gid) = gid.or(uid.map(|_| 0))
+                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0 || libc::setgid(gid) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
             }
-            if let Some(uid) = uid {
-                if libc::setuid(uid) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if let Some(uid) = uid
+                && libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -772,8 +787,13 @@ mod tests {
     #[test]
     fn only_top_level_directories_missing_a_needed_path_are_overlaid() {
         let exists = |p: &Path| {
-            [Path::new("/etc"), Path::new("/usr"), Path::new("/usr/bin"), Path::new("/var")]
-                .contains(&p)
+            [
+                Path::new("/etc"),
+                Path::new("/usr"),
+                Path::new("/usr/bin"),
+                Path::new("/var"),
+            ]
+            .contains(&p)
         };
         let needed = vec![
             PathBuf::from("/etc/cinder"),
@@ -791,8 +811,14 @@ mod tests {
         std::os::unix::fs::symlink("/usr", dir.path().join("abs")).unwrap();
         std::os::unix::fs::symlink("real", dir.path().join("rel")).unwrap();
         std::fs::create_dir(dir.path().join("real")).unwrap();
-        assert_eq!(resolve(&dir.path().join("abs/lib/x")), PathBuf::from("/usr/lib/x"));
-        assert_eq!(resolve(&dir.path().join("rel/y")), dir.path().join("real/y"));
+        assert_eq!(
+            resolve(&dir.path().join("abs/lib/x")),
+            PathBuf::from("/usr/lib/x")
+        );
+        assert_eq!(
+            resolve(&dir.path().join("rel/y")),
+            dir.path().join("real/y")
+        );
         assert_eq!(resolve(Path::new("/a/../b/c")), PathBuf::from("/b/c"));
     }
 
@@ -807,12 +833,23 @@ mod tests {
             host_path(Path::new("/scripts/run.sh"), &mounts),
             PathBuf::from("/state/vol/scripts/run.sh")
         );
-        assert_eq!(host_path(Path::new("/usr/bin/sh"), &mounts), PathBuf::from("/usr/bin/sh"));
         assert_eq!(
-            find_program("sh", "/nonexistent:/usr/bin:/bin", |p: &Path| p.to_path_buf()),
+            host_path(Path::new("/usr/bin/sh"), &mounts),
+            PathBuf::from("/usr/bin/sh")
+        );
+        assert_eq!(
+            find_program("sh", "/nonexistent:/usr/bin:/bin", |p: &Path| p
+                .to_path_buf()),
             Some(PathBuf::from("/usr/bin/sh"))
         );
-        assert_eq!(find_program("no-such-program-here", "/usr/bin", |p: &Path| p.to_path_buf()), None);
-        assert_eq!(find_program("/usr/bin/sh", "", |p: &Path| p.to_path_buf()), Some(PathBuf::from("/usr/bin/sh")));
+        assert_eq!(
+            find_program("no-such-program-here", "/usr/bin", |p: &Path| p
+                .to_path_buf()),
+            None
+        );
+        assert_eq!(
+            find_program("/usr/bin/sh", "", |p: &Path| p.to_path_buf()),
+            Some(PathBuf::from("/usr/bin/sh"))
+        );
     }
 }

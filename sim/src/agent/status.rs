@@ -109,7 +109,11 @@ impl ContainerView {
 }
 
 /// The pod's phase from its containers (kubelet's rules).
-pub fn phase(restart_policy: &str, init: &[ContainerView], containers: &[ContainerView]) -> &'static str {
+pub fn phase(
+    restart_policy: &str,
+    init: &[ContainerView],
+    containers: &[ContainerView],
+) -> &'static str {
     if let Some(failed) = init.iter().find(|c| !c.succeeded()) {
         if restart_policy == "Never" && failed.state.exit_code().is_some_and(|c| c != 0) {
             return "Failed";
@@ -225,7 +229,10 @@ pub fn pod_status(view: PodView<'_>) -> Value {
     } else {
         (
             Some("ContainersNotReady"),
-            Some(format!("containers with unready status: [{}]", unready.join(" "))),
+            Some(format!(
+                "containers with unready status: [{}]",
+                unready.join(" ")
+            )),
         )
     };
     condition("Ready", ready, reason, message.clone());
@@ -241,8 +248,12 @@ pub fn pod_status(view: PodView<'_>) -> Value {
         "containerStatuses": view.containers.iter().map(ContainerView::to_json).collect::<Vec<_>>(),
     });
     if !view.init.is_empty() {
-        status["initContainerStatuses"] =
-            view.init.iter().map(ContainerView::to_json).collect::<Vec<_>>().into();
+        status["initContainerStatuses"] = view
+            .init
+            .iter()
+            .map(ContainerView::to_json)
+            .collect::<Vec<_>>()
+            .into();
     }
     if let Some(ip) = view.pod_ip {
         status["podIP"] = json!(ip);
@@ -280,36 +291,71 @@ mod tests {
 
     #[test]
     fn phases_follow_the_kubelet() {
-        let running = State::Running { started_at: "t".into() };
+        let running = State::Running {
+            started_at: "t".into(),
+        };
         let creating = State::waiting("ContainerCreating", None);
         assert_eq!(phase("Always", &[], &[c(creating.clone(), 0)]), "Pending");
         assert_eq!(phase("Always", &[], &[c(running.clone(), 0)]), "Running");
         assert_eq!(phase("Never", &[], &[c(done(0), 0)]), "Succeeded");
         assert_eq!(phase("Never", &[], &[c(done(1), 0)]), "Failed");
         assert_eq!(phase("OnFailure", &[], &[c(done(0), 2)]), "Succeeded");
-        assert_eq!(phase("Always", &[], &[c(State::waiting("CrashLoopBackOff", None), 1)]), "Running");
-        assert_eq!(phase("Never", &[c(done(1), 0)], &[c(creating.clone(), 0)]), "Failed");
-        assert_eq!(phase("Always", &[c(running, 0)], &[c(creating, 0)]), "Pending");
+        assert_eq!(
+            phase(
+                "Always",
+                &[],
+                &[c(State::waiting("CrashLoopBackOff", None), 1)]
+            ),
+            "Running"
+        );
+        assert_eq!(
+            phase("Never", &[c(done(1), 0)], &[c(creating.clone(), 0)]),
+            "Failed"
+        );
+        assert_eq!(
+            phase("Always", &[c(running, 0)], &[c(creating, 0)]),
+            "Pending"
+        );
     }
 
     #[test]
     fn conditions_keep_their_transition_times() {
         let pod = json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}});
         let mut transitions = BTreeMap::new();
-        let containers = [c(State::Running { started_at: "t".into() }, 0)];
+        let containers = [c(
+            State::Running {
+                started_at: "t".into(),
+            },
+            0,
+        )];
         let first = pod_status(PodView {
-            pod: &pod, init: &[], containers: &containers, sandbox_ready: true,
-            host_ip: "10.200.1.1", pod_ip: Some("10.200.1.2"), start_time: "t0", now: "t0",
+            pod: &pod,
+            init: &[],
+            containers: &containers,
+            sandbox_ready: true,
+            host_ip: "10.200.1.1",
+            pod_ip: Some("10.200.1.2"),
+            start_time: "t0",
+            now: "t0",
             transitions: &mut transitions,
         });
         assert_eq!(first["phase"], "Running");
         assert_eq!(first["conditions"][2]["status"], "False");
-        assert_eq!(first["conditions"][2]["message"], "containers with unready status: [c]");
+        assert_eq!(
+            first["conditions"][2]["message"],
+            "containers with unready status: [c]"
+        );
         let mut ready = containers.clone();
         ready[0].ready = true;
         let second = pod_status(PodView {
-            pod: &pod, init: &[], containers: &ready, sandbox_ready: true,
-            host_ip: "10.200.1.1", pod_ip: Some("10.200.1.2"), start_time: "t0", now: "t1",
+            pod: &pod,
+            init: &[],
+            containers: &ready,
+            sandbox_ready: true,
+            host_ip: "10.200.1.1",
+            pod_ip: Some("10.200.1.2"),
+            start_time: "t0",
+            now: "t1",
             transitions: &mut transitions,
         });
         assert_eq!(second["conditions"][2]["status"], "True");

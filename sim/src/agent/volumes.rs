@@ -191,7 +191,10 @@ pub async fn make(
         } else if let Some(source) = volume.get("configMap") {
             let map = source["name"].as_str().unwrap_or_default();
             let mode = mode_of(&source["defaultMode"], 0o644);
-            match config_map_data(client, namespace, map).await.map_err(&fail)? {
+            match config_map_data(client, namespace, map)
+                .await
+                .map_err(&fail)?
+            {
                 Some(data) => Some(keyed_files(&data, source, mode, "configmap").map_err(&fail)?),
                 None if source["optional"] == true => Some(Files::new()),
                 None => return Err(fail(format!("configmap \"{map}\" not found"))),
@@ -199,7 +202,10 @@ pub async fn make(
         } else if let Some(source) = volume.get("secret") {
             let secret = source["secretName"].as_str().unwrap_or_default();
             let mode = mode_of(&source["defaultMode"], 0o644);
-            match secret_data(client, namespace, secret).await.map_err(&fail)? {
+            match secret_data(client, namespace, secret)
+                .await
+                .map_err(&fail)?
+            {
                 Some(data) => Some(keyed_files(&data, source, mode, "secret").map_err(&fail)?),
                 None if source["optional"] == true => Some(Files::new()),
                 None => return Err(fail(format!("secret \"{secret}\" not found"))),
@@ -250,13 +256,11 @@ fn host_path(source: &Value) -> Result<PathBuf, String> {
         "DirectoryOrCreate" => {
             std::fs::create_dir_all(&path).map_err(|e| e.to_string())?;
         }
-        "FileOrCreate" => {
-            if meta.is_err() {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-                }
-                std::fs::write(&path, b"").map_err(|e| e.to_string())?;
+        "FileOrCreate" if meta.is_err() => {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
             }
+            std::fs::write(&path, b"").map_err(|e| e.to_string())?;
         }
         "Directory" => check(meta.as_ref().is_ok_and(|m| m.is_dir()), "directory")?,
         "File" => check(meta.as_ref().is_ok_and(|m| m.is_file()), "file")?,
@@ -343,7 +347,11 @@ async fn projected(
 /// A token of the pod's ServiceAccount from the TokenRequest API, bound to the pod. A missing
 /// `default` ServiceAccount is created first, as a real cluster's ServiceAccount controller
 /// keeps one in every namespace.
-async fn service_account_token(client: &Client, pod: &Value, source: &Value) -> Result<String, String> {
+async fn service_account_token(
+    client: &Client,
+    pod: &Value,
+    source: &Value,
+) -> Result<String, String> {
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
     let account = pod
         .pointer("/spec/serviceAccountName")
@@ -376,8 +384,8 @@ async fn service_account_token(client: &Client, pod: &Value, source: &Value) -> 
     if let Some(audience) = source["audience"].as_str() {
         spec["audiences"] = json!([audience]);
     }
-    let request: TokenRequest = serde_json::from_value(json!({"spec": spec}))
-        .map_err(|e| e.to_string())?;
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": spec})).map_err(|e| e.to_string())?;
     let answer = accounts
         .create_token_request(account, &PostParams::default(), &request)
         .await
@@ -389,7 +397,10 @@ async fn service_account_token(client: &Client, pod: &Value, source: &Value) -> 
         })?;
     let status: Option<k8s_openapi::api::authentication::v1::TokenRequestStatus> = answer.status;
     match status {
-        Some(k8s_openapi::api::authentication::v1::TokenRequestStatus { token: Some(token), .. }) => Ok(token),
+        Some(k8s_openapi::api::authentication::v1::TokenRequestStatus {
+            token: Some(token),
+            ..
+        }) => Ok(token),
         _ => Err("TokenRequest answered without a token".to_owned()),
     }
 }
@@ -438,8 +449,11 @@ mod tests {
 
     #[test]
     fn items_pick_keys_paths_and_modes() {
-        let data: BTreeMap<String, Vec<u8>> =
-            [("a".to_owned(), b"1".to_vec()), ("b".to_owned(), b"2".to_vec())].into();
+        let data: BTreeMap<String, Vec<u8>> = [
+            ("a".to_owned(), b"1".to_vec()),
+            ("b".to_owned(), b"2".to_vec()),
+        ]
+        .into();
         let all = keyed_files(&data, &json!({}), 0o600, "secret").unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!(all[Path::new("a")].1, 0o600);
@@ -452,9 +466,22 @@ mod tests {
         .unwrap();
         assert_eq!(some.keys().collect::<Vec<_>>(), [Path::new("dir/bee")]);
         assert_eq!(some[Path::new("dir/bee")], (b"2".to_vec(), 0o400));
-        let error = keyed_files(&data, &json!({"items": [{"key": "z", "path": "z"}]}), 0o644, "configmap");
-        assert_eq!(error.unwrap_err(), "configmap references non-existent config key: z");
-        let optional = keyed_files(&data, &json!({"optional": true, "items": [{"key": "z", "path": "z"}]}), 0o644, "secret");
+        let error = keyed_files(
+            &data,
+            &json!({"items": [{"key": "z", "path": "z"}]}),
+            0o644,
+            "configmap",
+        );
+        assert_eq!(
+            error.unwrap_err(),
+            "configmap references non-existent config key: z"
+        );
+        let optional = keyed_files(
+            &data,
+            &json!({"optional": true, "items": [{"key": "z", "path": "z"}]}),
+            0o644,
+            "secret",
+        );
         assert!(optional.unwrap().is_empty());
         assert!(!safe_relative(Path::new("../x")));
         assert!(!safe_relative(Path::new("/abs")));
@@ -472,6 +499,9 @@ mod tests {
         assert_eq!(mounts[1].source, dir.path().join("x.conf"));
         assert!(mounts[1].read_only);
         let missing = json!({"volumeMounts": [{"name": "nope", "mountPath": "/x"}]});
-        assert_eq!(mounts_of(&missing, &made).unwrap_err(), "unable to find volume \"nope\"");
+        assert_eq!(
+            mounts_of(&missing, &made).unwrap_err(),
+            "unable to find volume \"nope\""
+        );
     }
 }

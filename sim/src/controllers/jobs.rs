@@ -198,7 +198,8 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
         if is_terminal_phase(pod_phase(pod)) {
             // A pod that really ran (process node) is recorded when it is seen finished.
             if let Some((code, message)) = real_exit(pod) {
-                ctx.runs.pod_finished(&facts.uid, &pod.name_any(), code, &message);
+                ctx.runs
+                    .pod_finished(&facts.uid, &pod.name_any(), code, &message);
             }
             continue;
         }
@@ -208,11 +209,11 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
         let pod_uid = pod.uid().unwrap_or_else(|| pod.name_any());
         let attempt = attempt_of(pod, index);
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-        if let Some(node) = node {
-            if super::pods::is_process_node(&ctx.shared.informers, &node).await {
-                // Its containers really run: the node agent writes how the pod ends.
-                continue;
-            }
+        if let Some(node) = node
+            && super::pods::is_process_node(&ctx.shared.informers, &node).await
+        {
+            // Its containers really run: the node agent writes how the pod ends.
+            continue;
         }
         let outcome = if deadline_passed {
             Some(PodOutcome::exit(137, "DeadlineExceeded"))

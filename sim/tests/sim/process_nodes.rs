@@ -29,7 +29,11 @@ async fn process_cluster() -> Option<EmbeddedCluster> {
     config.controllers.nodes.count = 1;
     config.controllers.nodes.process = 1;
     config.process_runtime.crash_backoff = Duration::from_millis(500);
-    Some(EmbeddedCluster::start(config).await.expect("cluster with a process node"))
+    Some(
+        EmbeddedCluster::start(config)
+            .await
+            .expect("cluster with a process node"),
+    )
 }
 
 fn pod_manifest(name: &str, restart: &str, containers: Value) -> Value {
@@ -54,7 +58,10 @@ where
 }
 
 fn pod_of(cluster: &EmbeddedCluster, name: &str) -> Value {
-    cluster.store().get("", "pods", "default", name).unwrap_or(Value::Null)
+    cluster
+        .store()
+        .get("", "pods", "default", name)
+        .unwrap_or(Value::Null)
 }
 
 async fn wait_phase(cluster: &EmbeddedCluster, name: &str, phase: &str) -> Value {
@@ -84,7 +91,11 @@ fn events_of(cluster: &EmbeddedCluster, name: &str) -> Vec<(String, String)> {
 /// 200 and the text, or the error's code and message.
 async fn log(cluster: &EmbeddedCluster, name: &str, query: &str) -> (u16, String) {
     let mut params = kube::api::LogParams::default();
-    for pair in query.trim_start_matches('?').split('&').filter(|p| !p.is_empty()) {
+    for pair in query
+        .trim_start_matches('?')
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "container" => params.container = Some(value.to_owned()),
@@ -107,18 +118,39 @@ fn terminated(pod: &Value, index: usize) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_run_for_real_with_their_exit_codes_ips_and_logs() {
-    let Some(cluster) = process_cluster().await else { return };
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let script = "echo hello from $HOSTNAME; echo second line; exit 3";
-    create(&pods, pod_manifest("fails", "Never", json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", script]}]))).await;
-    create(&pods, pod_manifest("works", "Never", json!([{"name": "c", "image": "debian:12",
-        "command": ["sh", "-c", "test \"$(hostname)\" = works && exit 0; exit 9"]}]))).await;
+    create(
+        &pods,
+        pod_manifest(
+            "fails",
+            "Never",
+            json!([{"name": "c", "image": "busybox",
+        "command": ["sh", "-c", script]}]),
+        ),
+    )
+    .await;
+    create(
+        &pods,
+        pod_manifest(
+            "works",
+            "Never",
+            json!([{"name": "c", "image": "debian:12",
+        "command": ["sh", "-c", "test \"$(hostname)\" = works && exit 0; exit 9"]}]),
+        ),
+    )
+    .await;
     let failed = wait_phase(&cluster, "fails", "Failed").await;
     assert_eq!(terminated(&failed, 0)["exitCode"], 3, "{failed}");
     assert_eq!(terminated(&failed, 0)["reason"], "Error");
-    let ip = failed["status"]["podIP"].as_str().unwrap_or_default().to_owned();
+    let ip = failed["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let subnet = cluster.agent().unwrap().network().subnet;
     assert!(ip.starts_with(&format!("10.200.{subnet}.")), "pod IP {ip}");
     assert_eq!(failed["spec"]["nodeName"], "process-worker-1");
@@ -132,24 +164,44 @@ async fn pods_run_for_real_with_their_exit_codes_ips_and_logs() {
     assert_eq!(tail, "second line\n");
     let (code, text) = log(&cluster, "fails", "?container=nope").await;
     assert_eq!(code, 400, "{text}");
-    let reasons: Vec<String> = events_of(&cluster, "fails").into_iter().map(|e| e.0).collect();
+    let reasons: Vec<String> = events_of(&cluster, "fails")
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
     for reason in ["Scheduled", "Pulled", "Created", "Started"] {
-        assert!(reasons.iter().any(|r| r == reason), "{reason} in {reasons:?}");
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "{reason} in {reasons:?}"
+        );
     }
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volumes_env_init_containers_and_hosts_are_materialised() {
-    let Some(cluster) = process_cluster().await else { return };
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    create(&maps, json!({"metadata": {"name": "cfg"}, "data": {"mode": "fast", "other.conf": "x=1"}})).await;
-    create(&secrets, json!({"metadata": {"name": "db"}, "stringData": {"password": "s3cret"}})).await;
-    create(&services, json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})).await;
+    create(
+        &maps,
+        json!({"metadata": {"name": "cfg"}, "data": {"mode": "fast", "other.conf": "x=1"}}),
+    )
+    .await;
+    create(
+        &secrets,
+        json!({"metadata": {"name": "db"}, "stringData": {"password": "s3cret"}}),
+    )
+    .await;
+    create(
+        &services,
+        json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .await;
     let script = r#"set -ex
 test "$(cat /etc/cinder/mode)" = fast
 test "$(cat /etc/other.conf)" = x=1
@@ -212,14 +264,20 @@ echo all-good > /dev/termination-log
         }
     })).await;
     eventually("pod vol finished", || async {
-        matches!(pod_of(&cluster, "vol")["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+        matches!(
+            pod_of(&cluster, "vol")["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        )
     })
     .await;
     let pod = pod_of(&cluster, "vol");
     let (_, text) = log(&cluster, "vol", "?container=main").await;
     assert_eq!(pod["status"]["phase"], "Succeeded", "{pod}\nlog: {text}");
     assert_eq!(terminated(&pod, 0)["message"], "all-good\n");
-    assert_eq!(pod["status"]["initContainerStatuses"][1]["state"]["terminated"]["reason"], "Completed");
+    assert_eq!(
+        pod["status"]["initContainerStatuses"][1]["state"]["terminated"]["reason"],
+        "Completed"
+    );
     // ($(POD) is defined after WHO, so it stays as written.) The host saw none of the mounts.
     assert!(!std::path::Path::new("/etc/cinder").exists());
     assert!(!std::path::Path::new("/work/dir").exists());
@@ -229,20 +287,50 @@ echo all-good > /dev/termination-log
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_the_kubelet_reasons_and_events() {
-    let Some(cluster) = process_cluster().await else { return };
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let sleep = |name: &str, image: &str| json!([{"name": name, "image": image, "command": ["sleep", "60"]}]);
-    create(&pods, pod_manifest("unknown-image", "Never", sleep("c", "quay.io/nobody/nothing:1"))).await;
-    let mut missing_volume = pod_manifest("missing-volume", "Never", json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "60"], "volumeMounts": [{"name": "v", "mountPath": "/v"}]}]));
+    create(
+        &pods,
+        pod_manifest(
+            "unknown-image",
+            "Never",
+            sleep("c", "quay.io/nobody/nothing:1"),
+        ),
+    )
+    .await;
+    let mut missing_volume = pod_manifest(
+        "missing-volume",
+        "Never",
+        json!([{"name": "c", "image": "busybox",
+        "command": ["sleep", "60"], "volumeMounts": [{"name": "v", "mountPath": "/v"}]}]),
+    );
     missing_volume["spec"]["volumes"] = json!([{"name": "v", "configMap": {"name": "absent"}}]);
     create(&pods, missing_volume).await;
-    create(&pods, pod_manifest("missing-key", "Never", json!([{"name": "c", "image": "busybox",
+    create(
+        &pods,
+        pod_manifest(
+            "missing-key",
+            "Never",
+            json!([{"name": "c", "image": "busybox",
         "command": ["sleep", "60"],
-        "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}]}]))).await;
-    create(&pods, pod_manifest("no-command", "Never", json!([{"name": "c", "image": "busybox",
-        "command": ["no-such-program-anywhere"]}]))).await;
+        "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}]}]),
+        ),
+    )
+    .await;
+    create(
+        &pods,
+        pod_manifest(
+            "no-command",
+            "Never",
+            json!([{"name": "c", "image": "busybox",
+        "command": ["no-such-program-anywhere"]}]),
+        ),
+    )
+    .await;
     create(&pods, pod_manifest("port-taken", "Never", json!([
         {"name": "a", "image": "python", "command": ["python3", "-m", "http.server", "8080"]},
         {"name": "b", "image": "python", "command": ["sh", "-c", "sleep 1; exec python3 -m http.server 8080"]},
@@ -256,32 +344,61 @@ async fn bad_input_gets_the_kubelet_reasons_and_events() {
                 .to_owned()
         }
     };
-    eventually("ImagePullBackOff", || async { waiting("unknown-image").await == "ImagePullBackOff" }).await;
+    eventually("ImagePullBackOff", || async {
+        waiting("unknown-image").await == "ImagePullBackOff"
+    })
+    .await;
     let pulls = events_of(&cluster, "unknown-image");
-    assert!(pulls.iter().any(|(r, m)| r == "Failed" && m.starts_with("Failed to pull image \"quay.io/nobody/nothing:1\"")), "{pulls:?}");
-    assert!(pulls.iter().any(|(r, m)| r == "Failed" && m == "Error: ErrImagePull"), "{pulls:?}");
+    assert!(
+        pulls.iter().any(|(r, m)| r == "Failed"
+            && m.starts_with("Failed to pull image \"quay.io/nobody/nothing:1\"")),
+        "{pulls:?}"
+    );
+    assert!(
+        pulls
+            .iter()
+            .any(|(r, m)| r == "Failed" && m == "Error: ErrImagePull"),
+        "{pulls:?}"
+    );
     eventually("FailedMount", || async {
         events_of(&cluster, "missing-volume").iter().any(|(r, m)| {
-            r == "FailedMount" && m == "MountVolume.SetUp failed for volume \"v\" : configmap \"absent\" not found"
+            r == "FailedMount"
+                && m == "MountVolume.SetUp failed for volume \"v\" : configmap \"absent\" not found"
         })
     })
     .await;
     assert_eq!(waiting("missing-volume").await, "ContainerCreating");
-    assert_eq!(pod_of(&cluster, "missing-volume")["status"]["phase"], "Pending");
-    eventually("CreateContainerConfigError", || async { waiting("missing-key").await == "CreateContainerConfigError" }).await;
+    assert_eq!(
+        pod_of(&cluster, "missing-volume")["status"]["phase"],
+        "Pending"
+    );
+    eventually("CreateContainerConfigError", || async {
+        waiting("missing-key").await == "CreateContainerConfigError"
+    })
+    .await;
     let pod = pod_of(&cluster, "missing-key");
-    assert_eq!(pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"], "secret \"absent\" not found");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+        "secret \"absent\" not found"
+    );
     let failed = wait_phase(&cluster, "no-command", "Failed").await;
     assert_eq!(terminated(&failed, 0)["reason"], "StartError");
     assert_eq!(terminated(&failed, 0)["exitCode"], 128);
-    assert!(terminated(&failed, 0)["message"].as_str().unwrap_or_default()
-        .contains("exec: \"no-such-program-anywhere\": executable file not found in $PATH"));
+    assert!(
+        terminated(&failed, 0)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exec: \"no-such-program-anywhere\": executable file not found in $PATH")
+    );
     eventually("second server fails on the taken port", || async {
         pod_of(&cluster, "port-taken")["status"]["containerStatuses"][1]["state"]["terminated"]["exitCode"] == 1
     })
     .await;
     let pod = pod_of(&cluster, "port-taken");
-    assert!(pod["status"]["containerStatuses"][0]["state"]["running"].is_object(), "{pod}");
+    assert!(
+        pod["status"]["containerStatuses"][0]["state"]["running"].is_object(),
+        "{pod}"
+    );
     let (_, text) = log(&cluster, "port-taken", "?container=b").await;
     assert!(text.contains("Address already in use"), "{text}");
     cluster.shutdown().await;
@@ -289,43 +406,87 @@ async fn bad_input_gets_the_kubelet_reasons_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_restarts_and_pod_to_pod_traffic() {
-    let Some(cluster) = process_cluster().await else { return };
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
-    let server = |name: &str| pod_manifest(name, "Always", json!([{"name": "web", "image": "python:3.12",
+    let server = |name: &str| {
+        pod_manifest(
+            name,
+            "Always",
+            json!([{"name": "web", "image": "python:3.12",
         "command": ["sh", "-c", "mkdir -p /tmp/www && cd /tmp/www && echo ok > healthz && exec python3 -m http.server 8080"],
         "ports": [{"name": "http", "containerPort": 8080}],
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 1}}]));
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 1}}]),
+        )
+    };
     create(&pods, server("web-a")).await;
     create(&pods, server("web-b")).await;
-    create(&pods, pod_manifest("never-ready", "Always", json!([{"name": "c", "image": "busybox",
+    create(
+        &pods,
+        pod_manifest(
+            "never-ready",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
         "command": ["sleep", "600"],
-        "readinessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1}}]))).await;
-    create(&pods, pod_manifest("crashes", "Always", json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", "echo run; exit 1"]}]))).await;
+        "readinessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1}}]),
+        ),
+    )
+    .await;
+    create(
+        &pods,
+        pod_manifest(
+            "crashes",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
+        "command": ["sh", "-c", "echo run; exit 1"]}]),
+        ),
+    )
+    .await;
     let ready = |name: &'static str| {
         let cluster = &cluster;
         async move {
             pod_of(cluster, name)["status"]["conditions"]
                 .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
         }
     };
     eventually("web-a Ready", || ready("web-a")).await;
     eventually("web-b Ready", || ready("web-b")).await;
-    let ip_b = pod_of(&cluster, "web-b")["status"]["podIP"].as_str().unwrap_or_default().to_owned();
+    let ip_b = pod_of(&cluster, "web-b")["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     // From the host: both pods listen on 8080 in their own network namespaces.
     let body = reqwest_get(&format!("{ip_b}:8080"), "/healthz").await;
     assert!(body.ends_with("ok\n"), "{body}");
     // From another pod.
-    let fetch = format!("import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://{ip_b}:8080/healthz', timeout=5).read()==b'ok\\n' else 4)");
-    create(&pods, pod_manifest("client", "Never", json!([{"name": "c", "image": "python", "command": ["python3", "-c", fetch]}]))).await;
+    let fetch = format!(
+        "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://{ip_b}:8080/healthz', timeout=5).read()==b'ok\\n' else 4)"
+    );
+    create(
+        &pods,
+        pod_manifest(
+            "client",
+            "Never",
+            json!([{"name": "c", "image": "python", "command": ["python3", "-c", fetch]}]),
+        ),
+    )
+    .await;
     let client_pod = wait_phase(&cluster, "client", "Succeeded").await;
     assert_eq!(terminated(&client_pod, 0)["exitCode"], 0);
     let never = pod_of(&cluster, "never-ready");
     assert_eq!(never["status"]["phase"], "Running");
     assert!(!ready("never-ready").await);
-    assert!(events_of(&cluster, "never-ready").iter().any(|(r, m)| r == "Unhealthy" && m.starts_with("Readiness probe failed: dial tcp")));
+    assert!(
+        events_of(&cluster, "never-ready")
+            .iter()
+            .any(|(r, m)| r == "Unhealthy" && m.starts_with("Readiness probe failed: dial tcp"))
+    );
     eventually("crash loop", || async {
         let pod = pod_of(&cluster, "crashes");
         let status = &pod["status"]["containerStatuses"][0];
@@ -334,7 +495,10 @@ async fn probes_restarts_and_pod_to_pod_traffic() {
     })
     .await;
     let pod = pod_of(&cluster, "crashes");
-    assert_eq!(pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 1);
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+        1
+    );
     let (code, previous) = log(&cluster, "crashes", "?previous=true").await;
     assert_eq!((code, previous.as_str()), (200, "run\n"));
     cluster.shutdown().await;
@@ -355,27 +519,35 @@ async fn reqwest_get(address: &str, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_take_the_real_exit_code() {
-    let Some(cluster) = process_cluster().await else { return };
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
     let client = cluster.client().await;
     let jobs: Api<Job> = Api::namespaced(client, "default");
-    let job = |name: &str, script: &str| json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"backoffLimit": 0, "template": {"spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {RUNTIME_LABEL: "process"},
-            "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]}}}
-    });
+    let job = |name: &str, script: &str| {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {RUNTIME_LABEL: "process"},
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]}}}
+        })
+    };
     create(&jobs, job("ok", "sleep 1; exit 0")).await;
     create(&jobs, job("bad", "exit 1")).await;
     let condition = |name: &'static str, kind: &'static str| {
         let cluster = &cluster;
         async move {
-            cluster.store().get("batch", "jobs", "default", name).is_some_and(|j| {
-                j["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter().any(|c| c["type"] == kind && c["status"] == "True")
+            cluster
+                .store()
+                .get("batch", "jobs", "default", name)
+                .is_some_and(|j| {
+                    j["status"]["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == kind && c["status"] == "True")
+                    })
                 })
-            })
         }
     };
     eventually("job ok Complete", || condition("ok", "Complete")).await;
@@ -388,10 +560,17 @@ async fn jobs_take_the_real_exit_code() {
 
 /// Every host object of an agent instance: its network namespaces, veths and bridge.
 fn host_objects(id: &str) -> usize {
-    let links = std::process::Command::new("ip").args(["-o", "link", "show"]).output().unwrap();
+    let links = std::process::Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
     let links = String::from_utf8_lossy(&links.stdout).matches(id).count();
     let netns = std::fs::read_dir("/run/netns")
-        .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().contains(id)).count())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().contains(id))
+                .count()
+        })
         .unwrap_or(0);
     links + netns
 }
@@ -408,27 +587,60 @@ fn sleeping(seconds: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
-    let Some(cluster) = process_cluster().await else { return };
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
     let id = cluster.agent().unwrap().network().id.clone();
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     // The first pod handles SIGTERM; the second ignores it and leaves a child behind.
-    create(&pods, pod_manifest("polite", "Always", json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; sleep 1000 & wait"]}]))).await;
-    create(&pods, pod_manifest("stubborn", "Always", json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", "trap '' TERM; (sleep 1001 &); sleep 1002"]}]))).await;
-    create(&pods, pod_manifest("stays", "Always", json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "1003"]}]))).await;
+    create(
+        &pods,
+        pod_manifest(
+            "polite",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
+        "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; sleep 1000 & wait"]}]),
+        ),
+    )
+    .await;
+    create(
+        &pods,
+        pod_manifest(
+            "stubborn",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
+        "command": ["sh", "-c", "trap '' TERM; (sleep 1001 &); sleep 1002"]}]),
+        ),
+    )
+    .await;
+    create(
+        &pods,
+        pod_manifest(
+            "stays",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
+        "command": ["sleep", "1003"]}]),
+        ),
+    )
+    .await;
     for name in ["polite", "stubborn", "stays"] {
         wait_phase(&cluster, name, "Running").await;
     }
     eventually("processes started", || async {
-        ["1000", "1001", "1002", "1003"].iter().all(|s| sleeping(s) == 1)
+        ["1000", "1001", "1002", "1003"]
+            .iter()
+            .all(|s| sleeping(s) == 1)
     })
     .await;
-    assert!(host_objects(&id) >= 1 + 2 * 3, "bridge, veths and netns exist");
-    pods.delete("polite", &DeleteParams::default()).await.unwrap();
-    let stubborn = DeleteParams { grace_period_seconds: Some(1), ..DeleteParams::default() };
+    assert!(host_objects(&id) >= 7, "bridge, veths and netns exist");
+    pods.delete("polite", &DeleteParams::default())
+        .await
+        .unwrap();
+    let stubborn = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..DeleteParams::default()
+    };
     pods.delete("stubborn", &stubborn).await.unwrap();
     eventually("deleted pods gone", || async {
         pod_of(&cluster, "polite").is_null() && pod_of(&cluster, "stubborn").is_null()
@@ -437,8 +649,16 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
     assert_eq!(sleeping("1000"), 0);
     assert_eq!(sleeping("1001"), 0, "the child left behind is killed too");
     assert_eq!(sleeping("1002"), 0);
-    assert!(events_of(&cluster, "polite").iter().any(|(r, m)| r == "Killing" && m == "Stopping container c"));
+    assert!(
+        events_of(&cluster, "polite")
+            .iter()
+            .any(|(r, m)| r == "Killing" && m == "Stopping container c")
+    );
     cluster.shutdown().await;
     assert_eq!(sleeping("1003"), 0, "shutdown stops every process");
-    assert_eq!(host_objects(&id), 0, "shutdown removes every netns, veth and the bridge");
+    assert_eq!(
+        host_objects(&id),
+        0,
+        "shutdown removes every netns, veth and the bridge"
+    );
 }

@@ -173,16 +173,19 @@ fn phase(pod: &Value) -> &str {
 /// Whether the node `name` runs its pods as processes (the node agent's, not this kubelet's).
 pub async fn is_process_node(informers: &Informers, name: &str) -> bool {
     informers.nodes.get(None, name).await.is_some_and(|node| {
-        node.labels().get(crate::agent::RUNTIME_LABEL).map(String::as_str) == Some("process")
+        node.labels()
+            .get(super::nodes::RUNTIME_LABEL)
+            .map(String::as_str)
+            == Some("process")
     })
 }
 
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let uid = pod.uid().ok_or(ReconcileError::Missing("uid"))?;
-    if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-        if is_process_node(&ctx.shared.informers, node).await {
-            return Ok(Action::await_change());
-        }
+    if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+        && is_process_node(&ctx.shared.informers, node).await
+    {
+        return Ok(Action::await_change());
     }
     let enabled = ctx.shared.read(|c| c.pods.enabled);
     let object = serde_json::to_value(pod.as_ref())?;
