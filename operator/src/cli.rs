@@ -254,6 +254,15 @@ pub struct SimArgs {
     /// How many simulated nodes register (sim-worker-1 ...); 0 leaves every pod Pending.
     #[arg(long, default_value_t = cinder_sim::controllers::config::DEFAULT_NODES, value_name = "N")]
     pub nodes: usize,
+    /// How many nodes of runtime `process` register (process-worker-1 ...): their pods' containers
+    /// run as local processes in namespace sandboxes, and a service proxy makes their Services'
+    /// ClusterIPs reach them (needs root; see docs/embedded-cluster.md).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub process_nodes: usize,
+    /// The process runtime's image map (YAML: `images: [{repository|exact, tag, root,
+    /// defaultCommand}]`); without it busybox, alpine, debian, ubuntu and python run host tools.
+    #[arg(long, value_name = "FILE")]
+    pub image_map: Option<PathBuf>,
     /// Fault injection: the share of requests (0 to 1) answered with an error Status
     /// (of --fault-verbs, with --fault-error-code).
     #[arg(long, default_value_t = 0.0, value_name = "P")]

@@ -1,5 +1,5 @@
 //! The `cinder-operator sim` subcommand: runs the embedded cluster alone (with `--nodes`
-//! simulated nodes and the fault injection its `--fault-*` flags ask for), writes a kubeconfig for it, prints
+//! simulated nodes, `--process-nodes` nodes whose pods run as processes and the fault injection its `--fault-*` flags ask for), writes a kubeconfig for it, prints
 //! `export KUBECONFIG=<path>` and the address, and serves until Ctrl-C or SIGTERM.
 
 use crate::cli::SimArgs;
@@ -20,6 +20,13 @@ pub fn run(args: &SimArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let images = match image_map(args) {
+        Ok(images) => images,
+        Err(e) => {
+            eprintln!("cinder-operator sim: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let kubeconfig = args
         .kubeconfig
         .clone()
@@ -27,7 +34,7 @@ pub fn run(args: &SimArgs) -> ExitCode {
     match runtime.block_on(serve(
         args.port,
         kubeconfig,
-        args.nodes,
+        (args.nodes, args.process_nodes, images),
         faults,
         args.authorization,
     )) {
@@ -94,10 +101,21 @@ fn fault_config(args: &SimArgs) -> Result<FaultConfig, String> {
     })
 }
 
+/// The image map `--image-map` names (the default one without it).
+fn image_map(args: &SimArgs) -> Result<cinder_sim::agent::ImageMap, String> {
+    let Some(path) = &args.image_map else {
+        return Ok(cinder_sim::agent::ImageMap::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--image-map {}: {e}", path.display()))?;
+    cinder_sim::agent::ImageMap::from_yaml(&text)
+        .map_err(|e| format!("--image-map {}: {e}", path.display()))
+}
+
 async fn serve(
     port: u16,
     kubeconfig: Option<PathBuf>,
-    nodes: usize,
+    (nodes, process_nodes, images): (usize, usize, cinder_sim::agent::ImageMap),
     faults: FaultConfig,
     authorization: cinder_sim::auth::AuthorizationMode,
 ) -> Result<(), cinder_sim::SimError> {
@@ -108,6 +126,10 @@ async fn serve(
         ..ClusterConfig::default()
     };
     config.controllers.nodes.count = nodes;
+    config.controllers.nodes.process = process_nodes;
+    config.process_runtime.images = images;
+    // Process pods have real addresses: their Services get ClusterIPs that lead to them.
+    config.service_proxy = process_nodes > 0;
     let cluster = EmbeddedCluster::start(config).await?;
     // faults start once the cluster is up: its own start (CRD fixtures) is not faulted
     cluster.faults().set(faults);
@@ -170,6 +192,32 @@ mod tests {
             sim_args(&[]).authorization,
             cinder_sim::auth::AuthorizationMode::AlwaysAllow
         );
+    }
+
+    #[test]
+    fn process_nodes_and_the_image_map_are_chosen_by_flags() {
+        assert_eq!(sim_args(&[]).process_nodes, 0);
+        assert_eq!(sim_args(&["--process-nodes", "2"]).process_nodes, 2);
+        assert!(
+            image_map(&sim_args(&[]))
+                .unwrap()
+                .resolve("busybox")
+                .is_ok()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("images.yaml");
+        std::fs::write(
+            &path,
+            "images: [{repository: quay.io/x/op, program: /bin/true}]",
+        )
+        .unwrap();
+        let path_text = path.display().to_string();
+        let map = image_map(&sim_args(&["--image-map", &path_text])).unwrap();
+        assert!(map.resolve("quay.io/x/op:v1").is_ok());
+        assert!(map.resolve("busybox").is_err());
+        std::fs::write(&path, "images: [{repository: a}]").unwrap();
+        let error = image_map(&sim_args(&["--image-map", &path_text])).unwrap_err();
+        assert!(error.starts_with("--image-map "), "{error}");
     }
 
     #[test]

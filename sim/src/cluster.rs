@@ -52,6 +52,9 @@ pub struct ClusterConfig {
     /// The range of Service ClusterIPs. None: `10.96.0.0/16`, or with `service_proxy` the
     /// block the proxy's interface claims (a /20 no other running cluster uses).
     pub service_cidr: Option<ServiceCidr>,
+    /// The runtime of the process nodes (`controllers.nodes.process` of them): the image map
+    /// and back-off (see docs/embedded-cluster.md).
+    pub process_runtime: crate::agent::RuntimeConfig,
 }
 
 /// How long a client may take to send a request's head before the server answers 408: the
@@ -79,6 +82,7 @@ impl Default for ClusterConfig {
             authorization: AuthorizationMode::default(),
             service_proxy: false,
             service_cidr: None,
+            process_runtime: crate::agent::RuntimeConfig::default(),
         }
     }
 }
@@ -97,6 +101,7 @@ pub struct EmbeddedCluster {
     client: kube::Client,
     controllers: Option<ControllersHandle>,
     proxy: Option<ServiceProxy>,
+    agent: Option<crate::agent::Agent>,
     server: actix_web::dev::ServerHandle,
     stop: tokio::sync::watch::Sender<bool>,
     gc_task: Option<tokio::task::JoinHandle<()>>,
@@ -283,6 +288,7 @@ impl EmbeddedCluster {
             client: client.clone(),
             controllers: None,
             proxy: None,
+            agent: None,
             server: handle,
             stop,
             gc_task: Some(gc_task),
@@ -296,6 +302,16 @@ impl EmbeddedCluster {
             .map_err(SimError::Nodes)?;
         if let Some(interface) = interface {
             cluster.proxy = Some(ServiceProxy::spawn(client.clone(), interface));
+        }
+        if config.controllers.nodes.process > 0 {
+            let agent = crate::agent::Agent::start(
+                client.clone(),
+                config.controllers.nodes.process,
+                config.process_runtime.clone(),
+            )
+            .await
+            .map_err(SimError::Agent)?;
+            cluster.agent = Some(agent);
         }
         cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
         Ok(cluster)
@@ -370,9 +386,18 @@ impl EmbeddedCluster {
         self.controllers.as_ref()
     }
 
-    /// Stops the service proxy (its listeners and interface go), the controllers, then the
-    /// server (open watches end), then the garbage collector.
+    /// The node agent of the process nodes, when `controllers.nodes.process` > 0.
+    pub fn agent(&self) -> Option<&crate::agent::Agent> {
+        self.agent.as_ref()
+    }
+
+    /// Stops the node agent (every pod process, sandbox and the bridge go), the service proxy
+    /// (its listeners and interface go), the controllers, then the server (open watches end),
+    /// then the garbage collector.
     pub async fn shutdown(mut self) {
+        if let Some(agent) = self.agent.take() {
+            agent.shutdown().await;
+        }
         if let Some(proxy) = self.proxy.take()
             && let Err(error) = proxy.shutdown().await
         {
@@ -394,6 +419,7 @@ impl EmbeddedCluster {
 
 impl Drop for EmbeddedCluster {
     fn drop(&mut self) {
+        self.agent.take();
         self.proxy.take();
         self.controllers.take();
         let _ = self.stop.send(true);

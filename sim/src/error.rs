@@ -23,6 +23,8 @@ pub enum SimError {
     Nodes(String),
     #[error("cannot start the service proxy: {0}")]
     ServiceProxy(#[from] crate::netproxy::NetError),
+    #[error("cannot start the process nodes' agent: {0}")]
+    Agent(String),
 }
 
 /// One `details.causes` entry of an Invalid / Conflict Status.

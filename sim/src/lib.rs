@@ -5,6 +5,7 @@
 //! controllers (Deployments, Jobs, CronJobs, MariaDB, secret stores, Gateways) and
 //! fault injection. It is a simulator, documented in docs/embedded-cluster.md.
 
+pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod cluster;

@@ -454,7 +454,7 @@ async fn serve_resource(
         subresource: sub,
     };
     if !matches!(target.subresource.as_str(), "" | "status") {
-        return pod_subresources::answer(req, body, app, &target, q, ua);
+        return pod_subresources::answer(req, body, app, &target, q, ua).await;
     }
     let accept = header(req, "accept");
     let as_table = table::wants_table(&accept);

@@ -1,5 +1,7 @@
-//! The Pod subresources besides status: `log` (a short simulated log: the start line, the
-//! image, and the termination message when there is one), `eviction` (deletes the pod unless a
+//! The Pod subresources besides status: `log` (for a pod on a process node, forwarded to its
+//! node agent's log endpoint, as a real API server forwards to the kubelet; on a simulated node
+//! a short simulated log: the start line, the image, and the termination message when there is
+//! one), `eviction` (deletes the pod unless a
 //! PodDisruptionBudget covering it allows no disruption: 429, as on a real server) and
 //! `binding` (sets `spec.nodeName`, what a scheduler does).
 
@@ -22,7 +24,7 @@ use crate::patch::PatchType;
 static EVICTIONS: Mutex<()> = Mutex::new(());
 
 /// Answers `sub` (log, eviction or binding) of the pod `target` names.
-pub fn answer(
+pub async fn answer(
     req: &HttpRequest,
     body: &[u8],
     app: &AppState,
@@ -37,6 +39,9 @@ pub fn answer(
     match (target.subresource.as_str(), req.method()) {
         ("log", &Method::GET) => {
             let pod = app.engine.get(&pod_target)?;
+            if let Some(endpoint) = process_node_endpoint(app, &pod) {
+                return forward_log(&endpoint, &pod, q).await;
+            }
             let text = log_of(&pod, q.get("container").map(String::as_str))?;
             Ok(HttpResponse::Ok().content_type("text/plain").body(text))
         }
@@ -104,6 +109,136 @@ pub fn answer(
             req.path()
         ))),
     }
+}
+
+/// `address:port` of the log endpoint of the process node `pod` is bound to, if it is on one.
+fn process_node_endpoint(app: &AppState, pod: &Value) -> Option<String> {
+    let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str)?;
+    let node = app.engine.store.get("", "nodes", "", node_name)?;
+    let runtime = node
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(crate::agent::RUNTIME_LABEL))
+        .and_then(Value::as_str);
+    if runtime != Some("process") {
+        return None;
+    }
+    let address = node
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|a| a["type"] == "InternalIP")?["address"]
+        .as_str()?
+        .to_owned();
+    let port = node
+        .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
+        .and_then(Value::as_u64)?;
+    Some(format!("{address}:{port}"))
+}
+
+/// The container `pod` has when the request names none: its only container, else the
+/// kubelet's message listing them.
+fn container_name(pod: &Value, asked: Option<&str>) -> Result<String, ApiError> {
+    let pod_name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut names: Vec<&str> = Vec::new();
+    for key in ["/spec/containers", "/spec/initContainers"] {
+        if let Some(list) = pod.pointer(key).and_then(Value::as_array) {
+            names.extend(list.iter().filter_map(|c| c["name"].as_str()));
+        }
+    }
+    match asked {
+        Some(name) if names.contains(&name) => Ok(name.to_owned()),
+        Some(name) => Err(ApiError::bad_request(format!(
+            "container {name} is not valid for pod {pod_name}"
+        ))),
+        None => {
+            let app: Vec<&str> = pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map(|l| l.iter().filter_map(|c| c["name"].as_str()).collect())
+                .unwrap_or_default();
+            match app.as_slice() {
+                [only] => Ok((*only).to_owned()),
+                _ => Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {pod_name}, choose one of: [{}]",
+                    app.join(" ")
+                ))),
+            }
+        }
+    }
+}
+
+/// Forwards a log request to the node agent at `endpoint` and streams its answer back.
+async fn forward_log(
+    endpoint: &str,
+    pod: &Value,
+    q: &HashMap<String, String>,
+) -> Result<HttpResponse, ApiError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let text = |p: &str| {
+        pod.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let container = container_name(pod, q.get("container").map(String::as_str))?;
+    let mut query = Vec::new();
+    for key in ["previous", "follow", "tailLines"] {
+        if let Some(value) = q.get(key) {
+            let clean: String = value.chars().filter(char::is_ascii_alphanumeric).collect();
+            query.push(format!("{key}={clean}"));
+        }
+    }
+    let path = format!(
+        "/containerLogs/{}/{}/{container}?{}",
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+        query.join("&")
+    );
+    let unavailable =
+        |e: std::io::Error| ApiError::internal(format!("the node's log endpoint {endpoint}: {e}"));
+    let mut stream = tokio::net::TcpStream::connect(endpoint)
+        .await
+        .map_err(unavailable)?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").as_bytes())
+        .await
+        .map_err(unavailable)?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+        let n = stream.read(&mut byte).await.map_err(unavailable)?;
+        if n == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(502);
+    if code != 200 {
+        let mut body = String::new();
+        let _ = stream.read_to_string(&mut body).await;
+        return Err(ApiError::bad_request(body));
+    }
+    let body = futures::stream::unfold(stream, |mut stream| async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), stream))
+            }
+        }
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain")
+        .streaming(body))
 }
 
 fn success(code: u16) -> Value {

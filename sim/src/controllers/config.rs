@@ -165,6 +165,9 @@ pub struct NodesConfig {
     pub count: usize,
     /// How often each node renews its Lease in kube-node-lease and its Ready heartbeat.
     pub heartbeat: Duration,
+    /// How many nodes of runtime `process` the node agent registers (`process-worker-1` ...),
+    /// whose pods run as local processes (`crate::agent`); 0 (the default) starts no agent.
+    pub process: usize,
 }
 
 impl Default for NodesConfig {
@@ -172,6 +175,7 @@ impl Default for NodesConfig {
         Self {
             count: DEFAULT_NODES,
             heartbeat: Duration::from_secs(10),
+            process: 0,
         }
     }
 }

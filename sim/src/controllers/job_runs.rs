@@ -122,10 +122,14 @@ impl JobRuns {
         }
     }
 
-    /// Records the termination of `pod` of the Job `uid`.
+    /// Records the termination of `pod` of the Job `uid` (the first record stays).
     pub fn pod_finished(&self, uid: &str, pod: &str, exit_code: i32, message: &str) {
         self.with_run(uid, |run| {
-            if let Some(attempt) = run.attempts.iter_mut().find(|a| a.pod == pod) {
+            if let Some(attempt) = run
+                .attempts
+                .iter_mut()
+                .find(|a| a.pod == pod && a.finished.is_none())
+            {
                 attempt.finished = Some(Utc::now());
                 attempt.exit_code = Some(exit_code);
                 attempt.message = Some(message.to_owned());

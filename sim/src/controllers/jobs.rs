@@ -195,11 +195,26 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
     // Wake up for the deadline too, not only for the next pod to finish.
     let mut wake: Option<Duration> = until_deadline.filter(|left| !left.is_zero());
     for (index, pod) in pods.iter_mut().enumerate() {
-        if is_terminal_phase(pod_phase(pod)) || pod.metadata.deletion_timestamp.is_some() {
+        if is_terminal_phase(pod_phase(pod)) {
+            // A pod that really ran (process node) is recorded when it is seen finished.
+            if let Some((code, message)) = real_exit(pod) {
+                ctx.runs
+                    .pod_finished(&facts.uid, &pod.name_any(), code, &message);
+            }
+            continue;
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let pod_uid = pod.uid().unwrap_or_else(|| pod.name_any());
         let attempt = attempt_of(pod, index);
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if let Some(node) = node
+            && super::pods::is_process_node(&ctx.shared.informers, &node).await
+        {
+            // Its containers really run: the node agent writes how the pod ends.
+            continue;
+        }
         let outcome = if deadline_passed {
             Some(PodOutcome::exit(137, "DeadlineExceeded"))
         } else if pod_phase(pod) != "Running" {
@@ -323,6 +338,19 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
             wake.unwrap_or(run_for).max(Duration::from_millis(10)),
         )),
     }
+}
+
+/// The exit code and termination message of a finished pod's first container as its kubelet
+/// wrote them, unless this controller wrote them itself (its terminated state has no
+/// `containerID`, which a real runtime always sets).
+fn real_exit(pod: &Pod) -> Option<(i32, String)> {
+    let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    status.container_id.as_ref()?;
+    let terminated = status.state.as_ref()?.terminated.as_ref()?;
+    Some((
+        terminated.exit_code,
+        terminated.message.clone().unwrap_or_default(),
+    ))
 }
 
 /// When the finished Job's terminal condition was reached.

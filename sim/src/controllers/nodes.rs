@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use super::runtime::{ReconcileError, Shared};
 use super::status::now;
 
+/// The Node label naming a node's runtime: `simulated` (these nodes) or `process` (the node
+/// agent's, `crate::agent`).
+pub const RUNTIME_LABEL: &str = "sim.cinder.openstack.c5c3.io/runtime";
 /// The namespace of the node heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The kubelet version the nodes report.
@@ -42,6 +45,7 @@ pub fn node_manifest(index: usize) -> Value {
                 "topology.kubernetes.io/region": "sim",
                 "topology.kubernetes.io/zone": ZONES[index % ZONES.len()],
                 "node.kubernetes.io/instance-type": "sim.large",
+                RUNTIME_LABEL: "simulated",
             },
         },
         "spec": {"podCIDR": format!("10.244.{index}.0/24"), "providerID": format!("sim://{name}")},

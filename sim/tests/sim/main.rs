@@ -16,6 +16,7 @@ mod limits;
 mod malformed;
 mod nodes_and_pods;
 mod pod_lifecycle;
+mod process_nodes;
 mod randomized;
 mod rbac;
 mod service_proxy;

@@ -12,6 +12,9 @@
 //! once (the Job's simulated duration is the whole run; the Job controller ends them); pods of
 //! ReplicaSets take the Deployments delay; others the pods delay. A Terminating pod is stopped:
 //! after its grace period (scaled by `grace_second`) the kubelet removes it.
+//!
+//! Pods bound to a node of runtime `process` belong to the node agent (`crate::agent`): this
+//! kubelet leaves them alone (the scheduler still places pods on such nodes).
 
 pub mod needs;
 pub mod pod_status;
@@ -167,8 +170,23 @@ fn phase(pod: &Value) -> &str {
         .unwrap_or("Pending")
 }
 
+/// Whether the node `name` runs its pods as processes (the node agent's, not this kubelet's).
+pub async fn is_process_node(informers: &Informers, name: &str) -> bool {
+    informers.nodes.get(None, name).await.is_some_and(|node| {
+        node.labels()
+            .get(super::nodes::RUNTIME_LABEL)
+            .map(String::as_str)
+            == Some("process")
+    })
+}
+
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let uid = pod.uid().ok_or(ReconcileError::Missing("uid"))?;
+    if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+        && is_process_node(&ctx.shared.informers, node).await
+    {
+        return Ok(Action::await_change());
+    }
     let enabled = ctx.shared.read(|c| c.pods.enabled);
     let object = serde_json::to_value(pod.as_ref())?;
     let namespace = pod
