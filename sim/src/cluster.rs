@@ -178,7 +178,7 @@ impl EmbeddedCluster {
         let url = format!("http://127.0.0.1:{port}");
         // The proxy's interface is claimed first: its block is the ClusterIP range.
         let interface = if config.service_proxy {
-            Some(HostInterface::claim()?)
+            Some(HostInterface::claim().map_err(|e| SimError::ServiceProxy(e.to_string()))?)
         } else {
             None
         };

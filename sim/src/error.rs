@@ -22,7 +22,7 @@ pub enum SimError {
     #[error("cannot register the simulated nodes: {0}")]
     Nodes(String),
     #[error("cannot start the service proxy: {0}")]
-    ServiceProxy(#[from] crate::netproxy::NetError),
+    ServiceProxy(String),
     #[error("cannot start the process nodes' agent: {0}")]
     Agent(String),
 }
