@@ -63,6 +63,7 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
         alerts,
         vec![
             "CinderOperatorDown",
+            "CinderOperatorNoLeader",
             "CinderNotReady",
             "CinderReconcileErrors",
             "CinderUpgradeStuck",
@@ -75,7 +76,7 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
     let rules = dir.path().join("rules.yaml").display().to_string();
     let tests = dir.path().join("rules-test.yaml").display().to_string();
     let (ok, report) = promtool(dir.path(), &["check", "rules", &rules]);
-    assert!(ok && report.contains("SUCCESS: 7 rules found"), "{report}");
+    assert!(ok && report.contains("SUCCESS: 8 rules found"), "{report}");
     let (ok, report) = promtool(dir.path(), &["test", "rules", &tests]);
     assert!(ok, "promtool test rules:\n{report}");
     // Every alert is exercised by the unit tests.
@@ -89,7 +90,7 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
 
     // The unit tests can fail: a CinderNotReady after 5 minutes fires at 10 minutes.
     let mut broken = groups.clone();
-    broken["groups"][0]["rules"][1]["for"] = serde_yaml::Value::String("5m".to_string());
+    broken["groups"][0]["rules"][2]["for"] = serde_yaml::Value::String("5m".to_string());
     let dir = workspace(&broken);
     let tests = dir.path().join("rules-test.yaml").display().to_string();
     let (ok, report) = promtool(dir.path(), &["test", "rules", &tests]);
