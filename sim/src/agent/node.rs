@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::context::now;
-use crate::controllers::nodes::{KUBELET_VERSION, NODE_LEASE_NAMESPACE, RUNTIME_LABEL};
+use crate::controllers::nodes::{KUBELET_VERSION, NODE_LEASE_NAMESPACE, node_labels};
 
 /// The name of process node `index` (0-based).
 pub fn node_name(index: usize) -> String {
@@ -24,16 +24,7 @@ pub fn manifest(name: &str, subnet: u8) -> Value {
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "amd64",
-                "topology.kubernetes.io/region": "sim",
-                "topology.kubernetes.io/zone": "zone-process",
-                RUNTIME_LABEL: "process",
-            },
+            "labels": node_labels(name, "zone-process", "process"),
         },
         "spec": {"podCIDR": format!("10.200.{subnet}.0/24"), "providerID": format!("process://{name}")},
     })
@@ -150,6 +141,7 @@ pub async fn heartbeat(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::nodes::RUNTIME_LABEL;
 
     #[test]
     fn process_nodes_carry_the_runtime_label_and_their_endpoint() {

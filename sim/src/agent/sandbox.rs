@@ -617,20 +617,24 @@ fn run_ops(ops: &[Op]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `path` with the host's symlinks along it resolved (the container's root mirrors the host's
-/// directories, so `/var/run/x` is `/run/x` there too); a path made this way has no symlink
-/// left that could lead a mkdir or mount made before chroot out of the container's root.
-pub fn resolve(path: &Path) -> PathBuf {
+/// The names along `path`, `..` kept as a name (the root and `.` dropped).
+fn named_parts(path: &Path) -> Vec<std::ffi::OsString> {
     use std::path::Component;
-    let mut out = PathBuf::from("/");
-    let mut rest: std::collections::VecDeque<std::ffi::OsString> = path
-        .components()
+    path.components()
         .filter_map(|c| match c {
             Component::Normal(n) => Some(n.to_owned()),
             Component::ParentDir => Some("..".into()),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// `path` with the host's symlinks along it resolved (the container's root mirrors the host's
+/// directories, so `/var/run/x` is `/run/x` there too); a path made this way has no symlink
+/// left that could lead a mkdir or mount made before chroot out of the container's root.
+pub fn resolve(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    let mut rest: std::collections::VecDeque<std::ffi::OsString> = named_parts(path).into();
     let mut hops = 0;
     while let Some(part) = rest.pop_front() {
         if part == ".." {
@@ -648,14 +652,7 @@ pub fn resolve(path: &Path) -> PathBuf {
                 if target.is_absolute() {
                     out = PathBuf::from("/");
                 }
-                let mut parts: Vec<std::ffi::OsString> = target
-                    .components()
-                    .filter_map(|c| match c {
-                        Component::Normal(n) => Some(n.to_owned()),
-                        Component::ParentDir => Some("..".into()),
-                        _ => None,
-                    })
-                    .collect();
+                let mut parts = named_parts(&target);
                 parts.extend(rest.drain(..));
                 rest = parts.into();
             }

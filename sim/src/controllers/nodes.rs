@@ -28,25 +28,38 @@ pub fn node_name(index: usize) -> String {
     format!("sim-worker-{}", index + 1)
 }
 
+/// The labels every Node of the embedded cluster carries, simulated or process: host name,
+/// OS and architecture (current and beta keys), region and `zone`, and the node runtime.
+pub fn node_labels(name: &str, zone: &str, runtime: &str) -> serde_json::Map<String, Value> {
+    [
+        ("kubernetes.io/hostname", name),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/os", "linux"),
+        ("beta.kubernetes.io/arch", "amd64"),
+        ("topology.kubernetes.io/region", "sim"),
+        ("topology.kubernetes.io/zone", zone),
+        (RUNTIME_LABEL, runtime),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), json!(value)))
+    .collect()
+}
+
 /// The Node object a kubelet registers (without status).
 pub fn node_manifest(index: usize) -> Value {
     let name = node_name(index);
+    let mut labels = node_labels(&name, ZONES[index % ZONES.len()], "simulated");
+    labels.insert(
+        "node.kubernetes.io/instance-type".into(),
+        json!("sim.large"),
+    );
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "amd64",
-                "topology.kubernetes.io/region": "sim",
-                "topology.kubernetes.io/zone": ZONES[index % ZONES.len()],
-                "node.kubernetes.io/instance-type": "sim.large",
-                RUNTIME_LABEL: "simulated",
-            },
+            "labels": labels,
         },
         "spec": {"podCIDR": format!("10.244.{index}.0/24"), "providerID": format!("sim://{name}")},
     })
