@@ -1,9 +1,9 @@
-//! Condition types and reasons of the Cinder and its satellites, event reasons, the
-//! `metav1.Condition` update semantics, and the aggregate `Ready`.
+//! Condition types and reasons of the Cinder and its satellites, event reasons and the
+//! `metav1.Condition` update semantics (the aggregate `Ready` over the steps' conditions is
+//! `crate::pipeline::ready`).
 //!
 //! `lastTransitionTime` changes only when a condition's status changes; reason, message and
-//! `observedGeneration` are refreshed in place. `Ready` is True (AllReady) exactly when all
-//! fourteen [`SUB_CONDITIONS`] are True; `ExtraConfigHealthy` stays outside the aggregate.
+//! `observedGeneration` are refreshed in place.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -158,24 +158,6 @@ pub mod event_reason {
     pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 }
 
-/// The fourteen sub-conditions the aggregate `Ready` is computed from.
-pub const SUB_CONDITIONS: [&str; 14] = [
-    kind::SECRETS_READY,
-    kind::BACKENDS_READY,
-    kind::BACKUP_BACKEND_READY,
-    kind::DATABASE_READY,
-    kind::SCHEDULER_READY,
-    kind::VOLUME_SERVICES_READY,
-    kind::BACKUP_SERVICE_READY,
-    kind::DEPLOYMENT_READY,
-    kind::CINDER_API_READY,
-    kind::HPA_READY,
-    kind::VPA_READY,
-    kind::NETWORK_POLICY_READY,
-    kind::HTTP_ROUTE_READY,
-    kind::DB_PURGE_READY,
-];
-
 /// A condition as a step reports it (before it is stamped with time and generation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cond {
@@ -283,29 +265,6 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
     find(conditions, type_).is_some_and(|c| c.status == "True")
 }
 
-/// The aggregate Ready: True/AllReady exactly when all fourteen sub-conditions are True, else
-/// False/NotAllReady naming the ones that are not.
-pub fn aggregate_ready(conditions: &[Condition]) -> Cond {
-    let missing: Vec<&str> = SUB_CONDITIONS
-        .iter()
-        .copied()
-        .filter(|t| !is_true(conditions, t))
-        .collect();
-    if missing.is_empty() {
-        Cond::true_(
-            kind::READY,
-            reason::ALL_READY,
-            "all sub-conditions are True",
-        )
-    } else {
-        Cond::false_(
-            kind::READY,
-            reason::NOT_ALL_READY,
-            format!("not ready: {}", missing.join(", ")),
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,51 +312,5 @@ mod tests {
         ));
         assert_eq!(cs[0].last_transition_time, at(30));
         assert_eq!(cs.len(), 1);
-    }
-
-    #[test]
-    fn ready_needs_all_fourteen_and_ignores_extra_config() {
-        let mut cs = Vec::new();
-        for t in SUB_CONDITIONS {
-            set_condition(&mut cs, &Cond::true_(t, "X", ""), None, &at(1));
-        }
-        set_condition(
-            &mut cs,
-            &Cond::false_(
-                kind::EXTRA_CONFIG_HEALTHY,
-                reason::OWNED_KEYS_OVERRIDDEN,
-                "",
-            ),
-            None,
-            &at(1),
-        );
-        let ready = aggregate_ready(&cs);
-        assert!(ready.status);
-        assert_eq!(ready.reason, "AllReady");
-        for t in SUB_CONDITIONS {
-            let mut one_off = cs.clone();
-            set_condition(&mut one_off, &Cond::false_(t, "Y", ""), None, &at(2));
-            let r = aggregate_ready(&one_off);
-            assert!(!r.status, "{t} False must make Ready False");
-            assert_eq!(r.reason, "NotAllReady");
-            assert!(r.message.contains(t));
-        }
-        let missing: Vec<_> = cs
-            .iter()
-            .filter(|c| c.type_ != kind::HPA_READY)
-            .cloned()
-            .collect();
-        assert!(
-            !aggregate_ready(&missing).status,
-            "an unset sub-condition is not True"
-        );
-    }
-
-    #[test]
-    fn fourteen_distinct_sub_conditions() {
-        let set: std::collections::HashSet<_> = SUB_CONDITIONS.iter().collect();
-        assert_eq!(set.len(), 14);
-        assert!(!set.contains(&kind::EXTRA_CONFIG_HEALTHY));
-        assert!(!set.contains(&kind::READY));
     }
 }

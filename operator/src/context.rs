@@ -109,6 +109,17 @@ impl ActorThread {
     }
 }
 
+impl ActorThread {
+    /// Starts the actor `make` builds on the actor thread and returns its address at once.
+    pub fn start_actor<A, F>(&self, make: F) -> actix::Addr<A>
+    where
+        A: actix::Actor<Context = actix::Context<A>>,
+        F: FnOnce(&mut actix::Context<A>) -> A + Send + 'static,
+    {
+        A::start_in_arbiter(&self.arbiter, make)
+    }
+}
+
 impl Drop for ActorThread {
     fn drop(&mut self) {
         self.system.stop();

@@ -37,7 +37,7 @@ pub fn assert_ready_consistent(conditions: &[Condition]) -> Condition {
     let ready = condition(conditions, "Ready")
         .cloned()
         .expect("a Ready condition");
-    let all_true = cinder_operator::conditions::SUB_CONDITIONS
+    let all_true = cinder_operator::pipeline::SUB_CONDITIONS
         .iter()
         .all(|t| condition(conditions, t).is_some_and(|c| c.status == "True"));
     assert_eq!(ready.status == "True", all_true, "{ready:?}");

@@ -1,14 +1,19 @@
-//! Per-object exponential backoff of failed reconciles: the n-th failure in a row of one object
+//! Per-object exponential back-off of failed reconciles: the n-th failure in a row of one object
 //! (the reconcile returned an error, or a step of its pass failed) is retried after
 //! [`crate::requeue::backoff`], through the project's jitter, and a watch event that arrives
 //! before then does not bring the retry forward unless the object's generation changed (a spec
 //! edit is acted on at once; a child's status change or the object's own status write is not a
 //! reason to repeat a failing write). A successful reconcile resets the object's count. A fault
 //! on one object does not speed up or slow down any other.
+//!
+//! [`Backoffs`] is the pure bookkeeping. Its owners are actors: the pipelines registry keeps the
+//! Cinders' (its [`crate::pipeline::Admit`] is the one place that decides when a Cinder's pass
+//! runs), and [`BackoffActor`] keeps the satellites'.
 
 use crate::requeue::{backoff, jittered};
+use actix::prelude::*;
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 /// One failing object: its failures in a row, the generation that failed and when to retry.
@@ -19,21 +24,31 @@ struct Failing {
     retry_at: Instant,
 }
 
-/// The failure counts of the objects that are failing (keyed by `namespace/name`).
-#[derive(Debug, Default)]
-pub struct Backoffs {
-    failing: Mutex<HashMap<String, Failing>>,
+/// When a failed object is retried, and how many failures in a row it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    pub after: Duration,
+    pub failures: u32,
 }
 
-impl Backoffs {
-    /// Counts a failure of `key` at `generation`; returns the jittered retry interval.
-    pub fn failed(&self, key: String, generation: Option<i64>) -> Duration {
-        self.failed_at(key, generation, Instant::now())
-    }
+/// The failure counts of the objects that are failing, keyed by `K`.
+#[derive(Debug)]
+pub struct Backoffs<K> {
+    failing: HashMap<K, Failing>,
+}
 
-    fn failed_at(&self, key: String, generation: Option<i64>, now: Instant) -> Duration {
-        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = failing.entry(key).or_insert(Failing {
+impl<K> Default for Backoffs<K> {
+    fn default() -> Self {
+        Backoffs {
+            failing: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash> Backoffs<K> {
+    /// Counts a failure of `key` at `generation` at `now`; returns the jittered retry.
+    pub fn failed(&mut self, key: K, generation: Option<i64>, now: Instant) -> Retry {
+        let entry = self.failing.entry(key).or_insert(Failing {
             failures: 0,
             generation,
             retry_at: now,
@@ -42,18 +57,16 @@ impl Backoffs {
         let wait = jittered(backoff(entry.failures));
         entry.generation = generation;
         entry.retry_at = now + wait;
-        wait
+        Retry {
+            after: wait,
+            failures: entry.failures,
+        }
     }
 
-    /// How long a reconcile of `key` at `generation` still waits for its retry: `None` when the
-    /// object is not failing, its retry time has come, or its generation changed since.
-    pub fn holding(&self, key: &str, generation: Option<i64>) -> Option<Duration> {
-        self.holding_at(key, generation, Instant::now())
-    }
-
-    fn holding_at(&self, key: &str, generation: Option<i64>, now: Instant) -> Option<Duration> {
-        let failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = failing.get(key)?;
+    /// How long a reconcile of `key` at `generation` still waits at `now` for its retry: `None`
+    /// when the object is not failing, its retry time has come, or its generation changed since.
+    pub fn holding(&self, key: &K, generation: Option<i64>, now: Instant) -> Option<Duration> {
+        let entry = self.failing.get(key)?;
         if entry.generation != generation {
             return None;
         }
@@ -62,15 +75,72 @@ impl Backoffs {
     }
 
     /// How many failures in a row `key` has (0 when it is not failing).
-    pub fn failures(&self, key: &str) -> u32 {
-        let failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        failing.get(key).map_or(0, |f| f.failures)
+    pub fn failures(&self, key: &K) -> u32 {
+        self.failing.get(key).map_or(0, |f| f.failures)
     }
 
     /// Forgets the failures of `key` (its reconcile succeeded, or the object is gone).
-    pub fn succeeded(&self, key: &str) {
-        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        failing.remove(key);
+    pub fn succeeded(&mut self, key: &K) {
+        self.failing.remove(key);
+    }
+}
+
+/// The actor that owns the satellites' [`Backoffs`] (keyed `kind/namespace/name`).
+#[derive(Default)]
+pub struct BackoffActor {
+    backoffs: Backoffs<String>,
+}
+
+impl Actor for BackoffActor {
+    type Context = Context<Self>;
+}
+
+/// How long a reconcile of the object at this generation still waits for its retry.
+#[derive(Message)]
+#[rtype(result = "Option<Duration>")]
+pub struct Holding {
+    pub key: String,
+    pub generation: Option<i64>,
+}
+
+/// A reconcile of the object failed at this generation: when is it retried?
+#[derive(Message)]
+#[rtype(result = "Retry")]
+pub struct Failed {
+    pub key: String,
+    pub generation: Option<i64>,
+}
+
+/// A reconcile of the object succeeded (or the object is gone): its count is reset.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Succeeded(pub String);
+
+impl Handler<Holding> for BackoffActor {
+    type Result = Option<Duration>;
+
+    fn handle(&mut self, msg: Holding, _ctx: &mut Self::Context) -> Self::Result {
+        self.backoffs
+            .holding(&msg.key, msg.generation, Instant::now())
+    }
+}
+
+impl Handler<Failed> for BackoffActor {
+    type Result = MessageResult<Failed>;
+
+    fn handle(&mut self, msg: Failed, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(
+            self.backoffs
+                .failed(msg.key, msg.generation, Instant::now()),
+        )
+    }
+}
+
+impl Handler<Succeeded> for BackoffActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Succeeded, _ctx: &mut Self::Context) {
+        self.backoffs.succeeded(&msg.0);
     }
 }
 
@@ -87,42 +157,59 @@ mod tests {
 
     #[test]
     fn a_success_resets_one_object_only() {
-        let b = Backoffs::default();
+        let mut b = Backoffs::default();
+        let now = Instant::now();
         for _ in 0..5 {
-            b.failed("ns/a".into(), Some(1));
+            b.failed("ns/a", Some(1), now);
         }
-        b.failed("ns/b".into(), Some(1));
-        b.succeeded("ns/b");
-        let a = b.failed("ns/a".into(), Some(1));
-        assert!(a >= Duration::from_secs_f64(30.0 * 0.9), "{a:?}");
-        let fresh = b.failed("ns/b".into(), Some(1));
-        assert!(fresh <= Duration::from_secs_f64(1.1), "{fresh:?}");
-        assert_eq!((b.failures("ns/a"), b.failures("ns/b")), (6, 1));
-        b.succeeded("ns/a");
-        assert_eq!(b.failures("ns/a"), 0);
+        b.failed("ns/b", Some(1), now);
+        b.succeeded(&"ns/b");
+        let a = b.failed("ns/a", Some(1), now);
+        assert!(a.after >= Duration::from_secs_f64(30.0 * 0.9), "{a:?}");
+        assert_eq!(a.failures, 6);
+        let fresh = b.failed("ns/b", Some(1), now);
+        assert!(fresh.after <= Duration::from_secs_f64(1.1), "{fresh:?}");
+        assert_eq!((b.failures(&"ns/a"), b.failures(&"ns/b")), (6, 1));
+        b.succeeded(&"ns/a");
+        assert_eq!(b.failures(&"ns/a"), 0);
     }
 
     #[test]
     fn an_early_reconcile_waits_unless_the_generation_changed() {
-        let b = Backoffs::default();
+        let mut b = Backoffs::default();
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        assert_eq!(b.holding_at("ns/a", Some(3), t0), None, "not failing");
-        let wait = b.failed_at("ns/a".into(), Some(3), t0);
-        let left = b.holding_at("ns/a", Some(3), at(200)).expect("held");
+        assert_eq!(b.holding(&"ns/a", Some(3), t0), None, "not failing");
+        let wait = b.failed("ns/a", Some(3), t0).after;
+        let left = b.holding(&"ns/a", Some(3), at(200)).expect("held");
         assert_eq!(left, wait - Duration::from_millis(200));
-        assert_eq!(b.holding_at("ns/a", Some(4), at(200)), None, "a spec edit");
-        assert_eq!(
-            b.holding_at("ns/a", Some(3), at(1200)),
-            None,
-            "its time came"
-        );
-        assert_eq!(
-            b.holding_at("ns/b", Some(3), at(200)),
-            None,
-            "another object"
-        );
-        b.succeeded("ns/a");
-        assert_eq!(b.holding_at("ns/a", Some(3), at(200)), None);
+        assert_eq!(b.holding(&"ns/a", Some(4), at(200)), None, "a spec edit");
+        assert_eq!(b.holding(&"ns/a", Some(3), at(1200)), None, "its time came");
+        assert_eq!(b.holding(&"ns/b", Some(3), at(200)), None, "another object");
+        b.succeeded(&"ns/a");
+        assert_eq!(b.holding(&"ns/a", Some(3), at(200)), None);
+    }
+
+    #[actix::test]
+    async fn the_actor_counts_holds_and_resets() {
+        let actor = BackoffActor::default().start();
+        let key = || "CinderBackend/ns/b".to_string();
+        let hold = |generation| Holding {
+            key: key(),
+            generation,
+        };
+        assert_eq!(actor.send(hold(Some(1))).await.unwrap(), None);
+        let retry = actor
+            .send(Failed {
+                key: key(),
+                generation: Some(1),
+            })
+            .await
+            .unwrap();
+        assert_eq!(retry.failures, 1);
+        assert!(actor.send(hold(Some(1))).await.unwrap().is_some());
+        assert_eq!(actor.send(hold(Some(2))).await.unwrap(), None);
+        actor.send(Succeeded(key())).await.unwrap();
+        assert_eq!(actor.send(hold(Some(1))).await.unwrap(), None);
     }
 }

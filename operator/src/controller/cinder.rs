@@ -4,6 +4,7 @@
 //! it changed, and every requeue goes through the project's jitter. A reconcile that ends before
 //! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
+use super::backoff::Retry;
 use super::deletion;
 use super::status::{Written, gate_status, skeleton_status, write_if_changed};
 use crate::conditions::{Cond, event_reason, kind, reason};
@@ -15,7 +16,8 @@ use crate::kube_ext::reader::{self, ReadScope};
 use crate::metrics::ErrorPhase;
 use crate::names::CINDER_FINALIZER;
 use crate::pipeline::{
-    AdmissionRank, Admit, CinderKey, Forget, GateStopped, PassEnd, PassNotWritten, Reconcile,
+    AdmissionRank, Admit, CinderKey, Forget, GateStopped, PassEnd, PassFailed, PassNotWritten,
+    PassSucceeded, Reconcile, Turn,
 };
 use crate::requeue::{Requeue, jittered};
 use crate::target_cluster;
@@ -34,16 +36,6 @@ pub struct CinderReconciler {
     pub op: Arc<OperatorContext>,
     /// Publishes the Cinder's events (deletion, condition transitions, upgrade phases).
     pub recorder: Recorder,
-    /// The failure counts behind the retry after a failed pass.
-    pub backoffs: super::backoff::Backoffs,
-}
-
-fn backoff_key(cinder: &Cinder) -> String {
-    format!(
-        "{}/{}",
-        cinder.metadata.namespace.as_deref().unwrap_or_default(),
-        cinder.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 async fn publish(
@@ -193,7 +185,7 @@ async fn finalize(
 /// its pipeline actor and `/pipelines` record, its metric series and what the step actors
 /// remember of it ([`Forget`], which the finalizer's release sends too; a Cinder that goes
 /// without that release, deleted before its finalizer was added or with the finalizer removed
-/// by hand, is forgotten only here), and its failure count.
+/// by hand, is forgotten only here), with its failure count.
 pub async fn forget_departed(
     mut departures: futures::channel::mpsc::UnboundedReceiver<(String, String)>,
     ctx: Arc<CinderReconciler>,
@@ -208,7 +200,6 @@ pub async fn forget_departed(
                 None => return,
             },
         };
-        ctx.backoffs.succeeded(&format!("{namespace}/{name}"));
         // The registry goes only with the operator; nothing is left to forget then.
         let _ = ctx
             .op
@@ -218,7 +209,17 @@ pub async fn forget_departed(
     }
 }
 
-/// A pass that could not finish, and where (the controller retries it through `error_policy`).
+/// A reconcile that failed, with the retry the registry gave it (`error_policy` requeues after
+/// it).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Failed {
+    #[source]
+    pub error: ReconcileError,
+    pub retry: Retry,
+}
+
+/// A pass that could not finish, and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("{phase}: kubernetes API: {source}")]
@@ -258,20 +259,19 @@ impl ReconcileError {
 /// (about 7 s of backoff) are something the user should see without reading the logs.
 pub const PERSISTENT_FAILURES: u32 = 3;
 
-/// The retry after a failed pass: exponential per Cinder, with a ceiling ([`super::backoff`]).
-/// Every failure is counted in `cinder_operator_controller_errors_total{phase}` and logged at
-/// WARN with the Cinder's name; from [`PERSISTENT_FAILURES`] in a row on, each one is also a
-/// ReconcileFailed Warning Event on the Cinder (one event series, counted).
-pub fn error_policy(
-    cinder: Arc<Cinder>,
-    error: &ReconcileError,
-    ctx: Arc<CinderReconciler>,
-) -> Action {
+/// The retry after a failed pass: exponential per Cinder, with a ceiling ([`super::backoff`]),
+/// as the registry gave it. Every failure is counted in
+/// `cinder_operator_controller_errors_total{phase}` and logged at WARN with the Cinder's name;
+/// from [`PERSISTENT_FAILURES`] in a row on, each one is also a ReconcileFailed Warning Event on
+/// the Cinder (one event series, counted).
+pub fn error_policy(cinder: Arc<Cinder>, failed: &Failed, ctx: Arc<CinderReconciler>) -> Action {
+    let error = &failed.error;
     let phase = error.phase();
     ctx.op.metrics.count_controller_error(phase);
-    let key = backoff_key(&cinder);
-    let retry = ctx.backoffs.failed(key.clone(), cinder.metadata.generation);
-    let failures = ctx.backoffs.failures(&key);
+    let Retry {
+        after: retry,
+        failures,
+    } = failed.retry;
     tracing::warn!(
         cinder = %cinder.name_any(),
         namespace = cinder.metadata.namespace.as_deref().unwrap_or_default(),
@@ -320,29 +320,36 @@ enum Ended {
 /// every reconcile slot taken (`--max-concurrent-reconciles`) returns at once, queued in the
 /// pipelines registry, which wakes it when a slot is granted to it. After a failed
 /// reconcile (an error, or a pass with a failed step) an event that comes before the retry
-/// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted.
-pub async fn reconcile(
-    cinder: Arc<Cinder>,
-    ctx: Arc<CinderReconciler>,
-) -> Result<Action, ReconcileError> {
+/// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted;
+/// and a pass starts no sooner than [`crate::pipeline::MIN_PASS_GAP`] after the last one
+/// (the registry's [`Admit`] decides all three).
+pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<CinderReconciler>) -> Result<Action, Failed> {
     if !owns(&ctx, &cinder) {
         return Ok(Action::await_change());
     }
-    let key = backoff_key(&cinder);
+    let key = CinderKey::of(&cinder);
     let generation = cinder.metadata.generation;
-    if cinder.metadata.deletion_timestamp.is_none()
-        && let Some(wait) = ctx.backoffs.holding(&key, generation)
-    {
-        return Ok(Action::requeue(wait));
-    }
+    let failed = |error: ReconcileError| async {
+        Failed {
+            error,
+            retry: retry_after_failure(&ctx, &key, generation).await,
+        }
+    };
     let admitted = ctx
         .op
         .pipelines
-        .send(Admit(CinderKey::of(&cinder), admission_rank(&cinder)))
-        .await
-        .map_err(ReconcileError::pipeline)?;
-    let Some(_slot) = admitted else {
-        return Ok(Action::requeue(jittered(QUEUED_RECHECK)));
+        .send(Admit {
+            key: key.clone(),
+            rank: admission_rank(&cinder),
+            generation,
+            deleting: cinder.metadata.deletion_timestamp.is_some(),
+        })
+        .await;
+    let _slot = match admitted {
+        Ok(Turn::Run(slot)) => slot,
+        Ok(Turn::Queued) => return Ok(Action::requeue(jittered(QUEUED_RECHECK))),
+        Ok(Turn::Wait(wait)) => return Ok(Action::requeue(wait)),
+        Err(e) => return Err(failed(ReconcileError::pipeline(e)).await),
     };
     let pass = crate::telemetry::pass_span(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
@@ -355,13 +362,36 @@ pub async fn reconcile(
         span,
     )
     .await;
-    match result? {
-        Ended::Clean(action) => {
-            ctx.backoffs.succeeded(&key);
+    match result {
+        Ok(Ended::Clean(action)) => {
+            ctx.op.pipelines.do_send(PassSucceeded(key.clone()));
             Ok(action)
         }
-        Ended::StepsFailed => Ok(Action::requeue(ctx.backoffs.failed(key, generation))),
+        Ok(Ended::StepsFailed) => Ok(Action::requeue(
+            retry_after_failure(&ctx, &key, generation).await.after,
+        )),
+        Err(error) => Err(failed(error).await),
     }
+}
+
+/// Counts a failed reconcile of `key` in the registry and answers when it is retried (the
+/// ceiling when the registry is gone: the operator is stopping).
+async fn retry_after_failure(
+    ctx: &CinderReconciler,
+    key: &CinderKey,
+    generation: Option<i64>,
+) -> Retry {
+    ctx.op
+        .pipelines
+        .send(PassFailed {
+            key: key.clone(),
+            generation,
+        })
+        .await
+        .unwrap_or(Retry {
+            after: jittered(crate::requeue::BACKOFF_CEILING),
+            failures: 1,
+        })
 }
 
 /// Where the Cinder queues for a reconcile slot: by creation time, oldest first.

@@ -291,7 +291,6 @@ pub async fn run_operator(
     let cinder_store = w.cinders.store();
     let reconciler = Arc::new(cinder::CinderReconciler {
         op: ctx.clone(),
-        backoffs: backoff::Backoffs::default(),
         recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
     });
     let departed_cinders = tokio::spawn(cinder::forget_departed(

@@ -4,13 +4,18 @@
 //! The registry finds (or starts) the Cinder's pipeline actor for each message about that Cinder
 //! and forwards it, retires the actor when the Cinder is deleted (dropping the Cinder's metric
 //! series and what the step actors remember of it), and gathers the `/pipelines` view from the
-//! pipeline actors. It also admits the reconciles ([`Admit`]): at most
-//! `--max-concurrent-reconciles` run at once; the others are queued, oldest Cinder first, and
-//! woken when a slot is granted to them ([`Admission`]).
+//! pipeline actors. It is the one place that decides when a Cinder's pass runs ([`Admit`],
+//! answered with a [`Turn`]), in this order:
+//! - a Cinder whose last reconcile failed waits for its retry ([`Backoffs`]) unless its
+//!   generation changed or it is being deleted; [`PassFailed`] and [`PassSucceeded`] keep the
+//!   count;
+//! - passes of one Cinder start at least [`MIN_PASS_GAP`] apart, which also debounces the watch
+//!   events of the pass's own status write and of its children;
+//! - at most `--max-concurrent-reconciles` run at once; the others are queued, oldest Cinder
+//!   first, and woken when a slot is granted to them ([`Admission`]).
 //!
 //! A pipeline actor runs its Cinder's passes one at a time (a pass that arrives while one runs
-//! waits in the actor's queue), starting them at least [`MIN_PASS_GAP`] apart, while the actors
-//! of different Cinders run concurrently; and it
+//! waits in the actor's queue), while the actors of different Cinders run concurrently; and it
 //! owns the Cinder's record in the `/pipelines` view ([`PipelineRecord`]), which it answers from
 //! even while a pass runs (the pass is a future of the actor, not a blocked mailbox). With
 //! `--shards`, a running pass asks before each step whether this replica still holds the
@@ -22,19 +27,21 @@ use super::pass::{PassObserver, PassReport, run_pass};
 use super::step::{ForgetCinder, TargetCluster};
 use super::table::PipelineTable;
 use super::view::{PassSummary, PipelineRecord};
+use crate::controller::backoff::{Backoffs, Retry};
 use crate::crd::Cinder;
 use crate::metrics::Metrics;
 use crate::shards::ShardView;
 use actix::prelude::*;
 use futures::channel::{mpsc, oneshot};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The least time between the starts of two passes of one Cinder. A burst of watch events (a
-/// roll-out's Deployment and pod updates, the pass's own status write, a watch re-listed after a
-/// drop) then costs one pass per gap, so no Cinder gets more than five status writes a second,
-/// whatever its children do; a pass that follows a quiet spell starts at once.
+/// The least time between the starts of two passes of one Cinder ([`Admit`] answers
+/// [`Turn::Wait`] inside it). A burst of watch events (a roll-out's Deployment and pod updates,
+/// the pass's own status write, a watch re-listed after a drop) then costs one pass per gap, so
+/// no Cinder gets more than five status writes a second, whatever its children do; a pass that
+/// follows a quiet spell starts at once.
 pub const MIN_PASS_GAP: Duration = Duration::from_millis(200);
 
 /// A pass could not be run.
@@ -66,13 +73,45 @@ pub struct Forget(pub CinderKey);
 #[rtype(result = "Vec<PipelineRecord>")]
 pub struct Inspect;
 
-/// Asks for a reconcile slot for the Cinder: `Some` when it may reconcile now (the slot is
-/// given back when the [`Slot`] is dropped), `None` when it is queued and will be woken through
-/// the channel of [`WakeOnGrant`] once a slot is granted to it. Queued Cinders are granted
+/// Asks whether the Cinder's reconcile may run now ([`Turn`]). Queued Cinders are granted
 /// slots oldest first ([`AdmissionRank`]).
 #[derive(Message)]
-#[rtype(result = "Option<Slot>")]
-pub struct Admit(pub CinderKey, pub AdmissionRank);
+#[rtype(result = "Turn")]
+pub struct Admit {
+    pub key: CinderKey,
+    pub rank: AdmissionRank,
+    /// The generation the reconcile sees (a spec edit ends a back-off wait).
+    pub generation: Option<i64>,
+    /// The Cinder is being deleted: its finalizer work does not wait for a back-off.
+    pub deleting: bool,
+}
+
+/// The answer to [`Admit`].
+#[must_use = "a slot is given back when dropped"]
+pub enum Turn {
+    /// Reconcile now; the slot is given back when the [`Slot`] is dropped.
+    Run(Slot),
+    /// Every slot is taken: the Cinder is queued and woken through the channel of
+    /// [`WakeOnGrant`] once a slot is granted to it.
+    Queued,
+    /// Not before this long: the Cinder waits for its back-off retry or for the gap since its
+    /// last pass started.
+    Wait(Duration),
+}
+
+/// A reconcile of the Cinder at this generation failed (an error, or a pass with a failed
+/// step): answers when it is retried.
+#[derive(Message)]
+#[rtype(result = "Retry")]
+pub struct PassFailed {
+    pub key: CinderKey,
+    pub generation: Option<i64>,
+}
+
+/// A reconcile of the Cinder ended cleanly: its failure count is reset.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PassSucceeded(pub CinderKey);
 
 /// Where a queued Cinder stands: its creation time (seconds since the epoch; a Cinder without
 /// one ranks first).
@@ -92,6 +131,9 @@ pub struct Pipelines {
     shards: ShardView,
     admission: Admission<CinderKey, AdmissionRank>,
     wake: Option<mpsc::UnboundedSender<CinderKey>>,
+    backoffs: Backoffs<CinderKey>,
+    /// When each Cinder's last pass started.
+    last_start: HashMap<CinderKey, Instant>,
 }
 
 /// A reconcile gave its slot back (it ended, or it was dropped).
@@ -118,6 +160,8 @@ impl Pipelines {
             shards: ShardView::all(),
             admission: Admission::new(0, GRANT_LIFETIME),
             wake: None,
+            backoffs: Backoffs::default(),
+            last_start: HashMap::new(),
         }
     }
 
@@ -191,12 +235,45 @@ impl Handler<Admit> for Pipelines {
     type Result = MessageResult<Admit>;
 
     fn handle(&mut self, msg: Admit, ctx: &mut Self::Context) -> Self::Result {
-        let asked = self.admission.ask(&msg.0, msg.1);
+        let now = Instant::now();
+        let backing_off = if msg.deleting {
+            None
+        } else {
+            self.backoffs.holding(&msg.key, msg.generation, now)
+        };
+        let gap = self
+            .last_start
+            .get(&msg.key)
+            .map(|at| MIN_PASS_GAP.saturating_sub(now.saturating_duration_since(*at)))
+            .filter(|left| !left.is_zero());
+        if let Some(wait) = backing_off.max(gap) {
+            return MessageResult(Turn::Wait(wait));
+        }
+        let asked = self.admission.ask(&msg.key, msg.rank);
         self.publish_admission();
         MessageResult(match asked {
-            Asked::Run => Some(Slot(ctx.address())),
-            Asked::Wait => None,
+            Asked::Run => Turn::Run(Slot(ctx.address())),
+            Asked::Wait => Turn::Queued,
         })
+    }
+}
+
+impl Handler<PassFailed> for Pipelines {
+    type Result = MessageResult<PassFailed>;
+
+    fn handle(&mut self, msg: PassFailed, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(
+            self.backoffs
+                .failed(msg.key, msg.generation, Instant::now()),
+        )
+    }
+}
+
+impl Handler<PassSucceeded> for Pipelines {
+    type Result = ();
+
+    fn handle(&mut self, msg: PassSucceeded, _ctx: &mut Self::Context) {
+        self.backoffs.succeeded(&msg.0);
     }
 }
 
@@ -214,6 +291,7 @@ impl Handler<Reconcile> for Pipelines {
     fn handle(&mut self, msg: Reconcile, _ctx: &mut Self::Context) -> Self::Result {
         let key = CinderKey::of(&msg.0);
         let addr = self.actor(&key);
+        self.last_start.insert(key.clone(), Instant::now());
         Box::pin(async move {
             match addr.send(RunPass(msg.0, msg.1, msg.2)).await {
                 Ok(Some(report)) => Ok(report),
@@ -258,6 +336,8 @@ impl Handler<Forget> for Pipelines {
         self.wake(granted);
         // Dropping the last address stops the actor once its mailbox is empty.
         self.actors.remove(&msg.0);
+        self.backoffs.succeeded(&msg.0);
+        self.last_start.remove(&msg.0);
         self.metrics.forget_cinder(&msg.0.namespace, &msg.0.name);
         for step in self.table.handles() {
             step.addr.do_send(ForgetCinder(msg.0.clone()));
@@ -352,10 +432,6 @@ pub struct PipelineActor {
     /// The number of the pass running now, if one runs.
     running: Option<u64>,
     started: u64,
-    /// When the last pass started.
-    last_start: Option<Instant>,
-    /// Whether a start is scheduled for the end of the gap.
-    start_scheduled: bool,
     /// The shards this replica holds (a pass stops before a step of a shard it lost).
     shards: ShardView,
 }
@@ -369,34 +445,18 @@ impl PipelineActor {
             queue: VecDeque::new(),
             running: None,
             started: 0,
-            last_start: None,
-            start_scheduled: false,
             shards: ShardView::all(),
         }
     }
 
-    /// Starts the next waiting pass unless one runs, or at the end of the gap since the last
-    /// start when that is still open.
+    /// Starts the next waiting pass unless one runs.
     fn start_next(&mut self, ctx: &mut Context<Self>) {
-        if self.running.is_some() || self.start_scheduled || self.queue.is_empty() {
-            return;
-        }
-        let open = self
-            .last_start
-            .map(|at| MIN_PASS_GAP.saturating_sub(at.elapsed()))
-            .unwrap_or_default();
-        if !open.is_zero() {
-            self.start_scheduled = true;
-            ctx.run_later(open, |act, ctx| {
-                act.start_scheduled = false;
-                act.start_next(ctx);
-            });
+        if self.running.is_some() {
             return;
         }
         let Some(Waiting { run, reply }) = self.queue.pop_front() else {
             return;
         };
-        self.last_start = Some(Instant::now());
         self.started += 1;
         let pass = self.started;
         self.running = Some(pass);

@@ -5,7 +5,8 @@
 //! five-member parallel group, exchanging [`RunStep`] with the step actors.
 //!
 //! Real steps implement [`Step`] and are put into a [`PipelineTable::product`]; the Cinder
-//! controller asks the [`Pipelines`] registry for a slot ([`Admit`]), then sends it
+//! controller asks the [`Pipelines`] registry whether its pass may run ([`Admit`]: the back-off,
+//! the gap between passes and the reconcile slots, decided in one handler), then sends it
 //! [`Reconcile`], which it forwards to the
 //! Cinder's actor, then writes [`PassReport::status_write`] when it is `Some` and requeues after
 //! [`PassReport::requeue_after`] through the ±10 % jitter.
@@ -16,24 +17,26 @@ pub mod artefacts;
 pub mod key;
 pub mod memory;
 pub mod pass;
+pub mod ready;
 pub mod step;
 pub mod step_name;
 pub mod table;
 pub mod view;
 
 pub use actors::{
-    AdmissionRank, Admit, Forget, GateStopped, Inspect, InspectPipeline, MIN_PASS_GAP,
-    PassNotWritten, PipelineActor, PipelineError, Pipelines, Reconcile, RunPass, Slot, WakeOnGrant,
-    snapshot,
+    AdmissionRank, Admit, Forget, GateStopped, Inspect, InspectPipeline, MIN_PASS_GAP, PassFailed,
+    PassNotWritten, PassSucceeded, PipelineActor, PipelineError, Pipelines, Reconcile, RunPass,
+    Slot, Turn, WakeOnGrant, snapshot,
 };
 pub use artefacts::{Artefacts, ProjectedBackend};
 pub use key::CinderKey;
 pub use memory::StepMemory;
 pub use pass::{PassEnd, PassObserver, PassReport, StepFailure, run_pass};
+pub use ready::aggregate_ready;
 pub use step::{
     Clusters, Doing, ForgetCinder, Outcome, RunStep, Step, StepActor, StepBody, StepContext,
     StepError, StepFn, StepReport, StepResult, TargetCluster,
 };
-pub use step_name::{GROUP, LANE, StepName};
+pub use step_name::{GROUP, LANE, SUB_CONDITIONS, StepName};
 pub use table::{PipelineTable, StepHandle, TableError};
 pub use view::{PassRecord, PipelineRecord, StepRecord};

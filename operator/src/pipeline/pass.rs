@@ -157,7 +157,7 @@ fn error_condition(handle: &StepHandle, error: &StepError) -> Cond {
 /// Ends a status the way every pass and every gate ahead of it does: the aggregate Ready
 /// recomputed from the sub-conditions and observedGeneration stamped.
 pub fn finish_status(status: &mut CinderStatus, generation: Option<i64>, stamp: &Time) {
-    let ready = conditions::aggregate_ready(&status.conditions);
+    let ready = super::ready::aggregate_ready(&status.conditions);
     conditions::set_condition(&mut status.conditions, &ready, generation, stamp);
     status.observed_generation = generation;
 }

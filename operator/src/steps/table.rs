@@ -1,5 +1,5 @@
-//! The product step table: each of the seventeen steps by its [`StepName`] (its condition
-//! follows from the name) and the function of its file that runs it.
+//! The product step table: each of the seventeen steps declared in [`StepName`] (its label,
+//! condition and place follow from the declaration) and the function of its file that runs it.
 
 use super::database::services::DatabaseServices;
 use super::env::StepEnv;
@@ -10,7 +10,9 @@ use super::{
     transport_url_secret, volume_services, vpa,
 };
 use crate::metrics::JobKind;
-use crate::pipeline::{PipelineTable, Step, StepBody, StepFn, StepMemory, StepName, TableError};
+use crate::pipeline::{
+    GROUP, LANE, PipelineTable, Step, StepBody, StepFn, StepMemory, StepName, TableError,
+};
 use std::sync::Arc;
 
 /// The step `name` running `body` with a copy of `env`, its reads served from `env`'s stores.
@@ -61,39 +63,42 @@ where
     })
 }
 
-/// The product steps, each in its own file.
+/// The product steps, each in its own file, in the order of [`LANE`] and [`GROUP`]: the match
+/// gives every declared step its function (a step declared without one does not compile).
 pub fn steps(env: StepEnv) -> Vec<Arc<dyn Step>> {
-    let database =
-        DatabaseServices::new(env.client.clone(), env.device_locks.clone(), &env.metrics);
-    let purge = JobReporting::new(&env, JobKind::DbPurge);
-    let detach = JobReporting::new(&env, JobKind::ServiceRemove);
-    vec![
-        step(StepName::Secrets, &env, secrets::run),
-        step(
-            StepName::DBConnectionSecret,
-            &env,
-            db_connection_secret::run,
-        ),
-        step(
-            StepName::TransportURLSecret,
-            &env,
-            transport_url_secret::run,
-        ),
-        step(StepName::Backends, &env, backends::run),
-        step(StepName::BackupBackend, &env, backup_backend::run),
-        step(StepName::Config, &env, config::run),
-        step_with(StepName::Database, &env, database, database::run),
-        step(StepName::Scheduler, &env, scheduler::run),
-        step_with(StepName::VolumeServices, &env, detach, volume_services::run),
-        step(StepName::BackupService, &env, backup_service::run),
-        step(StepName::Deployment, &env, deployment::run),
-        step_with(StepName::DBPurge, &env, purge, db_purge::run),
-        step(StepName::HTTPRoute, &env, http_route::run),
-        step(StepName::HealthCheck, &env, health_check::run),
-        step_with(StepName::HPA, &env, hpa::HpaEvents::new(&env), hpa::run),
-        step(StepName::VPA, &env, vpa::run),
-        step(StepName::NetworkPolicy, &env, network_policy::run),
-    ]
+    let step_of = |name: StepName| match name {
+        StepName::Secrets => step(name, &env, secrets::run),
+        StepName::DBConnectionSecret => step(name, &env, db_connection_secret::run),
+        StepName::TransportURLSecret => step(name, &env, transport_url_secret::run),
+        StepName::Backends => step(name, &env, backends::run),
+        StepName::BackupBackend => step(name, &env, backup_backend::run),
+        StepName::Config => step(name, &env, config::run),
+        StepName::Database => {
+            let services =
+                DatabaseServices::new(env.client.clone(), env.device_locks.clone(), &env.metrics);
+            step_with(name, &env, services, database::run)
+        }
+        StepName::Scheduler => step(name, &env, scheduler::run),
+        StepName::VolumeServices => {
+            let detach = JobReporting::new(&env, JobKind::ServiceRemove);
+            step_with(name, &env, detach, volume_services::run)
+        }
+        StepName::BackupService => step(name, &env, backup_service::run),
+        StepName::Deployment => step(name, &env, deployment::run),
+        StepName::DBPurge => {
+            let purge = JobReporting::new(&env, JobKind::DbPurge);
+            step_with(name, &env, purge, db_purge::run)
+        }
+        StepName::HTTPRoute => step(name, &env, http_route::run),
+        StepName::HealthCheck => step(name, &env, health_check::run),
+        StepName::HPA => step_with(name, &env, hpa::HpaEvents::new(&env), hpa::run),
+        StepName::VPA => step(name, &env, vpa::run),
+        StepName::NetworkPolicy => step(name, &env, network_policy::run),
+    };
+    LANE.iter()
+        .chain(GROUP.iter())
+        .map(|&n| step_of(n))
+        .collect()
 }
 
 /// The product step table (starts the step actors: call it on the actor thread).

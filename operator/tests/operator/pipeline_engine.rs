@@ -3,7 +3,7 @@
 //! Cinder, the registry's view, and the product table's checks.
 
 use actix::Actor;
-use cinder_operator::conditions::{Cond, SUB_CONDITIONS, kind, reason};
+use cinder_operator::conditions::{Cond, kind, reason};
 use cinder_operator::crd::Cinder;
 use cinder_operator::metrics::{Metrics, encode_openmetrics};
 use cinder_operator::pipeline::*;
@@ -414,6 +414,39 @@ async fn different_cinders_run_concurrently() {
     drop(b_ran);
 }
 
+/// Asks the registry for the turn of `name` (rank `rank`, generation 1, not being deleted).
+async fn admit(pipelines: &actix::Addr<Pipelines>, name: &str, rank: AdmissionRank) -> Turn {
+    pipelines
+        .send(Admit {
+            key: key(name),
+            rank,
+            generation: Some(1),
+            deleting: false,
+        })
+        .await
+        .unwrap()
+}
+
+/// Runs one pass of `name` as the Cinder controller does: asks for its turn (waiting as told,
+/// queued turns asked again), then sends the pass with the slot held.
+async fn pass_when_admitted(pipelines: &actix::Addr<Pipelines>, name: &str) {
+    loop {
+        match admit(pipelines, name, 1).await {
+            Turn::Run(_slot) => {
+                let report = pipelines
+                    .send(Reconcile(cinder(name), None, tracing::Span::none()))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(report.end, PassEnd::Completed);
+                return;
+            }
+            Turn::Wait(wait) => tokio::time::sleep(wait).await,
+            Turn::Queued => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
 #[actix::test]
 async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_once() {
     let c = calls();
@@ -428,15 +461,20 @@ async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_on
     let (_r, metrics) = Metrics::new_registry();
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
     let asked = std::time::Instant::now();
-    // A burst of five passes of x, and one of y beside them.
-    let sends: Vec<_> = ["x", "x", "x", "x", "x", "y"]
-        .iter()
-        .map(|n| pipelines.send(Reconcile(cinder(n), None, tracing::Span::none())))
-        .collect();
-    let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))
+    // Five passes of x back to back (each asked for as soon as the last ended), and one of y
+    // beside them.
+    let x_passes = {
+        let pipelines = pipelines.clone();
+        async move {
+            for _ in 0..5 {
+                pass_when_admitted(&pipelines, "x").await;
+            }
+        }
+    };
+    let both = futures::future::join(x_passes, pass_when_admitted(&pipelines, "y"));
+    tokio::time::timeout(Duration::from_secs(60), both)
         .await
         .unwrap();
-    assert!(results.iter().all(|r| matches!(r, Ok(Ok(_)))));
     let starts = starts.lock().unwrap().clone();
     let of = |name: &str| -> Vec<std::time::Instant> {
         starts
@@ -447,10 +485,10 @@ async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_on
     };
     let x = of("x");
     assert_eq!(x.len(), 5);
-    // The actor starts passes at least the gap apart; the step records its own start after the
-    // actor's, by a hand-over latency that differs between passes (sub-millisecond on a quiet
-    // machine, a few milliseconds on a loaded one), so the gap seen here may fall short of the
-    // actor's by that difference.
+    // The registry admits passes at least the gap apart; the step records its own start after
+    // the registry's forward, by a hand-over latency that differs between passes
+    // (sub-millisecond on a quiet machine, a few milliseconds on a loaded one), so the gap seen
+    // here may fall short of the registry's by that difference.
     let hand_over = Duration::from_millis(10);
     for pair in x.windows(2) {
         let gap = pair[1] - pair[0];
@@ -467,6 +505,70 @@ async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_on
         x[0] - asked
     );
     assert!(of("y")[0] - asked < slack, "y waited for x's gap");
+}
+
+#[actix::test]
+async fn a_failed_cinder_waits_for_its_retry_unless_its_spec_changed_or_it_is_deleted() {
+    let (_r, metrics) = Metrics::new_registry();
+    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics).start();
+    let turn = |generation, deleting| Admit {
+        key: key("f"),
+        rank: 1,
+        generation: Some(generation),
+        deleting,
+    };
+    assert!(matches!(
+        pipelines.send(turn(1, false)).await.unwrap(),
+        Turn::Run(_)
+    ));
+    let mut last = None;
+    for failures in 1..=3 {
+        let retry = pipelines
+            .send(PassFailed {
+                key: key("f"),
+                generation: Some(1),
+            })
+            .await
+            .unwrap();
+        assert_eq!(retry.failures, failures);
+        last = Some(retry.after);
+    }
+    // The third failure in a row: 4 s, jittered.
+    let after = last.unwrap();
+    assert!(
+        after >= Duration::from_millis(3600) && after <= Duration::from_millis(4400),
+        "{after:?}"
+    );
+    match pipelines.send(turn(1, false)).await.unwrap() {
+        Turn::Wait(wait) => assert!(wait <= after && wait > Duration::from_secs(3), "{wait:?}"),
+        _ => panic!("an event before the retry must wait for it"),
+    }
+    assert!(
+        matches!(pipelines.send(turn(2, false)).await.unwrap(), Turn::Run(_)),
+        "a spec edit is acted on at once"
+    );
+    assert!(
+        matches!(pipelines.send(turn(1, true)).await.unwrap(), Turn::Run(_)),
+        "a deletion does not wait for the retry"
+    );
+    pipelines.send(PassSucceeded(key("f"))).await.unwrap();
+    assert!(
+        matches!(pipelines.send(turn(1, false)).await.unwrap(), Turn::Run(_)),
+        "a success resets the count"
+    );
+    let retry = pipelines
+        .send(PassFailed {
+            key: key("f"),
+            generation: Some(1),
+        })
+        .await
+        .unwrap();
+    assert_eq!(retry.failures, 1, "counting starts again after a success");
+    pipelines.send(Forget(key("f"))).await.unwrap();
+    assert!(
+        matches!(pipelines.send(turn(1, false)).await.unwrap(), Turn::Run(_)),
+        "a forgotten Cinder's count is gone"
+    );
 }
 
 #[actix::test]
@@ -561,20 +663,20 @@ async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_
         )
     };
 
-    let running = pipelines.send(Admit(key("a"), 50)).await.unwrap();
-    assert!(running.is_some(), "a free slot is taken at once");
+    let running = admit(&pipelines, "a", 50).await;
+    assert!(
+        matches!(running, Turn::Run(_)),
+        "a free slot is taken at once"
+    );
     for (name, created) in [("young", 300), ("old", 100), ("middle", 200)] {
-        let queued = pipelines.send(Admit(key(name), created)).await.unwrap();
-        assert!(queued.is_none(), "{name} must wait: the one slot is taken");
+        let queued = admit(&pipelines, name, created).await;
+        assert!(
+            matches!(queued, Turn::Queued),
+            "{name} must wait: the one slot is taken"
+        );
     }
     // Asking again keeps the Cinder's place; it is not queued twice.
-    assert!(
-        pipelines
-            .send(Admit(key("old"), 100))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(matches!(admit(&pipelines, "old", 100).await, Turn::Queued));
     assert_eq!(gauges(), (1, 3), "one running, three queued");
     // A deleted Cinder leaves the queue.
     pipelines.send(Forget(key("middle"))).await.unwrap();
@@ -587,8 +689,11 @@ async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_
         Some(key("old")),
         "the oldest queued is granted first"
     );
-    let old = pipelines.send(Admit(key("old"), 100)).await.unwrap();
-    assert!(old.is_some(), "the woken Cinder takes its grant");
+    let old = admit(&pipelines, "old", 100).await;
+    assert!(
+        matches!(old, Turn::Run(_)),
+        "the woken Cinder takes its grant"
+    );
     assert_eq!(gauges(), (1, 1), "the granted slot counts as running");
     drop(old);
     let next = tokio::time::timeout(Duration::from_secs(10), woken.next()).await;
@@ -609,22 +714,22 @@ async fn a_slot_granted_to_a_cinder_of_a_shard_not_held_goes_to_the_next() {
         .start();
     let (wake, mut woken) = futures::channel::mpsc::unbounded();
     pipelines.send(WakeOnGrant(wake)).await.unwrap();
-    let running = pipelines.send(Admit(key("a"), 1)).await.unwrap();
-    assert!(running.is_some());
+    let running = admit(&pipelines, "a", 1).await;
+    assert!(matches!(running, Turn::Run(_)));
     for name in ["b", "c"] {
-        assert!(pipelines.send(Admit(key(name), 2)).await.unwrap().is_none());
+        assert!(matches!(admit(&pipelines, name, 2).await, Turn::Queued));
     }
     drop(running);
     // The slot is not kept for b or c: the next Cinder to ask takes it at once.
-    let mut next = None;
+    let mut next = Turn::Queued;
     for _ in 0..100 {
-        next = pipelines.send(Admit(key("d"), 3)).await.unwrap();
-        if next.is_some() {
+        next = admit(&pipelines, "d", 3).await;
+        if matches!(next, Turn::Run(_)) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(next.is_some(), "the slot went to nobody");
+    assert!(matches!(next, Turn::Run(_)), "the slot went to nobody");
     assert!(
         woken.try_recv().is_err(),
         "no Cinder of another shard is woken"

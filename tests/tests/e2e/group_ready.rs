@@ -3,7 +3,7 @@
 
 use cinder_e2e::group_helpers::*;
 use cinder_e2e::*;
-use cinder_operator::conditions::SUB_CONDITIONS;
+use cinder_operator::pipeline::SUB_CONDITIONS;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn happy_path_reaches_all_ready() {

@@ -11,6 +11,7 @@ pub mod reconcile;
 pub mod status;
 
 use crate::context::OperatorContext;
+use crate::controller::backoff::BackoffActor;
 use crate::controller::index::{Departed, IndexHandle, SatelliteSide};
 use crate::controller::watches::Watches;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
@@ -88,13 +89,14 @@ impl SatelliteControllers {
         let backup_backends = controller_for(&mut w.backup_backends, cinders, secrets, index)
             .graceful_shutdown_on(stop);
         let recorder = crate::events::recorder(client, Some(op.options.identity.clone()));
+        let backoffs = op.actors.start_actor(|_| BackoffActor::default());
         SatelliteControllers {
             backends,
             backup_backends,
             ctx: Arc::new(SatelliteContext {
                 op,
                 recorder,
-                backoffs: Default::default(),
+                backoffs,
             }),
         }
     }

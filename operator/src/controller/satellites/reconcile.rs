@@ -14,6 +14,7 @@ use super::status::{
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
+use crate::controller::backoff::{BackoffActor, Failed, Holding, Succeeded};
 use crate::crd::{Cinder, SatelliteStatus};
 use crate::kube_ext::reader::{self, ReadScope};
 use crate::kube_ext::{FIELD_MANAGER, finalizer};
@@ -30,13 +31,24 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a satellite reconcile needs.
 pub struct SatelliteContext {
     pub op: Arc<OperatorContext>,
     pub recorder: Recorder,
-    /// The failure counts behind the retry after a failed reconcile (keyed `kind/ns/name`).
-    pub backoffs: crate::controller::backoff::Backoffs,
+    /// The actor that owns the failure counts behind the retry after a failed reconcile (keyed
+    /// `kind/ns/name`).
+    pub backoffs: actix::Addr<BackoffActor>,
+}
+
+/// A satellite reconcile that failed, with its retry (`error_policy` requeues after it).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct SatelliteFailed {
+    #[source]
+    pub error: SatelliteError,
+    pub retry: Duration,
 }
 
 /// A satellite reconcile that could not finish.
@@ -58,16 +70,13 @@ fn backoff_key<S: SatelliteKind>(obj: &S) -> String {
 }
 
 /// The retry after a failed reconcile: exponential per satellite, with a ceiling
-/// ([`crate::controller::backoff`]).
+/// ([`crate::controller::backoff`]), as the back-off actor gave it.
 pub fn error_policy<S: SatelliteKind>(
-    obj: Arc<S>,
-    _e: &SatelliteError,
-    ctx: Arc<SatelliteContext>,
+    _obj: Arc<S>,
+    failed: &SatelliteFailed,
+    _ctx: Arc<SatelliteContext>,
 ) -> Action {
-    Action::requeue(
-        ctx.backoffs
-            .failed(backoff_key(obj.as_ref()), obj.meta().generation),
-    )
+    Action::requeue(failed.retry)
 }
 
 /// Where the parent's children live: its resolved target cluster, the management cluster
@@ -263,19 +272,33 @@ pub fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
 pub async fn reconcile<S: SatelliteKind>(
     obj: Arc<S>,
     ctx: Arc<SatelliteContext>,
-) -> Result<Action, SatelliteError> {
+) -> Result<Action, SatelliteFailed> {
     let key = backoff_key(obj.as_ref());
-    if obj.meta().deletion_timestamp.is_none()
-        && let Some(wait) = ctx.backoffs.holding(&key, obj.meta().generation)
-    {
-        return Ok(Action::requeue(wait));
+    let generation = obj.meta().generation;
+    if obj.meta().deletion_timestamp.is_none() {
+        let hold = Holding {
+            key: key.clone(),
+            generation,
+        };
+        if let Ok(Some(wait)) = ctx.backoffs.send(hold).await {
+            return Ok(Action::requeue(wait));
+        }
     }
     let scope = ReadScope::management(&ctx.op.reads);
-    let result = reader::within(scope, reconcile_once(obj, ctx.clone())).await;
-    if result.is_ok() {
-        ctx.backoffs.succeeded(&key);
+    match reader::within(scope, reconcile_once(obj, ctx.clone())).await {
+        Ok(action) => {
+            ctx.backoffs.do_send(Succeeded(key));
+            Ok(action)
+        }
+        Err(error) => {
+            let retry = ctx
+                .backoffs
+                .send(Failed { key, generation })
+                .await
+                .map_or(crate::requeue::BACKOFF_CEILING, |r| r.after);
+            Err(SatelliteFailed { error, retry })
+        }
     }
-    result
 }
 
 async fn reconcile_once<S: SatelliteKind>(
