@@ -521,15 +521,18 @@ async fn a_failed_cinder_waits_for_its_retry_unless_its_spec_changed_or_it_is_de
         pipelines.send(turn(1, false)).await.unwrap(),
         Turn::Run(_)
     ));
-    let mut last = None;
-    for failures in 1..=3 {
-        let retry = pipelines
+    let fail = || async {
+        pipelines
             .send(PassFailed {
                 key: key("f"),
                 generation: Some(1),
             })
             .await
-            .unwrap();
+            .unwrap()
+    };
+    let mut last = None;
+    for failures in 1..=3 {
+        let retry = fail().await;
         assert_eq!(retry.failures, failures);
         last = Some(retry.after);
     }
@@ -556,13 +559,7 @@ async fn a_failed_cinder_waits_for_its_retry_unless_its_spec_changed_or_it_is_de
         matches!(pipelines.send(turn(1, false)).await.unwrap(), Turn::Run(_)),
         "a success resets the count"
     );
-    let retry = pipelines
-        .send(PassFailed {
-            key: key("f"),
-            generation: Some(1),
-        })
-        .await
-        .unwrap();
+    let retry = fail().await;
     assert_eq!(retry.failures, 1, "counting starts again after a success");
     pipelines.send(Forget(key("f"))).await.unwrap();
     assert!(

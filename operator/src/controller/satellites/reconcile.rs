@@ -295,7 +295,10 @@ pub async fn reconcile<S: SatelliteKind>(
                 .backoffs
                 .send(Failed { key, generation })
                 .await
-                .map_or(crate::requeue::BACKOFF_CEILING, |r| r.after);
+                .map_or_else(
+                    |_| crate::requeue::jittered(crate::requeue::BACKOFF_CEILING),
+                    |r| r.after,
+                );
             Err(SatelliteFailed { error, retry })
         }
     }
