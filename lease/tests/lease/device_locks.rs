@@ -467,6 +467,12 @@ async fn a_second_device_is_taken_nested_after_the_first_and_refused_out_of_orde
     assert!(matches!(busy, DeviceLockError::DeviceBusy { .. }), "{busy}");
     nested.release().await;
     outer.release().await;
+    // The refusal stands for the requests granted within `short_delay / 2` of it; a caller
+    // retries after the `retry_after` it was given, and that retry reads the released Lease.
+    let DeviceLockError::DeviceBusy { retry_after, .. } = busy else {
+        unreachable!("matched above")
+    };
+    tokio::time::sleep(retry_after).await;
     let free = other.lock("dev-c", Priority::Default).await.unwrap();
     free.release().await;
     cluster.shutdown().await;
