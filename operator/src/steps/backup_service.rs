@@ -12,47 +12,49 @@ use super::workloads::{
     desired_deployment,
 };
 use crate::conditions::{Cond, kind, reason};
-use crate::crd::BackendType;
+use crate::crd::{BackendType, CinderBackend};
 use crate::names::{self, Component};
-use crate::pipeline::{Doing, StepContext, StepResult};
+use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
+use std::collections::BTreeMap;
 
-/// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
-    let name = ctx.name().to_string();
-    let ns = ctx.namespace().to_string();
-    let deployment_name = names::backup_deployment(&name);
-    let Some(target) = ctx.artefacts.backup_backend.clone() else {
-        if !ctx.artefacts.backup_backend_held.is_empty() {
-            // A target that only waits this pass keeps the running backup service: only a
-            // target that left takes it away.
-            let held = ctx.artefacts.backup_backend_held.join(", ");
-            return ctx.proceed(WorkloadCondition::BACKUP_SERVICE.waiting(format!(
-                "backup target {held} is not projected; Deployment {deployment_name} is kept as it is"
-            )));
-        }
-        delete_deployment(&children, &ns, &deployment_name)
-            .await
-            .doing(format_args!("deleting Deployment {deployment_name}"))?;
-        return ctx.proceed(Cond::true_(
-            kind::BACKUP_SERVICE_READY,
-            reason::BACKUP_NOT_CONFIGURED,
-            "no backup target is projected",
-        ));
-    };
-    let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
-        return WorkloadCondition::BACKUP_SERVICE.await_config(ctx);
-    };
-    let specs = attached_backends(&env.client, &ns, &name)
-        .await
-        .doing("listing CinderBackends")?;
+/// The backup service's command line: `--config-dir` is the backup target's Secret (its
+/// `backup.conf` fragment).
+const BACKUP_COMMAND: [&str; 3] = ["cinder-backup", "--config-dir", BACKUP_MOUNT_DIR];
+
+/// BackupServiceReady while the attached target(s) `held` are not projected: the Deployment
+/// `deployment_name` is left as it runs.
+fn kept_as_it_is(held: &[String], deployment_name: &str) -> Cond {
+    let held = held.join(", ");
+    WorkloadCondition::BACKUP_SERVICE.waiting(format!(
+        "backup target {held} is not projected; Deployment {deployment_name} is kept as it is"
+    ))
+}
+
+/// BackupServiceReady with no backup target attached (the Deployment is deleted).
+fn not_configured() -> Cond {
+    Cond::true_(
+        kind::BACKUP_SERVICE_READY,
+        reason::BACKUP_NOT_CONFIGURED,
+        "no backup target is projected",
+    )
+}
+
+/// The backup service's volumes besides its config: the projected `target`'s Secret at
+/// [`BACKUP_MOUNT_DIR`], and of every volume backend in `backends` not being deleted, an RBD
+/// backend's Secret (its keyring) or an NFS backend's export (from its spec in `specs`; none
+/// without one).
+fn backup_volumes(
+    target: &ProjectedBackend,
+    backends: &[ProjectedBackend],
+    specs: &BTreeMap<String, CinderBackend>,
+) -> Vec<ExtraVolume> {
     let mut extra_volumes = vec![ExtraVolume::secret(
         "backup-target",
         &target.secret_name,
         BACKUP_MOUNT_DIR.to_string(),
     )];
-    for b in ctx.artefacts.backends.iter().filter(|b| !b.deleting) {
+    for b in backends.iter().filter(|b| !b.deleting) {
         match b.backend_type {
             Some(BackendType::Rbd) => extra_volumes.push(ExtraVolume::secret(
                 &format!("backend-{}", b.name),
@@ -70,13 +72,40 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
             None => {}
         }
     }
+    extra_volumes
+}
+
+/// Runs the step once for one Cinder.
+pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&env.client);
+    let name = ctx.name().to_string();
+    let ns = ctx.namespace().to_string();
+    let deployment_name = names::backup_deployment(&name);
+    let Some(target) = ctx.artefacts.backup_backend.clone() else {
+        if !ctx.artefacts.backup_backend_held.is_empty() {
+            // A target that only waits this pass keeps the running backup service: only a
+            // target that left takes it away.
+            let held = &ctx.artefacts.backup_backend_held;
+            return ctx.proceed(kept_as_it_is(held, &deployment_name));
+        }
+        delete_deployment(&children, &ns, &deployment_name)
+            .await
+            .doing(format_args!("deleting Deployment {deployment_name}"))?;
+        return ctx.proceed(not_configured());
+    };
+    let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
+        return WorkloadCondition::BACKUP_SERVICE.await_config(ctx);
+    };
+    let specs = attached_backends(&env.client, &ns, &name)
+        .await
+        .doing("listing CinderBackends")?;
     let spec = WorkloadSpec {
-        extra_volumes,
+        extra_volumes: backup_volumes(&target, &ctx.artefacts.backends, &specs),
         ..WorkloadSpec::new(
             Component::Backup,
             &deployment_name,
             1,
-            &["cinder-backup", "--config-dir", BACKUP_MOUNT_DIR],
+            &BACKUP_COMMAND,
             config_map,
             &ctx.artefacts,
             ctx.status.installed_release.as_deref(),
@@ -95,4 +124,142 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         ready,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::Artefacts;
+    use crate::steps::workloads::desired_deployment;
+
+    fn projected(name: &str, backend_type: BackendType, deleting: bool) -> ProjectedBackend {
+        ProjectedBackend {
+            name: name.into(),
+            backend_type: Some(backend_type),
+            secret_name: format!("c-backend-{name}-0123"),
+            deleting,
+            ..Default::default()
+        }
+    }
+
+    fn nfs_spec(name: &str) -> (String, CinderBackend) {
+        let spec = serde_yaml::from_str(
+            "{cinderRef: {name: c}, type: NFS, nfs: {server: 10.0.0.5, path: /export}}",
+        )
+        .expect("a CinderBackend spec");
+        (name.to_string(), CinderBackend::new(name, spec))
+    }
+
+    /// `(volume name, mount path)` of each volume.
+    fn mounts(volumes: &[ExtraVolume]) -> Vec<(String, String)> {
+        volumes
+            .iter()
+            .map(|v| (v.volume.name.clone(), v.mount_path.clone()))
+            .collect()
+    }
+
+    fn secret_of(v: &ExtraVolume) -> Option<String> {
+        let sources = v.volume.projected.as_ref()?.sources.as_ref()?;
+        sources[0].secret.as_ref().map(|s| s.name.clone())
+    }
+
+    #[test]
+    fn the_backup_service_mounts_its_target_and_the_volume_backends_it_reads() {
+        let target = ProjectedBackend {
+            name: "b".into(),
+            secret_name: "c-backup-backend-4567".into(),
+            ..Default::default()
+        };
+        let backends = [
+            projected("ceph1", BackendType::Rbd, false),
+            projected("nfs1", BackendType::Nfs, false),
+            // No spec read for it: no export to mount.
+            projected("nfs2", BackendType::Nfs, false),
+            projected("gone", BackendType::Rbd, true),
+        ];
+        let specs: BTreeMap<String, CinderBackend> = [nfs_spec("nfs1")].into();
+        let volumes = backup_volumes(&target, &backends, &specs);
+        assert_eq!(
+            mounts(&volumes),
+            [
+                ("backup-target".into(), BACKUP_MOUNT_DIR.into()),
+                ("backend-ceph1".into(), "/etc/cinder/backends/ceph1".into()),
+                ("nfs-nfs1".into(), "/var/lib/cinder/mnt/nfs1".into()),
+            ]
+        );
+        assert_eq!(
+            secret_of(&volumes[0]).as_deref(),
+            Some("c-backup-backend-4567")
+        );
+        assert_eq!(
+            secret_of(&volumes[1]).as_deref(),
+            Some("c-backend-ceph1-0123")
+        );
+        let nfs = volumes[2].volume.nfs.as_ref().unwrap();
+        assert_eq!(
+            (nfs.server.as_str(), nfs.path.as_str()),
+            ("10.0.0.5", "/export")
+        );
+        assert_eq!(
+            secret_of(&volumes[2]),
+            None,
+            "an NFS backend's Secret is not mounted"
+        );
+    }
+
+    #[test]
+    fn the_backup_deployment_runs_cinder_backup_on_the_target_fragment() {
+        let c = crate::test_fixtures::cinder();
+        let target = projected("b", BackendType::Nfs, false);
+        let spec = WorkloadSpec {
+            extra_volumes: backup_volumes(&target, &[], &BTreeMap::new()),
+            ..WorkloadSpec::new(
+                Component::Backup,
+                &names::backup_deployment("c"),
+                1,
+                &BACKUP_COMMAND,
+                "c-config-89ab".into(),
+                &Artefacts::default(),
+                Some("2026.1"),
+            )
+        };
+        let d = desired_deployment(&c, &spec);
+        assert_eq!(d.metadata.name.as_deref(), Some("c-backup"));
+        assert_eq!(d.spec.replicas, Some(1));
+        let pod = d.spec.template.spec.unwrap();
+        assert_eq!(
+            pod.containers[0].command.as_deref().unwrap(),
+            [
+                "cinder-backup",
+                "--config-dir",
+                "/etc/cinder/backup-backend"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_waiting_target_keeps_the_service_and_no_target_removes_it() {
+        let kept = kept_as_it_is(&["b1".to_string(), "b2".to_string()], "c-backup");
+        assert_eq!(
+            (kept.type_, kept.status, kept.reason),
+            (
+                kind::BACKUP_SERVICE_READY,
+                false,
+                reason::WAITING_FOR_BACKUP_SERVICE
+            )
+        );
+        assert_eq!(
+            kept.message,
+            "backup target b1, b2 is not projected; Deployment c-backup is kept as it is"
+        );
+        let none = not_configured();
+        assert_eq!(
+            (none.type_, none.status, none.reason),
+            (
+                kind::BACKUP_SERVICE_READY,
+                true,
+                reason::BACKUP_NOT_CONFIGURED
+            )
+        );
+    }
 }
