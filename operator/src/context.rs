@@ -66,6 +66,10 @@ impl Default for OperatorOptions {
     }
 }
 
+/// The name of the thread every actor of the operator runs on (what `top -H` and
+/// `/proc/<pid>/task/*/comm` show).
+pub const ACTOR_THREAD_NAME: &str = "cinder-actors";
+
 /// The actix system thread the actors (coordinator, pipelines, step actors) run on.
 pub struct ActorThread {
     system: actix::System,
@@ -77,7 +81,7 @@ impl ActorThread {
     pub fn start() -> anyhow::Result<Self> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
-            .name("cinder-actors".to_string())
+            .name(ACTOR_THREAD_NAME.to_string())
             .spawn(move || {
                 let system = actix::System::new();
                 system.block_on(async move {

@@ -142,18 +142,21 @@ impl Replica {
 
     /// User plus system CPU time so far.
     pub fn cpu(&self) -> anyhow::Result<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        // The fields after the command name (which may hold spaces) start after the last ')'.
-        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-        let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
-            bail!("unreadable /proc/<pid>/stat");
-        };
-        Ok(Duration::from_millis(
-            (user + system) * 1000 / TICKS_PER_SECOND,
-        ))
+        stat_cpu(&format!("/proc/{}/stat", self.pid))
+    }
+
+    /// User plus system CPU time so far of the replica's thread named `name` (the operator's
+    /// actor thread is `cinder-actors`).
+    pub fn thread_cpu(&self, name: &str) -> anyhow::Result<Duration> {
+        let tasks = format!("/proc/{}/task", self.pid);
+        for task in std::fs::read_dir(&tasks)? {
+            let dir = task?.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            if comm.trim_end() == name {
+                return stat_cpu(&dir.join("stat").to_string_lossy());
+            }
+        }
+        bail!("the replica has no thread named {name}")
     }
 
     /// The shards the replica holds (its admin `/shards`).
@@ -325,4 +328,20 @@ mod tests {
         );
         assert_eq!(url_after("metrics: http://x/metrics", "admin:"), None);
     }
+}
+
+/// User plus system CPU time in a `/proc/.../stat` file (a process's or a thread's).
+fn stat_cpu(path: &str) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(path)?;
+    // The fields after the command name (which may hold spaces) start after the last ')'.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
+        bail!("unreadable {path}");
+    };
+    Ok(Duration::from_millis(
+        (user + system) * 1000 / TICKS_PER_SECOND,
+    ))
 }

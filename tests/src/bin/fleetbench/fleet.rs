@@ -7,6 +7,7 @@ use crate::measure::{
     watches_opened,
 };
 use crate::report::{ReplicaFigures, Report};
+use cinder_operator::context::ACTOR_THREAD_NAME as ACTOR_THREAD;
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count, scaled_controllers};
@@ -170,6 +171,10 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         .map(|r| r.rss_bytes())
         .collect::<Result<_, _>>()?;
     let cpu_before: Vec<Duration> = replicas.iter().map(|r| r.cpu()).collect::<Result<_, _>>()?;
+    let actors_before: Vec<Duration> = replicas
+        .iter()
+        .map(|r| r.thread_cpu(ACTOR_THREAD))
+        .collect::<Result<_, _>>()?;
 
     let started_at = Utc::now();
     let clock = Instant::now();
@@ -211,6 +216,10 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         .map(|r| r.rss_bytes())
         .collect::<Result<_, _>>()?;
     let cpu_after: Vec<Duration> = replicas.iter().map(|r| r.cpu()).collect::<Result<_, _>>()?;
+    let actors_after: Vec<Duration> = replicas
+        .iter()
+        .map(|r| r.thread_cpu(ACTOR_THREAD))
+        .collect::<Result<_, _>>()?;
     let mut durations = Vec::new();
     let mut passes = 0;
     let mut step_time: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
@@ -282,6 +291,9 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
             rss_before: rss_before[i],
             rss_after: rss_after[i],
             cpu_ms: cpu_after[i].saturating_sub(cpu_before[i]).as_millis() as u64,
+            actor_thread_cpu_ms: actors_after[i]
+                .saturating_sub(actors_before[i])
+                .as_millis() as u64,
         })
         .collect();
     for r in replicas {

@@ -10,6 +10,9 @@ pub struct ReplicaFigures {
     pub rss_after: u64,
     /// CPU time from the first create to Ready.
     pub cpu_ms: u64,
+    /// CPU time of the actor thread (every actor and every step body runs on it) over the same
+    /// span.
+    pub actor_thread_cpu_ms: u64,
 }
 
 /// Everything one run measured.
@@ -90,6 +93,9 @@ impl Report {
                 "rss_bytes_per_cinder": round2(per(rss_delta, n)),
                 "rss_after_bytes": self.replica_figures.iter().map(|r| r.rss_after).collect::<Vec<_>>(),
                 "cpu_ms_per_replica": self.replica_figures.iter().map(|r| r.cpu_ms).collect::<Vec<_>>(),
+                "actor_thread_cpu_ms_per_replica": self.replica_figures.iter().map(|r| r.actor_thread_cpu_ms).collect::<Vec<_>>(),
+                // Of one core, over first create to Ready: how busy the one actor thread was.
+                "actor_thread_busy": self.replica_figures.iter().map(|r| round2(r.actor_thread_cpu_ms as f64 / self.makespan_ms.max(1) as f64)).collect::<Vec<_>>(),
             },
             "reconcile": {
                 "passes": self.passes,
