@@ -1,7 +1,7 @@
 //! The Cinder's children on the cluster: creating them with the common labels and their owner
 //! ([`create`]), finding them by label ([`list`]), removing an optional child the spec does not
 //! ask for ([`optional`]), what the live workloads mount and a sweep must therefore keep
-//! ([`mounts`]), and the backends' projection Secrets: their labels, their sweep and the
+//! ([`mod@mounts`]), and the backends' projection Secrets: their labels, their sweep and the
 //! credential check ([`projection`]).
 
 pub mod create;

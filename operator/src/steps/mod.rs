@@ -1,6 +1,6 @@
 //! The product pipeline steps: one file per step of [`crate::pipeline::StepName`] (the twelve
 //! lane steps and the five group members; [`database`] and [`volume_services`] keep their parts
-//! in subfolders of the same name), and [`table`], the product step table the engine runs.
+//! in subfolders of the same name), and [`mod@table`], the product step table the engine runs.
 //!
 //! What several steps share lives beside this folder: the Deployments, the one-shot Jobs and
 //! their reporting in [`crate::workloads`]; creating, listing and sweeping the Cinder's children

@@ -1,7 +1,7 @@
 //! The Cinder's workloads as the workload steps build them (the API, scheduler, volume and
 //! backup Deployments; the one-shot Jobs of Database, DBPurge and the detach in VolumeServices):
 //! the pod template's annotations, environment and volumes ([`pod`]), the volumes an attached
-//! volume backend contributes ([`backend_volumes`]), the Deployment desired, written, converged
+//! volume backend contributes ([`mod@backend_volumes`]), the Deployment desired, written, converged
 //! and deleted ([`deployment`]), the condition a workload step ends with ([`condition`]), the
 //! one-shot Jobs' pod template ([`job_pod`]), and the reporting of each terminal Job once
 //! ([`job_reporting`], with the counted marker that carries the "once" across processes,
