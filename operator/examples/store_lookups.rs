@@ -9,14 +9,14 @@
 //! `cargo run -p cinder-operator --example store_lookups [-- N ...]` (default 100 1000).
 
 use anyhow::Context as _;
+use cinder_operator::children::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
+use cinder_operator::children::{list_children, mounts, selector};
 use cinder_operator::crd::CinderBackend;
 use cinder_operator::kube_ext::reader::{self, ClusterStores, ReadScope};
 use cinder_operator::kube_ext::shared_watch::SharedWatch;
 use cinder_operator::names;
-use cinder_operator::steps::children::{list_children, mounts, selector};
-use cinder_operator::steps::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
-use cinder_operator::steps::workloads::attached_backends;
 use cinder_operator::target_cluster::TARGET_CLUSTER_LABEL;
+use cinder_operator::workloads::attached_backends;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::ListParams;

@@ -180,7 +180,7 @@ impl OperatorContext {
             options.device_lock_metrics.clone(),
         )?;
         let reads = crate::kube_ext::reader::ClusterStores::default();
-        let env = crate::steps::StepEnv {
+        let env = crate::pipeline::StepEnv {
             client: client.clone(),
             reads: reads.clone(),
             watch_namespace: options.namespace.clone(),

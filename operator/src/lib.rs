@@ -13,6 +13,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+pub mod children;
 pub mod cli;
 pub mod cmd_crdgen;
 pub mod cmd_lock_plan;
@@ -23,6 +24,8 @@ pub mod conditions;
 pub mod context;
 pub mod controller;
 pub mod crd;
+pub mod credentials;
+pub mod device_retry;
 pub mod embedded;
 pub mod entry;
 pub mod events;
@@ -41,3 +44,4 @@ pub mod target_cluster;
 pub mod telemetry;
 #[cfg(test)]
 mod test_fixtures;
+pub mod workloads;

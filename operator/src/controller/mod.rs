@@ -30,9 +30,9 @@ pub mod watches;
 
 use crate::context::OperatorContext;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend, Satellite, SecretStoreKind};
+use crate::kube_ext::capability::{HTTP_ROUTE, is_served};
 use crate::pipeline::{CinderKey, WakeOnGrant};
 use crate::shards::wake::{WakeTarget, Wakeable};
-use crate::steps::capability::{HTTP_ROUTE, is_served};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use index::IndexHandle;

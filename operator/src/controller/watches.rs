@@ -3,16 +3,16 @@
 //! controller and the two satellite controllers subscribe to these before [`Watches::run`].
 
 use super::index::IndexHandle;
+use crate::children::projection::parent_field;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
+use crate::kube_ext::capability::HTTP_ROUTE;
 use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::resources::{
     cluster_secret_store_resource, mariadb_resource, secret_store_resource,
 };
 use crate::kube_ext::shared_watch::SharedWatch;
 use crate::kube_ext::{scoped, scoped_dynamic};
-use crate::steps::capability::HTTP_ROUTE;
 use crate::steps::database::provisioning::SqlKind;
-use crate::steps::projection::parent_field;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;

@@ -4,11 +4,12 @@
 //! ([`run_pass`]) walks the twelve-step lane (ending at the first requeue or error) and then the
 //! five-member parallel group, exchanging [`RunStep`] with the step actors.
 //!
-//! Real steps implement [`Step`] and are put into a [`PipelineTable::product`]; the Cinder
-//! controller asks the [`Pipelines`] registry whether its pass may run ([`Admit`]: the back-off,
-//! the gap between passes and the reconcile slots, decided in one handler), then sends it
-//! [`Reconcile`], which it forwards to the
-//! Cinder's actor, then writes [`PassReport::status_write`] when it is `Some` and requeues after
+//! Real steps implement [`Step`], run with a [`StepEnv`] (what they need from the operator
+//! context: the client, the read stores, the device locks, the metrics) and are put into a
+//! [`PipelineTable::product`]; the Cinder controller asks the [`Pipelines`] registry whether its
+//! pass may run ([`Admit`]: the back-off, the gap between passes and the reconcile slots, decided
+//! in one handler), then sends it [`Reconcile`], which it forwards to the Cinder's actor, then
+//! writes [`PassReport::status_write`] when it is `Some` and requeues after
 //! [`PassReport::requeue_after`] through the ±10 % jitter.
 
 pub mod actors;
@@ -19,6 +20,7 @@ pub mod memory;
 pub mod pass;
 pub mod ready;
 pub mod step;
+pub mod step_env;
 pub mod step_name;
 pub mod table;
 pub mod view;
@@ -37,6 +39,7 @@ pub use step::{
     Clusters, Doing, ForgetCinder, Outcome, RunStep, Step, StepActor, StepBody, StepContext,
     StepError, StepFn, StepReport, StepResult, TargetCluster,
 };
+pub use step_env::StepEnv;
 pub use step_name::{GROUP, LANE, SUB_CONDITIONS, StepName};
 pub use table::{PipelineTable, StepHandle, TableError};
 pub use view::{PassRecord, PipelineRecord, StepRecord};

@@ -9,15 +9,15 @@
 //!
 //! BackendsReady reasons: AllBackendsProjected, NoBackends; WaitingForBackends.
 
-use super::children::{ensure_secret, secret};
-use super::env::StepEnv;
-use super::projection::{
+use crate::children::projection::{
     PROJECTION_LABEL, PROJECTION_VOLUME, attached, credentials_for, sweep_projections,
 };
+use crate::children::{ensure_secret, secret};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::validation::validate_satellite;
 use crate::crd::{Cinder, CinderBackend};
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{ProjectionError, held_backend, project_backend};
 use k8s_openapi::api::core::v1::Secret;

@@ -6,15 +6,15 @@
 //! BackupBackendReady reasons: BackupBackendProjected, NoBackupBackend; WaitingForBackupBackend,
 //! MultipleBackupBackends.
 
-use super::children::{ensure_secret, secret};
-use super::env::StepEnv;
-use super::projection::{
+use crate::children::projection::{
     PROJECTION_BACKUP, PROJECTION_LABEL, attached, credentials_for, sweep_projections,
 };
+use crate::children::{ensure_secret, secret};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::validation::validate_satellite;
 use crate::crd::{Cinder, CinderBackupBackend};
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{ProjectionError, project_backup_backend};
 use k8s_openapi::api::core::v1::Secret;

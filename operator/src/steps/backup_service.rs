@@ -6,16 +6,16 @@
 //! and projects every RBD volume backend's keyring besides the backup target's Secret. It
 //! requeues every 10 s until its rollout converged (WaitingForBackupService).
 
-use super::env::StepEnv;
-use super::workloads::{
-    ExtraVolume, WorkloadCondition, WorkloadSpec, attached_backends, converge, delete_deployment,
-    desired_deployment,
-};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{BackendType, CinderBackend};
 use crate::names::{self, Component};
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
+use crate::workloads::{
+    ExtraVolume, WorkloadCondition, WorkloadSpec, attached_backends, converge, delete_deployment,
+    desired_deployment,
+};
 use std::collections::BTreeMap;
 
 /// The backup service's command line: `--config-dir` is the backup target's Secret (its
@@ -130,7 +130,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
 mod tests {
     use super::*;
     use crate::pipeline::Artefacts;
-    use crate::steps::workloads::desired_deployment;
+    use crate::workloads::desired_deployment;
 
     fn projected(name: &str, backend_type: BackendType, deleting: bool) -> ProjectedBackend {
         ProjectedBackend {

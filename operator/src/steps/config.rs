@@ -7,10 +7,10 @@
 //! the error in `cinder_operator_reconcile_errors_total` while the lane goes on. Old
 //! ConfigMaps no Deployment of the Cinder mounts are swept.
 
-use super::children::{child_meta, ensure_config_map, mounts, selector};
-use super::env::StepEnv;
+use crate::children::{child_meta, ensure_config_map, mounts, selector};
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::sweep;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::config::render_config;
 use k8s_openapi::api::core::v1::ConfigMap;

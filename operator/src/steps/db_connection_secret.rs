@@ -3,13 +3,13 @@
 //! `{name}-db-connection` Secret (key `connection`) and digests it into the
 //! `cinder.c5c3.io/db-connection-hash` artefact. Reports through SecretsReady.
 
-use super::children::ensure_derived_secret;
-use super::credentials;
-use super::env::StepEnv;
 use super::secrets::DB_KEYS;
+use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
+use crate::credentials;
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{
     DB_CONNECTION_KEY, DEFAULT_DB_PORT, DbEndpoint, pymysql_dsn,

@@ -5,25 +5,25 @@
 //! db-purge component): DBPurgeScheduled, DBPurgeJobFailed with a Warning event, or
 //! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
 
-use super::children::{child_meta, list_children};
 use super::database::jobs::observe;
-use super::env::StepEnv;
-use super::workloads::{
-    JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
-};
+use crate::children::{child_meta, list_children};
 use crate::conditions::event_reason;
 use crate::crd::Cinder;
 use crate::kube_ext::reader;
 use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::metrics::JobResult;
 use crate::names::{self, Component};
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::config::ENV_DB_CONNECTION;
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
 use crate::planning::db_purge::{EffectiveDbPurge, db_purge_condition, effective_db_purge};
 use crate::planning::job::{JobState, JobSummary};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
-use crate::steps::job_marker::CountedJob;
+use crate::workloads::job_marker::CountedJob;
+use crate::workloads::{
+    JobReporting, SPEC_HASH_ANNOTATION, config_mount, env_from_secret, hash_of, spec_hash,
+};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -64,7 +64,7 @@ pub fn desired_cron_job(
             spec: Some(JobSpec {
                 active_deadline_seconds: Some(effective.active_deadline_seconds),
                 backoff_limit: Some(0),
-                template: super::workloads::config_job_pod(labels, container, config_map),
+                template: crate::workloads::config_job_pod(labels, container, config_map),
                 ..Default::default()
             }),
         },

@@ -6,18 +6,18 @@
 //! converged too (the scheduler, volume and backup steps before it only continue once theirs
 //! have), with a 1 s requeue (RequeueNextPass).
 
-use super::children::child_meta;
-use super::env::StepEnv;
-use super::workloads::{
-    SPEC_HASH_ANNOTATION, WorkloadCondition, WorkloadSpec, desired_deployment, ensure_converged,
-    hash_of, spec_hash,
-};
+use crate::children::child_meta;
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
 use crate::names::{self, Component};
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::upgrade::rollout_converged;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use crate::workloads::{
+    SPEC_HASH_ANNOTATION, WorkloadCondition, WorkloadSpec, desired_deployment, ensure_converged,
+    hash_of, spec_hash,
+};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};

@@ -15,10 +15,10 @@
 //! [`PROBE_TIMEOUT`]; ConnectionFailed when the API server cannot be reached; HealthCheckFailed
 //! for anything else.
 
-use super::env::StepEnv;
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::ApiErrorExt;
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{StepContext, StepResult};
 use crate::requeue::{HEALTH_CHECK_RETRY, PROBE_CACHE_TTL};
 use kube::Client;

@@ -6,14 +6,14 @@
 //! no metrics-server) does not depool the Cinder, whose API serves at its current replica
 //! count: the message says what the HPA reports, and a Warning Event (HPAScalingInactive) is
 //! published once per distinct trouble.
-use super::children::child_meta;
-use super::children::{NotRequired, remove_unwanted};
-use super::env::StepEnv;
+use crate::children::child_meta;
+use crate::children::{NotRequired, remove_unwanted};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::AutoscalingSpec;
 use crate::kube_ext::apply;
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::api::autoscaling::v2::{
     CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,

@@ -3,19 +3,19 @@
 //! 8776, controller ownerReference to the Cinder) is applied server-side and its acceptance read
 //! from `status.parents[].conditions` (Accepted). Without `spec.gateway` the route is deleted
 //! (HTTPRouteNotRequired, True). The Gateway API CRD is probed on every pass through
-//! [`super::capability`]: absent → GatewayAPINotInstalled (False), probe failure →
+//! [`crate::kube_ext::capability`]: absent → GatewayAPINotInstalled (False), probe failure →
 //! CapabilityProbeFailed (False); neither stops the rest of the pipeline.
 
-use super::capability::{self, HTTP_ROUTE};
-use super::children::child_meta;
-use super::children::{NotRequired, remove_unwanted};
-use super::env::StepEnv;
+use crate::children::child_meta;
+use crate::children::{NotRequired, remove_unwanted};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::crd::cinder::GatewaySpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
+use crate::kube_ext::capability::{self, HTTP_ROUTE};
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use kube::api::DynamicObject;

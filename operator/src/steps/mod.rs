@@ -1,6 +1,13 @@
-//! The product pipeline steps, one file per step (the twelve lane steps and the five group
-//! members of [`crate::pipeline::StepName`]), and [`table`], the product step table the engine
-//! runs.
+//! The product pipeline steps: one file per step of [`crate::pipeline::StepName`] (the twelve
+//! lane steps and the five group members; [`database`] and [`volume_services`] keep their parts
+//! in subfolders of the same name), and [`mod@table`], the product step table the engine runs.
+//!
+//! What several steps share lives beside this folder: the Deployments, the one-shot Jobs and
+//! their reporting in [`crate::workloads`]; creating, listing and sweeping the Cinder's children
+//! and the backends' projection Secrets in [`crate::children`]; reading credential Secrets in
+//! [`crate::credentials`]; the device-lock retry priority in [`crate::device_retry`]; the
+//! discovery probes of optional kinds in [`crate::kube_ext::capability`]; and
+//! [`crate::pipeline::StepEnv`], what the steps get from the operator context.
 //!
 //! Secret values are read here and written into derived Secrets; they never reach a log line,
 //! an event, a condition message, an error message or an artefact (only their digests do).
@@ -8,29 +15,20 @@
 pub mod backends;
 pub mod backup_backend;
 pub mod backup_service;
-pub mod capability;
-pub mod children;
 pub mod config;
-pub mod credentials;
 pub mod database;
 pub mod db_connection_secret;
 pub mod db_purge;
 pub mod deployment;
-pub mod device_retry;
-pub mod env;
 pub mod health_check;
 pub mod hpa;
 pub mod http_route;
-pub mod job_marker;
 pub mod network_policy;
-pub mod projection;
 pub mod scheduler;
 pub mod secrets;
 pub mod table;
 pub mod transport_url_secret;
 pub mod volume_services;
 pub mod vpa;
-pub mod workloads;
 
-pub use env::StepEnv;
 pub use table::{steps, table};

@@ -6,12 +6,12 @@
 //! left as it was), the condition is False with reason `EmptyIngress` and the step returns an
 //! error. API errors propagate.
 
-use super::children::child_meta;
-use super::children::{NotRequired, remove_unwanted};
-use super::env::StepEnv;
+use crate::children::child_meta;
+use crate::children::{NotRequired, remove_unwanted};
 use crate::conditions::{Cond, kind, reason};
 use crate::kube_ext::apply;
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::network_policy::{NetworkPolicyError, derive_network_policy};
 use k8s_openapi::api::networking::v1::NetworkPolicy;

@@ -3,11 +3,11 @@
 //! bus) and requeues every 10 s
 //! (RequeueDeploymentPolling) until its rollout converged; SchedulerReady / WaitingForScheduler.
 
-use super::env::StepEnv;
-use super::workloads::{WorkloadCondition, WorkloadSpec, converge, desired_deployment};
 use crate::names::{self, Component};
+use crate::pipeline::StepEnv;
 use crate::pipeline::{StepContext, StepResult};
 use crate::planning::config::CONFIG_DIR;
+use crate::workloads::{WorkloadCondition, WorkloadSpec, converge, desired_deployment};
 
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {

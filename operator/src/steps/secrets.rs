@@ -9,15 +9,15 @@
 //! WaitingForDBCredentials, WaitingForServiceUserCredentials, WaitingForMessagingCredentials
 //! (each requeues after 15 s). TargetClusterUnavailable is set by the gate ahead of the steps.
 
-use super::children::ensure_derived_secret;
-use super::credentials::{self, Missing};
-use super::env::StepEnv;
+use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::{Cinder, SecretStoreKind};
+use crate::credentials::{self, Missing};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::reader;
 use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{authtoken_hash, oslo_config_literal};
 use crate::requeue::REQUEUE_SECRET_POLLING;

@@ -2,17 +2,17 @@
 //! condition and place follow from the declaration) and the function of its file that runs it.
 
 use super::database::services::DatabaseServices;
-use super::env::StepEnv;
-use super::workloads::JobReporting;
 use super::{
     backends, backup_backend, backup_service, config, database, db_connection_secret, db_purge,
     deployment, health_check, hpa, http_route, network_policy, scheduler, secrets,
     transport_url_secret, volume_services, vpa,
 };
 use crate::metrics::JobKind;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{
     GROUP, LANE, PipelineTable, Step, StepBody, StepFn, StepMemory, StepName, TableError,
 };
+use crate::workloads::JobReporting;
 use std::sync::Arc;
 
 /// The step `name` running `body` with a copy of `env`, its reads served from `env`'s stores.

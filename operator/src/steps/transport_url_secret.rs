@@ -4,12 +4,12 @@
 //! `cinder.c5c3.io/transport-url-hash` artefact and resolves the broker port the NetworkPolicy
 //! member opens. Reports through SecretsReady.
 
-use super::children::ensure_derived_secret;
-use super::credentials;
-use super::env::StepEnv;
 use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, messaging_secret};
+use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
+use crate::credentials;
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{BrokerEndpoint, TRANSPORT_URL_KEY, rabbit_transport_url};
 use crate::requeue::REQUEUE_SECRET_POLLING;

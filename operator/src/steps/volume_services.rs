@@ -12,18 +12,18 @@
 
 pub mod detach;
 
-use super::children::list_children;
-use super::env::StepEnv;
-use super::workloads::{
+use crate::children::list_children;
+use crate::conditions::{Cond, kind, reason};
+use crate::crd::{CinderBackend, VolumeServiceStatus};
+use crate::names::{self, Component};
+use crate::pipeline::StepEnv;
+use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use crate::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadCondition, WorkloadSpec,
     attached_backends, backend_volumes, converged, delete_deployment, desired_deployment,
     ensure_deployment, needs_write,
 };
-use crate::conditions::{Cond, kind, reason};
-use crate::crd::{CinderBackend, VolumeServiceStatus};
-use crate::names::{self, Component};
-use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
-use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use cinder_lease::devices::BACKEND_CHANGE_PRIORITY;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
 use k8s_openapi::api::apps::v1::Deployment;

@@ -11,14 +11,14 @@
 //! now; a VPA of the Cinder whose target is not wanted or no longer exists (a detached backend,
 //! a removed backup target) is deleted with it.
 
-use super::capability::{self, VERTICAL_POD_AUTOSCALER};
-use super::children::{already_not_required, child_meta, selector};
-use super::env::StepEnv;
+use crate::children::{already_not_required, child_meta, selector};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
+use crate::kube_ext::capability::{self, VERTICAL_POD_AUTOSCALER};
 use crate::names;
+use crate::pipeline::StepEnv;
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -183,8 +183,8 @@ pub async fn delete_children(
     delete_labelled::<Job>(target, namespace, &selector, &mut deleted).await?;
     delete_labelled::<CronJob>(target, namespace, &selector, &mut deleted).await?;
     for optional in [
-        crate::steps::capability::VERTICAL_POD_AUTOSCALER,
-        crate::steps::capability::HTTP_ROUTE,
+        crate::kube_ext::capability::VERTICAL_POD_AUTOSCALER,
+        crate::kube_ext::capability::HTTP_ROUTE,
     ] {
         delete_labelled_optional(target, namespace, &selector, optional, &mut deleted).await?;
     }
@@ -197,7 +197,7 @@ async fn delete_labelled_optional(
     client: &Client,
     namespace: &str,
     selector: &str,
-    kind: crate::steps::capability::OptionalKind,
+    kind: crate::kube_ext::capability::OptionalKind,
     deleted: &mut Vec<String>,
 ) -> Result<(), kube::Error> {
     let api = kind.namespaced(client, namespace);

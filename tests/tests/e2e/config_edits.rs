@@ -221,7 +221,7 @@ async fn the_sweep_keeps_the_config_map_a_running_job_mounts() {
     let jobs: Api<Job> = h.api();
     let running = jobs.get(&purge).await.unwrap();
     assert!(
-        cinder_operator::steps::children::job_running(&running),
+        cinder_operator::children::job_running(&running),
         "the purge Job ended before the check"
     );
     assert!(

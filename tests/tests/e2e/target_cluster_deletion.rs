@@ -31,7 +31,7 @@ async fn remote_child(target: &kube::Client, name: &str, owner: &str) {
 /// A labelled object of the optional kind `kind` (VPA, HTTPRoute) named `name` on the target.
 async fn remote_optional(
     target: &kube::Client,
-    kind: cinder_operator::steps::capability::OptionalKind,
+    kind: cinder_operator::kube_ext::capability::OptionalKind,
     name: &str,
     owner: &str,
     spec: serde_json::Value,
@@ -90,7 +90,7 @@ async fn deletion_cleans_the_target_by_label_or_abandons_a_deregistered_one() {
     let owner = format!("{NS}.t1");
     remote_child(&remote, "t1-config-abc", &owner).await;
     remote_child(&remote, "unrelated", &format!("{NS}.other")).await;
-    use cinder_operator::steps::capability::{HTTP_ROUTE, VERTICAL_POD_AUTOSCALER};
+    use cinder_operator::kube_ext::capability::{HTTP_ROUTE, VERTICAL_POD_AUTOSCALER};
     let vpas = remote_optional(
         &remote,
         VERTICAL_POD_AUTOSCALER,

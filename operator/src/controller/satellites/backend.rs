@@ -2,10 +2,10 @@
 //! `cinder.openstack.c5c3.io/service-remove`, volume projection) for the shared reconcile.
 
 use super::kind::SatelliteKind;
+use crate::children::projection::PROJECTION_VOLUME;
 use crate::controller::index::SatelliteSide;
 use crate::crd::{CinderBackend, SatelliteStatus};
 use crate::names::SERVICE_REMOVE_FINALIZER;
-use crate::steps::projection::PROJECTION_VOLUME;
 
 impl SatelliteKind for CinderBackend {
     const SIDE: SatelliteSide = SatelliteSide::Backend;

@@ -2,9 +2,9 @@
 //! for the shared reconcile.
 
 use super::kind::SatelliteKind;
+use crate::children::projection::PROJECTION_BACKUP;
 use crate::controller::index::SatelliteSide;
 use crate::crd::{CinderBackupBackend, SatelliteStatus};
-use crate::steps::projection::PROJECTION_BACKUP;
 
 impl SatelliteKind for CinderBackupBackend {
     const SIDE: SatelliteSide = SatelliteSide::BackupBackend;

@@ -22,7 +22,7 @@ pub trait SatelliteKind:
     const SIDE: SatelliteSide;
     /// The kind name (backend-actor ids, messages).
     const KIND: &'static str;
-    /// The [`crate::steps::projection::PROJECTION_LABEL`] value of its projection Secrets.
+    /// The [`crate::children::projection::PROJECTION_LABEL`] value of its projection Secrets.
     const PROJECTION: &'static str;
     /// The finalizer the satellite controller adds, if any.
     const FINALIZER: Option<&'static str>;

@@ -10,6 +10,7 @@ pub mod kind;
 pub mod reconcile;
 pub mod status;
 
+use crate::children::projection::PROJECTION_LABEL;
 use crate::context::OperatorContext;
 use crate::controller::backoff::BackoffActor;
 use crate::controller::index::{Departed, IndexHandle, SatelliteSide};
@@ -17,7 +18,6 @@ use crate::controller::watches::Watches;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
 use crate::kube_ext::shared_watch::SharedWatch;
 use crate::names;
-use crate::steps::projection::PROJECTION_LABEL;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;

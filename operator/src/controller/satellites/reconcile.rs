@@ -11,6 +11,8 @@ use super::status::{
     Credentials, actor_id, actor_value, conditions_for, forget_actor, next_status,
     write_through_actor,
 };
+use crate::children::projection::{PROJECTION_LABEL, credentials_for};
+use crate::children::selector;
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
@@ -21,8 +23,6 @@ use crate::kube_ext::{FIELD_MANAGER, finalizer};
 use crate::names;
 use crate::pipeline::TargetCluster;
 use crate::requeue::Requeue;
-use crate::steps::children::selector;
-use crate::steps::projection::{PROJECTION_LABEL, credentials_for};
 use crate::target_cluster::Unresolvable;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
@@ -259,7 +259,7 @@ async fn projected<S: SatelliteKind>(
 /// Whether one of `deployments` mounts (as a Secret volume, or in a projected volume) one of
 /// the Secrets `names`.
 pub fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
-    let mut mounts = crate::steps::children::Mounts::default();
+    let mut mounts = crate::children::Mounts::default();
     for d in deployments {
         mounts.add_pod(d.spec.template.spec.as_ref());
     }

@@ -16,6 +16,7 @@
 //! away, a later pass creates the new one.
 
 use super::services::DatabaseServices;
+use crate::children::child_meta;
 use crate::crd::Cinder;
 use crate::crd::cinder::DatabaseSpec;
 use crate::kube_ext::ApiErrorExt;
@@ -26,8 +27,7 @@ use crate::pipeline::Clusters;
 use crate::planning::config::ENV_DB_CONNECTION;
 use crate::planning::digest::sha256_hex;
 use crate::planning::job::JobState;
-use crate::steps::children::child_meta;
-use crate::steps::workloads::{config_mount, env_from_secret};
+use crate::workloads::{config_mount, env_from_secret};
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
@@ -170,7 +170,7 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
     };
     let spec = JobSpec {
         backoff_limit: which.backoff_limit(),
-        template: super::super::workloads::config_job_pod(pod_labels, container, config_map),
+        template: crate::workloads::config_job_pod(pod_labels, container, config_map),
         ..Default::default()
     };
     let hash = run_hash(
@@ -338,8 +338,7 @@ pub async fn active_database_jobs(
     namespace: &str,
     cinder: &str,
 ) -> Result<Vec<String>, kube::Error> {
-    let jobs: Vec<Job> =
-        crate::steps::children::list_children(client, namespace, cinder, None).await?;
+    let jobs: Vec<Job> = crate::children::list_children(client, namespace, cinder, None).await?;
     Ok(jobs
         .iter()
         .filter(|j| is_database_job(j, cinder))
@@ -409,7 +408,7 @@ pub enum JobWrite<'a> {
 }
 
 /// Makes `action` under the database's device lock, at the priority of `which` (raised on the
-/// retry after a DeviceBusy, [`crate::steps::device_retry`]), when the snapshot is still current.
+/// retry after a DeviceBusy, [`crate::device_retry`]), when the snapshot is still current.
 pub async fn write_under_lock(
     clusters: &Clusters,
     services: &DatabaseServices,
@@ -422,12 +421,11 @@ pub async fn write_under_lock(
     let cinder = snapshot.metadata.name.as_deref().unwrap_or_default();
     let locks = services.device_locks();
     let device = database_device(snapshot);
-    let priority =
-        crate::steps::device_retry::priority(services.memory(), &device, job.priority()).await;
+    let priority = crate::device_retry::priority(services.memory(), &device, job.priority()).await;
     let guard = match locks.lock(&device, priority).await {
         Ok(g) => g,
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
-            crate::steps::device_retry::refused(services.memory(), &device);
+            crate::device_retry::refused(services.memory(), &device);
             return Ok(Act::DeviceBusy(retry_after));
         }
         Err(e) => return Err(ActError::Lock(e.to_string())),

@@ -4,14 +4,14 @@
 //! [`crate::planning::connection_cap`], password from the database Secret) and Grant, each
 //! owned by the Cinder and named after it. Brownfield (spec.database.host) provisions nothing.
 
+use crate::children::management_child_meta;
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
+use crate::credentials;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader;
 use crate::kube_ext::resources::mariadb_resource;
-use crate::steps::children::management_child_meta;
-use crate::steps::credentials;
 use crate::steps::secrets::DB_KEYS;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;

@@ -5,7 +5,7 @@
 
 use crate::metrics::{JobMetrics, JobResult, Metrics};
 use crate::pipeline::StepMemory;
-use crate::steps::job_marker::{CountedJob, count_once};
+use crate::workloads::job_marker::{CountedJob, count_once};
 use cinder_lease::DeviceLocks;
 use kube::runtime::events::Recorder;
 use std::time::Duration;

@@ -13,14 +13,11 @@
 //! backend's projection Secrets; 4. release the finalizer, emit ServiceRemoved on the Cinder and
 //! feed the service_remove metrics once per (backend, Job UID).
 
-use super::super::children::{child_meta, selector};
 use super::super::database::jobs::{
     active_database_jobs, database_device, failed_exit_code, observe,
 };
-use super::super::env::StepEnv;
-use super::super::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
-use super::super::workloads::config_mount;
-use super::super::workloads::{ENV_HOST, JobReporting, workload_env};
+use crate::children::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
+use crate::children::{child_meta, selector};
 use crate::conditions::event_reason;
 use crate::crd::{Cinder, CinderBackend};
 use crate::kube_ext::finalizer;
@@ -29,9 +26,12 @@ use crate::kube_ext::{create_if_absent, delete_if_present};
 use crate::metrics::JobResult;
 use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
 use crate::pipeline::Clusters;
+use crate::pipeline::StepEnv;
 use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_detach};
 use crate::planning::job::JobState;
-use crate::steps::job_marker::CountedJob;
+use crate::workloads::config_mount;
+use crate::workloads::job_marker::CountedJob;
+use crate::workloads::{ENV_HOST, JobReporting, workload_env};
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::devices::{BACKEND_CHANGE_PRIORITY, DatabaseJob};
 use cinder_lease::{DeviceGuard, DeviceLockError, DeviceLocks, Priority};
@@ -95,7 +95,7 @@ pub fn service_remove_job(cinder: &Cinder, backend: &CinderBackend, config_map: 
         metadata,
         spec: Some(JobSpec {
             backoff_limit: Some(0),
-            template: super::super::workloads::config_job_pod(labels, container, config_map),
+            template: crate::workloads::config_job_pod(labels, container, config_map),
             ..Default::default()
         }),
         ..Default::default()
@@ -379,12 +379,9 @@ pub async fn detach_pass(
     if launches {
         let database = database_device(cinder);
         let memory = reporting.memory();
-        let database_priority = crate::steps::device_retry::priority(
-            memory,
-            &database,
-            DatabaseJob::ServiceRemove.priority(),
-        )
-        .await;
+        let database_priority =
+            crate::device_retry::priority(memory, &database, DatabaseJob::ServiceRemove.priority())
+                .await;
         let guards = match lock_backend_with_database(
             &env.device_locks,
             &device,
@@ -399,7 +396,7 @@ pub async fn detach_pass(
             Ok(guards) => guards,
             Err(after) => {
                 // The next pass asks for the database one level higher.
-                crate::steps::device_retry::refused(memory, &database);
+                crate::device_retry::refused(memory, &database);
                 return Ok(DetachOutcome::Busy {
                     backend: bname,
                     after,
@@ -523,7 +520,7 @@ async fn apply(
     for action in &plan.actions {
         match action {
             DetachAction::DeleteDeployment { name: d } => {
-                super::super::workloads::delete_deployment(client, &ns, d).await?;
+                crate::workloads::delete_deployment(client, &ns, d).await?;
             }
             DetachAction::CreateServiceRemoveJob { .. } => {
                 let Some(config_map) = config_map else {

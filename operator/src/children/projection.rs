@@ -3,9 +3,10 @@
 //! present with its key; NFS needs none). The rendering itself is
 //! [`crate::planning::backend_projection`].
 
-use super::children::{mounts, selector};
-use super::credentials::{self, Missing};
+use super::list::selector;
+use super::mounts::mounts;
 use crate::crd::{BackendType, RbdSpec, Satellite};
+use crate::credentials::{self, Missing};
 use crate::kube_ext::reader::{self, Field};
 use crate::kube_ext::sweep;
 use k8s_openapi::api::core::v1::Secret;

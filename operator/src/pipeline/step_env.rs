@@ -1,4 +1,5 @@
-//! [`StepEnv`]: what the product steps need from the operator context.
+//! [`StepEnv`]: what the product steps need from the operator context, which builds it and
+//! hands a copy to every step of the product table.
 
 use std::sync::Arc;
 

@@ -1,0 +1,126 @@
+//! Creating the Cinder's children: every child carries the common labels and a controller
+//! ownerReference to its Cinder, or, when the Cinder projects onto a target cluster (where an
+//! ownerReference cannot point), the ownership label
+//! `cinder.openstack.c5c3.io/owner=<namespace>.<name>`; derived Secrets are created or replaced
+//! when their data changed; content-addressed children are immutable and only created or deleted.
+
+use crate::crd::Cinder;
+use crate::kube_ext::reader;
+use crate::kube_ext::{create_if_absent, replace_unless_changed};
+use crate::names;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client, Resource};
+use std::collections::BTreeMap;
+
+/// Metadata of a child `name` of `cinder` with the common labels plus `extra_labels`, owned as
+/// the cluster it lives on allows: by ownerReference on the management cluster, by the
+/// ownership label on the Cinder's target cluster.
+pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) -> ObjectMeta {
+    if cinder.spec.target_cluster_ref.is_none() {
+        return management_child_meta(cinder, name, extra_labels);
+    }
+    let mut meta = management_child_meta(cinder, name, extra_labels);
+    meta.owner_references = None;
+    let owner = crate::kube_ext::ownership::owner_value(
+        cinder.metadata.namespace.as_deref().unwrap_or_default(),
+        cinder.metadata.name.as_deref().unwrap_or_default(),
+    );
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(crate::kube_ext::ownership::OWNER_LABEL.to_string(), owner);
+    meta
+}
+
+/// Metadata of a child that always lives on the management cluster beside its Cinder (the
+/// MariaDB Database, User and Grant): the common labels plus `extra_labels` and a controller
+/// ownerReference.
+pub fn management_child_meta(
+    cinder: &Cinder,
+    name: &str,
+    extra_labels: &[(&str, &str)],
+) -> ObjectMeta {
+    let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
+    let mut labels = names::common_labels(&cinder_name);
+    for (k, v) in extra_labels {
+        labels.insert((*k).to_string(), (*v).to_string());
+    }
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: cinder.metadata.namespace.clone(),
+        labels: Some(labels),
+        owner_references: cinder.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+/// A Secret `name` owned by `cinder` holding `data`.
+pub fn secret(
+    cinder: &Cinder,
+    name: &str,
+    extra_labels: &[(&str, &str)],
+    data: BTreeMap<String, Vec<u8>>,
+    immutable: bool,
+) -> Secret {
+    Secret {
+        metadata: child_meta(cinder, name, extra_labels),
+        data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
+        immutable: immutable.then_some(true),
+        type_: Some("Opaque".to_string()),
+        ..Default::default()
+    }
+}
+
+/// Ensures the Cinder's derived Secret `name` holding `value` under `key` (one value the
+/// workloads mount, such as the database connection or the transport URL).
+pub async fn ensure_derived_secret(
+    client: &Client,
+    cinder: &Cinder,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<bool, kube::Error> {
+    let data = [(key.to_string(), value.as_bytes().to_vec())].into();
+    ensure_secret(client, secret(cinder, name, &[], data, false)).await
+}
+
+/// Creates `desired`, or replaces the existing Secret when its data or labels differ.
+/// Returns whether anything was written.
+pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kube::Error> {
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    match reader::children().get_opt(&api, &name).await? {
+        None => create_if_absent(&api, &desired).await,
+        Some(existing) => {
+            if existing.data == desired.data
+                && existing.metadata.labels == desired.metadata.labels
+                && existing.metadata.owner_references == desired.metadata.owner_references
+            {
+                return Ok(false);
+            }
+            if existing.immutable == Some(true) {
+                api.delete(&name, &DeleteParams::default()).await?;
+                api.create(&PostParams::default(), &desired).await?;
+                return Ok(true);
+            }
+            let mut replacement = desired;
+            replacement.metadata.resource_version = existing.metadata.resource_version;
+            replace_unless_changed(&api, &name, &replacement).await
+        }
+    }
+}
+
+/// Creates the immutable ConfigMap `desired` unless it exists (content-addressed: same name,
+/// same content). Returns whether it created it.
+pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bool, kube::Error> {
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let name = desired.metadata.name.clone().unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    if reader::children().get_opt(&api, &name).await?.is_some() {
+        return Ok(false);
+    }
+    create_if_absent(&api, &desired).await
+}

@@ -1,0 +1,19 @@
+//! The Cinder's children on the cluster: creating them with the common labels and their owner
+//! ([`create`]), finding them by label ([`list`]), removing an optional child the spec does not
+//! ask for ([`optional`]), what the live workloads mount and a sweep must therefore keep
+//! ([`mod@mounts`]), and the backends' projection Secrets: their labels, their sweep and the
+//! credential check ([`projection`]).
+
+pub mod create;
+pub mod list;
+pub mod mounts;
+pub mod optional;
+pub mod projection;
+
+pub use create::{
+    child_meta, ensure_config_map, ensure_derived_secret, ensure_secret, management_child_meta,
+    secret,
+};
+pub use list::{list_children, selector};
+pub use mounts::{Mounts, job_running, mounts};
+pub use optional::{NotRequired, already_not_required, remove_unwanted};

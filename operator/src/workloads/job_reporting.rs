@@ -1,0 +1,64 @@
+//! [`JobReporting`]: what the Job-reporting workload steps share to report each terminal Job
+//! once (its metrics pair and its events), across restarts through the Job's counted marker
+//! ([`super::job_marker`]).
+
+/// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) share beyond
+/// the client: an event recorder, their metrics pair and, for one run, the step actor's memory
+/// of which Job UIDs were already counted (metrics and events happen once per Job UID; the
+/// Job's counted marker carries that across restarts).
+#[derive(Clone)]
+pub struct JobReporting {
+    pub recorder: kube::runtime::events::Recorder,
+    pub metrics: crate::metrics::JobMetrics,
+    memory: crate::pipeline::StepMemory,
+}
+
+impl JobReporting {
+    /// A recorder reporting as `cinder-operator` and the served `kind` pair of `env`'s metrics.
+    pub fn new(env: &crate::pipeline::StepEnv, kind: crate::metrics::JobKind) -> Self {
+        JobReporting {
+            recorder: crate::events::recorder(env.client.clone(), None),
+            metrics: env.metrics.job(kind).clone(),
+            memory: Default::default(),
+        }
+    }
+
+    /// For one run: remembering through the run's step memory.
+    pub fn for_run(&self, memory: &crate::pipeline::StepMemory) -> Self {
+        JobReporting {
+            memory: memory.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// The run's step memory.
+    pub fn memory(&self) -> &crate::pipeline::StepMemory {
+        &self.memory
+    }
+
+    /// True the first time it is asked for `key` (a Job UID, or a backend/UID tuple).
+    pub async fn first_time(&self, key: &str) -> bool {
+        self.memory.first_time(key).await
+    }
+
+    /// Feeds the pair once for `job` (remembered under `key` in this process, and by the
+    /// Job's counted marker across processes); returns whether it counted.
+    pub async fn observe_once(
+        &self,
+        job: &super::job_marker::CountedJob<'_>,
+        key: &str,
+        namespace: &str,
+        cinder: &str,
+        result: crate::metrics::JobResult,
+        duration: std::time::Duration,
+    ) -> bool {
+        let first = self.first_time(key).await;
+        super::job_marker::count_once(
+            first,
+            || job.claim(namespace, result),
+            || self.memory.unsee(key),
+            || self.metrics.observe(namespace, cinder, result, duration),
+        )
+        .await
+    }
+}
