@@ -84,41 +84,26 @@ pub fn pod_annotations(
     out
 }
 
-fn secret_env(name: &str, secret: String, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_string(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret,
-                key: key.to_string(),
-                optional: Some(false),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 /// The environment of `component`: the DSN and transport URL from the derived Secrets, and for
 /// the API the service-user password from its derived Secret (all three beside the pods).
 pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let mut env = vec![
-        secret_env(
+        env_from_secret(
             ENV_DB_CONNECTION,
-            names::db_connection_secret(&name),
+            &names::db_connection_secret(&name),
             DB_CONNECTION_KEY,
         ),
-        secret_env(
+        env_from_secret(
             ENV_TRANSPORT_URL,
-            names::transport_url_secret(&name),
+            &names::transport_url_secret(&name),
             TRANSPORT_URL_KEY,
         ),
     ];
     if Carries::of(component).authtoken {
-        env.push(secret_env(
+        env.push(env_from_secret(
             ENV_AUTHTOKEN_PASSWORD,
-            names::service_user_secret(&name),
+            &names::service_user_secret(&name),
             SERVICE_USER_PASSWORD_KEY,
         ));
     }
@@ -213,8 +198,8 @@ pub fn rootwrap_filters_volume(config_map: &str) -> (Volume, VolumeMount) {
 pub fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
-        value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
-            secret_key_ref: Some(k8s_openapi::api::core::v1::SecretKeySelector {
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
                 name: secret.to_string(),
                 key: key.to_string(),
                 optional: Some(false),

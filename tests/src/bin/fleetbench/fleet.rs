@@ -7,7 +7,6 @@ use crate::measure::{
     watches_opened,
 };
 use crate::report::{ReplicaFigures, Report};
-use cinder_operator::context::ACTOR_THREAD_NAME as ACTOR_THREAD;
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count, scaled_controllers};
@@ -15,6 +14,7 @@ use cinder_e2e::database_helpers::create_mariadb;
 use cinder_e2e::operator_replica::{Replica, ReplicaOptions};
 use cinder_e2e::target_helpers::register_with;
 use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
+use cinder_operator::context::ACTOR_THREAD_NAME as ACTOR_THREAD;
 use cinder_sim::controllers::config::ControllersConfig;
 use cinder_sim::faults::RateLimit;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
@@ -291,9 +291,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
             rss_before: rss_before[i],
             rss_after: rss_after[i],
             cpu_ms: cpu_after[i].saturating_sub(cpu_before[i]).as_millis() as u64,
-            actor_thread_cpu_ms: actors_after[i]
-                .saturating_sub(actors_before[i])
-                .as_millis() as u64,
+            actor_thread_cpu_ms: actors_after[i].saturating_sub(actors_before[i]).as_millis()
+                as u64,
         })
         .collect();
     for r in replicas {

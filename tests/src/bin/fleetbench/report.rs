@@ -62,6 +62,11 @@ impl Report {
             .map(|r| r.rss_after.saturating_sub(r.rss_before))
             .sum();
         let cpu_ms: u64 = self.replica_figures.iter().map(|r| r.cpu_ms).sum();
+        let actor_cpu_ms: u64 = self
+            .replica_figures
+            .iter()
+            .map(|r| r.actor_thread_cpu_ms)
+            .sum();
         let minutes = self.steady_secs as f64 / 60.0;
         let limit_ms = self.chain_ms.max(self.capacity_ms);
         json!({
@@ -102,6 +107,7 @@ impl Report {
                 "pass_p50_ms": self.pass_p50_ms,
                 "pass_p99_ms": self.pass_p99_ms,
                 "cpu_ms_per_pass": round2(cpu_ms as f64 / self.passes.max(1) as f64),
+                "actor_thread_cpu_ms_per_pass": round2(actor_cpu_ms as f64 / self.passes.max(1) as f64),
             },
             "watches": {"open": self.watches_open},
         })
