@@ -1,6 +1,7 @@
 //! `EmbeddedCluster`: starts the HTTP server on 127.0.0.1 (and an HTTPS one when RBAC is enforced), the garbage collector, writes a
 //! kubeconfig, installs the third-party CRD fixtures, spawns the simulated controllers and, when
-//! asked, the service proxy; offers
+//! asked, the service proxy (with RBAC enforced too, the `kubernetes` Service pods reach the API
+//! by: [`in_cluster`]); offers
 //! a client, in-process reads of the store, the request record and fault injection at runtime;
 //! shuts everything down in order.
 
@@ -10,6 +11,7 @@ use crate::controllers::{self, ControllersConfig, ControllersHandle};
 use crate::error::SimError;
 use crate::faults::{FaultConfig, FaultHandle};
 use crate::gc;
+use crate::in_cluster;
 use crate::kubeconfig::kubeconfig_yaml_with_ca;
 use crate::netproxy::{HostInterface, ServiceProxy};
 use crate::objects::Engine;
@@ -105,6 +107,8 @@ pub struct EmbeddedCluster {
     server: actix_web::dev::ServerHandle,
     stop: tokio::sync::watch::Sender<bool>,
     gc_task: Option<tokio::task::JoinHandle<()>>,
+    /// With the `kubernetes` Service: keeps `kube-root-ca.crt` in every namespace.
+    root_ca_task: Option<tokio::task::JoinHandle<()>>,
     server_task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -206,9 +210,17 @@ impl EmbeddedCluster {
         };
         // With RBAC enforced the API is also served over HTTPS (the kubeconfig points there):
         // kubectl sends its token only over TLS.
+        // With the service proxy too, pods reach that listener through the `kubernetes`
+        // Service, whose ClusterIP the certificate names.
+        let in_cluster_ip = (config.service_proxy
+            && config.authorization == AuthorizationMode::Rbac)
+            .then(|| in_cluster::service_ip(service_cidr));
         let secure = match config.authorization {
             AuthorizationMode::Rbac => {
-                let cert = crate::auth::tls::self_signed().map_err(SimError::Client)?;
+                let names = in_cluster_ip
+                    .map(in_cluster::certificate_names)
+                    .unwrap_or_default();
+                let cert = crate::auth::tls::self_signed(&names).map_err(SimError::Client)?;
                 let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
                     .map_err(|source| SimError::Bind { port: 0, source })?;
                 Some((cert, listener))
@@ -228,6 +240,7 @@ impl EmbeddedCluster {
         .listen(listener)
         .map_err(|source| SimError::Bind { port, source })?;
         let mut kubeconfig_target = (url.clone(), None);
+        let mut https_port = None;
         if let Some((cert, listener)) = secure {
             let secure_port = listener
                 .local_addr()
@@ -240,6 +253,7 @@ impl EmbeddedCluster {
                     source,
                 })?;
             kubeconfig_target = (format!("https://127.0.0.1:{secure_port}"), Some(cert.pem));
+            https_port = Some(secure_port);
         }
         let server = server.run();
         let handle = server.handle();
@@ -292,8 +306,22 @@ impl EmbeddedCluster {
             server: handle,
             stop,
             gc_task: Some(gc_task),
+            root_ca_task: None,
             server_task: Some(server_task),
         };
+        // Before any other Service, so the range's first address is free.
+        if let (Some(ip), Some(port), Some(ca)) =
+            (in_cluster_ip, https_port, kubeconfig_target.1.clone())
+        {
+            in_cluster::create_service(&client, ip, port)
+                .await
+                .map_err(|e| SimError::Client(format!("the kubernetes Service: {e}")))?;
+            cluster.root_ca_task = Some(tokio::spawn(in_cluster::publish_root_ca(
+                client.clone(),
+                ca,
+                cluster.stop.subscribe(),
+            )));
+        }
         controllers::install_fixture_set(client.clone(), config.controllers.fixtures)
             .await
             .map_err(SimError::Fixtures)?;
@@ -406,6 +434,9 @@ impl EmbeddedCluster {
         if let Some(c) = self.controllers.take() {
             c.shutdown().await;
         }
+        if let Some(t) = self.root_ca_task.take() {
+            t.abort();
+        }
         let _ = self.stop.send(true);
         self.server.stop(true).await;
         if let Some(t) = self.server_task.take() {
@@ -422,6 +453,9 @@ impl Drop for EmbeddedCluster {
         self.agent.take();
         self.proxy.take();
         self.controllers.take();
+        if let Some(t) = self.root_ca_task.take() {
+            t.abort();
+        }
         let _ = self.stop.send(true);
         if self.server_task.is_some() {
             let stop = self.server.stop(false);

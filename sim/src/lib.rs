@@ -14,6 +14,7 @@ pub mod error;
 pub mod faults;
 pub mod gc;
 pub mod groups;
+pub mod in_cluster;
 pub mod json;
 pub mod kubeconfig;
 pub mod netproxy;

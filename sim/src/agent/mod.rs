@@ -10,8 +10,11 @@
 //! The contract with the Service side of the cluster: every pod gets a real IP in
 //! `status.podIP`/`podIPs` on the instance's bridge (10.200.X.0/24), reachable from the host and
 //! from other pods; the bridge's address (10.200.X.1) is the pods' default gateway and the
-//! nodes' InternalIP; a pod's Ready condition comes from its real readiness probes.
+//! nodes' InternalIP; a pod's Ready condition comes from its real readiness probes. Where the
+//! cluster has the `kubernetes` Service, a pod gets the in-cluster API access a kubelet gives
+//! ([`api_access`]: the ServiceAccount token volume and `KUBERNETES_SERVICE_*`).
 
+pub mod api_access;
 pub mod context;
 pub mod env;
 pub mod images;

@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::api_access::{self, ApiService};
 use super::context::{AgentContext, event, now};
 use super::env::{self, PodFacts, Sources};
 use super::images::{ImageRoot, ImageRule};
@@ -151,6 +152,8 @@ struct Worker {
     reported: BTreeSet<String>,
     finished: bool,
     tx: mpsc::UnboundedSender<PodMsg>,
+    /// The `kubernetes` Service when the pod gets the API access volume and variables.
+    api: Option<ApiService>,
 }
 
 /// Runs the pod task until the pod is gone, deleted or the agent stops; the sandbox is removed
@@ -162,6 +165,14 @@ pub async fn run(
     tx: mpsc::UnboundedSender<PodMsg>,
     mut rx: mpsc::UnboundedReceiver<PodMsg>,
 ) {
+    let mut pod = pod;
+    let api = match api_access::api_service(&ctx.client).await {
+        Some(api) if api_access::automount(&ctx.client, &pod).await => Some(api),
+        _ => None,
+    };
+    if api.is_some() {
+        api_access::add_volume(&mut pod);
+    }
     let meta = |k: &str| pod["metadata"][k].as_str().unwrap_or_default().to_owned();
     let (uid, name, namespace) = (meta("uid"), meta("name"), meta("namespace"));
     let dir = ctx.state_dir.join("pods").join(&uid);
@@ -195,6 +206,7 @@ pub async fn run(
         reported: BTreeSet::new(),
         finished: false,
         tx,
+        api,
     };
     loop {
         if worker.pod.pointer("/metadata/deletionTimestamp").is_some() {
@@ -211,7 +223,12 @@ pub async fn run(
         };
         tokio::select! {
             msg = rx.recv() => match msg {
-                Some(PodMsg::Update(pod)) => worker.pod = pod,
+                Some(PodMsg::Update(mut pod)) => {
+                    if worker.api.is_some() {
+                        api_access::add_volume(&mut pod);
+                    }
+                    worker.pod = pod;
+                }
                 Some(PodMsg::Exited { index, attempt, code, signal }) => worker.exited(index, attempt, code, signal),
                 Some(PodMsg::Gone) | Some(PodMsg::Shutdown) | None => {
                     worker.stop_now().await;
@@ -698,6 +715,9 @@ impl Worker {
         });
         // The program.
         let mut env = env;
+        if let Some(api) = &self.api {
+            api_access::add_env(&mut env, api);
+        }
         let mut path_var = env
             .iter()
             .find(|(k, _)| k == "PATH")

@@ -1,5 +1,7 @@
-//! The simulator's HTTPS listener certificate: self-signed for 127.0.0.1 and localhost,
-//! generated at start-up, its PEM written into the kubeconfig as the certificate authority.
+//! The simulator's HTTPS listener certificate: self-signed for 127.0.0.1, localhost and the
+//! names pods reach the API server by (the `kubernetes` Service's ClusterIP and DNS names, when
+//! the cluster has one), generated at start-up, its PEM written into the kubeconfig as the
+//! certificate authority.
 //! Clients such as kubectl send bearer tokens only over TLS, so a cluster enforcing RBAC serves
 //! its API over HTTPS as well.
 
@@ -11,11 +13,12 @@ pub struct ServingCert {
     pub pem: String,
 }
 
-/// Generates the certificate and the TLS configuration serving it.
-pub fn self_signed() -> Result<ServingCert, String> {
-    let generated =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .map_err(|e| e.to_string())?;
+/// Generates the certificate (for 127.0.0.1, localhost and `extra_names`: IP addresses or DNS
+/// names) and the TLS configuration serving it.
+pub fn self_signed(extra_names: &[String]) -> Result<ServingCert, String> {
+    let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    names.extend(extra_names.iter().cloned());
+    let generated = rcgen::generate_simple_self_signed(names).map_err(|e| e.to_string())?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
         generated.signing_key.serialize_der(),
     ));

@@ -1,5 +1,6 @@
 //! The deployment artefacts checked against the operator: the manifests and RBAC of deploy/ on
-//! the embedded cluster, the Grafana dashboard, the operations guide, a real Prometheus scrape,
+//! the embedded cluster, the operator's own Deployment running on its process nodes, the
+//! Grafana dashboard, the operations guide, a real Prometheus scrape,
 //! the rendered Cinder config and Job commands against real Cinder of each release, and deploy/
 //! on a real Kubernetes control plane (tests/control-plane/).
 
@@ -7,6 +8,7 @@ mod dashboard;
 mod embedded_vs_real;
 mod manifests;
 mod operations_doc;
+mod operator_deployment;
 mod operator_image;
 mod operator_under_rbac;
 mod prometheus_scrape;
