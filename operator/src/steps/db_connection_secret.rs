@@ -11,13 +11,13 @@ use crate::conditions::{Cond, kind, reason};
 use crate::crd::Cinder;
 use crate::names;
 use crate::pipeline::{Doing, StepContext, StepResult};
-use crate::planning::connection_urls::{
-    DB_CONNECTION_KEY, DEFAULT_DB_PORT, DbEndpoint, pymysql_dsn,
-};
+use crate::planning::connection_urls::{DB_CONNECTION_KEY, DbEndpoint, database_port, pymysql_dsn};
 use crate::requeue::REQUEUE_SECRET_POLLING;
 
 /// The database host and port of `cinder`: the managed cluster's Service
-/// (`{cluster}.{namespace}.svc`, 3306) or the brownfield `host` / `port`.
+/// (`{cluster}.{namespace}.svc`) or the brownfield `host`, on the port
+/// [`database_port`] derives from `spec.database.port` (3306 when unset), the port the
+/// NetworkPolicy's egress opens.
 pub fn database_endpoint(cinder: &Cinder) -> DbEndpoint {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let db = &cinder.spec.database;
@@ -26,14 +26,9 @@ pub fn database_endpoint(cinder: &Cinder) -> DbEndpoint {
         (None, Some(h)) => h.clone(),
         (None, None) => String::new(),
     };
-    let port = db
-        .port
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p > 0)
-        .unwrap_or(DEFAULT_DB_PORT);
     DbEndpoint {
         host,
-        port,
+        port: database_port(db.port),
         database: db.database.clone(),
     }
 }

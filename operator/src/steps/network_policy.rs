@@ -154,6 +154,36 @@ mod tests {
     }
 
     #[test]
+    fn the_database_egress_opens_the_port_the_dsn_uses() {
+        let artefacts = Artefacts {
+            broker_port: Some(5672),
+            ..Default::default()
+        };
+        // 0 and values beyond u16 fail the schema; an object stored before the schema had its
+        // range still reaches the operator.
+        for (port, dsn_port) in [
+            (None, 3306),
+            (Some(3307), 3307),
+            (Some(0), 3306),
+            (Some(70000), 3306),
+        ] {
+            let mut c = with_policy();
+            c.spec.database.port = port;
+            assert_eq!(
+                crate::steps::db_connection_secret::database_endpoint(&c).port,
+                dsn_port
+            );
+            let policy = desired_policy(&c, &artefacts).unwrap().unwrap();
+            let database = &policy.spec.unwrap().egress.unwrap()[1];
+            assert_eq!(
+                database.ports.as_ref().unwrap()[0].port,
+                Some(IntOrString::Int(i32::from(dsn_port))),
+                "spec.database.port {port:?}"
+            );
+        }
+    }
+
+    #[test]
     fn no_policy_asked_for_means_none() {
         let c = crate::test_fixtures::cinder();
         assert_eq!(desired_policy(&c, &Artefacts::default()), Ok(None));
