@@ -170,7 +170,9 @@ mod tests {
             let mut c = with_policy();
             c.spec.database.port = port;
             assert_eq!(
-                crate::steps::db_connection_secret::database_endpoint(&c).port,
+                crate::steps::db_connection_secret::database_endpoint(&c)
+                    .unwrap()
+                    .port,
                 dsn_port
             );
             let policy = desired_policy(&c, &artefacts).unwrap().unwrap();
