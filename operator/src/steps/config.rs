@@ -157,6 +157,9 @@ mod tests {
             .insert(key.into(), value.into());
     }
 
+    /// A spec field the render writes into cinder.conf.
+    type FieldOf = fn(&mut CinderSpec) -> &mut String;
+
     /// The condition of the refused render of `spec`.
     fn refusal(spec: &CinderSpec, kept: Option<&str>) -> Cond {
         let e = render_config("c", spec).expect_err("a refused render");
@@ -223,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_refused_field_outside_extra_config_is_named() {
-        let fields: [(&str, fn(&mut CinderSpec) -> &mut String); 6] = [
+        let fields: [(&str, FieldOf); 6] = [
             ("spec.keystoneEndpoint", |s| &mut s.keystone_endpoint),
             ("spec.region", |s| &mut s.region),
             ("spec.serviceUser.username", |s| {

@@ -4,8 +4,8 @@
 //! selecting the Cinder's pods; unset, an existing policy is deleted (NetworkPolicyNotRequired).
 //! An empty ingress list is refused fail-closed: nothing is applied (a policy already there is
 //! left as it was), the condition is False with reason `EmptyIngress` and the step returns an
-//! error; so is a policy whose broker port is not resolved yet (`BrokerPortUnknown`). API errors
-//! propagate.
+//! error. The same holds while the broker port is not resolved yet (reason
+//! `BrokerPortUnknown`). API errors propagate.
 
 use super::children::child_meta;
 use super::children::{NotRequired, remove_unwanted};

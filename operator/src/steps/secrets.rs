@@ -242,6 +242,9 @@ mod tests {
     use crate::crd::common::ClusterRef;
     use crate::kube_ext::resources::cluster_secret_store_resource;
 
+    /// Namespace, name, keys, reason and hashed key of one [`Needed`].
+    type Summary = (String, String, Vec<String>, &'static str, Option<String>);
+
     fn store(conditions: serde_json::Value) -> DynamicObject {
         let mut o = DynamicObject::new("openbao-cluster-store", &cluster_secret_store_resource());
         o.data = serde_json::json!({"status": {"conditions": conditions}});
@@ -323,9 +326,7 @@ mod tests {
     #[test]
     fn the_credential_secrets_are_waited_for_in_order_each_under_its_reason() {
         let mut c = crate::test_fixtures::cinder();
-        let summary = |c: &Cinder| -> Vec<
-            Option<(String, String, Vec<String>, &'static str, Option<String>)>,
-        > {
+        let summary = |c: &Cinder| -> Vec<Option<Summary>> {
             needed(c)
                 .into_iter()
                 .map(|n| {
