@@ -109,6 +109,10 @@ pub mod reason {
     // NetworkPolicyReady
     pub const NETWORK_POLICY_READY: &str = "NetworkPolicyReady";
     pub const NETWORK_POLICY_NOT_REQUIRED: &str = "NetworkPolicyNotRequired";
+    /// `spec.networkPolicy.ingress` is empty: refused fail-closed, nothing is applied.
+    pub const EMPTY_INGRESS: &str = "EmptyIngress";
+    /// The broker port the egress opens is not resolved yet (TransportURLSecret step).
+    pub const BROKER_PORT_UNKNOWN: &str = "BrokerPortUnknown";
     // HTTPRouteReady
     pub const HTTP_ROUTE_ACCEPTED: &str = "HTTPRouteAccepted";
     pub const HTTP_ROUTE_NOT_REQUIRED: &str = "HTTPRouteNotRequired";

@@ -6,6 +6,15 @@ use super::digest::Sensitive;
 
 /// Default MariaDB port.
 pub const DEFAULT_DB_PORT: u16 = 3306;
+/// The port of the database server given `spec.database.port`: the port when it is one
+/// (1-65535), else [`DEFAULT_DB_PORT`]. The DSN connects to it and the NetworkPolicy's egress
+/// opens it.
+pub fn database_port(port: Option<i32>) -> u16 {
+    port.and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p > 0)
+        .unwrap_or(DEFAULT_DB_PORT)
+}
+
 /// Default AMQP port.
 pub const DEFAULT_AMQP_PORT: u16 = 5672;
 /// The key of the DSN in `{name}-db-connection`.

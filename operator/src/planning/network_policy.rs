@@ -1,5 +1,6 @@
 //! NetworkPolicy derivation (the NetworkPolicy member's pure part): ingress as the user gives it
-//! (an empty list is refused, fail-closed), egress derived — DNS, the database, the broker port
+//! (an empty list is refused, fail-closed), egress derived — DNS, the database port the DSN
+//! connects to ([`super::connection_urls::database_port`]), the broker port
 //! the TransportURLSecret step resolved, Keystone, one rule for the NFS exports, one rule for the
 //! networks the RBD backends name — plus `additionalEgress`. An RBD backend naming no networks
 //! still reaches its Ceph cluster: the monitor ports (3300, 6789) to its monitors' addresses
@@ -7,6 +8,7 @@
 //! because OSD addresses come from the monitors' map at run time, not from the spec.
 
 use super::backend_projection::ProjectedBackend;
+use super::connection_urls::database_port;
 use crate::crd::{BackendType, CinderSpec};
 use crate::names;
 use k8s_openapi::api::networking::v1::{
@@ -139,7 +141,10 @@ pub fn derive_network_policy(
     let broker_port = broker_port.ok_or(NetworkPolicyError::BrokerPortUnknown)?;
     let mut egress = vec![
         rule(vec![port(53, "UDP"), port(53, "TCP")], None),
-        rule(vec![port(spec.database.port.unwrap_or(3306), "TCP")], None),
+        rule(
+            vec![port(i32::from(database_port(spec.database.port)), "TCP")],
+            None,
+        ),
         rule(vec![port(i32::from(broker_port), "TCP")], None),
     ];
     if let Some(p) = url_port(&spec.keystone_endpoint) {

@@ -281,6 +281,42 @@ async fn upgrade_phase(
     }
 }
 
+/// What deleting the phase Jobs of the upgrade to `target` came to: the condition, the requeue
+/// delay and whether the upgrade is over (its status fields are cleared).
+fn aborted(act: Act, target: &str) -> (Cond, Duration, bool) {
+    match act {
+        Act::Done => (
+            db_cond(
+                false,
+                reason::DB_SYNC_IN_PROGRESS,
+                format!(
+                    "upgrade to {target} aborted: spec.openStackRelease is back at the installed release; phase Jobs deleted"
+                ),
+            ),
+            REQUEUE_NEXT_PASS,
+            true,
+        ),
+        Act::DeviceBusy(after) => (
+            db_cond(
+                false,
+                reason::DB_SYNC_IN_PROGRESS,
+                format!("aborting the upgrade to {target}: waiting for the database lock"),
+            ),
+            after,
+            false,
+        ),
+        _ => (
+            db_cond(
+                false,
+                reason::DB_SYNC_IN_PROGRESS,
+                format!("aborting the upgrade to {target} on the next pass"),
+            ),
+            REQUEUE_NEXT_PASS,
+            false,
+        ),
+    }
+}
+
 async fn abort(
     clusters: &Clusters,
     services: &DatabaseServices,
@@ -302,36 +338,43 @@ async fn abort(
     .await
     .map_err(|e| e.to_string())
     .doing("aborting the upgrade")?;
-    match act {
-        Act::Done => {
-            ctx.status.target_release = None;
-            ctx.status.upgrade_phase = None;
-            let c = db_cond(
-                false,
-                reason::DB_SYNC_IN_PROGRESS,
-                format!(
-                    "upgrade to {target} aborted: spec.openStackRelease is back at the installed release; phase Jobs deleted"
-                ),
-            );
-            ctx.requeue(c, REQUEUE_NEXT_PASS)
-        }
-        Act::DeviceBusy(after) => ctx.requeue(
-            db_cond(
-                false,
-                reason::DB_SYNC_IN_PROGRESS,
-                format!("aborting the upgrade to {target}: waiting for the database lock"),
-            ),
-            after,
-        ),
-        _ => ctx.requeue(
-            db_cond(
-                false,
-                reason::DB_SYNC_IN_PROGRESS,
-                format!("aborting the upgrade to {target} on the next pass"),
-            ),
-            REQUEUE_NEXT_PASS,
-        ),
+    let (c, after, over) = aborted(act, &target);
+    if over {
+        ctx.status.target_release = None;
+        ctx.status.upgrade_phase = None;
     }
+    ctx.requeue(c, after)
+}
+
+/// The requeue delay while provisioning waits: the next pass right after objects were created
+/// (their readiness is the next thing to read), else the database wait.
+fn provisioning_wait(created: bool) -> Duration {
+    if created {
+        REQUEUE_NEXT_PASS
+    } else {
+        REQUEUE_DATABASE_WAIT
+    }
+}
+
+/// DatabaseReady=False / WaitingForConfig while no config ConfigMap is rendered.
+fn waiting_for_config() -> Cond {
+    db_cond(
+        false,
+        reason::WAITING_FOR_CONFIG,
+        "waiting for the Config step to render the config ConfigMap the database Jobs mount",
+    )
+}
+
+/// DatabaseReady=False / ExpandInProgress as the upgrade from `installed` to `target` starts.
+fn upgrade_started(installed: Option<&str>, target: &str) -> Cond {
+    db_cond(
+        false,
+        reason::EXPAND_IN_PROGRESS,
+        format!(
+            "upgrade from {} to {target} started",
+            installed.unwrap_or_default()
+        ),
+    )
 }
 
 /// Runs the step once for one Cinder.
@@ -348,23 +391,13 @@ pub async fn run(
         .doing("provisioning the database")?
     {
         Provisioned::Waiting { condition, created } => {
-            let after = if created {
-                REQUEUE_NEXT_PASS
-            } else {
-                REQUEUE_DATABASE_WAIT
-            };
-            return ctx.requeue(condition, after);
+            return ctx.requeue(condition, provisioning_wait(created));
         }
         Provisioned::Ready => {}
     }
 
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
-        let c = db_cond(
-            false,
-            reason::WAITING_FOR_CONFIG,
-            "waiting for the Config step to render the config ConfigMap the database Jobs mount",
-        );
-        return ctx.requeue(c, REQUEUE_DATABASE_WAIT);
+        return ctx.requeue(waiting_for_config(), REQUEUE_DATABASE_WAIT);
     };
 
     if let Some(c) =
@@ -385,14 +418,7 @@ pub async fn run(
         ReleaseDecision::Abort => abort(&clusters, &services, ctx).await,
         ReleaseDecision::Start { target } => {
             // The phase is persisted first; the Expanding Job is created on the next pass.
-            let c = db_cond(
-                false,
-                reason::EXPAND_IN_PROGRESS,
-                format!(
-                    "upgrade from {} to {target} started",
-                    ctx.status.installed_release.as_deref().unwrap_or_default()
-                ),
-            );
+            let c = upgrade_started(ctx.status.installed_release.as_deref(), &target);
             ctx.status.target_release = Some(target);
             ctx.status.upgrade_phase = Some(UpgradePhase::Expanding);
             ctx.requeue(c, REQUEUE_NEXT_PASS)
@@ -400,5 +426,125 @@ pub async fn run(
         ReleaseDecision::Continue { target, phase } => {
             upgrade_phase(&clusters, &services, ctx, &config_map, target, phase).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_write_outcome_but_done_waits_and_says_why() {
+        let wait = Duration::from_secs(30);
+        let Driven::State(state, uid) = after_act(Act::Done, "c-db-sync", wait) else {
+            panic!("a Job written is driven on");
+        };
+        assert_eq!((state, uid.as_str()), (JobState::Running, ""));
+        let busy = Duration::from_secs(7);
+        for (act, after, note) in [
+            (
+                Act::Deleted,
+                REQUEUE_NEXT_PASS,
+                "Job c-db-sync is being replaced (its image, release or database changed)",
+            ),
+            (
+                Act::DeviceBusy(busy),
+                busy,
+                "Job c-db-sync waits for the database lock another replica holds",
+            ),
+            (
+                Act::OtherActive("c-db-expand".into()),
+                wait,
+                "Job c-db-sync waits for Job c-db-expand of the same database to finish",
+            ),
+            (
+                Act::JobChanged,
+                REQUEUE_NEXT_PASS,
+                "Job c-db-sync changed since this pass read it; comparing on the next one",
+            ),
+            (
+                Act::StaleSnapshot,
+                REQUEUE_NEXT_PASS,
+                "the Cinder changed during this pass; acting on the next one",
+            ),
+        ] {
+            let Driven::Wait(d, n) = after_act(act.clone(), "c-db-sync", wait) else {
+                panic!("{act:?} waits");
+            };
+            assert_eq!((d, n.as_str()), (after, note), "{act:?}");
+        }
+    }
+
+    #[test]
+    fn each_upgrade_phase_runs_its_job_under_its_reason() {
+        assert_eq!(phase_job(UpgradePhase::Expanding), Some(SchemaJob::Expand));
+        assert_eq!(phase_job(UpgradePhase::Migrating), Some(SchemaJob::Migrate));
+        assert_eq!(
+            phase_job(UpgradePhase::RollingUpdate),
+            None,
+            "the Deployment step rolls the workloads"
+        );
+        assert_eq!(
+            phase_job(UpgradePhase::Contracting),
+            Some(SchemaJob::Contract)
+        );
+        assert_eq!(
+            [
+                UpgradePhase::Expanding,
+                UpgradePhase::Migrating,
+                UpgradePhase::RollingUpdate,
+                UpgradePhase::Contracting
+            ]
+            .map(in_progress_reason),
+            [
+                "ExpandInProgress",
+                "MigrateInProgress",
+                "UpgradeRollingUpdate",
+                "ContractInProgress"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_abort_ends_the_upgrade_only_once_the_phase_jobs_are_gone() {
+        let (c, after, over) = aborted(Act::Done, "2026.2");
+        assert_eq!(
+            (c.type_, c.status, c.reason),
+            (kind::DATABASE_READY, false, reason::DB_SYNC_IN_PROGRESS)
+        );
+        assert_eq!(
+            c.message,
+            "upgrade to 2026.2 aborted: spec.openStackRelease is back at the installed release; phase Jobs deleted"
+        );
+        assert_eq!((after, over), (REQUEUE_NEXT_PASS, true));
+        let busy = Duration::from_secs(4);
+        let (c, after, over) = aborted(Act::DeviceBusy(busy), "2026.2");
+        assert_eq!(
+            c.message,
+            "aborting the upgrade to 2026.2: waiting for the database lock"
+        );
+        assert_eq!((after, over), (busy, false));
+        let (c, after, over) = aborted(Act::StaleSnapshot, "2026.2");
+        assert_eq!(c.message, "aborting the upgrade to 2026.2 on the next pass");
+        assert_eq!((after, over), (REQUEUE_NEXT_PASS, false));
+    }
+
+    #[test]
+    fn the_step_waits_for_provisioning_and_the_config_and_starts_an_upgrade() {
+        assert_eq!(provisioning_wait(true), REQUEUE_NEXT_PASS);
+        assert_eq!(provisioning_wait(false), REQUEUE_DATABASE_WAIT);
+        let c = waiting_for_config();
+        assert_eq!(
+            (c.type_, c.status, c.reason),
+            (kind::DATABASE_READY, false, reason::WAITING_FOR_CONFIG)
+        );
+        let started = upgrade_started(Some("2026.1"), "2026.2");
+        assert_eq!(
+            (started.status, started.reason),
+            (false, reason::EXPAND_IN_PROGRESS)
+        );
+        assert_eq!(started.message, "upgrade from 2026.1 to 2026.2 started");
+        let ok = db_cond(true, reason::DATABASE_SYNCED, "m");
+        assert_eq!((ok.type_, ok.status), (kind::DATABASE_READY, true));
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
-use crate::crd::{Cinder, SecretStoreKind};
+use crate::crd::{Cinder, SecretStoreKind, SecretStoreRef};
 use crate::credentials::{self, Missing};
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::reader;
@@ -78,11 +78,18 @@ async fn store_ready(
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e),
     };
+    Ok(store_state(store.as_ref(), store_kind, name))
+}
+
+/// Whether the store `name` as read (`None`: absent) has a `Ready` condition that is True;
+/// `Err` text names the problem.
+fn store_state(
+    store: Option<&DynamicObject>,
+    store_kind: SecretStoreKind,
+    name: &str,
+) -> Result<(), String> {
     let Some(store) = store else {
-        return Ok(Err(format!(
-            "{} {name:?} does not exist",
-            store_kind.as_str()
-        )));
+        return Err(format!("{} {name:?} does not exist", store_kind.as_str()));
     };
     let ready = store
         .data
@@ -94,11 +101,11 @@ async fn store_ready(
         })
         .and_then(|c| c.get("status").and_then(|s| s.as_str()))
         == Some("True");
-    Ok(if ready {
+    if ready {
         Ok(())
     } else {
         Err(format!("{} {name:?} is not Ready", store_kind.as_str()))
-    })
+    }
 }
 
 /// A credential Secret the step requires: where, which keys, and how to wait for it.
@@ -113,6 +120,57 @@ struct Needed<'a> {
     hashed: Option<&'a str>,
 }
 
+/// SecretsReady=False / ClusterSecretStoreUnsupported when `store` is a ClusterSecretStore and
+/// the operator watches one namespace (`namespaced`).
+fn unsupported_store(store: &SecretStoreRef, namespaced: bool) -> Option<Cond> {
+    (store.kind == SecretStoreKind::ClusterSecretStore && namespaced).then(|| {
+        Cond::false_(
+            kind::SECRETS_READY,
+            reason::CLUSTER_SECRET_STORE_UNSUPPORTED,
+            format!(
+                "spec.secretStoreRef: ClusterSecretStore {:?} cannot be used while the operator watches one namespace; select a SecretStore",
+                store.name
+            ),
+        )
+    })
+}
+
+/// The credential Secrets `cinder` needs, in the order they are waited for: the database, the
+/// service-user and the messaging Secret (`None` while spec.messaging names neither clusterRef
+/// nor secretRef).
+fn needed(cinder: &Cinder) -> [Option<Needed<'_>>; 3] {
+    let ns = cinder.metadata.namespace.clone().unwrap_or_default();
+    let db = &cinder.spec.database.secret_ref;
+    let su = &cinder.spec.service_user.secret_ref;
+    let su_key = su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY);
+    [
+        Some(Needed {
+            namespace: ns.clone(),
+            name: db.name.clone(),
+            keys: DB_KEYS.to_vec(),
+            reason: reason::WAITING_FOR_DB_CREDENTIALS,
+            what: "the database credentials",
+            hashed: None,
+        }),
+        Some(Needed {
+            namespace: ns,
+            name: su.name.clone(),
+            keys: vec![su_key],
+            reason: reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
+            what: "the service-user credentials",
+            hashed: Some(su_key),
+        }),
+        messaging_secret(cinder).map(|(namespace, name)| Needed {
+            namespace,
+            name,
+            keys: MESSAGING_KEYS.to_vec(),
+            reason: reason::WAITING_FOR_MESSAGING_CREDENTIALS,
+            what: "the messaging credentials",
+            hashed: None,
+        }),
+    ]
+}
+
 /// Runs the step once for one Cinder.
 pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
@@ -120,15 +178,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let store = &cinder.spec.secret_store_ref;
     let requeue = |ctx: &mut StepContext, c: Cond| ctx.requeue(c, REQUEUE_SECRET_POLLING);
 
-    if store.kind == SecretStoreKind::ClusterSecretStore && env.watch_namespace.is_some() {
-        let c = Cond::false_(
-            kind::SECRETS_READY,
-            reason::CLUSTER_SECRET_STORE_UNSUPPORTED,
-            format!(
-                "spec.secretStoreRef: ClusterSecretStore {:?} cannot be used while the operator watches one namespace; select a SecretStore",
-                store.name
-            ),
-        );
+    if let Some(c) = unsupported_store(store, env.watch_namespace.is_some()) {
         return requeue(ctx, c);
     }
     let store_ready = store_ready(&env.client, &ns, store.kind, &store.name)
@@ -139,39 +189,9 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         return requeue(ctx, c);
     }
 
-    let db = &cinder.spec.database.secret_ref;
-    let su = &cinder.spec.service_user.secret_ref;
-    let su_key = su.key.as_deref().unwrap_or(SERVICE_USER_PASSWORD_KEY);
-    let messaging = messaging_secret(&cinder);
-    let needed = [
-        Some(Needed {
-            namespace: ns.clone(),
-            name: db.name.clone(),
-            keys: DB_KEYS.to_vec(),
-            reason: reason::WAITING_FOR_DB_CREDENTIALS,
-            what: "the database credentials",
-            hashed: None,
-        }),
-        Some(Needed {
-            namespace: ns.clone(),
-            name: su.name.clone(),
-            keys: vec![su_key],
-            reason: reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
-            what: "the service-user credentials",
-            hashed: Some(su_key),
-        }),
-        messaging.map(|(namespace, name)| Needed {
-            namespace,
-            name,
-            keys: MESSAGING_KEYS.to_vec(),
-            reason: reason::WAITING_FOR_MESSAGING_CREDENTIALS,
-            what: "the messaging credentials",
-            hashed: None,
-        }),
-    ];
     let mut password_hash = None;
     let mut password = None;
-    for need in needed {
+    for need in needed(&cinder) {
         let Some(need) = need else {
             let c = Cond::false_(
                 kind::SECRETS_READY,
@@ -214,4 +234,167 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         reason::SECRETS_AVAILABLE,
         "the secret store is Ready and the credential Secrets are present",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::common::ClusterRef;
+    use crate::kube_ext::resources::cluster_secret_store_resource;
+
+    /// Namespace, name, keys, reason and hashed key of one [`Needed`].
+    type Summary = (String, String, Vec<String>, &'static str, Option<String>);
+
+    fn store(conditions: serde_json::Value) -> DynamicObject {
+        let mut o = DynamicObject::new("openbao-cluster-store", &cluster_secret_store_resource());
+        o.data = serde_json::json!({"status": {"conditions": conditions}});
+        o
+    }
+
+    #[test]
+    fn the_store_gates_on_its_ready_condition() {
+        let kind = SecretStoreKind::ClusterSecretStore;
+        assert_eq!(
+            store_state(None, kind, "openbao-cluster-store"),
+            Err("ClusterSecretStore \"openbao-cluster-store\" does not exist".to_string())
+        );
+        let not_ready = store(serde_json::json!([{"type": "Ready", "status": "False"}]));
+        assert_eq!(
+            store_state(Some(&not_ready), SecretStoreKind::SecretStore, "s"),
+            Err("SecretStore \"s\" is not Ready".to_string())
+        );
+        let other = store(serde_json::json!([{"type": "Synced", "status": "True"}]));
+        assert!(store_state(Some(&other), kind, "s").is_err());
+        let ready = store(serde_json::json!([{"type": "Ready", "status": "True"}]));
+        assert_eq!(store_state(Some(&ready), kind, "s"), Ok(()));
+    }
+
+    #[test]
+    fn a_cluster_store_is_refused_only_while_one_namespace_is_watched() {
+        let cluster = crate::test_fixtures::cinder().spec.secret_store_ref;
+        assert_eq!(cluster.kind, SecretStoreKind::ClusterSecretStore);
+        assert_eq!(unsupported_store(&cluster, false), None);
+        let c = unsupported_store(&cluster, true).expect("refused");
+        assert_eq!(
+            (c.type_, c.status, c.reason),
+            (
+                kind::SECRETS_READY,
+                false,
+                reason::CLUSTER_SECRET_STORE_UNSUPPORTED
+            )
+        );
+        assert!(
+            c.message
+                .starts_with("spec.secretStoreRef: ClusterSecretStore \"openbao-cluster-store\""),
+            "{}",
+            c.message
+        );
+        let namespaced = SecretStoreRef {
+            kind: SecretStoreKind::SecretStore,
+            name: "local".into(),
+        };
+        assert_eq!(unsupported_store(&namespaced, true), None);
+    }
+
+    #[test]
+    fn the_messaging_secret_follows_secret_ref_or_the_cluster() {
+        let mut c = crate::test_fixtures::cinder();
+        assert_eq!(
+            messaging_secret(&c),
+            Some(("ns".to_string(), "q-default-user".to_string()))
+        );
+        c.spec.messaging.cluster_ref = Some(ClusterRef {
+            name: "q".into(),
+            namespace: Some("mq".into()),
+        });
+        assert_eq!(
+            messaging_secret(&c),
+            Some(("mq".to_string(), "q-default-user".to_string()))
+        );
+        c.spec.messaging.secret_ref =
+            Some(serde_json::from_value(serde_json::json!({"name": "amqp"})).unwrap());
+        assert_eq!(
+            messaging_secret(&c),
+            Some(("ns".to_string(), "amqp".to_string())),
+            "secretRef wins"
+        );
+        c.spec.messaging.secret_ref = None;
+        c.spec.messaging.cluster_ref = None;
+        assert_eq!(messaging_secret(&c), None);
+    }
+
+    #[test]
+    fn the_credential_secrets_are_waited_for_in_order_each_under_its_reason() {
+        let mut c = crate::test_fixtures::cinder();
+        let summary = |c: &Cinder| -> Vec<Option<Summary>> {
+            needed(c)
+                .into_iter()
+                .map(|n| {
+                    n.map(|n| {
+                        (
+                            n.namespace,
+                            n.name,
+                            n.keys.iter().map(|k| k.to_string()).collect(),
+                            n.reason,
+                            n.hashed.map(str::to_string),
+                        )
+                    })
+                })
+                .collect()
+        };
+        let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            summary(&c),
+            [
+                Some((
+                    "ns".into(),
+                    "d".into(),
+                    keys(&["username", "password"]),
+                    reason::WAITING_FOR_DB_CREDENTIALS,
+                    None
+                )),
+                Some((
+                    "ns".into(),
+                    "s".into(),
+                    keys(&["password"]),
+                    reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
+                    Some("password".into())
+                )),
+                Some((
+                    "ns".into(),
+                    "q-default-user".into(),
+                    keys(&["username", "password", "host"]),
+                    reason::WAITING_FOR_MESSAGING_CREDENTIALS,
+                    None
+                )),
+            ]
+        );
+        c.spec.service_user.secret_ref.key = Some("pw".into());
+        c.spec.messaging.cluster_ref = None;
+        let changed = summary(&c);
+        assert_eq!(changed[1].as_ref().unwrap().2, keys(&["pw"]));
+        assert_eq!(changed[1].as_ref().unwrap().4.as_deref(), Some("pw"));
+        assert_eq!(changed[2], None, "spec.messaging names no Secret");
+    }
+
+    #[test]
+    fn a_missing_secret_is_waited_for_by_name() {
+        let c = waiting(
+            reason::WAITING_FOR_SERVICE_USER_CREDENTIALS,
+            "the service-user credentials",
+            &Missing::Keys("s".into(), vec!["password".into()]),
+        );
+        assert_eq!(
+            (c.type_, c.status, c.reason),
+            (
+                kind::SECRETS_READY,
+                false,
+                reason::WAITING_FOR_SERVICE_USER_CREDENTIALS
+            )
+        );
+        assert_eq!(
+            c.message,
+            "waiting for the service-user credentials: Secret \"s\" lacks key(s) password"
+        );
+    }
 }
