@@ -62,6 +62,8 @@ const TABLE_REASONS: &[&str] = &[
     "VPANotRequired",
     "VPANotInstalled",
     "CapabilityProbeFailed",
+    "EmptyIngress",
+    "BrokerPortUnknown",
     "VPAError",
     "NetworkPolicyReady",
     "NetworkPolicyNotRequired",
