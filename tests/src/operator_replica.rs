@@ -306,6 +306,22 @@ where
     }
 }
 
+/// User plus system CPU time in a `/proc/.../stat` file (a process's or a thread's).
+fn stat_cpu(path: &str) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(path)?;
+    // The fields after the command name (which may hold spaces) start after the last ')'.
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
+        bail!("unreadable {path}");
+    };
+    Ok(Duration::from_millis(
+        (user + system) * 1000 / TICKS_PER_SECOND,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,20 +344,4 @@ mod tests {
         );
         assert_eq!(url_after("metrics: http://x/metrics", "admin:"), None);
     }
-}
-
-/// User plus system CPU time in a `/proc/.../stat` file (a process's or a thread's).
-fn stat_cpu(path: &str) -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string(path)?;
-    // The fields after the command name (which may hold spaces) start after the last ')'.
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-    let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
-        bail!("unreadable {path}");
-    };
-    Ok(Duration::from_millis(
-        (user + system) * 1000 / TICKS_PER_SECOND,
-    ))
 }
