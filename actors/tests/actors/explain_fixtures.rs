@@ -4,12 +4,17 @@
 use cinder_actors::{Schema, explain, explain_str};
 use serde_json::{Value, json};
 
+/// A fixture, compiled in: cargo tracks an included file, so a test binary is never run
+/// against fixtures of another checkout.
 fn fixture(name: &str) -> Value {
-    let path = format!(
-        "{}/tests/actors/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let text = match name {
+        "example1.json" => include_str!("fixtures/example1.json"),
+        "example1.expected.json" => include_str!("fixtures/example1.expected.json"),
+        "example2.json" => include_str!("fixtures/example2.json"),
+        "example2.expected.json" => include_str!("fixtures/example2.expected.json"),
+        other => panic!("no fixture {other}"),
+    };
+    serde_json::from_str(text).unwrap()
 }
 
 #[test]
