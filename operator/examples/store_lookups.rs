@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use cinder_operator::children::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
 use cinder_operator::children::{list_children, mounts, selector};
 use cinder_operator::crd::CinderBackend;
-use cinder_operator::kube_ext::reader::{self, ClusterStores, ReadScope};
+use cinder_operator::kube_ext::reader::ClusterStores;
 use cinder_operator::kube_ext::shared_watch::SharedWatch;
 use cinder_operator::names;
 use cinder_operator::target_cluster::TARGET_CLUSTER_LABEL;
@@ -173,21 +173,25 @@ enum Path {
 
 /// One pass's lookups for Cinder `i` of the fleet by `path`; returns how many objects they
 /// found.
-async fn lookups(client: &Client, i: usize, path: Path) -> anyhow::Result<usize> {
+async fn lookups(
+    client: &Client,
+    stores: &ClusterStores,
+    i: usize,
+    path: Path,
+) -> anyhow::Result<usize> {
     let c = cinder_name(i);
-    let stores = reader::management();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let projections = selector(&c, &[(PROJECTION_LABEL, PROJECTION_VOLUME)]);
     let target = format!("{TARGET_CLUSTER_LABEL}=target-{}", i % TARGETS);
     let found = match path {
         Path::Indexed => {
-            mounts(client, NS, &c).await?.secrets.len()
+            mounts(client, stores, NS, &c).await?.secrets.len()
                 + stores
                     .list(&secrets, &ListParams::default().labels(&projections))
                     .await?
                     .len()
-                + attached_backends(client, NS, &c).await?.len()
-                + list_children::<ConfigMap>(client, NS, &c, None)
+                + attached_backends(client, stores, NS, &c).await?.len()
+                + list_children::<ConfigMap>(client, stores, NS, &c, None)
                     .await?
                     .len()
                 + stores
@@ -246,11 +250,10 @@ async fn per_cinder(n: usize, path: Path) -> anyhow::Result<Duration> {
     let config = kube::Config::new("http://127.0.0.1:1".parse().context("a local URL")?);
     let client = Client::try_from(config).context("a client")?;
     let (stores, _watches) = fleet(&client, n)?;
-    let scope = ReadScope::management(&stores);
     let started = Instant::now();
     for _ in 0..PASSES {
         for i in 0..n {
-            let found = reader::within(scope.clone(), lookups(&client, i, path)).await?;
+            let found = lookups(&client, &stores, i, path).await?;
             // 3 Deployments: each a mount, 2 projections, 2 backends, 2 ConfigMaps, 1 target.
             anyhow::ensure!(
                 found == 10,

@@ -459,10 +459,7 @@ fn security(args: &RunArgs, ctx: &Arc<OperatorContext>) -> anyhow::Result<Securi
         let names = vec![
             "localhost".to_string(),
             "127.0.0.1".to_string(),
-            format!(
-                "cinder-operator-metrics.{}.svc",
-                ctx.options.lease_namespace
-            ),
+            format!("cinder-operator-metrics.{}.svc", ctx.lease_namespace),
         ];
         let cert = ServingCert::load(args.metrics_cert_dir.as_deref(), &names)
             .context("cannot set up the HTTPS metrics endpoint")?;
@@ -490,7 +487,7 @@ fn spawn_controllers(
         Some(leader) => {
             println!(
                 "leader election: waiting for the Lease {}/{LEADER_LEASE_NAME} (identity {})",
-                ctx.options.lease_namespace,
+                ctx.lease_namespace,
                 leader.lock().identity()
             );
             tokio::spawn(run_when_leader(ctx.clone(), leader.subscribe(), shutdown))
@@ -709,7 +706,7 @@ pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
         Box::pin(async move { ctx.pipelines_snapshot().await })
     });
     let client = ctx.client.clone();
-    let namespace = ctx.options.namespace.clone();
+    let namespace = ctx.namespace.clone();
     let inventory: InventorySource = Arc::new(move || {
         let (client, namespace) = (client.clone(), namespace.clone());
         Box::pin(async move { list_inventory(client, namespace.as_deref()).await })
@@ -719,7 +716,7 @@ pub fn admin_sources(ctx: &Arc<OperatorContext>) -> AdminSources {
         devices: ctx.device_locks.clone(),
         pipelines,
         inventory,
-        shards: ctx.options.shards.clone(),
+        shards: ctx.shards.clone(),
     }
 }
 

@@ -1,17 +1,21 @@
-//! The operator's shared context: the Kubernetes client, the run options, the lock coordinator
-//! and the device locks (on their own actix system thread), the metrics, the pipelines registry
-//! with the product step table (on the same thread; the admin `/pipelines` view asks it), the
-//! resolved target clusters, and the readiness flag `/readyz` reads.
+//! The operator's one context, [`OperatorContext`]: the Kubernetes client, what the run options
+//! leave for the reconciles (the watched namespace, the identity, the shards), the lock
+//! coordinator and the device locks (on their own actix system thread), the metrics, the event
+//! recorder, the pipelines registry with the product step table (on the same thread; the admin
+//! `/pipelines` view asks it), the satellites' back-off, the resolved target clusters, the
+//! management cluster's watch stores and the readiness flag `/readyz` reads.
 //!
-//! `run` builds one [`OperatorContext`] with [`OperatorContext::new`] and hands it to
-//! [`crate::controller::run_operator`].
+//! `run` builds it from [`OperatorOptions`] with `OperatorContext::new` (in `crate::start`,
+//! which knows the product step table) and hands it to
+//! [`crate::controller::run_operator`]; every reconcile gets it from kube-runtime, and each pass
+//! hands it to the steps with the pass ([`crate::pipeline::Reconcile`]).
 
+use crate::kube_ext::reader::ClusterStores;
 use crate::metrics::Metrics;
-use crate::pipeline::Pipelines;
-use cinder_actors::{CoordinatorConfig, CoordinatorHandle, Schema};
-use cinder_lease::{
-    DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, HolderIdentity, LeaseSettings,
-};
+use crate::pipeline::{EngineContext, Pipelines};
+use cinder_actors::CoordinatorHandle;
+use cinder_lease::{DeviceLockMetrics, DeviceLocks, HolderIdentity};
+use kube::runtime::events::Recorder;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -130,16 +134,31 @@ impl Drop for ActorThread {
     }
 }
 
-/// Everything the controllers share.
+/// Everything the reconciles and the steps share: one value, built once by `OperatorContext::new`
+/// and handed to every reconcile (the Cinder's and the satellites') and, with each pass, to every
+/// step.
 pub struct OperatorContext {
     pub client: kube::Client,
-    pub options: OperatorOptions,
+    /// Watch only this namespace (`--namespace`); `None` watches all.
+    pub namespace: Option<String>,
+    /// This process's identity (pod name + uuid), written into device Leases and reported as
+    /// the events' reporting instance.
+    pub identity: String,
+    /// Namespace of the device Leases (and of target-cluster registration Secrets).
+    pub lease_namespace: String,
+    /// The shards this replica holds (`--shards`).
+    pub shards: crate::shards::ShardView,
     pub coordinator: CoordinatorHandle,
     pub device_locks: DeviceLocks,
     pub metrics: Arc<Metrics>,
+    /// Publishes the events of the Cinders, their satellites and their Jobs (reporting as
+    /// `cinder-operator`, instance [`OperatorContext::identity`]).
+    pub recorder: Recorder,
     /// The pipelines registry: every Cinder's pass goes through it to the Cinder's pipeline
     /// actor, which keeps what the admin `/pipelines` view shows (no secret values).
-    pub pipelines: actix::Addr<Pipelines>,
+    pub pipelines: actix::Addr<Pipelines<OperatorContext>>,
+    /// The failure counts of the satellites' reconciles (their retry back-off).
+    pub satellite_backoffs: actix::Addr<crate::pipeline::backoff_actor::BackoffActor>,
     /// The actix system the actors run on.
     pub actors: ActorThread,
     /// The resolved target clusters (one client and one watcher per registered kubeconfig).
@@ -147,86 +166,10 @@ pub struct OperatorContext {
     /// The management cluster's reflector stores the cached reads answer from (filled when the
     /// controllers start their watches, emptied when they stop).
     pub reads: crate::kube_ext::reader::ClusterStores,
-    ready: AtomicBool,
+    pub(crate) ready: AtomicBool,
 }
 
 impl OperatorContext {
-    /// Starts the actor thread, the lock coordinator on it and the device-lock service.
-    pub async fn new(
-        client: kube::Client,
-        options: OperatorOptions,
-        metrics: Arc<Metrics>,
-    ) -> anyhow::Result<Arc<Self>> {
-        let actors = ActorThread::start()?;
-        let config = CoordinatorConfig {
-            arbiters: usize::from(options.lock_arbiters),
-            ..CoordinatorConfig::default()
-        };
-        let coordinator = actors
-            .run(move || CoordinatorHandle::start(Schema::standard(), config))
-            .await?;
-        let identity = if options.identity == HolderIdentity::process().as_str() {
-            HolderIdentity::process()
-        } else {
-            HolderIdentity::for_pod(&options.identity)
-        };
-        let mut config = DeviceLocksConfig::new(options.lease_namespace.clone());
-        config.identity = identity;
-        config.lease = LeaseSettings::with_duration(options.lease_duration);
-        let device_locks = DeviceLocks::new(
-            coordinator.clone(),
-            client.clone(),
-            config,
-            options.device_lock_metrics.clone(),
-        )?;
-        let reads = crate::kube_ext::reader::ClusterStores::default();
-        let env = crate::pipeline::StepEnv {
-            client: client.clone(),
-            reads: reads.clone(),
-            watch_namespace: options.namespace.clone(),
-            device_locks: device_locks.clone(),
-            metrics: Arc::clone(&metrics),
-        };
-        let engine_metrics = (*metrics).clone();
-        let shards = options.shards.clone();
-        let concurrency = usize::from(options.concurrency);
-        let pipelines = actors
-            .run(move || -> anyhow::Result<actix::Addr<Pipelines>> {
-                use actix::Actor;
-                let table = crate::steps::table(env)?;
-                Ok(Pipelines::new(table, engine_metrics)
-                    .with_shards(shards)
-                    .with_concurrency(concurrency)
-                    .start())
-            })
-            .await??;
-        let target_registry = actors
-            .run(|| {
-                use actix::Actor;
-                crate::target_cluster::TargetRegistry::default().start()
-            })
-            .await?;
-        let targets = crate::target_cluster::TargetClusters::new(
-            client.clone(),
-            &options.lease_namespace,
-            options.namespace.as_deref(),
-            options.target_client_limits,
-            target_registry,
-        );
-        Ok(Arc::new(OperatorContext {
-            targets,
-            reads,
-            client,
-            options,
-            coordinator,
-            device_locks,
-            metrics,
-            pipelines,
-            actors,
-            ready: AtomicBool::new(false),
-        }))
-    }
-
     /// True once every reflector and controller has synced its first list.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
@@ -240,5 +183,15 @@ impl OperatorContext {
     /// The admin `/pipelines` view: see [`crate::pipeline::snapshot`].
     pub async fn pipelines_snapshot(&self) -> serde_json::Value {
         crate::pipeline::snapshot(&self.pipelines).await
+    }
+}
+
+impl EngineContext for OperatorContext {
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn reads(&self) -> &ClusterStores {
+        &self.reads
     }
 }

@@ -1,7 +1,7 @@
 //! Reading credential Secrets: whether a Secret exists with the keys a step needs, and the
 //! values (kept in a [`SecretData`], whose Debug never shows them).
 
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::planning::secret_data::SecretData;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
@@ -26,13 +26,14 @@ impl std::fmt::Display for Missing {
 /// Reads `required` (must be non-empty UTF-8) and `optional` keys of Secret `namespace/name`.
 pub async fn read(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     name: &str,
     required: &[&str],
     optional: &[&str],
 ) -> Result<Result<SecretData, Missing>, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let Some(secret) = reader::management().get_opt(&api, name).await? else {
+    let Some(secret) = reads.get_opt(&api, name).await? else {
         return Ok(Err(Missing::Secret(name.to_string())));
     };
     let data = secret.data.unwrap_or_default();

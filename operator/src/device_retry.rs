@@ -32,6 +32,7 @@ pub fn refused(memory: &StepMemory, device: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::OperatorContext;
     use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepName, StepReport};
     use actix::Actor;
     use futures::future::BoxFuture;
@@ -39,18 +40,22 @@ mod tests {
 
     struct Idle;
 
-    impl Step for Idle {
+    impl Step<OperatorContext> for Idle {
         fn name(&self) -> StepName {
             StepName::VolumeServices
         }
-        fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        fn run(
+            &self,
+            _op: Arc<OperatorContext>,
+            ctx: StepContext,
+        ) -> BoxFuture<'static, StepReport> {
             Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
         }
     }
 
     #[actix::test]
     async fn a_refused_request_retries_one_level_higher_once() {
-        let addr = StepActor::new(Arc::new(Idle)).start();
+        let addr = StepActor::<OperatorContext>::new(Arc::new(Idle)).start();
         let memory = StepMemory::of(
             &addr,
             CinderKey {

@@ -39,6 +39,7 @@ pub mod planning;
 pub mod preflight;
 pub mod requeue;
 pub mod shards;
+pub mod start;
 pub mod steps;
 pub mod target_cluster;
 pub mod telemetry;

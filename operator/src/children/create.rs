@@ -5,7 +5,7 @@
 //! when their data changed; content-addressed children are immutable and only created or deleted.
 
 use crate::crd::Cinder;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::names;
 use k8s_openapi::ByteString;
@@ -77,22 +77,27 @@ pub fn secret(
 /// workloads mount, such as the database connection or the transport URL).
 pub async fn ensure_derived_secret(
     client: &Client,
+    reads: &ClusterStores,
     cinder: &Cinder,
     name: &str,
     key: &str,
     value: &str,
 ) -> Result<bool, kube::Error> {
     let data = [(key.to_string(), value.as_bytes().to_vec())].into();
-    ensure_secret(client, secret(cinder, name, &[], data, false)).await
+    ensure_secret(client, reads, secret(cinder, name, &[], data, false)).await
 }
 
 /// Creates `desired`, or replaces the existing Secret when its data or labels differ.
 /// Returns whether anything was written.
-pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kube::Error> {
+pub async fn ensure_secret(
+    client: &Client,
+    reads: &ClusterStores,
+    desired: Secret,
+) -> Result<bool, kube::Error> {
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    match reader::children().get_opt(&api, &name).await? {
+    match reads.get_opt(&api, &name).await? {
         None => create_if_absent(&api, &desired).await,
         Some(existing) => {
             if existing.data == desired.data
@@ -115,11 +120,15 @@ pub async fn ensure_secret(client: &Client, desired: Secret) -> Result<bool, kub
 
 /// Creates the immutable ConfigMap `desired` unless it exists (content-addressed: same name,
 /// same content). Returns whether it created it.
-pub async fn ensure_config_map(client: &Client, desired: ConfigMap) -> Result<bool, kube::Error> {
+pub async fn ensure_config_map(
+    client: &Client,
+    reads: &ClusterStores,
+    desired: ConfigMap,
+) -> Result<bool, kube::Error> {
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    if reader::children().get_opt(&api, &name).await?.is_some() {
+    if reads.get_opt(&api, &name).await?.is_some() {
         return Ok(false);
     }
     create_if_absent(&api, &desired).await

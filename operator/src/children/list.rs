@@ -1,7 +1,7 @@
 //! Finding the Cinder's children: the label selector of its children and the listing of one
 //! kind of them (read through the children's watch stores).
 
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::names;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
@@ -19,6 +19,7 @@ pub fn selector(cinder_name: &str, extra: &[(&str, &str)]) -> String {
 /// The children of kind `K` of Cinder `cinder` in `namespace`, of `component` when given.
 pub async fn list_children<K>(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     cinder: &str,
     component: Option<names::Component>,
@@ -38,7 +39,7 @@ where
         .map(|c| (names::LABEL_COMPONENT, c.as_str()))
         .into_iter()
         .collect();
-    reader::children()
+    reads
         .list(
             &api,
             &ListParams::default().labels(&selector(cinder, &extra)),

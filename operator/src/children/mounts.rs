@@ -3,6 +3,7 @@
 //! children must keep.
 
 use super::list::list_children;
+use crate::kube_ext::reader::ClusterStores;
 use crate::names;
 use kube::Client;
 
@@ -59,10 +60,16 @@ pub fn job_running(job: &k8s_openapi::api::batch::v1::Job) -> bool {
 /// The volumes of the Deployments, CronJobs and running Jobs labelled as `cinder`'s children
 /// (what a sweep must keep: pods of a rollout still in progress, the next run of a CronJob and
 /// a running Job mount the previous content-addressed children).
-pub async fn mounts(client: &Client, namespace: &str, cinder: &str) -> Result<Mounts, kube::Error> {
+pub async fn mounts(
+    client: &Client,
+    reads: &ClusterStores,
+    namespace: &str,
+    cinder: &str,
+) -> Result<Mounts, kube::Error> {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::batch::v1::{CronJob, Job};
-    let deployments: Vec<Deployment> = list_children(client, namespace, cinder, None).await?;
+    let deployments: Vec<Deployment> =
+        list_children(client, reads, namespace, cinder, None).await?;
     let api_name = names::api_deployment(cinder);
     let mut out = Mounts::default();
     for d in deployments {
@@ -74,12 +81,12 @@ pub async fn mounts(client: &Client, namespace: &str, cinder: &str) -> Result<Mo
                 .cloned();
         }
     }
-    let cron_jobs: Vec<CronJob> = list_children(client, namespace, cinder, None).await?;
+    let cron_jobs: Vec<CronJob> = list_children(client, reads, namespace, cinder, None).await?;
     for c in &cron_jobs {
         let template = c.spec.job_template.spec.as_ref();
         out.add_pod(template.and_then(|j| j.template.spec.as_ref()));
     }
-    let jobs: Vec<Job> = list_children(client, namespace, cinder, None).await?;
+    let jobs: Vec<Job> = list_children(client, reads, namespace, cinder, None).await?;
     for j in jobs.iter().filter(|j| job_running(j)) {
         out.add_pod(j.spec.as_ref().and_then(|s| s.template.spec.as_ref()));
     }

@@ -6,7 +6,6 @@ use crate::conditions::not_required;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
-use crate::kube_ext::reader;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use kube::Api;
 use kube::Resource;
@@ -74,7 +73,7 @@ where
             false,
         ));
     }
-    let present = match reader::children().get_opt(api, name).await {
+    let present = match ctx.children_reads().get_opt(api, name).await {
         Ok(found) => found.is_some(),
         Err(e) if e.is_not_found() => false,
         Err(e) => return Err(e).doing(format_args!("reading {what} {name}")),

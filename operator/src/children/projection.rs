@@ -7,7 +7,7 @@ use super::list::selector;
 use super::mounts::mounts;
 use crate::crd::{BackendType, RbdSpec, Satellite};
 use crate::credentials::{self, Missing};
-use crate::kube_ext::reader::{self, Field};
+use crate::kube_ext::reader::{ClusterStores, Field};
 use crate::kube_ext::sweep;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::NamespaceResourceScope;
@@ -32,6 +32,7 @@ pub fn parent_field<K: Satellite>() -> Field<K> {
 /// (through the store's index on [`parent_field`]).
 pub async fn attached<K>(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     cinder: &str,
 ) -> Result<Vec<K>, kube::Error>
@@ -46,9 +47,7 @@ where
         + 'static,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let mut attached: Vec<K> = reader::management()
-        .list_by_field(&api, parent_field(), cinder)
-        .await?;
+    let mut attached: Vec<K> = reads.list_by_field(&api, parent_field(), cinder).await?;
     attached.sort_by_key(|b| b.name_any());
     Ok(attached)
 }
@@ -58,15 +57,16 @@ where
 /// (the pods of a rollout in progress mount the previous ones).
 pub async fn sweep_projections(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     cinder: &str,
     projection: &str,
     mut keep: Vec<String>,
 ) -> Result<Vec<String>, kube::Error> {
-    keep.extend(mounts(client, namespace, cinder).await?.secrets);
+    keep.extend(mounts(client, reads, namespace, cinder).await?.secrets);
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let sel = selector(cinder, &[(PROJECTION_LABEL, projection)]);
-    sweep(&api, &sel, |n| keep.iter().any(|k| k == n)).await
+    sweep(&api, reads, &sel, |n| keep.iter().any(|k| k == n)).await
 }
 
 /// The key of the cephx key in the RBD key Secret unless `keySecretRef.key` says otherwise.
@@ -92,6 +92,7 @@ impl std::fmt::Debug for CephKey {
 /// The credentials a satellite needs: none for NFS, the key for RBD.
 pub async fn credentials_for(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     backend_type: BackendType,
     rbd: Option<&RbdSpec>,
@@ -101,7 +102,16 @@ pub async fn credentials_for(
         (BackendType::Rbd, None) => Ok(Err("spec.rbd is missing".to_string())),
         (BackendType::Rbd, Some(r)) => {
             let key = r.key_secret_ref.key.as_deref().unwrap_or(DEFAULT_RBD_KEY);
-            match credentials::read(client, namespace, &r.key_secret_ref.name, &[key], &[]).await? {
+            match credentials::read(
+                client,
+                reads,
+                namespace,
+                &r.key_secret_ref.name,
+                &[key],
+                &[],
+            )
+            .await?
+            {
                 Ok(v) => Ok(Ok(v.get(key).map(|k| CephKey(k.to_string())))),
                 Err(m @ Missing::Secret(_)) | Err(m @ Missing::Keys(..)) => {
                     Ok(Err(format!("spec.rbd.keySecretRef: {m}")))

@@ -4,7 +4,6 @@
 //! it changed, and every requeue goes through the project's jitter. A reconcile that ends before
 //! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
-use super::backoff::Retry;
 use super::deletion;
 use super::status::{Written, gate_status, skeleton_status, write_if_changed};
 use crate::conditions::{Cond, event_reason, kind, reason};
@@ -12,9 +11,9 @@ use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::kube_ext::finalizer;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
-use crate::kube_ext::reader::{self, ReadScope};
 use crate::metrics::ErrorPhase;
 use crate::names::CINDER_FINALIZER;
+use crate::pipeline::schedule::Retry;
 use crate::pipeline::{
     AdmissionRank, Admit, CinderKey, Forget, GateStopped, PassEnd, PassFailed, PassNotWritten,
     PassSucceeded, Reconcile, Turn,
@@ -22,7 +21,7 @@ use crate::pipeline::{
 use crate::requeue::{Requeue, jittered};
 use crate::target_cluster;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,15 +30,8 @@ use std::time::{Duration, Instant};
 /// lost (it is woken as soon as a slot is granted to it; this is only the backstop).
 const QUEUED_RECHECK: Duration = Duration::from_secs(60);
 
-/// What the Cinder reconcile needs.
-pub struct CinderReconciler {
-    pub op: Arc<OperatorContext>,
-    /// Publishes the Cinder's events (deletion, condition transitions, upgrade phases).
-    pub recorder: Recorder,
-}
-
 async fn publish(
-    ctx: &CinderReconciler,
+    ctx: &OperatorContext,
     cinder: &Cinder,
     type_: EventType,
     reason: &str,
@@ -76,11 +68,11 @@ impl Started {
     /// Records the reconcile as ended with `outcome` and `requeue` (nominal).
     fn stopped(
         self,
-        ctx: &CinderReconciler,
+        ctx: &OperatorContext,
         outcome: impl Into<String>,
         requeue: Option<std::time::Duration>,
     ) {
-        ctx.op.pipelines.do_send(GateStopped {
+        ctx.pipelines.do_send(GateStopped {
             key: self.key,
             started_at: self.at,
             duration: self.clock.elapsed(),
@@ -97,7 +89,7 @@ impl Started {
 /// pipeline and the Cinder's metric series are dropped and the probe cache is evicted.
 async fn finalize(
     cinder: &Arc<Cinder>,
-    ctx: &CinderReconciler,
+    ctx: &OperatorContext,
     api: &Api<Cinder>,
 ) -> Result<Action, ReconcileError> {
     let namespace = cinder.namespace().unwrap_or_default();
@@ -107,7 +99,6 @@ async fn finalize(
     if let Some(target) = &cinder.spec.target_cluster_ref {
         let owner = owner_value(&namespace, &name);
         match ctx
-            .op
             .targets
             .resolve(&namespace, &target.name)
             .await
@@ -138,7 +129,7 @@ async fn finalize(
         }
     }
     if !abandoned {
-        let live = deletion::delete_database_objects(&ctx.op.client, cinder)
+        let live = deletion::delete_database_objects(&ctx.client, &ctx.reads, cinder)
             .await
             .map_err(ReconcileError::at(ErrorPhase::Finalize))?;
         if !live.is_empty() {
@@ -159,8 +150,7 @@ async fn finalize(
             return Ok(Action::requeue(requeue.jittered()));
         }
     }
-    ctx.op
-        .pipelines
+    ctx.pipelines
         .send(Forget(started.key))
         .await
         .map_err(ReconcileError::pipeline)?;
@@ -188,7 +178,7 @@ async fn finalize(
 /// by hand, is forgotten only here), with its failure count.
 pub async fn forget_departed(
     mut departures: futures::channel::mpsc::UnboundedReceiver<(String, String)>,
-    ctx: Arc<CinderReconciler>,
+    ctx: Arc<OperatorContext>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     use futures::StreamExt as _;
@@ -202,7 +192,6 @@ pub async fn forget_departed(
         };
         // The registry goes only with the operator; nothing is left to forget then.
         let _ = ctx
-            .op
             .pipelines
             .send(Forget(CinderKey { namespace, name }))
             .await;
@@ -264,10 +253,10 @@ pub const PERSISTENT_FAILURES: u32 = 3;
 /// `cinder_operator_controller_errors_total{phase}` and logged at WARN with the Cinder's name;
 /// from [`PERSISTENT_FAILURES`] in a row on, each one is also a ReconcileFailed Warning Event on
 /// the Cinder (one event series, counted).
-pub fn error_policy(cinder: Arc<Cinder>, failed: &Failed, ctx: Arc<CinderReconciler>) -> Action {
+pub fn error_policy(cinder: Arc<Cinder>, failed: &Failed, ctx: Arc<OperatorContext>) -> Action {
     let error = &failed.error;
     let phase = error.phase();
-    ctx.op.metrics.count_controller_error(phase);
+    ctx.metrics.count_controller_error(phase);
     let Retry {
         after: retry,
         failures,
@@ -323,7 +312,7 @@ enum Ended {
 /// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted;
 /// and a pass starts no sooner than [`crate::pipeline::MIN_PASS_GAP`] after the last one
 /// (the registry's [`Admit`] decides all three).
-pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<CinderReconciler>) -> Result<Action, Failed> {
+pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<OperatorContext>) -> Result<Action, Failed> {
     if !owns(&ctx, &cinder) {
         return Ok(Action::await_change());
     }
@@ -336,7 +325,6 @@ pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<CinderReconciler>) -> Resul
         }
     };
     let admitted = ctx
-        .op
         .pipelines
         .send(Admit {
             key: key.clone(),
@@ -356,15 +344,11 @@ pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<CinderReconciler>) -> Resul
         cinder.metadata.name.as_deref().unwrap_or_default(),
     );
     let span = pass.span.clone();
-    let scope = ReadScope::management(&ctx.op.reads);
-    let result = tracing::Instrument::instrument(
-        reader::within(scope, reconcile_in_span(cinder, ctx.clone())),
-        span,
-    )
-    .await;
+    let result =
+        tracing::Instrument::instrument(reconcile_in_span(cinder, ctx.clone()), span).await;
     match result {
         Ok(Ended::Clean(action)) => {
-            ctx.op.pipelines.do_send(PassSucceeded(key.clone()));
+            ctx.pipelines.do_send(PassSucceeded(key.clone()));
             Ok(action)
         }
         Ok(Ended::StepsFailed) => Ok(Action::requeue(
@@ -377,12 +361,11 @@ pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<CinderReconciler>) -> Resul
 /// Counts a failed reconcile of `key` in the registry and answers when it is retried (the
 /// ceiling when the registry is gone: the operator is stopping).
 async fn retry_after_failure(
-    ctx: &CinderReconciler,
+    ctx: &OperatorContext,
     key: &CinderKey,
     generation: Option<i64>,
 ) -> Retry {
-    ctx.op
-        .pipelines
+    ctx.pipelines
         .send(PassFailed {
             key: key.clone(),
             generation,
@@ -404,8 +387,8 @@ fn admission_rank(cinder: &Cinder) -> AdmissionRank {
 }
 
 /// Whether this replica holds the Cinder's shard now.
-fn owns(ctx: &CinderReconciler, cinder: &Cinder) -> bool {
-    ctx.op.options.shards.owns(
+fn owns(ctx: &OperatorContext, cinder: &Cinder) -> bool {
+    ctx.shards.owns(
         cinder.metadata.namespace.as_deref().unwrap_or_default(),
         cinder.metadata.name.as_deref().unwrap_or_default(),
     )
@@ -415,7 +398,7 @@ fn owns(ctx: &CinderReconciler, cinder: &Cinder) -> bool {
 /// written to the status, polled again like a missing Secret.
 async fn target_unavailable(
     cinder: &Cinder,
-    ctx: &CinderReconciler,
+    ctx: &OperatorContext,
     api: &Api<Cinder>,
     started: Started,
     why: impl std::fmt::Display,
@@ -443,11 +426,11 @@ async fn target_unavailable(
 
 async fn reconcile_in_span(
     cinder: Arc<Cinder>,
-    ctx: Arc<CinderReconciler>,
+    ctx: Arc<OperatorContext>,
 ) -> Result<Ended, ReconcileError> {
     let namespace = cinder.namespace().unwrap_or_default();
     let name = cinder.name_any();
-    let api: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &namespace);
+    let api: Api<Cinder> = Api::namespaced(ctx.client.clone(), &namespace);
 
     if cinder.metadata.deletion_timestamp.is_some() {
         if finalizer::has(cinder.as_ref(), CINDER_FINALIZER) {
@@ -471,7 +454,6 @@ async fn reconcile_in_span(
 
     let started = Started::now(&cinder);
     let resolved = ctx
-        .op
         .targets
         .resolve_for(&cinder)
         .await
@@ -505,9 +487,13 @@ async fn reconcile_in_span(
     }
 
     let report = match ctx
-        .op
         .pipelines
-        .send(Reconcile(cinder.clone(), target, tracing::Span::current()))
+        .send(Reconcile(
+            ctx.clone(),
+            cinder.clone(),
+            target,
+            tracing::Span::current(),
+        ))
         .await
     {
         Ok(Ok(report)) => report,
@@ -522,7 +508,7 @@ async fn reconcile_in_span(
     };
     if !owns(&ctx, &cinder) {
         // The shard went to another replica during the pass: it writes the status from now on.
-        ctx.op.pipelines.do_send(PassNotWritten {
+        ctx.pipelines.do_send(PassNotWritten {
             key: started.key,
             outcome: "not written: this replica lost the Cinder's shard during the pass"
                 .to_string(),
@@ -539,13 +525,12 @@ async fn reconcile_in_span(
     if written == Written::Written {
         crate::events::status_changed(&ctx.recorder, &cinder, &report.status).await;
     }
-    ctx.op
-        .metrics
+    ctx.metrics
         .observe_cinder(&namespace, &name, &report.status);
     if written == Written::Stale {
         // The Cinder changed while the pass ran: its result is not written; a pass on the newer
         // version decides (the change's own watch event usually brings it first).
-        ctx.op.pipelines.do_send(PassNotWritten {
+        ctx.pipelines.do_send(PassNotWritten {
             key: started.key,
             outcome: "not written: the Cinder changed during the pass".to_string(),
             requeue: Some(Requeue::RequeueNextPass.interval()),

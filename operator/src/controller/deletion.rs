@@ -9,7 +9,7 @@ use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::steps::database::provisioning::{SqlKind, sql_object_name};
 use kube::api::{DeleteParams, DynamicObject};
 use kube::{Api, Client, ResourceExt};
@@ -31,6 +31,7 @@ pub fn owned_by(obj: &DynamicObject, uid: Option<&str>, owner: &str) -> bool {
 /// gone; an object of the same name that the Cinder does not own is left alone.
 pub async fn delete_database_objects(
     client: &Client,
+    reads: &ClusterStores,
     cinder: &Cinder,
 ) -> Result<Vec<String>, kube::Error> {
     let ns = cinder.namespace().unwrap_or_default();
@@ -39,7 +40,7 @@ pub async fn delete_database_objects(
     let mut live = Vec::new();
     for kind in SqlKind::ALL {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kind.resource());
-        let found = match reader::management().get_opt(&api, &name).await {
+        let found = match reads.get_opt(&api, &name).await {
             Ok(found) => found,
             // The mariadb-operator CRDs are not installed: nothing to clean up.
             Err(e) if e.is_not_found() => None,

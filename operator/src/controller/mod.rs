@@ -20,7 +20,6 @@
 //! - the Cinders the pipelines registry grants a reconcile slot to
 //!   ([`crate::pipeline::admission`]).
 
-pub mod backoff;
 pub mod cinder;
 pub mod deletion;
 pub mod index;
@@ -255,12 +254,7 @@ pub async fn run_operator(
             false
         }
     };
-    let mut w = Watches::new(
-        &client,
-        ctx.options.namespace.as_deref(),
-        &index,
-        gateway_api,
-    );
+    let mut w = Watches::new(&client, ctx.namespace.as_deref(), &index, gateway_api);
     w.serve_reads(&ctx.reads);
 
     let stop = {
@@ -289,17 +283,13 @@ pub async fn run_operator(
         stop.clone(),
     );
     let cinder_store = w.cinders.store();
-    let reconciler = Arc::new(cinder::CinderReconciler {
-        op: ctx.clone(),
-        recorder: crate::events::recorder(client.clone(), Some(ctx.options.identity.clone())),
-    });
     let departed_cinders = tokio::spawn(cinder::forget_departed(
         departures.cinders,
-        reconciler.clone(),
+        ctx.clone(),
         shutdown.clone(),
     ));
     let cinder_run = cinders
-        .run(cinder::reconcile, cinder::error_policy, reconciler)
+        .run(cinder::reconcile, cinder::error_policy, ctx.clone())
         .for_each(|r| {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "cinder controller");
@@ -313,7 +303,7 @@ pub async fn run_operator(
     let backend_store = w.backends.store();
     let backup_store = w.backup_backends.store();
     let waking = tokio::spawn(crate::shards::wake::wake_gained(
-        ctx.options.shards.clone(),
+        ctx.shards.clone(),
         wake_targets(
             (&cinder_store, wake_cinder),
             (&backend_store, wake_backend),
@@ -332,7 +322,7 @@ pub async fn run_operator(
     ));
     let departed = tokio::spawn(satellites::forget_departed(
         departures.satellites,
-        ctx.coordinator.clone(),
+        ctx.clone(),
         shutdown.clone(),
     ));
 

@@ -3,7 +3,7 @@
 //! optional child whose spec block was unset).
 
 use super::api_error::{ApiErrorExt, ExpectedRefusal};
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde::de::DeserializeOwned;
@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 /// being deleted are left alone; a 404 counts as gone); returns the names deleted.
 pub async fn sweep<K>(
     api: &Api<K>,
+    reads: &ClusterStores,
     selector: &str,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, kube::Error>
@@ -20,7 +21,7 @@ where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let list = reader::children()
+    let list = reads
         .list(api, &ListParams::default().labels(selector))
         .await?;
     let mut deleted = Vec::new();

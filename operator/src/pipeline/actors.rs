@@ -21,13 +21,12 @@
 //! `--shards`, a running pass asks before each step whether this replica still holds the
 //! Cinder's shard, and stops when it does not.
 
-use super::admission::{Admission, Asked, GRANT_LIFETIME};
 use super::key::CinderKey;
 use super::pass::{PassObserver, PassReport, run_pass};
-use super::step::{ForgetCinder, TargetCluster};
+use super::schedule::{Admission, Asked, Backoffs, GRANT_LIFETIME, Retry};
+use super::step::{EngineContext, ForgetCinder, TargetCluster};
 use super::table::PipelineTable;
 use super::view::{PassSummary, PipelineRecord};
-use crate::controller::backoff::{Backoffs, Retry};
 use crate::crd::Cinder;
 use crate::metrics::Metrics;
 use crate::shards::ShardView;
@@ -56,7 +55,8 @@ pub enum PipelineError {
 /// given span (the reconcile's pass span: the pass runs on the actor, outside the caller's task).
 #[derive(Message)]
 #[rtype(result = "Result<PassReport, PipelineError>")]
-pub struct Reconcile(
+pub struct Reconcile<C: 'static>(
+    pub Arc<C>,
     pub Arc<Cinder>,
     pub Option<TargetCluster>,
     pub tracing::Span,
@@ -124,10 +124,10 @@ pub type AdmissionRank = i64;
 pub struct WakeOnGrant(pub mpsc::UnboundedSender<CinderKey>);
 
 /// The registry actor.
-pub struct Pipelines {
-    table: Arc<PipelineTable>,
+pub struct Pipelines<C: EngineContext> {
+    table: Arc<PipelineTable<C>>,
     metrics: Metrics,
-    actors: BTreeMap<CinderKey, Addr<PipelineActor>>,
+    actors: BTreeMap<CinderKey, Addr<PipelineActor<C>>>,
     shards: ShardView,
     admission: Admission<CinderKey, AdmissionRank>,
     wake: Option<mpsc::UnboundedSender<CinderKey>>,
@@ -143,7 +143,7 @@ struct SlotFreed;
 
 /// A reconcile slot: given back when dropped, whatever ends the reconcile.
 #[must_use = "the slot is given back when dropped"]
-pub struct Slot(Addr<Pipelines>);
+pub struct Slot(Recipient<SlotFreed>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -151,8 +151,8 @@ impl Drop for Slot {
     }
 }
 
-impl Pipelines {
-    pub fn new(table: PipelineTable, metrics: Metrics) -> Self {
+impl<C: EngineContext> Pipelines<C> {
+    pub fn new(table: PipelineTable<C>, metrics: Metrics) -> Self {
         Pipelines {
             table: Arc::new(table),
             metrics,
@@ -204,12 +204,11 @@ impl Pipelines {
     }
 
     /// The pipeline actor of `key`, started on first use.
-    fn actor(&mut self, key: &CinderKey) -> Addr<PipelineActor> {
+    fn actor(&mut self, key: &CinderKey) -> Addr<PipelineActor<C>> {
         self.actors
             .entry(key.clone())
             .or_insert_with(|| {
-                let mut actor =
-                    PipelineActor::new(key.clone(), self.table.clone(), self.metrics.clone());
+                let mut actor = PipelineActor::new(key.clone(), self.table.clone());
                 actor.shards = self.shards.clone();
                 actor.start()
             })
@@ -217,7 +216,7 @@ impl Pipelines {
     }
 }
 
-impl Actor for Pipelines {
+impl<C: EngineContext> Actor for Pipelines<C> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
@@ -231,7 +230,7 @@ impl Actor for Pipelines {
     }
 }
 
-impl Handler<Admit> for Pipelines {
+impl<C: EngineContext> Handler<Admit> for Pipelines<C> {
     type Result = MessageResult<Admit>;
 
     fn handle(&mut self, msg: Admit, ctx: &mut Self::Context) -> Self::Result {
@@ -252,13 +251,13 @@ impl Handler<Admit> for Pipelines {
         let asked = self.admission.ask(&msg.key, msg.rank);
         self.publish_admission();
         MessageResult(match asked {
-            Asked::Run => Turn::Run(Slot(ctx.address())),
+            Asked::Run => Turn::Run(Slot(ctx.address().recipient())),
             Asked::Wait => Turn::Queued,
         })
     }
 }
 
-impl Handler<PassFailed> for Pipelines {
+impl<C: EngineContext> Handler<PassFailed> for Pipelines<C> {
     type Result = MessageResult<PassFailed>;
 
     fn handle(&mut self, msg: PassFailed, _ctx: &mut Self::Context) -> Self::Result {
@@ -269,7 +268,7 @@ impl Handler<PassFailed> for Pipelines {
     }
 }
 
-impl Handler<PassSucceeded> for Pipelines {
+impl<C: EngineContext> Handler<PassSucceeded> for Pipelines<C> {
     type Result = ();
 
     fn handle(&mut self, msg: PassSucceeded, _ctx: &mut Self::Context) {
@@ -277,7 +276,7 @@ impl Handler<PassSucceeded> for Pipelines {
     }
 }
 
-impl Handler<WakeOnGrant> for Pipelines {
+impl<C: EngineContext> Handler<WakeOnGrant> for Pipelines<C> {
     type Result = ();
 
     fn handle(&mut self, msg: WakeOnGrant, _ctx: &mut Self::Context) {
@@ -285,15 +284,16 @@ impl Handler<WakeOnGrant> for Pipelines {
     }
 }
 
-impl Handler<Reconcile> for Pipelines {
+impl<C: EngineContext> Handler<Reconcile<C>> for Pipelines<C> {
     type Result = ResponseFuture<Result<PassReport, PipelineError>>;
 
-    fn handle(&mut self, msg: Reconcile, _ctx: &mut Self::Context) -> Self::Result {
-        let key = CinderKey::of(&msg.0);
+    fn handle(&mut self, msg: Reconcile<C>, _ctx: &mut Self::Context) -> Self::Result {
+        let Reconcile(op, cinder, target, span) = msg;
+        let key = CinderKey::of(&cinder);
         let addr = self.actor(&key);
         self.last_start.insert(key.clone(), Instant::now());
         Box::pin(async move {
-            match addr.send(RunPass(msg.0, msg.1, msg.2)).await {
+            match addr.send(RunPass(op, cinder, target, span)).await {
                 Ok(Some(report)) => Ok(report),
                 _ => Err(PipelineError::ActorGone(key.namespace, key.name)),
             }
@@ -301,7 +301,7 @@ impl Handler<Reconcile> for Pipelines {
     }
 }
 
-impl Handler<SlotFreed> for Pipelines {
+impl<C: EngineContext> Handler<SlotFreed> for Pipelines<C> {
     type Result = ();
 
     fn handle(&mut self, _msg: SlotFreed, _ctx: &mut Self::Context) {
@@ -310,7 +310,7 @@ impl Handler<SlotFreed> for Pipelines {
     }
 }
 
-impl Handler<GateStopped> for Pipelines {
+impl<C: EngineContext> Handler<GateStopped> for Pipelines<C> {
     type Result = ();
 
     fn handle(&mut self, msg: GateStopped, _ctx: &mut Self::Context) {
@@ -318,7 +318,7 @@ impl Handler<GateStopped> for Pipelines {
     }
 }
 
-impl Handler<PassNotWritten> for Pipelines {
+impl<C: EngineContext> Handler<PassNotWritten> for Pipelines<C> {
     type Result = ();
 
     fn handle(&mut self, msg: PassNotWritten, _ctx: &mut Self::Context) {
@@ -328,7 +328,7 @@ impl Handler<PassNotWritten> for Pipelines {
     }
 }
 
-impl Handler<Forget> for Pipelines {
+impl<C: EngineContext> Handler<Forget> for Pipelines<C> {
     type Result = ();
 
     fn handle(&mut self, msg: Forget, _ctx: &mut Self::Context) {
@@ -345,7 +345,7 @@ impl Handler<Forget> for Pipelines {
     }
 }
 
-impl Handler<Inspect> for Pipelines {
+impl<C: EngineContext> Handler<Inspect> for Pipelines<C> {
     type Result = ResponseFuture<Vec<PipelineRecord>>;
 
     fn handle(&mut self, _msg: Inspect, _ctx: &mut Self::Context) -> Self::Result {
@@ -366,7 +366,7 @@ impl Handler<Inspect> for Pipelines {
 
 /// The JSON the admin view shows: `{"pipelines": [PipelineRecord…]}` (empty when the registry
 /// is gone).
-pub async fn snapshot(pipelines: &Addr<Pipelines>) -> serde_json::Value {
+pub async fn snapshot<C: EngineContext>(pipelines: &Addr<Pipelines<C>>) -> serde_json::Value {
     let records = pipelines.send(Inspect).await.unwrap_or_default();
     serde_json::json!({ "pipelines": records })
 }
@@ -376,7 +376,8 @@ pub async fn snapshot(pipelines: &Addr<Pipelines>) -> serde_json::Value {
 /// running it).
 #[derive(Message)]
 #[rtype(result = "Option<PassReport>")]
-pub struct RunPass(
+pub struct RunPass<C: 'static>(
+    pub Arc<C>,
     pub Arc<Cinder>,
     pub Option<TargetCluster>,
     pub tracing::Span,
@@ -418,17 +419,16 @@ struct StepStarted {
 }
 
 /// A pass waiting for its turn.
-struct Waiting {
-    run: RunPass,
+struct Waiting<C: 'static> {
+    run: RunPass<C>,
     reply: oneshot::Sender<PassReport>,
 }
 
 /// The per-Cinder pipeline actor.
-pub struct PipelineActor {
-    table: Arc<PipelineTable>,
-    metrics: Metrics,
+pub struct PipelineActor<C: EngineContext> {
+    table: Arc<PipelineTable<C>>,
     record: PipelineRecord,
-    queue: VecDeque<Waiting>,
+    queue: VecDeque<Waiting<C>>,
     /// The number of the pass running now, if one runs.
     running: Option<u64>,
     started: u64,
@@ -436,11 +436,10 @@ pub struct PipelineActor {
     shards: ShardView,
 }
 
-impl PipelineActor {
-    pub fn new(key: CinderKey, table: Arc<PipelineTable>, metrics: Metrics) -> Self {
+impl<C: EngineContext> PipelineActor<C> {
+    pub fn new(key: CinderKey, table: Arc<PipelineTable<C>>) -> Self {
         PipelineActor {
             table,
-            metrics,
             record: PipelineRecord::new(&key.namespace, &key.name),
             queue: VecDeque::new(),
             running: None,
@@ -462,19 +461,18 @@ impl PipelineActor {
         self.running = Some(pass);
         self.record.pass_started();
         let table = self.table.clone();
-        let metrics = self.metrics.clone();
         let mut observer = ReportSteps {
             pass,
-            to: ctx.address(),
+            to: ctx.address().recipient(),
             shards: self.shards.clone(),
             namespace: self.record.namespace.clone(),
             name: self.record.name.clone(),
         };
         let started_at = chrono::Utc::now();
         let started = Instant::now();
-        let RunPass(cinder, target, span) = run;
+        let RunPass(op, cinder, target, span) = run;
         let pass_future = tracing::Instrument::instrument(
-            async move { run_pass(&table, &metrics, cinder, target, &mut observer).await },
+            async move { run_pass(&table, &op, cinder, target, &mut observer).await },
             span,
         );
         ctx.spawn(pass_future.into_actor(self).map(move |report, act, ctx| {
@@ -492,14 +490,14 @@ impl PipelineActor {
     }
 }
 
-impl Actor for PipelineActor {
+impl<C: EngineContext> Actor for PipelineActor<C> {
     type Context = Context<Self>;
 }
 
 /// Tells the actor which step its running pass is at.
 struct ReportSteps {
     pass: u64,
-    to: Addr<PipelineActor>,
+    to: Recipient<StepStarted>,
     shards: ShardView,
     namespace: String,
     name: String,
@@ -518,10 +516,10 @@ impl PassObserver for ReportSteps {
     }
 }
 
-impl Handler<RunPass> for PipelineActor {
+impl<C: EngineContext> Handler<RunPass<C>> for PipelineActor<C> {
     type Result = ResponseFuture<Option<PassReport>>;
 
-    fn handle(&mut self, msg: RunPass, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: RunPass<C>, ctx: &mut Self::Context) -> Self::Result {
         let (reply, answer) = oneshot::channel();
         self.queue.push_back(Waiting { run: msg, reply });
         self.start_next(ctx);
@@ -529,7 +527,7 @@ impl Handler<RunPass> for PipelineActor {
     }
 }
 
-impl Handler<StepStarted> for PipelineActor {
+impl<C: EngineContext> Handler<StepStarted> for PipelineActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: StepStarted, _ctx: &mut Self::Context) {
@@ -540,7 +538,7 @@ impl Handler<StepStarted> for PipelineActor {
     }
 }
 
-impl Handler<GateStopped> for PipelineActor {
+impl<C: EngineContext> Handler<GateStopped> for PipelineActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: GateStopped, _ctx: &mut Self::Context) {
@@ -554,7 +552,7 @@ impl Handler<GateStopped> for PipelineActor {
     }
 }
 
-impl Handler<PassNotWritten> for PipelineActor {
+impl<C: EngineContext> Handler<PassNotWritten> for PipelineActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: PassNotWritten, _ctx: &mut Self::Context) {
@@ -562,7 +560,7 @@ impl Handler<PassNotWritten> for PipelineActor {
     }
 }
 
-impl Handler<InspectPipeline> for PipelineActor {
+impl<C: EngineContext> Handler<InspectPipeline> for PipelineActor<C> {
     type Result = MessageResult<InspectPipeline>;
 
     fn handle(&mut self, _msg: InspectPipeline, _ctx: &mut Self::Context) -> Self::Result {

@@ -2,7 +2,8 @@
 //! counted in the metrics, an event published for a Job) and results it reuses for a while
 //! (the HealthCheck probe's condition), and the device locks another replica refused it lately
 //! (so the retry asks at a raised priority). [`Memory`] is the plain state the step actor owns;
-//! a run reaches it through [`StepMemory`], which messages the actor, so nothing else holds it.
+//! a run reaches it through [`StepMemory`] ([`crate::pipeline::StepContext::memory`]), which
+//! messages the actor, so nothing else holds it.
 //! Everything of a Cinder is dropped when the Cinder goes ([`Memory::forget`]); while it lives,
 //! at most [`SEEN_PER_CINDER`] keys are kept (the oldest go first: they name Jobs long gone,
 //! and the durable marker on a Job still answers for it), so a Cinder whose CronJob spawns a Job
@@ -201,15 +202,39 @@ pub struct TakeRefused {
     pub key: String,
 }
 
-/// The addresses a run uses to reach its step actor's [`Memory`].
+/// The addresses a run uses to reach its step actor's [`Memory`] (the actor's address, typed by
+/// the messages the memory answers).
 #[derive(Clone)]
-struct MemoryAddr {
+pub struct MemoryAddr {
     first_time: Recipient<FirstTime>,
     unsee: Recipient<Unsee>,
     recall: Recipient<Recall>,
     remember: Recipient<Remember>,
     note_refused: Recipient<NoteRefused>,
     take_refused: Recipient<TakeRefused>,
+}
+
+impl MemoryAddr {
+    /// The memory messages of the actor at `addr`.
+    pub fn of<A>(addr: &Addr<A>) -> Self
+    where
+        A: Actor<Context = Context<A>>
+            + Handler<FirstTime>
+            + Handler<Unsee>
+            + Handler<Recall>
+            + Handler<Remember>
+            + Handler<NoteRefused>
+            + Handler<TakeRefused>,
+    {
+        MemoryAddr {
+            first_time: addr.clone().recipient(),
+            unsee: addr.clone().recipient(),
+            recall: addr.clone().recipient(),
+            remember: addr.clone().recipient(),
+            note_refused: addr.clone().recipient(),
+            take_refused: addr.clone().recipient(),
+        }
+    }
 }
 
 /// A run's handle on what its step actor remembers of the run's Cinder. Without an actor (a
@@ -242,16 +267,14 @@ impl StepMemory {
             + Handler<NoteRefused>
             + Handler<TakeRefused>,
     {
+        StepMemory::at(MemoryAddr::of(addr), cinder)
+    }
+
+    /// The memory about `cinder` of the actor `actor` reaches.
+    pub fn at(actor: MemoryAddr, cinder: CinderKey) -> Self {
         StepMemory {
             cinder: Some(cinder),
-            actor: Some(MemoryAddr {
-                first_time: addr.clone().recipient(),
-                unsee: addr.clone().recipient(),
-                recall: addr.clone().recipient(),
-                remember: addr.clone().recipient(),
-                note_refused: addr.clone().recipient(),
-                take_refused: addr.clone().recipient(),
-            }),
+            actor: Some(actor),
         }
     }
 

@@ -4,23 +4,24 @@
 //! ([`run_pass`]) walks the twelve-step lane (ending at the first requeue or error) and then the
 //! five-member parallel group, exchanging [`RunStep`] with the step actors.
 //!
-//! Real steps implement [`Step`], run with a [`StepEnv`] (what they need from the operator
-//! context: the client, the read stores, the device locks, the metrics) and are put into a
-//! [`PipelineTable::product`]; the Cinder controller asks the [`Pipelines`] registry whether its
+//! Real steps implement [`Step`], run with a long-lived context (the operator's one context in
+//! the product, sent with each pass; the engine asks it only for [`EngineContext`]) and their
+//! [`StepContext`], and are
+//! put into a [`PipelineTable::product`]; the Cinder controller asks the [`Pipelines`] registry whether its
 //! pass may run ([`Admit`]: the back-off, the gap between passes and the reconcile slots, decided
 //! in one handler), then sends it [`Reconcile`], which it forwards to the Cinder's actor, then
 //! writes [`PassReport::status_write`] when it is `Some` and requeues after
 //! [`PassReport::requeue_after`] through the ±10 % jitter.
 
 pub mod actors;
-pub mod admission;
 pub mod artefacts;
+pub mod backoff_actor;
 pub mod key;
 pub mod memory;
 pub mod pass;
 pub mod ready;
+pub mod schedule;
 pub mod step;
-pub mod step_env;
 pub mod step_name;
 pub mod table;
 pub mod view;
@@ -36,10 +37,9 @@ pub use memory::StepMemory;
 pub use pass::{PassEnd, PassObserver, PassReport, StepFailure, run_pass};
 pub use ready::aggregate_ready;
 pub use step::{
-    Clusters, Doing, ForgetCinder, Outcome, RunStep, Step, StepActor, StepBody, StepContext,
-    StepError, StepFn, StepReport, StepResult, TargetCluster,
+    Clusters, Doing, EngineContext, ForgetCinder, Outcome, RunStep, Step, StepActor, StepBody,
+    StepContext, StepError, StepFn, StepReport, StepResult, TargetCluster,
 };
-pub use step_env::StepEnv;
 pub use step_name::{GROUP, LANE, SUB_CONDITIONS, StepName};
 pub use table::{PipelineTable, StepHandle, TableError};
 pub use view::{PassRecord, PipelineRecord, StepRecord};

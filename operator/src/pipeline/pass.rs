@@ -4,14 +4,13 @@
 
 use super::artefacts::Artefacts;
 use super::step::{
-    Outcome, RunStep, StepContext, StepError, StepReport, StepResult, TargetCluster,
+    EngineContext, Outcome, RunStep, StepContext, StepError, StepReport, StepResult, TargetCluster,
 };
 use super::table::{PipelineTable, StepHandle};
 use super::view::StepRecord;
 use crate::conditions::{self, Cond, kind, reason};
 use crate::crd::validation::validate_cinder;
 use crate::crd::{Cinder, CinderStatus};
-use crate::metrics::Metrics;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,36 +116,44 @@ fn shorter(a: Option<Duration>, b: Duration) -> Option<Duration> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
-/// Sends one step its context and times the run; a lost actor reply is an error outcome.
-async fn run_step(
-    handle: &StepHandle,
+/// Sends one step the operator's context and its own, and times the run; a lost actor reply is
+/// an error outcome.
+async fn run_step<C: EngineContext>(
+    handle: &StepHandle<C>,
+    op: &Arc<C>,
     ctx: StepContext,
-    metrics: &Metrics,
 ) -> (StepReport, Duration) {
     let fallback = ctx.clone();
     let started = Instant::now();
     let span = crate::telemetry::step_span(handle.name.as_str());
-    let report = match handle.addr.send(RunStep(ctx, span.clone())).await {
+    let report = match handle
+        .addr
+        .send(RunStep(op.clone(), ctx, span.clone()))
+        .await
+    {
         Ok(report) => report,
         Err(e) => fallback.into_report(Err(StepError::Failed(format!(
             "step actor unavailable: {e}"
         )))),
     };
     let elapsed = started.elapsed();
-    metrics.observe_step(handle.name.as_str(), elapsed);
+    op.metrics().observe_step(handle.name.as_str(), elapsed);
     span.in_scope(|| crate::telemetry::step_ran(&report.result, elapsed));
     (report, elapsed)
 }
 
 /// The condition of `handle`'s own type a step run left in `conditions`.
-fn own_condition<'a>(handle: &StepHandle, conditions: &'a [Cond]) -> Option<&'a Cond> {
+fn own_condition<'a, C: EngineContext>(
+    handle: &StepHandle<C>,
+    conditions: &'a [Cond],
+) -> Option<&'a Cond> {
     conditions
         .iter()
         .find(|c| c.type_ == handle.name.condition_type())
 }
 
 /// The condition a failed step leaves when it reported none for its own type.
-fn error_condition(handle: &StepHandle, error: &StepError) -> Cond {
+fn error_condition<C: EngineContext>(handle: &StepHandle<C>, error: &StepError) -> Cond {
     Cond::false_(
         handle.name.condition_type(),
         error.reason(),
@@ -163,8 +170,8 @@ pub fn finish_status(status: &mut CinderStatus, generation: Option<i64>, stamp: 
 }
 
 /// The working state of one pass: what the steps produced so far.
-struct Pass<'a> {
-    metrics: &'a Metrics,
+struct Pass<'a, C> {
+    op: &'a Arc<C>,
     cinder: Arc<Cinder>,
     target: Option<TargetCluster>,
     generation: Option<i64>,
@@ -176,16 +183,17 @@ struct Pass<'a> {
     steps: Vec<StepRecord>,
 }
 
-impl Pass<'_> {
+impl<C: EngineContext> Pass<'_, C> {
     /// The context a step runs with: a copy of what the pass holds now.
     fn context(&self) -> StepContext {
         StepContext {
-            cinder: self.cinder.clone(),
-            target: self.target.clone(),
             artefacts: self.artefacts.clone(),
             status: self.status.clone(),
-            conditions: Vec::new(),
-            memory: Default::default(),
+            ..StepContext::new(
+                self.cinder.clone(),
+                self.target.clone(),
+                self.op.reads().clone(),
+            )
         }
     }
 
@@ -203,7 +211,7 @@ impl Pass<'_> {
     /// shortens the pass's. Returns whether the step continued.
     fn settle(
         &mut self,
-        handle: &StepHandle,
+        handle: &StepHandle<C>,
         result: StepResult,
         own: Option<Cond>,
         elapsed: Duration,
@@ -212,7 +220,7 @@ impl Pass<'_> {
         let (own, continued) = match result {
             Ok(Outcome::Continue) => (own, true),
             Ok(Outcome::ContinueDespite(_)) => {
-                self.metrics.count_step_error(name, condition_type);
+                self.op.metrics().count_step_error(name, condition_type);
                 (own, true)
             }
             Ok(Outcome::RequeueAfter(d)) => {
@@ -220,7 +228,7 @@ impl Pass<'_> {
                 (own, false)
             }
             Err(error) => {
-                self.metrics.count_step_error(name, condition_type);
+                self.op.metrics().count_step_error(name, condition_type);
                 let c = own.unwrap_or_else(|| error_condition(handle, &error));
                 self.errors.push(StepFailure {
                     step: name,
@@ -259,17 +267,17 @@ impl Pass<'_> {
     }
 }
 
-/// Runs one pass of `cinder` through `table`.
-pub async fn run_pass(
-    table: &PipelineTable,
-    metrics: &Metrics,
+/// Runs one pass of `cinder` through `table`, each step with `op`.
+pub async fn run_pass<C: EngineContext>(
+    table: &PipelineTable<C>,
+    op: &Arc<C>,
     cinder: Arc<Cinder>,
     target: Option<TargetCluster>,
     observer: &mut dyn PassObserver,
 ) -> PassReport {
     let before = cinder.status.clone().unwrap_or_default();
     let mut pass = Pass {
-        metrics,
+        op,
         generation: cinder.metadata.generation,
         cinder,
         target,
@@ -302,7 +310,7 @@ pub async fn run_pass(
             );
         }
         observer.step_started(handle.name.as_str());
-        let (report, elapsed) = run_step(handle, pass.context(), metrics).await;
+        let (report, elapsed) = run_step(handle, op, pass.context()).await;
         let conds = std::mem::take(&mut pass.status.conditions);
         pass.status = report.status;
         pass.status.conditions = conds;
@@ -333,7 +341,7 @@ pub async fn run_pass(
     }
     let runs = table.group.iter().map(|handle| {
         let ctx = pass.context();
-        async move { (handle, run_step(handle, ctx, metrics).await) }
+        async move { (handle, run_step(handle, op, ctx).await) }
     });
     for (handle, (report, elapsed)) in futures::future::join_all(runs).await {
         let own = own_condition(handle, &report.conditions).cloned();

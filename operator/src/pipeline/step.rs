@@ -1,20 +1,21 @@
 //! The contract between the engine and one pipeline step: what a step works on
-//! ([`StepContext`]), how its body ends ([`StepResult`]: an [`Outcome`] or a [`StepError`], with
-//! [`Doing`] saying what failed), the [`Step`] trait the engine runs (as trait objects;
-//! [`StepFn`] makes one of a [`StepName`] and an async body, its reads served from the watch
-//! stores of the run's clusters), and the actor that runs one step kind for every Cinder
+//! ([`StepContext`], the per-pass state, beside the long-lived context `C` of [`EngineContext`]), how its
+//! body ends ([`StepResult`]: an [`Outcome`] or a [`StepError`], with [`Doing`] saying what
+//! failed), the [`Step`] trait the engine runs (as trait objects; [`StepFn`] makes one of a
+//! [`StepName`] and an async body), and the actor that runs one step kind for every Cinder
 //! ([`StepActor`], message [`RunStep`]) and owns what that step remembers between runs
-//! ([`Memory`]).
+//! ([`Memory`], reached through the run's [`StepContext`]).
 
 use super::artefacts::Artefacts;
 use super::key::CinderKey;
 use super::memory::{
-    FirstTime, Memory, NoteRefused, Recall, Remember, StepMemory, TakeRefused, Unsee,
+    FirstTime, Memory, MemoryAddr, NoteRefused, Recall, Remember, StepMemory, TakeRefused, Unsee,
 };
 use super::step_name::StepName;
 use crate::conditions::Cond;
 use crate::crd::{Cinder, CinderStatus};
-use crate::kube_ext::reader::{self, ClusterStores, ReadScope};
+use crate::kube_ext::reader::ClusterStores;
+use crate::metrics::Metrics;
 use actix::prelude::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -129,33 +130,76 @@ impl std::fmt::Debug for TargetCluster {
 }
 
 /// The management cluster (the Cinder, its satellites, credential Secrets, MariaDB objects,
-/// events) and the cluster holding the Cinder's children (the same one unless it names a target).
+/// events) and the cluster holding the Cinder's children (the same one unless it names a target),
+/// with the watch stores reads of the children's cluster answer from.
 #[derive(Clone)]
 pub struct Clusters {
     pub management: kube::Client,
     pub children: kube::Client,
+    pub children_reads: ClusterStores,
 }
 
-/// The inputs of one step run and what it hands on: the CR snapshot, where its children live,
-/// the artefacts of earlier steps and the working copy of the status (steps may set `endpoint`,
-/// `installedRelease`, `targetRelease`, `upgradePhase`, `volumeServices`), and the conditions
-/// the run reports (through [`StepContext::set`]; stamped by the engine). A lane step works on
-/// the pass's context, a group member on its own copy.
-#[derive(Clone, Debug)]
+/// The per-pass state of one step run and what it hands on: the CR snapshot, where its children
+/// live and the watch stores its reads answer from, the artefacts of earlier steps and the
+/// working copy of the status (steps may set `endpoint`, `installedRelease`, `targetRelease`,
+/// `upgradePhase`, `volumeServices`), the conditions the run reports (through
+/// [`StepContext::set`]; stamped by the engine), and the way to what the step's actor remembers
+/// of this Cinder ([`StepContext::memory`]). A lane step works on the pass's context, a group
+/// member on its own copy.
+#[derive(Clone)]
 pub struct StepContext {
     pub cinder: Arc<Cinder>,
     /// `Some` when the Cinder names a target cluster: its children (workloads, Services,
     /// derived Secrets, ConfigMaps, Jobs, ...) live there; `None`: on the management cluster.
     pub target: Option<TargetCluster>,
+    /// The management cluster's watch stores ([`EngineContext::reads`]; empty ones send every
+    /// read to the API server).
+    pub reads: ClusterStores,
     pub artefacts: Artefacts,
     pub status: CinderStatus,
     /// The conditions this run reports.
     pub conditions: Vec<Cond>,
-    /// What the step's actor remembers of this Cinder (set by the actor that runs the step).
-    pub memory: StepMemory,
+    /// The address of the running step's actor (set by it), where what it remembers of this
+    /// Cinder is. `None` (a step called directly) remembers nothing.
+    pub(crate) memory: Option<MemoryAddr>,
+}
+
+impl std::fmt::Debug for StepContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepContext")
+            .field("cinder", &self.cinder.metadata.name)
+            .field("target", &self.target)
+            .field("artefacts", &self.artefacts)
+            .field("status", &self.status)
+            .field("conditions", &self.conditions)
+            .field("memory", &self.memory.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl StepContext {
+    /// The context of a run on `cinder` (its children on `target` when `Some`), reading from
+    /// `reads`, with an empty status, no artefacts and no step memory.
+    pub fn new(cinder: Arc<Cinder>, target: Option<TargetCluster>, reads: ClusterStores) -> Self {
+        StepContext {
+            cinder,
+            target,
+            reads,
+            artefacts: Artefacts::default(),
+            status: CinderStatus::default(),
+            conditions: Vec::new(),
+            memory: None,
+        }
+    }
+
+    /// What the running step's actor remembers of this Cinder (nothing outside an actor).
+    pub fn memory(&self) -> StepMemory {
+        match &self.memory {
+            Some(actor) => StepMemory::at(actor.clone(), CinderKey::of(&self.cinder)),
+            None => StepMemory::default(),
+        }
+    }
+
     /// The client of the cluster that holds the Cinder's children: the target's, or
     /// `management` (the Cinder, its satellites, credential Secrets and MariaDB objects always
     /// live on the management cluster).
@@ -171,18 +215,22 @@ impl StepContext {
         Clusters {
             management: management.clone(),
             children: self.children(management),
+            children_reads: self.children_reads().clone(),
         }
     }
 
-    /// The watch stores a run reads from: `management`'s, and for the children the target's
-    /// when the Cinder names one.
-    pub fn read_scope(&self, management: &ClusterStores) -> ReadScope {
-        ReadScope {
-            management: management.clone(),
-            children: match &self.target {
-                Some(t) => t.stores.clone(),
-                None => management.clone(),
-            },
+    /// The watch stores of the management cluster: reads of the Cinder, its satellites,
+    /// credential Secrets and MariaDB objects.
+    pub fn management_reads(&self) -> &ClusterStores {
+        &self.reads
+    }
+
+    /// The watch stores of the cluster holding the Cinder's children: the target's when the
+    /// Cinder names one.
+    pub fn children_reads(&self) -> &ClusterStores {
+        match &self.target {
+            Some(t) => &t.stores,
+            None => &self.reads,
         }
     }
 
@@ -246,83 +294,67 @@ pub struct StepReport {
     pub result: StepResult,
 }
 
-/// One pipeline step. Implementations are shared by every Cinder (one actor per step kind) and
-/// must be cheap to call concurrently; `run` owns what its future needs (clone a client in).
-pub trait Step: Send + Sync + 'static {
-    /// Which step this is (its `sub_reconciler` label and its condition follow from it).
-    fn name(&self) -> StepName;
-    /// Runs the step once for one Cinder.
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport>;
+/// What the engine itself takes from the long-lived context `C` its steps run with (the
+/// operator's one context in the product, a small one in the engine's tests): the registry the
+/// step metrics go to, and the management cluster's watch stores a run reads from.
+pub trait EngineContext: Send + Sync + 'static {
+    fn metrics(&self) -> &Metrics;
+    fn reads(&self) -> &ClusterStores;
 }
 
-/// A step body: an async function working on the run's context, e.g.
-/// `async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult`, given `with` (what the
-/// step is built with) by value.
-pub trait StepBody<'a, With>: Fn(With, &'a mut StepContext) -> Self::Run {
+/// One pipeline step, run with the long-lived context `C`. Implementations are shared by every
+/// Cinder (one actor per step kind) and must be cheap to call concurrently; `run` owns what its
+/// future needs.
+pub trait Step<C>: Send + Sync + 'static {
+    /// Which step this is (its `sub_reconciler` label and its condition follow from it).
+    fn name(&self) -> StepName;
+    /// Runs the step once for one Cinder, with the long-lived context.
+    fn run(&self, op: Arc<C>, ctx: StepContext) -> BoxFuture<'static, StepReport>;
+}
+
+/// A step body: an async function of the long-lived context and the run's,
+/// `async fn run(op: Arc<C>, ctx: &mut StepContext) -> StepResult`.
+pub trait StepBody<'a, C>: Fn(Arc<C>, &'a mut StepContext) -> Self::Run {
     type Run: Future<Output = StepResult> + Send + 'a;
 }
 
-impl<'a, With, F, Fut> StepBody<'a, With> for F
+impl<'a, C, F, Fut> StepBody<'a, C> for F
 where
-    F: Fn(With, &'a mut StepContext) -> Fut,
+    F: Fn(Arc<C>, &'a mut StepContext) -> Fut,
     Fut: Future<Output = StepResult> + Send + 'a,
 {
     type Run = Fut;
 }
 
-/// A step made of its name and its body, which each run gets a copy of `with` for (the body's
-/// environment, made per run by `per_run` from the step's memory). A run's reads are served
-/// from `reads`, the management cluster's watch stores, and for the Cinder's children from its
-/// target's ([`StepContext::read_scope`]); empty stores send every read to the API server.
-pub struct StepFn<With, B> {
+/// A step made of its name and its body.
+pub struct StepFn<B> {
     pub name: StepName,
-    pub reads: ClusterStores,
-    pub with: With,
-    pub per_run: fn(&With, &StepMemory) -> With,
     pub body: B,
 }
 
-impl<With, B> StepFn<With, B> {
-    /// The step `name` running `body` with a clone of `with` each run, reading through `reads`.
-    pub fn new(name: StepName, reads: ClusterStores, with: With, body: B) -> Self
-    where
-        With: Clone,
-    {
-        StepFn {
-            name,
-            reads,
-            with,
-            per_run: |with, _| with.clone(),
-            body,
-        }
-    }
-}
-
-impl<With, B> Step for StepFn<With, B>
+impl<B, C> Step<C> for StepFn<B>
 where
-    With: Send + Sync + 'static,
-    B: for<'a> StepBody<'a, With> + Clone + Send + Sync + 'static,
+    B: for<'a> StepBody<'a, C> + Clone + Send + Sync + 'static,
+    C: Send + Sync + 'static,
 {
     fn name(&self) -> StepName {
         self.name
     }
-    fn run(&self, mut ctx: StepContext) -> BoxFuture<'static, StepReport> {
-        let with = (self.per_run)(&self.with, &ctx.memory);
+    fn run(&self, op: Arc<C>, mut ctx: StepContext) -> BoxFuture<'static, StepReport> {
         let body = self.body.clone();
-        let scope = ctx.read_scope(&self.reads);
-        let run = async move {
-            let result = body(with, &mut ctx).await;
+        async move {
+            let result = body(op, &mut ctx).await;
             ctx.into_report(result)
-        };
-        reader::within(scope, run).boxed()
+        }
+        .boxed()
     }
 }
 
-/// Runs one step for one Cinder, inside the given span (the step's span under its pass: the
-/// step's future runs on the actor, outside the caller's task).
+/// Runs one step for one Cinder with the long-lived context, inside the given span (the step's
+/// span under its pass: the step's future runs on the actor, outside the caller's task).
 #[derive(Message)]
 #[rtype(result = "StepReport")]
-pub struct RunStep(pub StepContext, pub tracing::Span);
+pub struct RunStep<C: 'static>(pub Arc<C>, pub StepContext, pub tracing::Span);
 
 /// The Cinder is gone: the step actors drop what they remember of it.
 #[derive(Message)]
@@ -331,14 +363,14 @@ pub struct ForgetCinder(pub CinderKey);
 
 /// The actor of one step kind, shared by every Cinder. Runs are not serialized here (the
 /// per-Cinder pipeline actor does that); each run is its own future, which reaches the actor's
-/// [`Memory`] through the [`StepMemory`] in its context.
-pub struct StepActor {
-    step: Arc<dyn Step>,
+/// [`Memory`] through its [`StepContext`].
+pub struct StepActor<C> {
+    step: Arc<dyn Step<C>>,
     memory: Memory,
 }
 
-impl StepActor {
-    pub fn new(step: Arc<dyn Step>) -> Self {
+impl<C: EngineContext> StepActor<C> {
+    pub fn new(step: Arc<dyn Step<C>>) -> Self {
         StepActor {
             step,
             memory: Memory::default(),
@@ -346,24 +378,24 @@ impl StepActor {
     }
 }
 
-impl Actor for StepActor {
+impl<C: EngineContext> Actor for StepActor<C> {
     type Context = Context<Self>;
 }
 
-impl Handler<RunStep> for StepActor {
+impl<C: EngineContext> Handler<RunStep<C>> for StepActor<C> {
     type Result = ResponseFuture<StepReport>;
 
-    fn handle(&mut self, msg: RunStep, ctx: &mut Self::Context) -> Self::Result {
-        let RunStep(mut step_ctx, span) = msg;
-        step_ctx.memory = StepMemory::of(&ctx.address(), CinderKey::of(&step_ctx.cinder));
+    fn handle(&mut self, msg: RunStep<C>, ctx: &mut Self::Context) -> Self::Result {
+        let RunStep(op, mut step_ctx, span) = msg;
+        step_ctx.memory = Some(MemoryAddr::of(&ctx.address()));
         Box::pin(tracing::Instrument::instrument(
-            self.step.run(step_ctx),
+            self.step.run(op, step_ctx),
             span,
         ))
     }
 }
 
-impl Handler<ForgetCinder> for StepActor {
+impl<C: EngineContext> Handler<ForgetCinder> for StepActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: ForgetCinder, _ctx: &mut Self::Context) {
@@ -371,7 +403,7 @@ impl Handler<ForgetCinder> for StepActor {
     }
 }
 
-impl Handler<FirstTime> for StepActor {
+impl<C: EngineContext> Handler<FirstTime> for StepActor<C> {
     type Result = bool;
 
     fn handle(&mut self, msg: FirstTime, _ctx: &mut Self::Context) -> bool {
@@ -380,7 +412,7 @@ impl Handler<FirstTime> for StepActor {
     }
 }
 
-impl Handler<Unsee> for StepActor {
+impl<C: EngineContext> Handler<Unsee> for StepActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: Unsee, _ctx: &mut Self::Context) {
@@ -389,7 +421,7 @@ impl Handler<Unsee> for StepActor {
     }
 }
 
-impl Handler<Recall> for StepActor {
+impl<C: EngineContext> Handler<Recall> for StepActor<C> {
     type Result = Option<Cond>;
 
     fn handle(&mut self, msg: Recall, _ctx: &mut Self::Context) -> Option<Cond> {
@@ -397,7 +429,7 @@ impl Handler<Recall> for StepActor {
     }
 }
 
-impl Handler<NoteRefused> for StepActor {
+impl<C: EngineContext> Handler<NoteRefused> for StepActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: NoteRefused, _ctx: &mut Self::Context) {
@@ -406,7 +438,7 @@ impl Handler<NoteRefused> for StepActor {
     }
 }
 
-impl Handler<TakeRefused> for StepActor {
+impl<C: EngineContext> Handler<TakeRefused> for StepActor<C> {
     type Result = bool;
 
     fn handle(&mut self, msg: TakeRefused, _ctx: &mut Self::Context) -> bool {
@@ -415,7 +447,7 @@ impl Handler<TakeRefused> for StepActor {
     }
 }
 
-impl Handler<Remember> for StepActor {
+impl<C: EngineContext> Handler<Remember> for StepActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: Remember, _ctx: &mut Self::Context) {

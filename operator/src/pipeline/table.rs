@@ -1,21 +1,29 @@
 //! [`PipelineTable`]: the step actors a pipeline uses, the lane in order and the group; the
 //! product table checks each step against [`StepName`].
 
-use super::step::{Step, StepActor};
+use super::step::{EngineContext, Step, StepActor};
 use super::step_name::StepName;
 use actix::prelude::*;
 use std::sync::Arc;
 
 /// One entry of the table: a step's name and the address of its actor.
-#[derive(Clone)]
-pub struct StepHandle {
+pub struct StepHandle<C: EngineContext> {
     pub name: StepName,
-    pub addr: Addr<StepActor>,
+    pub addr: Addr<StepActor<C>>,
 }
 
-impl StepHandle {
+impl<C: EngineContext> Clone for StepHandle<C> {
+    fn clone(&self) -> Self {
+        StepHandle {
+            name: self.name,
+            addr: self.addr.clone(),
+        }
+    }
+}
+
+impl<C: EngineContext> StepHandle<C> {
     /// Starts the actor of `step` (inside a running actix system).
-    pub fn start(step: Arc<dyn Step>) -> Self {
+    pub fn start(step: Arc<dyn Step<C>>) -> Self {
         StepHandle {
             name: step.name(),
             addr: StepActor::new(step).start(),
@@ -30,16 +38,33 @@ pub enum TableError {
     Duplicate(&'static str),
 }
 
-/// The lane and the group a pipeline runs.
-#[derive(Clone, Default)]
-pub struct PipelineTable {
-    pub lane: Vec<StepHandle>,
-    pub group: Vec<StepHandle>,
+/// The lane and the group a pipeline runs, its steps run with the long-lived context `C`.
+pub struct PipelineTable<C: EngineContext> {
+    pub lane: Vec<StepHandle<C>>,
+    pub group: Vec<StepHandle<C>>,
 }
 
-impl PipelineTable {
+impl<C: EngineContext> Clone for PipelineTable<C> {
+    fn clone(&self) -> Self {
+        PipelineTable {
+            lane: self.lane.clone(),
+            group: self.group.clone(),
+        }
+    }
+}
+
+impl<C: EngineContext> Default for PipelineTable<C> {
+    fn default() -> Self {
+        PipelineTable {
+            lane: Vec::new(),
+            group: Vec::new(),
+        }
+    }
+}
+
+impl<C: EngineContext> PipelineTable<C> {
     /// Any lane and group, in the given order (tests and experiments).
-    pub fn custom(lane: Vec<Arc<dyn Step>>, group: Vec<Arc<dyn Step>>) -> Self {
+    pub fn custom(lane: Vec<Arc<dyn Step<C>>>, group: Vec<Arc<dyn Step<C>>>) -> Self {
         PipelineTable {
             lane: lane.into_iter().map(StepHandle::start).collect(),
             group: group.into_iter().map(StepHandle::start).collect(),
@@ -48,8 +73,8 @@ impl PipelineTable {
 
     /// The product table from the real steps that exist, each step at most once; lane steps are
     /// ordered as [`LANE`], group members as [`GROUP`].
-    pub fn product(steps: Vec<Arc<dyn Step>>) -> Result<Self, TableError> {
-        let mut named: Vec<(StepName, Arc<dyn Step>)> = Vec::new();
+    pub fn product(steps: Vec<Arc<dyn Step<C>>>) -> Result<Self, TableError> {
+        let mut named: Vec<(StepName, Arc<dyn Step<C>>)> = Vec::new();
         for step in steps {
             let name = step.name();
             if named.iter().any(|(n, _)| *n == name) {
@@ -66,7 +91,7 @@ impl PipelineTable {
     }
 
     /// Every step, lane first.
-    pub fn handles(&self) -> impl Iterator<Item = &StepHandle> {
+    pub fn handles(&self) -> impl Iterator<Item = &StepHandle<C>> {
         self.lane.iter().chain(self.group.iter())
     }
 

@@ -14,14 +14,15 @@ use crate::children::projection::{
 };
 use crate::children::{ensure_secret, secret};
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::validation::validate_satellite;
 use crate::crd::{Cinder, CinderBackend};
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{ProjectionError, held_backend, project_backend};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use std::sync::Arc;
 
 /// The projection Secret of the attached backend `b` of `cinder` (`key`: its cephx key, for
 /// RBD) and the summary later steps use, marked deleting while the CinderBackend is.
@@ -74,14 +75,15 @@ fn backends_condition(attached: usize, projected: usize, waiting: &[String]) -> 
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
-    let attached: Vec<CinderBackend> = attached(&env.client, &ns, &cinder_name)
-        .await
-        .doing("listing CinderBackends")?;
+    let attached: Vec<CinderBackend> =
+        attached(&op.client, ctx.management_reads(), &ns, &cinder_name)
+            .await
+            .doing("listing CinderBackends")?;
 
     let mut projected = Vec::new();
     let mut waiting = Vec::new();
@@ -97,7 +99,8 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
             continue;
         }
         let key = match credentials_for(
-            &env.client,
+            &op.client,
+            ctx.management_reads(),
             &ns,
             b.spec.satellite.backend_type,
             b.spec.satellite.rbd.as_ref(),
@@ -118,7 +121,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
                 continue;
             }
         };
-        ensure_secret(&children, desired)
+        ensure_secret(&children, ctx.children_reads(), desired)
             .await
             .doing(format_args!("writing Secret {}", summary.secret_name))?;
         held.retain(|h| h.name != bname);
@@ -126,7 +129,14 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     }
 
     let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
-    let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_VOLUME, keep);
+    let swept = sweep_projections(
+        &children,
+        ctx.children_reads(),
+        &ns,
+        &cinder_name,
+        PROJECTION_VOLUME,
+        keep,
+    );
     swept.await.doing("sweeping backend Secrets")?;
 
     let condition = backends_condition(attached.len(), projected.len(), &waiting);

@@ -11,14 +11,15 @@ use crate::children::projection::{
 };
 use crate::children::{ensure_secret, secret};
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::validation::validate_satellite;
 use crate::crd::{Cinder, CinderBackupBackend};
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{ProjectionError, project_backup_backend};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Client, ResourceExt};
+use std::sync::Arc;
 
 /// Projects the one attached target: `Ok(Ok(summary))`, `Ok(Err(why it waits))`, or an API error.
 async fn project_one(
@@ -32,6 +33,7 @@ async fn project_one(
     }
     let key = match credentials_for(
         management,
+        ctx.management_reads(),
         ns,
         b.spec.satellite.backend_type,
         b.spec.satellite.rbd.as_ref(),
@@ -45,7 +47,7 @@ async fn project_one(
         Ok(p) => p,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    ensure_secret(&ctx.children(management), desired).await?;
+    ensure_secret(&ctx.children(management), ctx.children_reads(), desired).await?;
     Ok(Ok(summary))
 }
 
@@ -118,17 +120,18 @@ fn more_than_one(names: &[String]) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();
-    let attached: Vec<CinderBackupBackend> = attached(&env.client, &ns, &cinder_name)
-        .await
-        .doing("listing CinderBackupBackends")?;
+    let attached: Vec<CinderBackupBackend> =
+        attached(&op.client, ctx.management_reads(), &ns, &cinder_name)
+            .await
+            .doing("listing CinderBackupBackends")?;
 
     let (condition, projected) = match attached.as_slice() {
         [] => (none_attached(), None),
-        [b] => match project_one(&env.client, ctx, b)
+        [b] => match project_one(&op.client, ctx, b)
             .await
             .doing(format_args!("projecting {}", b.name_any()))?
         {
@@ -142,7 +145,14 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     };
 
     let keep = projected.iter().map(|p| p.secret_name.clone()).collect();
-    let swept = sweep_projections(&children, &ns, &cinder_name, PROJECTION_BACKUP, keep);
+    let swept = sweep_projections(
+        &children,
+        ctx.children_reads(),
+        &ns,
+        &cinder_name,
+        PROJECTION_BACKUP,
+        keep,
+    );
     swept.await.doing("sweeping backup Secrets")?;
     if projected.is_none() {
         ctx.artefacts.backup_backend_held = attached.iter().map(|b| b.name_any()).collect();

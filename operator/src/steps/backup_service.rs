@@ -7,9 +7,9 @@
 //! requeues every 10 s until its rollout converged (WaitingForBackupService).
 
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::{BackendType, CinderBackend};
 use crate::names::{self, Component};
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
 use crate::workloads::{
@@ -17,6 +17,7 @@ use crate::workloads::{
     desired_deployment,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The backup service's command line: `--config-dir` is the backup target's Secret (its
 /// `backup.conf` fragment).
@@ -76,8 +77,8 @@ fn backup_volumes(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let deployment_name = names::backup_deployment(&name);
@@ -88,7 +89,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
             let held = &ctx.artefacts.backup_backend_held;
             return ctx.proceed(kept_as_it_is(held, &deployment_name));
         }
-        delete_deployment(&children, &ns, &deployment_name)
+        delete_deployment(&children, ctx.children_reads(), &ns, &deployment_name)
             .await
             .doing(format_args!("deleting Deployment {deployment_name}"))?;
         return ctx.proceed(not_configured());
@@ -96,7 +97,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
         return WorkloadCondition::BACKUP_SERVICE.await_config(ctx);
     };
-    let specs = attached_backends(&env.client, &ns, &name)
+    let specs = attached_backends(&op.client, ctx.management_reads(), &ns, &name)
         .await
         .doing("listing CinderBackends")?;
     let spec = WorkloadSpec {

@@ -11,13 +11,14 @@
 
 use crate::children::{child_meta, ensure_config_map, mounts, selector};
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::{Cinder, CinderSpec};
 use crate::kube_ext::sweep;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::config::{ConfigError, POLICY_SECTION, RenderedConfig, render_config};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use std::sync::Arc;
 
 /// Label of the config ConfigMaps (what the sweep selects).
 pub const CONFIG_LABEL: &str = "cinder.openstack.c5c3.io/config";
@@ -102,12 +103,12 @@ fn config_map(cinder: &Cinder, rendered: &RenderedConfig) -> ConfigMap {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
-    let mounted = mounts(&children, &ns, &name)
+    let mounted = mounts(&children, ctx.children_reads(), &ns, &name)
         .await
         .doing("listing Deployments")
         .with_reason(reason::CONFIG_ERROR)?;
@@ -122,15 +123,20 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         }
     };
     let health = rendered.extra_config_condition();
-    ensure_config_map(&children, config_map(&cinder, &rendered))
-        .await
-        .doing(format_args!("writing ConfigMap {}", rendered.name))
-        .with_reason(reason::CONFIG_ERROR)?;
+    ensure_config_map(
+        &children,
+        ctx.children_reads(),
+        config_map(&cinder, &rendered),
+    )
+    .await
+    .doing(format_args!("writing ConfigMap {}", rendered.name))
+    .with_reason(reason::CONFIG_ERROR)?;
     let mut keep = mounted.config_maps;
     keep.push(rendered.name.clone());
     let sel = selector(&name, &[(CONFIG_LABEL, "true")]);
     sweep(
         &Api::<ConfigMap>::namespaced(children.clone(), &ns),
+        ctx.children_reads(),
         &sel,
         |n| keep.iter().any(|k| k == n),
     )

@@ -21,9 +21,9 @@ pub mod services;
 pub mod upgrade_flow;
 
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Clusters, Doing, Outcome, StepContext, StepError, StepResult};
 use crate::planning::connection_cap::connection_cap;
 use crate::planning::image_release::check_image_release;
@@ -34,6 +34,7 @@ use crate::workloads::job_marker::CountedJob;
 use jobs::{Act, JobWrite, SchemaJob};
 use provisioning::Provisioned;
 use services::DatabaseServices;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn db_cond(status: bool, reason: &'static str, message: impl Into<String>) -> Cond {
@@ -142,7 +143,7 @@ async fn drive_job(
         let name = cinder.metadata.name.as_deref().unwrap_or_default();
         let desired = jobs::desired_job(cinder, which, config_map);
         let job_name = which.job_name(name);
-        let observed = jobs::read_job(&clusters.children, ns, &job_name)
+        let observed = jobs::read_job(&clusters.children, &clusters.children_reads, ns, &job_name)
             .await
             .map_err(|e| format!("reading Job {job_name}: {e}"))?;
         let act = match &observed {
@@ -378,15 +379,13 @@ fn upgrade_started(installed: Option<&str>, target: &str) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(
-    (env, services): (StepEnv, DatabaseServices),
-    ctx: &mut StepContext,
-) -> StepResult {
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
-    let clusters = ctx.clusters(&env.client);
+    let clusters = ctx.clusters(&op.client);
+    let services = DatabaseServices::new(&op, ctx.memory());
 
     let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
-    match provisioning::provision(&env.client, &cinder, cap)
+    match provisioning::provision(&op.client, ctx.management_reads(), &cinder, cap)
         .await
         .doing("provisioning the database")?
     {

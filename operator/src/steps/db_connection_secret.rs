@@ -11,15 +11,16 @@
 use super::secrets::DB_KEYS;
 use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::credentials::{self, Missing};
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{DB_CONNECTION_KEY, DbEndpoint, database_port, pymysql_dsn};
 use crate::planning::digest::Sensitive;
 use crate::planning::secret_data::SecretData;
 use crate::requeue::REQUEUE_SECRET_POLLING;
+use std::sync::Arc;
 
 /// The database host and port of `cinder`: the managed cluster's Service
 /// (`{cluster}.{namespace}.svc`) or the brownfield `host`, on the port
@@ -76,22 +77,36 @@ fn connection(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let endpoint = database_endpoint(&cinder).with_reason(reason::INVALID_SPEC)?;
     let secret = &cinder.spec.database.secret_ref.name;
-    let read = credentials::read(&env.client, &ns, secret, &DB_KEYS, &[])
-        .await
-        .doing("reading the database Secret")?;
+    let read = credentials::read(
+        &op.client,
+        ctx.management_reads(),
+        &ns,
+        secret,
+        &DB_KEYS,
+        &[],
+    )
+    .await
+    .doing("reading the database Secret")?;
     let dsn = match connection(&endpoint, secret, read) {
         Ok(dsn) => dsn,
         Err(c) => return ctx.requeue(c, REQUEUE_SECRET_POLLING),
     };
     let digest = dsn.digest();
     let name = names::db_connection_secret(ctx.name());
-    let written = ensure_derived_secret(&children, &cinder, &name, DB_CONNECTION_KEY, dsn.expose());
+    let written = ensure_derived_secret(
+        &children,
+        ctx.children_reads(),
+        &cinder,
+        &name,
+        DB_CONNECTION_KEY,
+        dsn.expose(),
+    );
     written.await.doing(format_args!("writing Secret {name}"))?;
     ctx.artefacts.db_connection_hash = Some(digest);
     ctx.proceed(Cond::true_(

@@ -8,12 +8,12 @@
 use super::database::jobs::observe;
 use crate::children::{child_meta, list_children};
 use crate::conditions::event_reason;
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, replace_unless_changed};
-use crate::metrics::JobResult;
+use crate::metrics::{JobKind, JobResult};
 use crate::names::{self, Component};
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, Outcome, StepContext, StepResult};
 use crate::planning::config::ENV_DB_CONNECTION;
 use crate::planning::connection_urls::DB_CONNECTION_KEY;
@@ -30,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The desired CronJob of `cinder` mounting `config_map`, with its spec-hash annotation.
@@ -83,11 +84,15 @@ pub fn desired_cron_job(
     }
 }
 
-async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube::Error> {
+async fn ensure_cron_job(
+    client: &Client,
+    reads: &ClusterStores,
+    desired: &CronJob,
+) -> Result<(), kube::Error> {
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-    match reader::children().get_opt(&api, &name).await? {
+    match reads.get_opt(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
         Some(existing) => {
@@ -103,8 +108,13 @@ async fn ensure_cron_job(client: &Client, desired: &CronJob) -> Result<(), kube:
 }
 
 /// The purge Jobs of Cinder `cinder` (common labels and the db-purge component).
-async fn purge_jobs(client: &Client, ns: &str, cinder: &str) -> Result<Vec<Job>, kube::Error> {
-    list_children(client, ns, cinder, Some(Component::DbPurge)).await
+async fn purge_jobs(
+    client: &Client,
+    reads: &ClusterStores,
+    ns: &str,
+    cinder: &str,
+) -> Result<Vec<Job>, kube::Error> {
+    list_children(client, reads, ns, cinder, Some(Component::DbPurge)).await
 }
 
 fn summary(job: &Job) -> (JobSummary, Duration) {
@@ -143,8 +153,9 @@ fn summary(job: &Job) -> (JobSummary, Duration) {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let reporting = JobReporting::new(&op, ctx, JobKind::DbPurge);
+    let children = ctx.children(&op.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let effective = effective_db_purge(&ctx.cinder.spec.db_purge);
@@ -153,13 +164,13 @@ pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContex
         return Ok(Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING));
     };
     let desired = desired_cron_job(&ctx.cinder, &effective, &config_map);
-    ensure_cron_job(&children, &desired)
+    ensure_cron_job(&children, ctx.children_reads(), &desired)
         .await
         .doing(format_args!(
             "writing CronJob {}",
             names::db_purge_cronjob(&name)
         ))?;
-    let jobs = purge_jobs(&children, &ns, &name)
+    let jobs = purge_jobs(&children, ctx.children_reads(), &ns, &name)
         .await
         .doing("listing purge Jobs")?;
     let mut durations = HashMap::new();

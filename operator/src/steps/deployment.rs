@@ -7,10 +7,10 @@
 //! have), with a 1 s requeue (RequeueNextPass).
 
 use crate::children::child_meta;
+use crate::context::OperatorContext;
 use crate::kube_ext::create_if_absent;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::names::{self, Component};
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::upgrade::rollout_converged;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
@@ -27,6 +27,7 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// The API Service: port 8776 to the API pods.
 pub fn desired_service(cinder: &crate::crd::Cinder) -> Service {
@@ -86,6 +87,7 @@ pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
 /// `maxUnavailable`).
 pub async fn ensure_patched<K>(
     client: &Client,
+    reads: &ClusterStores,
     desired: &K,
     cleared: &[&str],
 ) -> Result<(), kube::Error>
@@ -103,7 +105,7 @@ where
     let ns = meta.namespace.clone().unwrap_or_default();
     let name = meta.name.clone().unwrap_or_default();
     let api: Api<K> = Api::namespaced(client.clone(), &ns);
-    match reader::children().get_opt(&api, &name).await? {
+    match reads.get_opt(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
         Some(existing) if spec_hash(existing.meta()) == spec_hash(meta) => Ok(()),
         Some(_) => {
@@ -129,8 +131,8 @@ where
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
@@ -154,21 +156,31 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         )
     };
     let desired = desired_deployment(&cinder, &spec);
-    let converged = ensure_converged(&children, &desired)
+    let converged = ensure_converged(&children, ctx.children_reads(), &desired)
         .await
         .doing(format_args!("writing Deployment {deployment_name}"))?;
-    ensure_patched(&children, &desired_service(&cinder), &[])
-        .await
-        .doing(format_args!(
-            "writing Service {}",
-            names::api_service(&name)
-        ))?;
-    ensure_patched(&children, &desired_pdb(&cinder), &["minAvailable"])
-        .await
-        .doing(format_args!(
-            "writing PodDisruptionBudget {}",
-            names::api_pdb(&name)
-        ))?;
+    ensure_patched(
+        &children,
+        ctx.children_reads(),
+        &desired_service(&cinder),
+        &[],
+    )
+    .await
+    .doing(format_args!(
+        "writing Service {}",
+        names::api_service(&name)
+    ))?;
+    ensure_patched(
+        &children,
+        ctx.children_reads(),
+        &desired_pdb(&cinder),
+        &["minAvailable"],
+    )
+    .await
+    .doing(format_args!(
+        "writing PodDisruptionBudget {}",
+        names::api_pdb(&name)
+    ))?;
     ctx.status.endpoint = Some(names::api_endpoint(&name, &ns));
     if !converged {
         return ctx.requeue(

@@ -16,13 +16,14 @@
 //! for anything else.
 
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::kube_ext::ApiErrorExt;
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{StepContext, StepResult};
 use crate::requeue::{HEALTH_CHECK_RETRY, PROBE_CACHE_TTL};
 use kube::Client;
 use kube::api::GetParams;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What one /healthcheck probe found.
@@ -151,18 +152,18 @@ pub fn condition(result: &ProbeResult, endpoint: &str) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let client = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let client = ctx.children(&op.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let endpoint = names::api_endpoint(&name, &ns);
     let cache_key = proxy_path(&ns, &name);
-    let c = match ctx.memory.recall(&cache_key).await {
+    let c = match ctx.memory().recall(&cache_key).await {
         Some(cached) => cached,
         None => {
             let result = probe(&client, &ns, &name).await;
             let c = condition(&result, &endpoint);
-            ctx.memory.remember(&cache_key, c.clone(), result.ttl());
+            ctx.memory().remember(&cache_key, c.clone(), result.ttl());
             c
         }
     };

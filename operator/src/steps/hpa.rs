@@ -9,11 +9,11 @@
 use crate::children::child_meta;
 use crate::children::{NotRequired, remove_unwanted};
 use crate::conditions::{Cond, event_reason, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::crd::cinder::AutoscalingSpec;
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use k8s_openapi::api::autoscaling::v2::{
     CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
@@ -22,6 +22,7 @@ use k8s_openapi::api::autoscaling::v2::{
 use kube::Api;
 use kube::Resource as _;
 use kube::runtime::events::{Event, EventType, Recorder};
+use std::sync::Arc;
 
 /// The desired HPA of `cinder`.
 pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> HorizontalPodAutoscaler {
@@ -62,7 +63,7 @@ const UNWANTED: NotRequired = NotRequired::new(
     "spec.autoscaling",
 );
 
-/// What the step keeps beyond the environment: an event recorder and, for one run, the step
+/// What one run publishes the HPA's troubles through: the operator's event recorder and the step
 /// actor's memory of the troubles already published.
 #[derive(Clone)]
 pub struct HpaEvents {
@@ -71,27 +72,20 @@ pub struct HpaEvents {
 }
 
 impl HpaEvents {
-    /// A recorder reporting as `cinder-operator` through `env`'s client.
-    pub fn new(env: &StepEnv) -> Self {
+    /// The operator's recorder and the memory of `ctx`'s step.
+    pub fn new(op: &OperatorContext, ctx: &StepContext) -> Self {
         HpaEvents {
-            recorder: crate::events::recorder(env.client.clone(), None),
-            memory: Default::default(),
-        }
-    }
-
-    /// For one run: remembering through the run's step memory.
-    pub fn for_run(&self, memory: &crate::pipeline::StepMemory) -> Self {
-        HpaEvents {
-            memory: memory.clone(),
-            ..self.clone()
+            recorder: op.recorder.clone(),
+            memory: ctx.memory(),
         }
     }
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run((env, events): (StepEnv, HpaEvents), ctx: &mut StepContext) -> StepResult {
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let events = HpaEvents::new(&op, ctx);
     let hpa_name = names::api_hpa(ctx.name());
-    let api: Api<HorizontalPodAutoscaler> = ctx.children_api(&env.client);
+    let api: Api<HorizontalPodAutoscaler> = ctx.children_api(&op.client);
     let Some(autoscaling) = ctx.cinder.spec.autoscaling.clone() else {
         return remove_unwanted(ctx, &api, &hpa_name, UNWANTED).await;
     };

@@ -9,17 +9,18 @@
 use crate::children::child_meta;
 use crate::children::{NotRequired, remove_unwanted};
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::crd::cinder::GatewaySpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
 use crate::kube_ext::capability::{self, HTTP_ROUTE};
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The desired HTTPRoute of `cinder` for `gateway`.
 pub fn desired_route(cinder: &Cinder, gateway: &GatewaySpec) -> DynamicObject {
@@ -86,8 +87,8 @@ const UNWANTED: NotRequired = NotRequired::new(
 );
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let client = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let client = ctx.children(&op.client);
     let route_name = names::http_route(ctx.name());
     let api = HTTP_ROUTE.namespaced(&client, ctx.namespace());
     let Some(gateway) = ctx.cinder.spec.gateway.clone() else {

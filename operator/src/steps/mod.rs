@@ -6,8 +6,9 @@
 //! their reporting in [`crate::workloads`]; creating, listing and sweeping the Cinder's children
 //! and the backends' projection Secrets in [`crate::children`]; reading credential Secrets in
 //! [`crate::credentials`]; the device-lock retry priority in [`crate::device_retry`]; the
-//! discovery probes of optional kinds in [`crate::kube_ext::capability`]; and
-//! [`crate::pipeline::StepEnv`], what the steps get from the operator context.
+//! discovery probes of optional kinds in [`crate::kube_ext::capability`]. Every step runs with
+//! the operator's context ([`crate::context::OperatorContext`]) and its own
+//! ([`crate::pipeline::StepContext`]).
 //!
 //! Secret values are read here and written into derived Secrets; they never reach a log line,
 //! an event, a condition message, an error message or an artefact (only their digests do).

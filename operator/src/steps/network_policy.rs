@@ -10,14 +10,15 @@
 use crate::children::child_meta;
 use crate::children::{NotRequired, remove_unwanted};
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::kube_ext::apply;
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::network_policy::{NetworkPolicyError, derive_network_policy};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
+use std::sync::Arc;
 
 /// The NetworkPolicy while `spec.networkPolicy` is unset.
 const UNWANTED: NotRequired = NotRequired::new(
@@ -54,9 +55,9 @@ fn refusal_reason(e: &NetworkPolicyError) -> &'static str {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let np_name = names::network_policy(ctx.name());
-    let api: Api<NetworkPolicy> = ctx.children_api(&env.client);
+    let api: Api<NetworkPolicy> = ctx.children_api(&op.client);
     let policy = match desired_policy(&ctx.cinder, &ctx.artefacts) {
         Ok(Some(policy)) => policy,
         Ok(None) => {

@@ -3,13 +3,14 @@
 //! bus) and requeues every 10 s
 //! (RequeueDeploymentPolling) until its rollout converged; SchedulerReady / WaitingForScheduler.
 
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::names::{self, Component};
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Artefacts, StepContext, StepResult};
 use crate::planning::config::CONFIG_DIR;
 use crate::workloads::{WorkloadCondition, WorkloadSpec, converge, desired_deployment};
 use k8s_openapi::api::apps::v1::Deployment;
+use std::sync::Arc;
 
 /// The scheduler Deployment of `cinder` mounting the config ConfigMap `config_map`, its pods
 /// annotated from `artefacts` and `installed_release`.
@@ -40,7 +41,7 @@ fn scheduler_deployment(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
         return WorkloadCondition::SCHEDULER.await_config(ctx);
     };
@@ -52,7 +53,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     );
     let deployment_name = names::scheduler_deployment(ctx.name());
     let ready = format!("Deployment {deployment_name} is ready");
-    let children = ctx.children(&env.client);
+    let children = ctx.children(&op.client);
     converge(
         ctx,
         &children,

@@ -11,18 +11,19 @@
 
 use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::{Cinder, SecretStoreKind, SecretStoreRef};
 use crate::credentials::{self, Missing};
 use crate::kube_ext::ApiErrorExt;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::resources::{cluster_secret_store_resource, secret_store_resource};
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{authtoken_hash, oslo_config_literal};
 use crate::requeue::REQUEUE_SECRET_POLLING;
 use kube::api::DynamicObject;
 use kube::{Api, Client};
+use std::sync::Arc;
 
 /// Keys of the database credential Secret.
 pub const DB_KEYS: [&str; 2] = ["username", "password"];
@@ -60,6 +61,7 @@ fn waiting(reason: &'static str, what: &str, missing: &Missing) -> Cond {
 /// Whether the store's `Ready` condition is True; `Err` text names the problem.
 async fn store_ready(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     store_kind: SecretStoreKind,
     name: &str,
@@ -72,7 +74,7 @@ async fn store_ready(
             Api::namespaced_with(client.clone(), namespace, &secret_store_resource())
         }
     };
-    let store = match reader::management().get_opt(&api, name).await {
+    let store = match reads.get_opt(&api, name).await {
         Ok(s) => s,
         // The external-secrets CRDs are not installed.
         Err(e) if e.is_not_found() => None,
@@ -172,18 +174,24 @@ fn needed(cinder: &Cinder) -> [Option<Needed<'_>>; 3] {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let store = &cinder.spec.secret_store_ref;
     let requeue = |ctx: &mut StepContext, c: Cond| ctx.requeue(c, REQUEUE_SECRET_POLLING);
 
-    if let Some(c) = unsupported_store(store, env.watch_namespace.is_some()) {
+    if let Some(c) = unsupported_store(store, op.namespace.is_some()) {
         return requeue(ctx, c);
     }
-    let store_ready = store_ready(&env.client, &ns, store.kind, &store.name)
-        .await
-        .doing("reading the secret store")?;
+    let store_ready = store_ready(
+        &op.client,
+        ctx.management_reads(),
+        &ns,
+        store.kind,
+        &store.name,
+    )
+    .await
+    .doing("reading the secret store")?;
     if let Err(why) = store_ready {
         let c = Cond::false_(kind::SECRETS_READY, reason::SECRET_STORE_NOT_READY, why);
         return requeue(ctx, c);
@@ -200,7 +208,14 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
             );
             return requeue(ctx, c);
         };
-        let read = credentials::read(&env.client, &need.namespace, &need.name, &need.keys, &[]);
+        let read = credentials::read(
+            &op.client,
+            ctx.management_reads(),
+            &need.namespace,
+            &need.name,
+            &need.keys,
+            &[],
+        );
         match read.await.doing(format_args!("reading {}", need.what))? {
             Err(m) => return requeue(ctx, waiting(need.reason, need.what, &m)),
             Ok(values) => {
@@ -216,10 +231,11 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     // the cluster they run on; it reaches oslo.config as OS_KEYSTONE_AUTHTOKEN__PASSWORD, hence
     // written as an oslo.config literal.
     let derived = names::service_user_secret(ctx.name());
-    let children = ctx.children(&env.client);
+    let children = ctx.children(&op.client);
     let delivered = oslo_config_literal(password.as_deref().unwrap_or_default());
     let written = ensure_derived_secret(
         &children,
+        ctx.children_reads(),
         &cinder,
         &derived,
         SERVICE_USER_PASSWORD_KEY,

@@ -7,9 +7,9 @@
 use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, messaging_secret};
 use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::credentials;
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::planning::connection_urls::{
     BrokerEndpoint, CredentialError, TRANSPORT_URL_KEY, rabbit_transport_url,
@@ -17,6 +17,7 @@ use crate::planning::connection_urls::{
 use crate::planning::digest::Sensitive;
 use crate::planning::secret_data::SecretData;
 use crate::requeue::REQUEUE_SECRET_POLLING;
+use std::sync::Arc;
 
 /// SecretsReady=False / WaitingForMessagingCredentials, saying why.
 fn waiting_condition(why: &str) -> Cond {
@@ -48,8 +49,8 @@ fn transport_url(values: &SecretData) -> Result<(u16, Sensitive), CredentialErro
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
         return waiting(
@@ -58,7 +59,8 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
         );
     };
     let values = match credentials::read(
-        &env.client,
+        &op.client,
+        ctx.management_reads(),
         &msg_ns,
         &msg_name,
         &MESSAGING_KEYS,
@@ -76,7 +78,14 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     };
     let digest = url.digest();
     let name = names::transport_url_secret(ctx.name());
-    let written = ensure_derived_secret(&children, &cinder, &name, TRANSPORT_URL_KEY, url.expose());
+    let written = ensure_derived_secret(
+        &children,
+        ctx.children_reads(),
+        &cinder,
+        &name,
+        TRANSPORT_URL_KEY,
+        url.expose(),
+    );
     written.await.doing(format_args!("writing Secret {name}"))?;
     ctx.artefacts.transport_url_hash = Some(digest);
     ctx.artefacts.broker_port = Some(port);

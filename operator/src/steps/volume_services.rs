@@ -14,9 +14,11 @@ pub mod detach;
 
 use crate::children::list_children;
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::{CinderBackend, VolumeServiceStatus};
+use crate::kube_ext::reader::ClusterStores;
+use crate::metrics::JobKind;
 use crate::names::{self, Component};
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::workloads::{
@@ -30,6 +32,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
 use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What applying one backend's change came to.
@@ -42,7 +45,7 @@ enum Applied {
 /// device lock together with its volume service, at [`BACKEND_CHANGE_PRIORITY`] (High: the
 /// highest, so a retry after DeviceBusy has nothing to be raised to).
 async fn under_backend_lock<F, Fut>(
-    env: &StepEnv,
+    op: &OperatorContext,
     device: &str,
     service: &str,
     write: F,
@@ -51,7 +54,7 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
-    match lock_backend(&env.device_locks, device, service, BACKEND_CHANGE_PRIORITY).await? {
+    match lock_backend(&op.device_locks, device, service, BACKEND_CHANGE_PRIORITY).await? {
         Locked::Busy(after) => Ok(Applied::Busy(after)),
         Locked::Guard(guard) => {
             let result = write().await;
@@ -72,10 +75,11 @@ async fn still_attached(management: &Client, ns: &str, backend: &str) -> Result<
 
 async fn volume_deployments(
     client: &Client,
+    reads: &ClusterStores,
     ns: &str,
     cinder: &str,
 ) -> Result<Vec<Deployment>, kube::Error> {
-    list_children(client, ns, cinder, Some(Component::Volume)).await
+    list_children(client, reads, ns, cinder, Some(Component::Volume)).await
 }
 
 fn backend_label(d: &Deployment) -> Option<&str> {
@@ -281,12 +285,12 @@ impl Stopped {
 /// Writes the Deployments `plan` wants, each under its backend's device lock; returns the
 /// Deployments still rolling out.
 async fn apply_volume_plan(
-    env: &StepEnv,
+    op: &OperatorContext,
     ctx: &StepContext,
     plan: &VolumePlan,
 ) -> Result<Vec<String>, Stopped> {
     let (ns, name) = (ctx.namespace(), ctx.name());
-    let children = ctx.children(&env.client);
+    let children = ctx.children(&op.client);
     let mut pending = Vec::new();
     for v in &plan.desired {
         let deployment_name = v.deployment.metadata.name.clone().unwrap_or_default();
@@ -296,15 +300,16 @@ async fn apply_volume_plan(
             }
             continue;
         }
-        let (c, m, n, backend, desired) = (
+        let (c, reads, m, n, backend, desired) = (
             children.clone(),
-            env.client.clone(),
+            ctx.children_reads().clone(),
+            op.client.clone(),
             ns.to_string(),
             v.backend.clone(),
             v.deployment.clone(),
         );
         let applied = under_backend_lock(
-            env,
+            op,
             &v.device,
             &service_id(ns, name, &v.backend),
             || async move {
@@ -313,7 +318,7 @@ async fn apply_volume_plan(
                 if !still_attached(&m, &n, &backend).await? {
                     return Ok(());
                 }
-                ensure_deployment(&c, &desired).await.map(|_| ())
+                ensure_deployment(&c, &reads, &desired).await.map(|_| ())
             },
         )
         .await;
@@ -325,12 +330,17 @@ async fn apply_volume_plan(
         pending.push(deployment_name);
     }
     for d in &plan.departed {
-        let (c, n, nm) = (children.clone(), ns.to_string(), d.deployment.clone());
+        let (c, reads, n, nm) = (
+            children.clone(),
+            ctx.children_reads().clone(),
+            ns.to_string(),
+            d.deployment.clone(),
+        );
         let applied = under_backend_lock(
-            env,
+            op,
             &d.device,
             &service_id(ns, name, &d.backend),
-            || async move { delete_deployment(&c, &n, &nm).await.map(|_| ()) },
+            || async move { delete_deployment(&c, &reads, &n, &nm).await.map(|_| ()) },
         )
         .await;
         Stopped::unless_done(
@@ -343,14 +353,15 @@ async fn apply_volume_plan(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContext) -> StepResult {
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let reporting = JobReporting::new(&op, ctx, JobKind::ServiceRemove);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();
-    let children = ctx.children(&env.client);
-    let attached = attached_backends(&env.client, &ns, &name)
+    let children = ctx.children(&op.client);
+    let attached = attached_backends(&op.client, ctx.management_reads(), &ns, &name)
         .await
         .doing("listing CinderBackends")?;
-    let existing = volume_deployments(&children, &ns, &name)
+    let existing = volume_deployments(&children, ctx.children_reads(), &ns, &name)
         .await
         .doing("listing volume Deployments")?;
     let config_map = ctx.artefacts.config_map_name.clone();
@@ -363,7 +374,7 @@ pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContex
         .collect();
 
     let plan = plan_volume_services(ctx, &active, &attached, &existing);
-    let mut pending = match apply_volume_plan(&env, ctx, &plan).await {
+    let mut pending = match apply_volume_plan(&op, ctx, &plan).await {
         Ok(p) => p,
         Err(Stopped::Busy(condition, after)) => return ctx.requeue(condition, after),
         Err(Stopped::Failed(what)) => return Err(what.into()),
@@ -387,8 +398,8 @@ pub async fn run((env, reporting): (StepEnv, JobReporting), ctx: &mut StepContex
     // The detach of deleted backends, one per pass.
     let backends: Vec<CinderBackend> = attached.into_values().collect();
     let detached = detach_pass(
-        &env,
-        &children,
+        &op,
+        &ctx.clusters(&op.client),
         &reporting,
         &ctx.cinder,
         &backends,

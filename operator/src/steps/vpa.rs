@@ -13,12 +13,13 @@
 
 use crate::children::{already_not_required, child_meta, selector};
 use crate::conditions::{Cond, kind, reason};
+use crate::context::OperatorContext;
 use crate::crd::Cinder;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::apply;
 use crate::kube_ext::capability::{self, VERTICAL_POD_AUTOSCALER};
+use crate::kube_ext::reader::ClusterStores;
 use crate::names;
-use crate::pipeline::StepEnv;
 use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -26,6 +27,7 @@ use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::json;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The label on every VPA the step writes (what the sweep selects).
 pub const VPA_LABEL: &str = "cinder.openstack.c5c3.io/vpa";
@@ -98,10 +100,11 @@ fn not_installed() -> Cond {
 /// Deletes the Cinder's VPAs whose names are not in `keep`.
 async fn sweep(
     api: &Api<DynamicObject>,
+    reads: &ClusterStores,
     cinder: &str,
     keep: &BTreeSet<String>,
 ) -> Result<Vec<String>, kube::Error> {
-    crate::kube_ext::sweep(api, &selector(cinder, &[(VPA_LABEL, "true")]), |n| {
+    crate::kube_ext::sweep(api, reads, &selector(cinder, &[(VPA_LABEL, "true")]), |n| {
         keep.contains(n)
     })
     .await
@@ -117,8 +120,8 @@ fn not_asked() -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
-    let client = ctx.children(&env.client);
+pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+    let client = ctx.children(&op.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();
     let api = VERTICAL_POD_AUTOSCALER.namespaced(&client, &ns);
@@ -137,7 +140,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
     };
     if !asked {
         if served
-            && let Err(e) = sweep(&api, &name, &BTreeSet::new()).await
+            && let Err(e) = sweep(&api, ctx.children_reads(), &name, &BTreeSet::new()).await
             && !e.is_not_found()
         {
             return Err(e).doing("deleting VPAs").with_reason(reason::VPA_ERROR);
@@ -175,7 +178,7 @@ pub async fn run(env: StepEnv, ctx: &mut StepContext) -> StepResult {
                 .with_reason(reason::VPA_ERROR);
         }
     }
-    sweep(&api, &name, &keep)
+    sweep(&api, ctx.children_reads(), &name, &keep)
         .await
         .doing("sweeping VPAs")
         .with_reason(reason::VPA_ERROR)?;

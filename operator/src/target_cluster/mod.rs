@@ -19,7 +19,7 @@ use crate::kube_client::ClientLimits;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::delete_if_present;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_value};
-use crate::kube_ext::reader::{self, ClusterStores};
+use crate::kube_ext::reader::ClusterStores;
 use crate::pipeline::TargetCluster;
 use actix::Addr;
 use futures::channel::mpsc::UnboundedSender;
@@ -54,6 +54,7 @@ pub const TARGET_CLUSTER_KUBECONFIG_KEY: &str = "kubeconfig";
 /// kubeconfig.
 async fn registration(
     client: &Client,
+    reads: &ClusterStores,
     namespaces: &[&str],
     name: &str,
 ) -> Result<Option<Vec<u8>>, kube::Error> {
@@ -65,7 +66,7 @@ async fn registration(
         }
         seen.push(ns);
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let list = reader::management()
+        let list = reads
             .list(&api, &ListParams::default().labels(&selector))
             .await?;
         let found = list.into_iter().find_map(|s| {
@@ -228,6 +229,7 @@ async fn delete_labelled_optional(
 #[derive(Clone)]
 pub struct TargetClusters {
     management: Client,
+    management_reads: ClusterStores,
     lease_namespace: String,
     watch_namespace: Option<String>,
     client_limits: Option<ClientLimits>,
@@ -235,12 +237,13 @@ pub struct TargetClusters {
 }
 
 impl TargetClusters {
-    /// Registrations are read through `management` in the Cinder's namespace and in
-    /// `lease_namespace`; target watches are scoped to `watch_namespace` when set; a target's
+    /// Registrations are read through `management` (from its watch stores `management_reads`)
+    /// in the Cinder's namespace and in `lease_namespace`; target watches are scoped to `watch_namespace` when set; a target's
     /// client is throttled by `client_limits` when given. `registry` is the started actor holding
     /// the resolved state.
     pub fn new(
         management: Client,
+        management_reads: ClusterStores,
         lease_namespace: &str,
         watch_namespace: Option<&str>,
         client_limits: Option<ClientLimits>,
@@ -248,6 +251,7 @@ impl TargetClusters {
     ) -> Self {
         TargetClusters {
             management,
+            management_reads,
             lease_namespace: lease_namespace.to_string(),
             watch_namespace: watch_namespace.map(str::to_string),
             client_limits,
@@ -283,7 +287,9 @@ impl TargetClusters {
         name: &str,
     ) -> Result<Result<Resolved, Unresolvable>, kube::Error> {
         let namespaces = [namespace, self.lease_namespace.as_str()];
-        let Some(raw) = registration(&self.management, &namespaces, name).await? else {
+        let Some(raw) =
+            registration(&self.management, &self.management_reads, &namespaces, name).await?
+        else {
             self.forget_name(name);
             return Ok(Err(Unresolvable::NotRegistered(name.to_string())));
         };

@@ -4,17 +4,19 @@
 
 use super::pod::ExtraVolume;
 use crate::crd::CinderBackend;
+use crate::kube_ext::reader::ClusterStores;
 use kube::{Client, ResourceExt};
 use std::collections::BTreeMap;
 
 /// The CinderBackends of Cinder `cinder` in `namespace`, by name (including those being deleted).
 pub async fn attached_backends(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     cinder: &str,
 ) -> Result<BTreeMap<String, CinderBackend>, kube::Error> {
     Ok(
-        crate::children::projection::attached::<CinderBackend>(client, namespace, cinder)
+        crate::children::projection::attached::<CinderBackend>(client, reads, namespace, cinder)
             .await?
             .into_iter()
             .map(|b| (b.name_any(), b))

@@ -85,7 +85,7 @@ pub async fn converge(
     ready_message: String,
 ) -> StepResult {
     let name = desired.metadata.name.clone().unwrap_or_default();
-    if ensure_converged(client, desired)
+    if ensure_converged(client, ctx.children_reads(), desired)
         .await
         .doing(format_args!("writing Deployment {name}"))?
     {

@@ -7,7 +7,7 @@ use super::pod::{
 };
 use crate::children::child_meta;
 use crate::crd::Cinder;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, delete_if_present, replace_unless_changed};
 use crate::names::{self, Component};
 use crate::pipeline::Artefacts;
@@ -202,11 +202,15 @@ pub fn needs_write(existing: Option<&Deployment>, desired: &Deployment) -> bool 
 
 /// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
 /// whether anything was written.
-pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<bool, kube::Error> {
+pub async fn ensure_deployment(
+    client: &Client,
+    reads: &ClusterStores,
+    desired: &Deployment,
+) -> Result<bool, kube::Error> {
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let existing = reader::children().get_opt(&api, &name).await?;
+    let existing = reads.get_opt(&api, &name).await?;
     if !needs_write(existing.as_ref(), desired) {
         return Ok(false);
     }
@@ -229,11 +233,12 @@ pub async fn ensure_deployment(client: &Client, desired: &Deployment) -> Result<
 /// existed. It reads before it deletes, so that passes that find it absent write nothing.
 pub async fn delete_deployment(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     name: &str,
 ) -> Result<bool, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    if reader::children().get_opt(&api, name).await?.is_none() {
+    if reads.get_opt(&api, name).await?.is_none() {
         return Ok(false);
     }
     let params = DeleteParams {
@@ -259,14 +264,18 @@ pub fn converged(d: &Deployment) -> bool {
 }
 
 /// Ensures `desired` and reports whether it is converged (a Deployment just written is not).
-pub async fn ensure_converged(client: &Client, desired: &Deployment) -> Result<bool, kube::Error> {
-    if ensure_deployment(client, desired).await? {
+pub async fn ensure_converged(
+    client: &Client,
+    reads: &ClusterStores,
+    desired: &Deployment,
+) -> Result<bool, kube::Error> {
+    if ensure_deployment(client, reads, desired).await? {
         return Ok(false);
     }
     let ns = desired.metadata.namespace.clone().unwrap_or_default();
     let name = desired.metadata.name.clone().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    Ok(reader::children()
+    Ok(reads
         .get_opt(&api, &name)
         .await?
         .is_some_and(|d| converged(&d)))

@@ -2,10 +2,10 @@
 //! once (its metrics pair and its events), across restarts through the Job's counted marker
 //! ([`super::job_marker`]).
 
-/// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) share beyond
-/// the client: an event recorder, their metrics pair and, for one run, the step actor's memory
-/// of which Job UIDs were already counted (metrics and events happen once per Job UID; the
-/// Job's counted marker carries that across restarts).
+/// What the Job-reporting workload steps (DBPurge, the detach in VolumeServices) report through
+/// in one run: the operator's event recorder, their metrics pair and the step actor's memory of
+/// which Job UIDs were already counted (metrics and events happen once per Job UID; the Job's
+/// counted marker carries that across restarts).
 #[derive(Clone)]
 pub struct JobReporting {
     pub recorder: kube::runtime::events::Recorder,
@@ -14,20 +14,16 @@ pub struct JobReporting {
 }
 
 impl JobReporting {
-    /// A recorder reporting as `cinder-operator` and the served `kind` pair of `env`'s metrics.
-    pub fn new(env: &crate::pipeline::StepEnv, kind: crate::metrics::JobKind) -> Self {
+    /// The `kind` pair of the operator's metrics, its recorder, and the memory of `ctx`'s step.
+    pub fn new(
+        op: &crate::context::OperatorContext,
+        ctx: &crate::pipeline::StepContext,
+        kind: crate::metrics::JobKind,
+    ) -> Self {
         JobReporting {
-            recorder: crate::events::recorder(env.client.clone(), None),
-            metrics: env.metrics.job(kind).clone(),
-            memory: Default::default(),
-        }
-    }
-
-    /// For one run: remembering through the run's step memory.
-    pub fn for_run(&self, memory: &crate::pipeline::StepMemory) -> Self {
-        JobReporting {
-            memory: memory.clone(),
-            ..self.clone()
+            recorder: op.recorder.clone(),
+            metrics: op.metrics.job(kind).clone(),
+            memory: ctx.memory(),
         }
     }
 

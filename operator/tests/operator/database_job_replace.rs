@@ -3,16 +3,18 @@
 //! write reports `JobChanged`; when it is the one read, it is deleted and the new one created.
 
 use crate::support::*;
-use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig};
+use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::crd::Cinder;
+use cinder_operator::kube_ext::reader::ClusterStores;
 use cinder_operator::metrics::Metrics;
-use cinder_operator::pipeline::Clusters;
+use cinder_operator::pipeline::{Clusters, StepMemory};
 use cinder_operator::steps::database::jobs::{self, Act, JobWrite, SchemaJob};
 use cinder_operator::steps::database::services::DatabaseServices;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
+use std::sync::Arc;
 
 const NS: &str = "default";
 
@@ -73,18 +75,19 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
         .await
         .unwrap();
 
-    let devices = DeviceLocks::new(
-        coordinator(),
-        client.clone(),
-        DeviceLocksConfig::new(NS),
-        DeviceLockMetrics::default(),
-    )
-    .unwrap();
     let (_registry, metrics) = Metrics::new_registry();
-    let services = DatabaseServices::new(client.clone(), devices, &metrics);
+    let options = OperatorOptions {
+        lease_namespace: NS.to_string(),
+        ..OperatorOptions::default()
+    };
+    let op = OperatorContext::new(client.clone(), options, Arc::new(metrics))
+        .await
+        .expect("an operator context");
+    let services = DatabaseServices::new(&op, StepMemory::default());
     let clusters = Clusters {
         management: client.clone(),
         children: client.clone(),
+        children_reads: ClusterStores::default(),
     };
     let jobs_api: Api<Job> = Api::namespaced(client.clone(), NS);
     let name = SchemaJob::DbSync.job_name("cinder");

@@ -5,6 +5,7 @@
 use actix::Actor;
 use cinder_operator::conditions::{Cond, kind, reason};
 use cinder_operator::crd::Cinder;
+use cinder_operator::kube_ext::reader::ClusterStores;
 use cinder_operator::metrics::{Metrics, encode_openmetrics};
 use cinder_operator::pipeline::*;
 use futures::FutureExt;
@@ -21,11 +22,11 @@ struct Fake {
     behaviour: Behaviour,
 }
 
-impl Step for Fake {
+impl Step<Engine> for Fake {
     fn name(&self) -> StepName {
         self.name
     }
-    fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+    fn run(&self, _op: Arc<Engine>, ctx: StepContext) -> BoxFuture<'static, StepReport> {
         self.calls
             .lock()
             .unwrap()
@@ -38,7 +39,7 @@ fn fake(
     name: StepName,
     calls: &Arc<Mutex<Vec<String>>>,
     f: impl Fn(StepContext) -> BoxFuture<'static, StepReport> + Send + Sync + 'static,
-) -> Arc<dyn Step> {
+) -> Arc<dyn Step<Engine>> {
     Arc::new(Fake {
         name,
         calls: calls.clone(),
@@ -46,8 +47,31 @@ fn fake(
     })
 }
 
+/// The long-lived context of the fake steps: the registry their step metrics go to, and empty
+/// watch stores.
+struct Engine {
+    metrics: Metrics,
+    reads: ClusterStores,
+}
+
+impl EngineContext for Engine {
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+    fn reads(&self) -> &ClusterStores {
+        &self.reads
+    }
+}
+
+fn engine(metrics: &Metrics) -> Arc<Engine> {
+    Arc::new(Engine {
+        metrics: metrics.clone(),
+        reads: ClusterStores::default(),
+    })
+}
+
 /// A step that sets its condition True and continues.
-fn ok(name: StepName, calls: &Arc<Mutex<Vec<String>>>) -> Arc<dyn Step> {
+fn ok(name: StepName, calls: &Arc<Mutex<Vec<String>>>) -> Arc<dyn Step<Engine>> {
     fake(name, calls, move |mut ctx| {
         async move {
             let result = ctx.proceed(Cond::true_(name.condition_type(), "Fine", ""));
@@ -62,7 +86,7 @@ fn failing(
     name: StepName,
     calls: &Arc<Mutex<Vec<String>>>,
     message: &'static str,
-) -> Arc<dyn Step> {
+) -> Arc<dyn Step<Engine>> {
     fake(name, calls, move |ctx| {
         async move { ctx.into_report(Err(message.into())) }.boxed()
     })
@@ -101,7 +125,7 @@ fn calls() -> Arc<Mutex<Vec<String>>> {
 }
 
 /// Nine lane steps covering the lane's sub-conditions, all True.
-fn healthy_lane(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
+fn healthy_lane(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step<Engine>>> {
     [
         StepName::Secrets,
         StepName::Backends,
@@ -118,7 +142,7 @@ fn healthy_lane(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
     .collect()
 }
 
-fn healthy_group(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step>> {
+fn healthy_group(calls: &Arc<Mutex<Vec<String>>>) -> Vec<Arc<dyn Step<Engine>>> {
     GROUP.into_iter().map(|name| ok(name, calls)).collect()
 }
 
@@ -141,7 +165,8 @@ async fn first_requeue_ends_the_lane_and_the_group_does_not_run() {
     ];
     let table = PipelineTable::custom(lane, vec![ok(StepName::HPA, &c)]);
     let (_r, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let op = engine(&metrics);
+    let report = run_pass(&table, &op, cinder("c1"), None, &mut ()).await;
     assert_eq!(*c.lock().unwrap(), ["c1:Secrets", "c1:Database"]);
     assert_eq!(report.end, PassEnd::ShortCircuited { step: "Database" });
     assert_eq!(report.requeue, Some(Duration::from_secs(30)));
@@ -175,7 +200,8 @@ async fn lane_error_is_counted_and_becomes_the_step_condition() {
     ];
     let table = PipelineTable::custom(lane, vec![]);
     let (registry, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let op = engine(&metrics);
+    let report = run_pass(&table, &op, cinder("c1"), None, &mut ()).await;
     assert_eq!(report.end, PassEnd::ShortCircuited { step: "Scheduler" });
     assert_eq!(report.requeue, None);
     assert_eq!(
@@ -244,7 +270,8 @@ async fn artefacts_and_status_fields_flow_down_the_lane() {
     ];
     let table = PipelineTable::custom(lane, vec![]);
     let (_r, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let op = engine(&metrics);
+    let report = run_pass(&table, &op, cinder("c1"), None, &mut ()).await;
     let (artefacts, endpoint) = seen.lock().unwrap().clone().unwrap();
     assert_eq!(artefacts.broker_port, Some(5672));
     assert_eq!(artefacts.config_map_name.as_deref(), Some("c1-config-abc"));
@@ -293,7 +320,8 @@ async fn group_runs_all_members_merges_one_condition_each_and_shortest_requeue_w
     ];
     let table = PipelineTable::custom(healthy_lane(&c), group);
     let (registry, metrics) = Metrics::new_registry();
-    let report = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let op = engine(&metrics);
+    let report = run_pass(&table, &op, cinder("c1"), None, &mut ()).await;
     let called = c.lock().unwrap().clone();
     for m in ["HTTPRoute", "HealthCheck", "HPA", "VPA", "NetworkPolicy"] {
         assert!(called.contains(&format!("c1:{m}")), "{m} must run");
@@ -336,7 +364,8 @@ async fn all_fourteen_true_is_ready_and_an_unchanged_pass_requests_no_write() {
     let c = calls();
     let table = PipelineTable::custom(healthy_lane(&c), healthy_group(&c));
     let (_r, metrics) = Metrics::new_registry();
-    let first = run_pass(&table, &metrics, cinder("c1"), None, &mut ()).await;
+    let op = engine(&metrics);
+    let first = run_pass(&table, &op, cinder("c1"), None, &mut ()).await;
     assert!(first.status_write().is_some());
     let ready = first
         .status
@@ -352,7 +381,7 @@ async fn all_fourteen_true_is_ready_and_an_unchanged_pass_requests_no_write() {
 
     let mut again = (*cinder("c1")).clone();
     again.status = Some(first.status.clone());
-    let second = run_pass(&table, &metrics, Arc::new(again), None, &mut ()).await;
+    let second = run_pass(&table, &op, Arc::new(again), None, &mut ()).await;
     assert!(
         !second.status_changed,
         "same conditions, same generation: no status write"
@@ -366,9 +395,10 @@ async fn invalid_spec_runs_no_step_and_says_why() {
     let c = calls();
     let table = PipelineTable::custom(healthy_lane(&c), healthy_group(&c));
     let (_r, metrics) = Metrics::new_registry();
+    let op = engine(&metrics);
     let mut bad = (*cinder("c1")).clone();
     bad.spec.image.digest = Some(format!("sha256:{}", "a".repeat(64)));
-    let report = run_pass(&table, &metrics, Arc::new(bad), None, &mut ()).await;
+    let report = run_pass(&table, &op, Arc::new(bad), None, &mut ()).await;
     assert_eq!(report.end, PassEnd::InvalidSpec);
     assert!(c.lock().unwrap().is_empty());
     let ready = report
@@ -404,9 +434,20 @@ async fn different_cinders_run_concurrently() {
         .boxed()
     })];
     let (_r, metrics) = Metrics::new_registry();
+    let op = engine(&metrics);
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
-    let a = pipelines.send(Reconcile(cinder("a"), None, tracing::Span::none()));
-    let b = pipelines.send(Reconcile(cinder("b"), None, tracing::Span::none()));
+    let a = pipelines.send(Reconcile(
+        op.clone(),
+        cinder("a"),
+        None,
+        tracing::Span::none(),
+    ));
+    let b = pipelines.send(Reconcile(
+        op.clone(),
+        cinder("b"),
+        None,
+        tracing::Span::none(),
+    ));
     let both = tokio::time::timeout(Duration::from_secs(60), futures::future::join(a, b)).await;
     let (ra, rb) = both.expect("the passes of two Cinders must not wait for each other");
     assert_eq!(ra.unwrap().unwrap().end, PassEnd::Completed);
@@ -415,7 +456,11 @@ async fn different_cinders_run_concurrently() {
 }
 
 /// Asks the registry for the turn of `name` (rank `rank`, generation 1, not being deleted).
-async fn admit(pipelines: &actix::Addr<Pipelines>, name: &str, rank: AdmissionRank) -> Turn {
+async fn admit(
+    pipelines: &actix::Addr<Pipelines<Engine>>,
+    name: &str,
+    rank: AdmissionRank,
+) -> Turn {
     pipelines
         .send(Admit {
             key: key(name),
@@ -429,12 +474,21 @@ async fn admit(pipelines: &actix::Addr<Pipelines>, name: &str, rank: AdmissionRa
 
 /// Runs one pass of `name` as the Cinder controller does: asks for its turn (waiting as told,
 /// queued turns asked again), then sends the pass with the slot held.
-async fn pass_when_admitted(pipelines: &actix::Addr<Pipelines>, name: &str) {
+async fn pass_when_admitted(
+    pipelines: &actix::Addr<Pipelines<Engine>>,
+    op: &Arc<Engine>,
+    name: &str,
+) {
     loop {
         match admit(pipelines, name, 1).await {
             Turn::Run(_slot) => {
                 let report = pipelines
-                    .send(Reconcile(cinder(name), None, tracing::Span::none()))
+                    .send(Reconcile(
+                        op.clone(),
+                        cinder(name),
+                        None,
+                        tracing::Span::none(),
+                    ))
                     .await
                     .unwrap()
                     .unwrap();
@@ -459,19 +513,20 @@ async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_on
         async move { secrets_ready(ctx) }.boxed()
     })];
     let (_r, metrics) = Metrics::new_registry();
+    let op = engine(&metrics);
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
     let asked = std::time::Instant::now();
     // Five passes of x back to back (each asked for as soon as the last ended), and one of y
     // beside them.
     let x_passes = {
-        let pipelines = pipelines.clone();
+        let (pipelines, op) = (pipelines.clone(), op.clone());
         async move {
             for _ in 0..5 {
-                pass_when_admitted(&pipelines, "x").await;
+                pass_when_admitted(&pipelines, &op, "x").await;
             }
         }
     };
-    let both = futures::future::join(x_passes, pass_when_admitted(&pipelines, "y"));
+    let both = futures::future::join(x_passes, pass_when_admitted(&pipelines, &op, "y"));
     tokio::time::timeout(Duration::from_secs(60), both)
         .await
         .unwrap();
@@ -510,7 +565,8 @@ async fn passes_of_one_cinder_start_at_least_the_gap_apart_and_a_quiet_one_at_on
 #[actix::test]
 async fn a_failed_cinder_waits_for_its_retry_unless_its_spec_changed_or_it_is_deleted() {
     let (_r, metrics) = Metrics::new_registry();
-    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics).start();
+    let pipelines =
+        Pipelines::new(PipelineTable::<Engine>::custom(vec![], vec![]), metrics).start();
     let turn = |generation, deleting| Admit {
         key: key("f"),
         rank: 1,
@@ -594,10 +650,18 @@ async fn passes_of_one_cinder_are_serialized() {
         .boxed()
     })];
     let (_r, metrics) = Metrics::new_registry();
+    let op = engine(&metrics);
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
     let sends: Vec<_> = ["x", "x", "x", "x", "y", "y"]
         .iter()
-        .map(|n| pipelines.send(Reconcile(cinder(n), None, tracing::Span::none())))
+        .map(|n| {
+            pipelines.send(Reconcile(
+                op.clone(),
+                cinder(n),
+                None,
+                tracing::Span::none(),
+            ))
+        })
         .collect();
     let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))
         .await
@@ -648,9 +712,12 @@ fn key(name: &str) -> CinderKey {
 async fn a_cinder_without_a_slot_is_queued_and_woken_when_one_is_granted_oldest_first() {
     use futures::StreamExt;
     let (_r, metrics) = Metrics::new_registry();
-    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics.clone())
-        .with_concurrency(1)
-        .start();
+    let pipelines = Pipelines::new(
+        PipelineTable::<Engine>::custom(vec![], vec![]),
+        metrics.clone(),
+    )
+    .with_concurrency(1)
+    .start();
     let (wake, mut woken) = futures::channel::mpsc::unbounded();
     pipelines.send(WakeOnGrant(wake)).await.unwrap();
     let gauges = || {
@@ -705,7 +772,7 @@ async fn a_slot_granted_to_a_cinder_of_a_shard_not_held_goes_to_the_next() {
     let (_r, metrics) = Metrics::new_registry();
     // Sharded, holding no shard: no queued Cinder is this replica's any more.
     let (_held, view) = tokio::sync::watch::channel(HeldShards::default());
-    let pipelines = Pipelines::new(PipelineTable::custom(vec![], vec![]), metrics)
+    let pipelines = Pipelines::new(PipelineTable::<Engine>::custom(vec![], vec![]), metrics)
         .with_shards(ShardView::new(4, view))
         .with_concurrency(1)
         .start();

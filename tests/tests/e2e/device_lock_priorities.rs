@@ -10,7 +10,7 @@ use cinder_e2e::*;
 /// operator.
 fn wait_count(h: &Harness, priority: &str) -> u64 {
     let (mut registry, _) = cinder_operator::metrics::Metrics::new_registry();
-    h.ctx.options.device_lock_metrics.register(&mut registry);
+    h.ctx.device_locks.metrics().register(&mut registry);
     let text = cinder_operator::metrics::encode_openmetrics(&registry).unwrap();
     let series =
         format!("cinder_operator_device_lock_wait_seconds_count{{priority=\"{priority}\"}} ");

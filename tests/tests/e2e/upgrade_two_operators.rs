@@ -13,7 +13,7 @@ async fn two_operators_never_run_two_jobs_of_one_database_at_once() {
     let second = SecondOperator::start(h.client.clone(), "second-operator")
         .await
         .unwrap();
-    assert_ne!(second.ctx.options.identity, h.ctx.options.identity);
+    assert_ne!(second.ctx.identity, h.ctx.identity);
 
     database_environment(&h.client, "twoops").await.unwrap();
     create_cinder(

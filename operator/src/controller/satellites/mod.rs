@@ -12,12 +12,12 @@ pub mod status;
 
 use crate::children::projection::PROJECTION_LABEL;
 use crate::context::OperatorContext;
-use crate::controller::backoff::BackoffActor;
 use crate::controller::index::{Departed, IndexHandle, SatelliteSide};
 use crate::controller::watches::Watches;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
 use crate::kube_ext::shared_watch::SharedWatch;
 use crate::names;
+use crate::pipeline::backoff_actor::Forget;
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
@@ -25,7 +25,6 @@ use kind::SatelliteKind;
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
-use reconcile::SatelliteContext;
 use std::sync::Arc;
 
 /// The shutdown signal the controllers drain on.
@@ -71,7 +70,7 @@ fn controller_for<S: SatelliteKind>(
 pub struct SatelliteControllers {
     backends: Controller<CinderBackend>,
     backup_backends: Controller<CinderBackupBackend>,
-    ctx: Arc<SatelliteContext>,
+    ctx: Arc<OperatorContext>,
 }
 
 impl SatelliteControllers {
@@ -82,22 +81,15 @@ impl SatelliteControllers {
         w: &mut Watches,
         stop: StopSignal,
     ) -> Self {
-        let client = op.client.clone();
         let (cinders, secrets) = (&mut w.cinders, &mut w.secrets);
         let backends = controller_for(&mut w.backends, cinders, secrets, index)
             .graceful_shutdown_on(stop.clone());
         let backup_backends = controller_for(&mut w.backup_backends, cinders, secrets, index)
             .graceful_shutdown_on(stop);
-        let recorder = crate::events::recorder(client, Some(op.options.identity.clone()));
-        let backoffs = op.actors.start_actor(|_| BackoffActor::default());
         SatelliteControllers {
             backends,
             backup_backends,
-            ctx: Arc::new(SatelliteContext {
-                op,
-                recorder,
-                backoffs,
-            }),
+            ctx: op,
         }
     }
 
@@ -145,12 +137,12 @@ pub fn stop_signal(f: impl std::future::Future<Output = ()> + Send + 'static) ->
     f.boxed().shared()
 }
 
-/// Deletes the backend actor of every satellite that leaves the cluster, as the index reports
-/// it (a CinderBackupBackend has no finalizer, so its reconcile never sees its own deletion).
-/// Returns when `shutdown` turns true.
+/// Deletes the backend actor and forgets the failure count of every satellite that leaves the
+/// cluster, as the index reports it (a CinderBackupBackend has no finalizer, so its reconcile
+/// never sees its own deletion). Returns when `shutdown` turns true.
 pub async fn forget_departed(
     mut departures: futures::channel::mpsc::UnboundedReceiver<Departed>,
-    coordinator: cinder_actors::CoordinatorHandle,
+    ctx: Arc<OperatorContext>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -165,8 +157,11 @@ pub async fn forget_departed(
             SatelliteSide::Backend => <CinderBackend as SatelliteKind>::KIND,
             SatelliteSide::BackupBackend => <CinderBackupBackend as SatelliteKind>::KIND,
         };
-        let actor = status::actor_id(kind, &gone.key.0, &gone.key.1);
-        if let Err(e) = status::forget_actor(&coordinator, &actor).await {
+        let (ns, name) = (&gone.key.0, &gone.key.1);
+        ctx.satellite_backoffs
+            .do_send(Forget(reconcile::backoff_key(kind, ns, name)));
+        let actor = status::actor_id(kind, ns, name);
+        if let Err(e) = status::forget_actor(&ctx.coordinator, &actor).await {
             tracing::warn!(actor = %actor, error = %e, "forgetting a departed satellite's actor failed");
         }
     }

@@ -16,31 +16,21 @@ use crate::children::selector;
 use crate::conditions::event_reason;
 use crate::conditions::{Cond, kind};
 use crate::context::OperatorContext;
-use crate::controller::backoff::{BackoffActor, Failed, Holding, Succeeded};
 use crate::crd::{Cinder, SatelliteStatus};
-use crate::kube_ext::reader::{self, ReadScope};
 use crate::kube_ext::{FIELD_MANAGER, finalizer};
 use crate::names;
 use crate::pipeline::TargetCluster;
+use crate::pipeline::backoff_actor::{Failed, Holding, Succeeded};
 use crate::requeue::Requeue;
 use crate::target_cluster::Unresolvable;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Api, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What a satellite reconcile needs.
-pub struct SatelliteContext {
-    pub op: Arc<OperatorContext>,
-    pub recorder: Recorder,
-    /// The actor that owns the failure counts behind the retry after a failed reconcile (keyed
-    /// `kind/ns/name`).
-    pub backoffs: actix::Addr<BackoffActor>,
-}
 
 /// A satellite reconcile that failed, with its retry (`error_policy` requeues after it).
 #[derive(Debug, thiserror::Error)]
@@ -60,21 +50,25 @@ pub enum SatelliteError {
     Actor(String),
 }
 
-fn backoff_key<S: SatelliteKind>(obj: &S) -> String {
-    format!(
-        "{}/{}/{}",
+/// The key of satellite `kind` `ns/name` in the satellites' back-off actor.
+pub(crate) fn backoff_key(kind: &str, ns: &str, name: &str) -> String {
+    format!("{kind}/{ns}/{name}")
+}
+
+fn backoff_key_of<S: SatelliteKind>(obj: &S) -> String {
+    backoff_key(
         S::KIND,
-        obj.namespace().unwrap_or_default(),
-        obj.name_any()
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
     )
 }
 
 /// The retry after a failed reconcile: exponential per satellite, with a ceiling
-/// ([`crate::controller::backoff`]), as the back-off actor gave it.
+/// ([`crate::pipeline::backoff_actor`]), as the back-off actor gave it.
 pub fn error_policy<S: SatelliteKind>(
     _obj: Arc<S>,
     failed: &SatelliteFailed,
-    _ctx: Arc<SatelliteContext>,
+    _ctx: Arc<OperatorContext>,
 ) -> Action {
     Action::requeue(failed.retry)
 }
@@ -86,7 +80,7 @@ type ParentPlacement = Result<Option<TargetCluster>, Unresolvable>;
 async fn credentials<S: SatelliteKind>(
     obj: &S,
     parent: Option<(&Cinder, &ParentPlacement)>,
-    ctx: &SatelliteContext,
+    ctx: &OperatorContext,
     ns: &str,
 ) -> Result<Credentials, kube::Error> {
     if let Err(m) = obj.validate() {
@@ -104,7 +98,7 @@ async fn credentials<S: SatelliteKind>(
         )));
     }
     Ok(
-        match credentials_for(&ctx.op.client, ns, obj.backend_type(), obj.rbd()).await? {
+        match credentials_for(&ctx.client, &ctx.reads, ns, obj.backend_type(), obj.rbd()).await? {
             Ok(None) => Credentials::Ready("no credentials needed".to_string()),
             Ok(Some(_)) => Credentials::Ready("the RBD key Secret is present".to_string()),
             Err(why) => Credentials::Waiting(why),
@@ -119,7 +113,7 @@ const DETACHING: &str = "Detaching";
 /// first, then the status subresource); with `refresh_actor`, also when the actor does not hold
 /// the satellite yet (then only the actor's value is written if the status is unchanged).
 async fn write_status<S: SatelliteKind>(
-    ctx: &SatelliteContext,
+    ctx: &OperatorContext,
     api: &Api<S>,
     obj: &S,
     status: &SatelliteStatus,
@@ -129,7 +123,7 @@ async fn write_status<S: SatelliteKind>(
     let name = obj.name_any();
     let id = actor_id(S::KIND, &ns, &name);
     let changed = obj.status() != Some(status);
-    let in_actor = !refresh_actor || ctx.op.coordinator.peek("backend", &id).await.is_some();
+    let in_actor = !refresh_actor || ctx.coordinator.peek("backend", &id).await.is_some();
     if !changed && in_actor {
         return Ok(());
     }
@@ -150,7 +144,7 @@ async fn write_status<S: SatelliteKind>(
         obj.backend_type().as_str(),
         status,
     );
-    write_through_actor(&ctx.op.coordinator, &id, value, async {
+    write_through_actor(&ctx.coordinator, &id, value, async {
         if !changed {
             return Ok(());
         }
@@ -171,7 +165,7 @@ async fn write_status<S: SatelliteKind>(
 /// runs the detach.
 async fn on_deletion<S: SatelliteKind>(
     obj: &S,
-    ctx: &SatelliteContext,
+    ctx: &OperatorContext,
     api: &Api<S>,
     parent: Option<&Cinder>,
     finalizer_name: &str,
@@ -192,7 +186,7 @@ async fn on_deletion<S: SatelliteKind>(
         if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
             tracing::warn!(backend = %name, error = %e, "publishing ServiceRemoveSkipped failed");
         }
-        forget_actor(&ctx.op.coordinator, &actor_id(S::KIND, &ns, &name))
+        forget_actor(&ctx.coordinator, &actor_id(S::KIND, &ns, &name))
             .await
             .map_err(|e| SatelliteError::Actor(e.to_string()))?;
         finalizer::remove(api, obj, finalizer_name).await?;
@@ -217,14 +211,14 @@ async fn on_deletion<S: SatelliteKind>(
 /// satellite's configuration reaches no process until a Deployment mounts it.
 async fn projected<S: SatelliteKind>(
     obj: &S,
-    ctx: &SatelliteContext,
+    ctx: &OperatorContext,
     placement: Option<&Result<Option<TargetCluster>, Unresolvable>>,
 ) -> Result<bool, kube::Error> {
     let Some(Ok(target)) = placement else {
         return Ok(false);
     };
     let (client, stores) = target.as_ref().map_or_else(
-        || (ctx.op.client.clone(), ctx.op.reads.clone()),
+        || (ctx.client.clone(), ctx.reads.clone()),
         |t| (t.client.clone(), t.stores.clone()),
     );
     let ns = obj.namespace().unwrap_or_default();
@@ -271,28 +265,27 @@ pub fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
 /// being deleted).
 pub async fn reconcile<S: SatelliteKind>(
     obj: Arc<S>,
-    ctx: Arc<SatelliteContext>,
+    ctx: Arc<OperatorContext>,
 ) -> Result<Action, SatelliteFailed> {
-    let key = backoff_key(obj.as_ref());
+    let key = backoff_key_of(obj.as_ref());
     let generation = obj.meta().generation;
     if obj.meta().deletion_timestamp.is_none() {
         let hold = Holding {
             key: key.clone(),
             generation,
         };
-        if let Ok(Some(wait)) = ctx.backoffs.send(hold).await {
+        if let Ok(Some(wait)) = ctx.satellite_backoffs.send(hold).await {
             return Ok(Action::requeue(wait));
         }
     }
-    let scope = ReadScope::management(&ctx.op.reads);
-    match reader::within(scope, reconcile_once(obj, ctx.clone())).await {
+    match reconcile_once(obj, ctx.clone()).await {
         Ok(action) => {
-            ctx.backoffs.do_send(Succeeded(key));
+            ctx.satellite_backoffs.do_send(Succeeded(key));
             Ok(action)
         }
         Err(error) => {
             let retry = ctx
-                .backoffs
+                .satellite_backoffs
                 .send(Failed { key, generation })
                 .await
                 .map_or_else(
@@ -306,16 +299,16 @@ pub async fn reconcile<S: SatelliteKind>(
 
 async fn reconcile_once<S: SatelliteKind>(
     obj: Arc<S>,
-    ctx: Arc<SatelliteContext>,
+    ctx: Arc<OperatorContext>,
 ) -> Result<Action, SatelliteError> {
     let ns = obj.namespace().unwrap_or_default();
     // A satellite follows its Cinder's shard (`--shards`): another replica may hold it.
-    if !ctx.op.options.shards.owns(&ns, obj.parent()) {
+    if !ctx.shards.owns(&ns, obj.parent()) {
         return Ok(Action::await_change());
     }
-    let api: Api<S> = Api::namespaced(ctx.op.client.clone(), &ns);
-    let cinders: Api<Cinder> = Api::namespaced(ctx.op.client.clone(), &ns);
-    let parent = reader::management().get_opt(&cinders, obj.parent()).await?;
+    let api: Api<S> = Api::namespaced(ctx.client.clone(), &ns);
+    let cinders: Api<Cinder> = Api::namespaced(ctx.client.clone(), &ns);
+    let parent = ctx.reads.get_opt(&cinders, obj.parent()).await?;
 
     if obj.meta().deletion_timestamp.is_some() {
         return match S::FINALIZER {
@@ -330,7 +323,7 @@ async fn reconcile_once<S: SatelliteKind>(
     }
 
     let placement = match &parent {
-        Some(p) => Some(ctx.op.targets.resolve_for(p).await?),
+        Some(p) => Some(ctx.targets.resolve_for(p).await?),
         None => None,
     };
     let creds = credentials(
@@ -344,7 +337,7 @@ async fn reconcile_once<S: SatelliteKind>(
     let conds = conditions_for(&creds, projected);
     let ready = conds.iter().all(|c| c.status);
     let status = next_status(obj.status(), &conds, obj.meta().generation);
-    if !ctx.op.options.shards.owns(&ns, obj.parent()) {
+    if !ctx.shards.owns(&ns, obj.parent()) {
         // The shard went to another replica during the reconcile: it writes from now on.
         return Ok(Action::await_change());
     }

@@ -21,7 +21,7 @@ use crate::crd::Cinder;
 use crate::crd::cinder::DatabaseSpec;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::names::{self, Component};
 use crate::pipeline::Clusters;
 use crate::planning::config::ENV_DB_CONNECTION;
@@ -264,11 +264,12 @@ pub fn observe(job: &Job) -> ObservedJob {
 /// Reads Job `name` (None: absent).
 pub async fn read_job(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     name: &str,
 ) -> Result<Option<ObservedJob>, kube::Error> {
     let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    Ok(reader::children()
+    Ok(reads
         .get_opt(&api, name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none())
@@ -335,10 +336,12 @@ fn is_database_job(job: &Job, cinder: &str) -> bool {
 /// The database Jobs of `cinder` that are active (exist and are not terminal), by name.
 pub async fn active_database_jobs(
     client: &Client,
+    reads: &ClusterStores,
     namespace: &str,
     cinder: &str,
 ) -> Result<Vec<String>, kube::Error> {
-    let jobs: Vec<Job> = crate::children::list_children(client, namespace, cinder, None).await?;
+    let jobs: Vec<Job> =
+        crate::children::list_children(client, reads, namespace, cinder, None).await?;
     Ok(jobs
         .iter()
         .filter(|j| is_database_job(j, cinder))
@@ -454,7 +457,9 @@ async fn act_locked(
             if api.get_opt(&name).await?.is_some() {
                 return Ok(Act::Done);
             }
-            if let Some(other) = other_active(client, ns, cinder, &name).await? {
+            if let Some(other) =
+                other_active(client, &clusters.children_reads, ns, cinder, &name).await?
+            {
                 return Ok(Act::OtherActive(other));
             }
             create_if_absent(&api, job).await?;
@@ -476,7 +481,9 @@ async fn act_locked(
                 Err(e) if e.is_conflict() => return Ok(Act::JobChanged),
                 Err(e) => return Err(e.into()),
             }
-            if let Some(other) = other_active(client, ns, cinder, &name).await? {
+            if let Some(other) =
+                other_active(client, &clusters.children_reads, ns, cinder, &name).await?
+            {
                 return Ok(Act::OtherActive(other));
             }
             // A 409 on create: the deleted Job is still going away.
@@ -496,11 +503,12 @@ async fn act_locked(
 /// The first active database Job of the Cinder other than `name`.
 async fn other_active(
     client: &Client,
+    reads: &ClusterStores,
     ns: &str,
     cinder: &str,
     name: &str,
 ) -> Result<Option<String>, kube::Error> {
-    let active = active_database_jobs(client, ns, cinder).await?;
+    let active = active_database_jobs(client, reads, ns, cinder).await?;
     Ok(active.into_iter().find(|other| other != name))
 }
 

@@ -10,7 +10,7 @@ use crate::crd::Cinder;
 use crate::credentials;
 use crate::kube_ext::ApiErrorExt;
 use crate::kube_ext::create_if_absent;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::resources::mariadb_resource;
 use crate::steps::secrets::DB_KEYS;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
@@ -139,6 +139,7 @@ fn waiting(reason: &'static str, message: String, created: bool) -> Provisioned 
 /// Runs the MariaDB gate and ensures Database, User and Grant with connection cap `cap`.
 pub async fn provision(
     client: &Client,
+    reads: &ClusterStores,
     cinder: &Cinder,
     cap: i64,
 ) -> Result<Provisioned, kube::Error> {
@@ -152,7 +153,7 @@ pub async fn provision(
     let cluster_ns = cluster.namespace.clone().unwrap_or_else(|| ns.clone());
     let mariadbs: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &cluster_ns, &mariadb_resource());
-    let found = match reader::management().get_opt(&mariadbs, &cluster.name).await {
+    let found = match reads.get_opt(&mariadbs, &cluster.name).await {
         Ok(found) => found,
         // The mariadb-operator CRDs are not installed.
         Err(e) if e.is_not_found() => None,
@@ -176,16 +177,17 @@ pub async fn provision(
         Some(_) => {}
     }
 
-    let username = match credentials::read(client, &ns, &db.secret_ref.name, &DB_KEYS, &[]).await? {
-        Ok(values) => values.get("username").unwrap_or_default().to_string(),
-        Err(missing) => {
-            return Ok(waiting(
-                reason::WAITING_FOR_DATABASE,
-                format!("waiting for the database credentials: {missing}"),
-                false,
-            ));
-        }
-    };
+    let username =
+        match credentials::read(client, reads, &ns, &db.secret_ref.name, &DB_KEYS, &[]).await? {
+            Ok(values) => values.get("username").unwrap_or_default().to_string(),
+            Err(missing) => {
+                return Ok(waiting(
+                    reason::WAITING_FOR_DATABASE,
+                    format!("waiting for the database credentials: {missing}"),
+                    false,
+                ));
+            }
+        };
 
     let object_name = sql_object_name(&name);
     let mut created = false;
@@ -194,7 +196,7 @@ pub async fn provision(
         let ar = kind.resource();
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
         let spec = sql_spec(cinder, kind, &username, cap);
-        match reader::management().get_opt(&api, &object_name).await? {
+        match reads.get_opt(&api, &object_name).await? {
             None => {
                 let mut obj = DynamicObject::new(&object_name, &ar).data(json!({ "spec": spec }));
                 obj.metadata = management_child_meta(cinder, &object_name, &[]);

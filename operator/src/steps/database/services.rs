@@ -1,9 +1,9 @@
-//! What the Database step needs beyond the Kubernetes client: the operator's device locks (the
-//! database is one device), the db_sync metrics pair, the event recorder, and, for one run, the
-//! step actor's memory of which Job UIDs were already counted / reported (so the metrics and the
+//! What one run of the Database step works with beyond the Kubernetes client: the operator's
+//! device locks (the database is one device), the db_sync metrics pair, the event recorder, and
+//! the step actor's memory of which Job UIDs were already counted / reported (so the metrics and the
 //! upgrade-check event happen once per Job UID).
 
-use crate::metrics::{JobMetrics, JobResult, Metrics};
+use crate::metrics::{JobMetrics, JobResult};
 use crate::pipeline::StepMemory;
 use crate::workloads::job_marker::{CountedJob, count_once};
 use cinder_lease::DeviceLocks;
@@ -20,22 +20,14 @@ pub struct DatabaseServices {
 }
 
 impl DatabaseServices {
-    /// With the operator context's device locks and metrics.
-    pub fn new(client: kube::Client, device_locks: DeviceLocks, metrics: &Metrics) -> Self {
-        let identity = device_locks.identity().as_str().to_string();
+    /// The operator context's device locks, db_sync pair and recorder, and the memory of the
+    /// running step.
+    pub fn new(op: &crate::context::OperatorContext, memory: StepMemory) -> Self {
         DatabaseServices {
-            locks: device_locks,
-            db_sync: metrics.db_sync.clone(),
-            recorder: crate::events::recorder(client, Some(identity)),
-            memory: StepMemory::default(),
-        }
-    }
-
-    /// For one run: remembering through the run's step memory.
-    pub fn for_run(&self, memory: &StepMemory) -> Self {
-        DatabaseServices {
-            memory: memory.clone(),
-            ..self.clone()
+            locks: op.device_locks.clone(),
+            db_sync: op.metrics.db_sync.clone(),
+            recorder: op.recorder.clone(),
+            memory,
         }
     }
 
@@ -90,6 +82,7 @@ impl DatabaseServices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::OperatorContext;
     use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepName, StepReport};
     use actix::Actor;
     use futures::future::BoxFuture;
@@ -97,8 +90,8 @@ mod tests {
 
     /// Services whose client and locks are never used: metrics and memory only (call it inside
     /// an actix System, where the lock coordinator starts).
-    fn services() -> (DatabaseServices, Metrics) {
-        let (_r, metrics) = Metrics::new_registry();
+    fn services() -> (DatabaseServices, crate::metrics::Metrics) {
+        let (_r, metrics) = crate::metrics::Metrics::new_registry();
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
         let locks = DeviceLocks::new(
@@ -112,26 +105,30 @@ mod tests {
             locks,
             db_sync: metrics.db_sync.clone(),
             recorder: crate::events::recorder(client, Some("t".into())),
-            memory: StepMemory::default(),
+            memory: step_memory(),
         };
-        (services.for_run(&step_memory()), metrics)
+        (services, metrics)
     }
 
     /// A step that does nothing: its actor's memory is what the services remember through.
     struct Idle;
 
-    impl Step for Idle {
+    impl Step<OperatorContext> for Idle {
         fn name(&self) -> StepName {
             StepName::Database
         }
-        fn run(&self, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+        fn run(
+            &self,
+            _op: Arc<OperatorContext>,
+            ctx: StepContext,
+        ) -> BoxFuture<'static, StepReport> {
             Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
         }
     }
 
     /// The memory of a step actor about Cinder `ns/c`.
     fn step_memory() -> StepMemory {
-        let addr = StepActor::new(Arc::new(Idle)).start();
+        let addr = StepActor::<OperatorContext>::new(Arc::new(Idle)).start();
         let cinder = CinderKey {
             namespace: "ns".into(),
             name: "c".into(),

@@ -19,14 +19,14 @@ use super::super::database::jobs::{
 use crate::children::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
 use crate::children::{child_meta, selector};
 use crate::conditions::event_reason;
+use crate::context::OperatorContext;
 use crate::crd::{Cinder, CinderBackend};
 use crate::kube_ext::finalizer;
-use crate::kube_ext::reader;
+use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, delete_if_present};
 use crate::metrics::JobResult;
 use crate::names::{self, Component, SERVICE_REMOVE_FINALIZER};
 use crate::pipeline::Clusters;
-use crate::pipeline::StepEnv;
 use crate::planning::detach::{DetachAction, DetachPlan, DetachingBackend, plan_detach};
 use crate::planning::job::JobState;
 use crate::workloads::config_mount;
@@ -282,6 +282,7 @@ async fn volume_pods_exist(
 
 async fn observe_backend(
     client: &Client,
+    reads: &ClusterStores,
     ns: &str,
     cinder: &str,
     spec: &CinderBackend,
@@ -289,14 +290,14 @@ async fn observe_backend(
     let backend = spec.name_any();
     let backend = backend.as_str();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let deployment_exists = reader::children()
+    let deployment_exists = reads
         .get_opt(&deployments, &names::volume_deployment(cinder, backend))
         .await?
         .is_some();
     let pods_exist = !deployment_exists && volume_pods_exist(client, ns, cinder, backend).await?;
     let job_name = names::service_remove_job(cinder, backend);
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let live = reader::children()
+    let live = reads
         .get_opt(&jobs, &job_name)
         .await?
         .filter(|j| j.metadata.deletion_timestamp.is_none());
@@ -332,11 +333,12 @@ async fn observe_backend(
 }
 
 /// Runs one detach pass for the first (name order) deleted backend of `cinder` still holding
-/// the finalizer. `children` is the cluster holding the Cinder's children (its Deployments,
-/// Jobs and projection Secrets); `config_map` is the config the service-remove Job mounts.
+/// the finalizer. `clusters.children` is the cluster holding the Cinder's children (its
+/// Deployments, Jobs and projection Secrets); `config_map` is the config the service-remove Job
+/// mounts.
 pub async fn detach_pass(
-    env: &StepEnv,
-    children: &Client,
+    op: &OperatorContext,
+    clusters: &Clusters,
     reporting: &JobReporting,
     cinder: &Cinder,
     backends: &[CinderBackend],
@@ -354,14 +356,17 @@ pub async fn detach_pass(
         return Ok(DetachOutcome::Idle);
     };
     let bname = backend.name_any();
-    let clusters = Clusters {
-        management: env.client.clone(),
-        children: children.clone(),
-    };
     // A pass with nothing to write (the service-remove Job is running) takes no lock: the detach
     // is woken by every change of its Job and Deployment, and a lock per wake-up would cost the
     // device's Lease two writes each time.
-    let (observed, _) = observe_backend(children, &ns, &name, backend).await?;
+    let (observed, _) = observe_backend(
+        &clusters.children,
+        &clusters.children_reads,
+        &ns,
+        &name,
+        backend,
+    )
+    .await?;
     let Some(plan) = plan_detach(&name, std::slice::from_ref(&observed)) else {
         return Ok(DetachOutcome::Idle);
     };
@@ -383,7 +388,7 @@ pub async fn detach_pass(
             crate::device_retry::priority(memory, &database, DatabaseJob::ServiceRemove.priority())
                 .await;
         let guards = match lock_backend_with_database(
-            &env.device_locks,
+            &op.device_locks,
             &device,
             &service,
             BACKEND_CHANGE_PRIORITY,
@@ -404,20 +409,15 @@ pub async fn detach_pass(
             }
         };
         let held = guards.iter().find(|g| g.device() == database);
-        let result = apply(&clusters, reporting, held, cinder, backend, config_map).await;
+        let result = apply(clusters, reporting, held, cinder, backend, config_map).await;
         for g in guards {
             g.release().await;
         }
         return result;
     }
-    let guard = match lock_backend(
-        &env.device_locks,
-        &device,
-        &service,
-        BACKEND_CHANGE_PRIORITY,
-    )
-    .await
-    .map_err(DetachError::Lock)?
+    let guard = match lock_backend(&op.device_locks, &device, &service, BACKEND_CHANGE_PRIORITY)
+        .await
+        .map_err(DetachError::Lock)?
     {
         Locked::Guard(g) => *g,
         Locked::Busy(after) => {
@@ -427,7 +427,7 @@ pub async fn detach_pass(
             });
         }
     };
-    let result = apply(&clusters, reporting, None, cinder, backend, config_map).await;
+    let result = apply(clusters, reporting, None, cinder, backend, config_map).await;
     guard.release().await;
     result
 }
@@ -513,23 +513,30 @@ async fn apply(
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let bname = backend.name_any();
     let client = &clusters.children;
-    let (observed, duration) = observe_backend(client, &ns, &name, backend).await?;
+    let (observed, duration) =
+        observe_backend(client, &clusters.children_reads, &ns, &name, backend).await?;
     let Some(plan) = plan_detach(&name, std::slice::from_ref(&observed)) else {
         return Ok(DetachOutcome::Idle);
     };
     for action in &plan.actions {
         match action {
             DetachAction::DeleteDeployment { name: d } => {
-                crate::workloads::delete_deployment(client, &ns, d).await?;
+                crate::workloads::delete_deployment(client, &clusters.children_reads, &ns, d)
+                    .await?;
             }
             DetachAction::CreateServiceRemoveJob { .. } => {
                 let Some(config_map) = config_map else {
                     continue;
                 };
                 let job = service_remove_job(cinder, backend, config_map);
-                if let Some(after) =
-                    launch_under_database_lock(client, database, &reporting.recorder, cinder, &job)
-                        .await?
+                if let Some(after) = launch_under_database_lock(
+                    clusters,
+                    database,
+                    &reporting.recorder,
+                    cinder,
+                    &job,
+                )
+                .await?
                 {
                     return Ok(DetachOutcome::Busy {
                         backend: bname,
@@ -580,7 +587,7 @@ async fn apply(
 /// database is busy, or when the pass did not take its lock (its plan before the locks did not
 /// launch the Job: the next pass takes it).
 async fn launch_under_database_lock(
-    client: &Client,
+    clusters: &Clusters,
     database: Option<&DeviceGuard>,
     recorder: &kube::runtime::events::Recorder,
     cinder: &Cinder,
@@ -593,7 +600,8 @@ async fn launch_under_database_lock(
     };
     crate::events::device_taken_over(recorder, cinder, guard).await;
     async {
-        let active = active_database_jobs(client, &ns, &name).await?;
+        let client = &clusters.children;
+        let active = active_database_jobs(client, &clusters.children_reads, &ns, &name).await?;
         if !active.is_empty() {
             return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
         }
