@@ -31,18 +31,18 @@ END = "<!-- reconcile-path:end -->"
 
 # One step stands for all of them: every step body is called the same way (the step table gives
 # each `StepName` its function), so the path crosses one file of `steps/`.
-STEP = ("steps/secrets.rs", r"pub async fn run\(")
+STEP = ("steps/secrets.rs", r"pub(?:\(crate\))? async fn run\(")
 
 # hop id -> (file, anchor regex of the item, what it does, [(call regex, next hop id)])
 HOPS = {
-    "run_operator": ("controller/mod.rs", r"pub async fn run_operator\(",
+    "run_operator": ("controller/mod.rs", r"pub(?:\(crate\))? async fn run_operator\(",
                      "starts the Cinder controller on the shared watches",
                      [(r"cinder_controller\(", "cinder_controller"),
                       (r"cinder::reconcile\b", "reconcile")]),
     "cinder_controller": ("controller/mod.rs", r"fn cinder_controller\(",
                           "a watch event (the Cinder, a child, a referenced object) enqueues the Cinder",
                           [(r"Controller::for_shared_stream", None)]),
-    "reconcile": ("controller/cinder.rs", r"pub async fn reconcile\(",
+    "reconcile": ("controller/cinder.rs", r"pub(?:\(crate\))? async fn reconcile\(",
                   "asks the registry for a turn, then runs the pass",
                   [(r"Admit\s*\{", "admit"),
                    (r"reconcile_in_span\(", "reconcile_in_span"),
@@ -51,9 +51,9 @@ HOPS = {
               "the one scheduling decision: back-off, minimum gap, admission",
               [(r"self\.backoffs\.holding\(", "backoff_holding"),
                (r"self\.admission\.ask\(", "admission_ask")]),
-    "backoff_holding": ("pipeline/schedule.rs", r"pub fn holding\(",
+    "backoff_holding": ("pipeline/schedule.rs", r"pub(?:\(crate\))? fn holding\(",
                         "whether a failed Cinder's retry is due", []),
-    "admission_ask": ("pipeline/schedule.rs", r"pub fn ask\(",
+    "admission_ask": ("pipeline/schedule.rs", r"pub(?:\(crate\))? fn ask\(",
                       "first come first served slots", []),
     "pass_succeeded": ("pipeline/actors.rs", r"impl<C: EngineContext> Handler<PassSucceeded> for Pipelines<C>",
                        "clears the back-off count", []),
@@ -68,7 +68,7 @@ HOPS = {
                          "queues the pass", [(r"self\.start_next\(", "start_next")]),
     "start_next": ("pipeline/actors.rs", r"fn start_next\(",
                    "runs the next queued pass and records it", [(r"run_pass\(", "run_pass")]),
-    "run_pass": ("pipeline/pass.rs", r"pub async fn run_pass<C: EngineContext>\(",
+    "run_pass": ("pipeline/pass.rs", r"pub(?:\(crate\))? async fn run_pass<C: EngineContext>\(",
                  "the lane step by step, then the group", [(r"run_step\(", "run_step")]),
     "run_step": ("pipeline/pass.rs", r"async fn run_step<C: EngineContext>\(",
                  "asks the step's actor to run it", [(r"RunStep\(", "run_step_handler")]),
@@ -79,7 +79,7 @@ HOPS = {
                     "calls the step's function with both contexts",
                     [(r"body\(op, &mut ctx\)", "step_body")]),
     "step_body": (STEP[0], STEP[1], "the step: reads from the stores, writes its children", []),
-    "write_if_changed": ("controller/status.rs", r"pub async fn write_if_changed\(",
+    "write_if_changed": ("controller/status.rs", r"pub(?:\(crate\))? async fn write_if_changed\(",
                          "the one status write (merge patch guarded by resourceVersion)", []),
 }
 START = "run_operator"
@@ -234,7 +234,7 @@ def account():
     for hop in order:
         file, anchor, what, _ = HOPS[hop]
         shown = "steps/&lt;step&gt;.rs" if file == STEP[0] else file
-        name = re.sub(r"\\", "", anchor).rstrip("(<").replace("pub ", "").replace("async ", "")
+        name = re.sub(r"pub(\(\?:\\\(crate\\\)\)\? )?|async |\\", "", anchor).rstrip("(<")
         lines.append(f"| `{shown}` | `{name}` | {what} |")
     shown = []
     for n in sorted(named):

@@ -185,7 +185,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// The client-side limits `--kube-qps` / `--kube-burst` ask for.
-    pub fn client_limits(&self) -> crate::kube_client::ClientLimits {
+    pub(crate) fn client_limits(&self) -> crate::kube_client::ClientLimits {
         crate::kube_client::ClientLimits {
             qps: self.kube_qps,
             burst: self.kube_burst,
@@ -194,7 +194,7 @@ impl RunArgs {
     }
 
     /// The logging and tracing options of the command line.
-    pub fn telemetry(&self) -> TelemetryOptions {
+    pub(crate) fn telemetry(&self) -> TelemetryOptions {
         TelemetryOptions {
             log_format: self.log_format,
             log_level: self.log_level.clone(),
@@ -292,7 +292,7 @@ pub struct SimArgs {
 
 /// Returns on Ctrl-C or SIGTERM (the stop signals of `run` and `sim`).
 #[cfg(unix)]
-pub async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {
@@ -309,13 +309,15 @@ pub async fn wait_for_signal() {
 
 /// Returns on Ctrl-C.
 #[cfg(not(unix))]
-pub async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The multi-threaded async runtime a long-running subcommand runs on; when it cannot start,
 /// one line on stderr names the subcommand and the exit status is 1.
-pub fn async_runtime(subcommand: &str) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+pub(crate) fn async_runtime(
+    subcommand: &str,
+) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -97,7 +97,7 @@ pub fn files() -> Result<Vec<(String, String)>, serde_yaml::Error> {
 }
 
 /// Writes [`files`] into `dir` (created if missing).
-pub fn write_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn write_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     for (name, content) in files()? {
         std::fs::write(dir.join(name), content)?;
@@ -105,7 +105,7 @@ pub fn write_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(args: &CrdgenArgs) -> ExitCode {
+pub(crate) fn run(args: &CrdgenArgs) -> ExitCode {
     match &args.out_dir {
         Some(dir) => match write_dir(dir) {
             Ok(()) => ExitCode::SUCCESS,

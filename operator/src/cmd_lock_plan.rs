@@ -8,7 +8,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 /// Runs the subcommand on `file` (a path, or `-` for standard input).
-pub fn run(file: &str) -> ExitCode {
+pub(crate) fn run(file: &str) -> ExitCode {
     let text = match read_input(file) {
         Ok(t) => t,
         Err(e) => {

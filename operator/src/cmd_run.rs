@@ -89,7 +89,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
 
 /// The error and its causes on one line, skipping a cause whose text an outer message already
 /// carries (kube and io errors often repeat their source).
-pub fn error_line(e: &anyhow::Error) -> String {
+pub(crate) fn error_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
         let text = cause
@@ -109,7 +109,7 @@ pub fn error_line(e: &anyhow::Error) -> String {
 }
 
 /// The default `--kubeconfig-out`: in the system temporary directory, the same path every run.
-pub fn default_kubeconfig_out() -> PathBuf {
+pub(crate) fn default_kubeconfig_out() -> PathBuf {
     std::env::temp_dir().join("cinder-operator-embedded.kubeconfig")
 }
 
@@ -606,7 +606,7 @@ pub fn leader_readiness(
 /// serves its endpoints and waits for the Lease, and a rolling update of the operator's
 /// Deployment needs every replica Ready (controller-runtime's convention). A leader, or a
 /// process without leader election, is ready once its controllers have synced.
-pub fn readiness_reason(leading: Option<bool>, synced: bool) -> Option<String> {
+pub(crate) fn readiness_reason(leading: Option<bool>, synced: bool) -> Option<String> {
     if leading == Some(false) || synced {
         return None;
     }

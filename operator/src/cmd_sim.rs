@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Runs the subcommand; exit 0 after a clean shutdown, 1 with one line on stderr on failure.
-pub fn run(args: &SimArgs) -> ExitCode {
+pub(crate) fn run(args: &SimArgs) -> ExitCode {
     let runtime = match crate::cli::async_runtime("sim") {
         Ok(rt) => rt,
         Err(code) => return code,

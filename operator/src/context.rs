@@ -48,7 +48,7 @@ pub struct OperatorOptions {
 }
 
 /// The default of `--lock-arbiters`: the number of cores.
-pub fn default_lock_arbiters() -> u16 {
+pub(crate) fn default_lock_arbiters() -> u16 {
     std::thread::available_parallelism()
         .map(|n| u16::try_from(n.get()).unwrap_or(u16::MAX).min(256))
         .unwrap_or(1)
@@ -82,7 +82,7 @@ pub struct ActorThread {
 
 impl ActorThread {
     /// Starts a thread running an actix system; returns once it is up.
-    pub fn start() -> anyhow::Result<Self> {
+    pub(crate) fn start() -> anyhow::Result<Self> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name(ACTOR_THREAD_NAME.to_string())
@@ -100,7 +100,7 @@ impl ActorThread {
     }
 
     /// Runs `f` on the actor thread (where actors can be started) and returns its result.
-    pub async fn run<T, F>(&self, f: F) -> anyhow::Result<T>
+    pub(crate) async fn run<T, F>(&self, f: F) -> anyhow::Result<T>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -119,7 +119,7 @@ impl ActorThread {
 
 impl ActorThread {
     /// Starts the actor `make` builds on the actor thread and returns its address at once.
-    pub fn start_actor<A, F>(&self, make: F) -> actix::Addr<A>
+    pub(crate) fn start_actor<A, F>(&self, make: F) -> actix::Addr<A>
     where
         A: actix::Actor<Context = actix::Context<A>>,
         F: FnOnce(&mut actix::Context<A>) -> A + Send + 'static,
@@ -176,7 +176,7 @@ impl OperatorContext {
     }
 
     /// Marks the context ready (or not): the controllers call it once their stores synced.
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// Why a Secret cannot be used yet (names only).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Missing {
+pub(crate) enum Missing {
     Secret(String),
     Keys(String, Vec<String>),
 }
@@ -24,7 +24,7 @@ impl std::fmt::Display for Missing {
 }
 
 /// Reads `required` (must be non-empty UTF-8) and `optional` keys of Secret `namespace/name`.
-pub async fn read(
+pub(crate) async fn read(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,

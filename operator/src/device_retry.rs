@@ -9,14 +9,14 @@ use std::time::Duration;
 
 /// How long a DeviceBusy answer raises the next request for the same device (well past the
 /// jittered one-second retry, and past a pass delayed by the reconcile queue).
-pub const REFUSAL_COUNTS_FOR: Duration = Duration::from_secs(60);
+pub(crate) const REFUSAL_COUNTS_FOR: Duration = Duration::from_secs(60);
 
 fn key(device: &str) -> String {
     format!("device-busy/{device}")
 }
 
 /// The priority to ask for `device` at: `first`, raised when the last request was refused.
-pub async fn priority(memory: &StepMemory, device: &str, first: Priority) -> Priority {
+pub(crate) async fn priority(memory: &StepMemory, device: &str, first: Priority) -> Priority {
     if memory.take_refused(&key(device)).await {
         cinder_lease::devices::retry_priority(first)
     } else {
@@ -25,7 +25,7 @@ pub async fn priority(memory: &StepMemory, device: &str, first: Priority) -> Pri
 }
 
 /// Notes that the request for `device` was answered DeviceBusy.
-pub fn refused(memory: &StepMemory, device: &str) {
+pub(crate) fn refused(memory: &StepMemory, device: &str) {
     memory.note_refused(&key(device), REFUSAL_COUNTS_FOR);
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The field manager of everything the bootstrap applies.
-pub const FIELD_MANAGER: &str = "cinder-operator-embedded";
+pub(crate) const FIELD_MANAGER: &str = "cinder-operator-embedded";
 
 /// How long the bootstrap waits for the CRDs to be served.
 const CRD_WAIT: Duration = Duration::from_secs(60);
@@ -288,7 +288,7 @@ pub async fn apply(client: &Client, manifests: &[Manifest]) -> Result<(), Bootst
 /// With `--as-service-account`: applies the RBAC manifests of `rbac_dir` (creating the
 /// ServiceAccount's namespace first), asks the TokenRequest API for a token of `namespace/name`
 /// and answers a client of `url` that authenticates with it.
-pub async fn service_account_client(
+pub(crate) async fn service_account_client(
     admin: &Client,
     url: &str,
     rbac_dir: &Path,
@@ -364,7 +364,7 @@ impl SampleState {
     }
 
     /// `Kind ns/name  Type=Status(Reason) …`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         if !self.exists {
             return format!("{}  (missing)", self.key());
         }
@@ -390,7 +390,7 @@ impl SampleState {
 }
 
 /// Reads the state of a sample from its object (`status.conditions`).
-pub fn sample_state(
+pub(crate) fn sample_state(
     kind: &str,
     namespace: &str,
     name: &str,
@@ -429,7 +429,7 @@ pub fn sample_state(
 
 /// What the progress printer remembers between two looks.
 #[derive(Debug)]
-pub struct Progress {
+pub(crate) struct Progress {
     stuck_after: Duration,
     lines: BTreeMap<String, String>,
     last_change: Instant,
@@ -439,7 +439,7 @@ pub struct Progress {
 
 impl Progress {
     /// A printer that reports "stuck" after `stuck_after` without any change.
-    pub fn new(stuck_after: Duration, now: Instant) -> Self {
+    pub(crate) fn new(stuck_after: Duration, now: Instant) -> Self {
         Progress {
             stuck_after,
             lines: BTreeMap::new(),
@@ -450,7 +450,7 @@ impl Progress {
     }
 
     /// The lines to print for this look at the samples.
-    pub fn observe(&mut self, samples: &[SampleState], now: Instant) -> Vec<String> {
+    pub(crate) fn observe(&mut self, samples: &[SampleState], now: Instant) -> Vec<String> {
         let mut out = Vec::new();
         for s in samples {
             let line = s.line();
@@ -547,7 +547,7 @@ pub async fn look(client: &Client, tracked: &[(ApiResource, String, String)]) ->
 }
 
 /// Prints progress lines (through `print`) every `interval` until the task is dropped.
-pub async fn follow(
+pub(crate) async fn follow(
     client: Client,
     tracked: Vec<(ApiResource, String, String)>,
     interval: Duration,

@@ -23,7 +23,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::time::Duration;
 
 /// The controller name events are reported under.
-pub const REPORTER: &str = "cinder-operator";
+pub(crate) const REPORTER: &str = "cinder-operator";
 
 /// The action of the events of upgrade phase `phase`.
 fn upgrade_action(phase: crate::crd::UpgradePhase) -> String {
@@ -42,7 +42,7 @@ fn job_action(what: &str) -> String {
 const MAX_NOTE: usize = 1000;
 
 /// A recorder reporting as [`REPORTER`] from `instance` (this replica's identity).
-pub fn recorder(client: kube::Client, instance: Option<String>) -> Recorder {
+pub(crate) fn recorder(client: kube::Client, instance: Option<String>) -> Recorder {
     Recorder::new(
         client,
         Reporter {
@@ -66,7 +66,7 @@ fn note(text: String) -> Option<String> {
 /// The events for going from `before` to `after`: one per condition whose status or reason
 /// changed (or that appeared), Warning when it turned False; one per upgrade phase left
 /// (finished) and entered (started). Equal statuses give none.
-pub fn status_transitions(before: &CinderStatus, after: &CinderStatus) -> Vec<Event> {
+pub(crate) fn status_transitions(before: &CinderStatus, after: &CinderStatus) -> Vec<Event> {
     let mut events = Vec::new();
     for c in &after.conditions {
         let old = before.conditions.iter().find(|o| o.type_ == c.type_);
@@ -144,7 +144,7 @@ async fn publish(recorder: &Recorder, cinder: &Cinder, event: &Event) {
 }
 
 /// Publishes the events of `cinder`'s status turning into `after` (after the status write).
-pub async fn status_changed(recorder: &Recorder, cinder: &Cinder, after: &CinderStatus) {
+pub(crate) async fn status_changed(recorder: &Recorder, cinder: &Cinder, after: &CinderStatus) {
     let before = cinder.status.clone().unwrap_or_default();
     for event in status_transitions(&before, after) {
         publish(recorder, cinder, &event).await;
@@ -152,7 +152,7 @@ pub async fn status_changed(recorder: &Recorder, cinder: &Cinder, after: &Cinder
 }
 
 /// Publishes that the operator created the Job `job` (`what`: what it does).
-pub async fn job_started(recorder: &Recorder, cinder: &Cinder, job: &str, what: &str) {
+pub(crate) async fn job_started(recorder: &Recorder, cinder: &Cinder, job: &str, what: &str) {
     let event = Event {
         type_: EventType::Normal,
         reason: event_reason::JOB_STARTED.to_string(),
@@ -164,7 +164,7 @@ pub async fn job_started(recorder: &Recorder, cinder: &Cinder, job: &str, what: 
 }
 
 /// Publishes that the Job `job` ended (call once per Job UID).
-pub async fn job_finished(
+pub(crate) async fn job_finished(
     recorder: &Recorder,
     cinder: &Cinder,
     job: &str,
@@ -192,7 +192,7 @@ pub async fn job_finished(
 
 /// Publishes that `guard` took its device over from another holder whose Lease had expired
 /// (nothing when it did not).
-pub async fn device_taken_over(recorder: &Recorder, cinder: &Cinder, guard: &DeviceGuard) {
+pub(crate) async fn device_taken_over(recorder: &Recorder, cinder: &Cinder, guard: &DeviceGuard) {
     let Some(previous) = guard.taken_over_from() else {
         return;
     };

@@ -23,11 +23,11 @@ use prometheus_client::registry::Registry;
 use std::time::Duration;
 
 /// The crate's version, as `cinder_operator_build_info` and `--version` show it.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The commit the binary was built from (the build script's `git rev-parse`, or "unknown").
-pub const COMMIT: &str = env!("CINDER_OPERATOR_COMMIT");
+pub(crate) const COMMIT: &str = env!("CINDER_OPERATOR_COMMIT");
 /// `--version`'s text: `0.1.0 (commit 1a2b3c4d5e6f)`.
-pub const VERSION_WITH_COMMIT: &str = concat!(
+pub(crate) const VERSION_WITH_COMMIT: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("CINDER_OPERATOR_COMMIT"),
@@ -35,13 +35,13 @@ pub const VERSION_WITH_COMMIT: &str = concat!(
 );
 
 /// Buckets of the Job duration histograms (seconds).
-pub const JOB_DURATION_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+pub(crate) const JOB_DURATION_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 /// Buckets of the per-step reconcile duration (seconds).
-pub const RECONCILE_DURATION_BUCKETS: [f64; 11] = [
+pub(crate) const RECONCILE_DURATION_BUCKETS: [f64; 11] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
 /// Buckets of lock / mailbox waits (seconds).
-pub const LOCK_WAIT_BUCKETS: [f64; 10] =
+pub(crate) const LOCK_WAIT_BUCKETS: [f64; 10] =
     [0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
 
 /// `{sub_reconciler}`.
@@ -72,9 +72,9 @@ pub enum JobResult {
 }
 
 impl JobResult {
-    pub const ALL: [JobResult; 2] = [JobResult::Succeeded, JobResult::Failed];
+    pub(crate) const ALL: [JobResult; 2] = [JobResult::Succeeded, JobResult::Failed];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobResult::Succeeded => "succeeded",
             JobResult::Failed => "failed",
@@ -139,7 +139,7 @@ impl ErrorPhase {
 
     /// The label value: `status_write`, `finalizer_add`, `target_resolution`,
     /// `pipeline_unavailable` or `finalize`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ErrorPhase::StatusWrite => "status_write",
             ErrorPhase::FinalizerAdd => "finalizer_add",
@@ -322,7 +322,7 @@ where
 
 impl Metrics {
     /// Creates every family and registers it in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
+    pub(crate) fn register(registry: &mut Registry) -> Self {
         let reconcile_duration_seconds: HistogramFamily<StepLabels> = registered(
             registry,
             "cinder_operator_reconcile_duration_seconds",
@@ -496,7 +496,7 @@ impl Metrics {
     }
 
     /// Counts one reconcile that failed at `phase`.
-    pub fn count_controller_error(&self, phase: ErrorPhase) {
+    pub(crate) fn count_controller_error(&self, phase: ErrorPhase) {
         self.controller_errors
             .get_or_create(&ErrorPhaseLabels { phase })
             .inc();

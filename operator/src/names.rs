@@ -3,7 +3,7 @@
 //! the 63-character label / DNS-label bound.
 
 /// The longest Cinder name: `{name}-volume-{backend}` and friends must stay valid object names.
-pub const MAX_CINDER_NAME_LEN: usize = 43;
+pub(crate) const MAX_CINDER_NAME_LEN: usize = 43;
 
 /// Finalizer of a Cinder: deletes the MariaDB Database/User/Grant before the owner chain goes.
 pub const CINDER_FINALIZER: &str = "cinder.openstack.c5c3.io/finalizer";
@@ -11,30 +11,30 @@ pub const CINDER_FINALIZER: &str = "cinder.openstack.c5c3.io/finalizer";
 pub const SERVICE_REMOVE_FINALIZER: &str = "cinder.openstack.c5c3.io/service-remove";
 
 /// Pod-template annotation: digest of the service-user password.
-pub const AUTHTOKEN_HASH_ANNOTATION: &str = "cinder.c5c3.io/authtoken-hash";
+pub(crate) const AUTHTOKEN_HASH_ANNOTATION: &str = "cinder.c5c3.io/authtoken-hash";
 /// Pod-template annotation: digest of the pymysql DSN.
-pub const DB_CONNECTION_HASH_ANNOTATION: &str = "cinder.c5c3.io/db-connection-hash";
+pub(crate) const DB_CONNECTION_HASH_ANNOTATION: &str = "cinder.c5c3.io/db-connection-hash";
 /// Pod-template annotation: digest of the rabbit:// transport URL.
-pub const TRANSPORT_URL_HASH_ANNOTATION: &str = "cinder.c5c3.io/transport-url-hash";
+pub(crate) const TRANSPORT_URL_HASH_ANNOTATION: &str = "cinder.c5c3.io/transport-url-hash";
 /// Pod-template annotation of scheduler / volume / backup: the installed release (rolls them once
 /// more after contract, dropping the cached RPC version pin).
 pub const INSTALLED_RELEASE_ANNOTATION: &str = "cinder.c5c3.io/installed-release";
 
 /// `app.kubernetes.io/name` value of every child.
-pub const APP_NAME: &str = "cinder";
+pub(crate) const APP_NAME: &str = "cinder";
 /// `app.kubernetes.io/managed-by` value of every child.
 pub const MANAGED_BY: &str = "cinder-operator";
-pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+pub(crate) const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// The parent Cinder of a child (the ownership label used on target clusters).
-pub const LABEL_CINDER: &str = "cinder.openstack.c5c3.io/cinder";
+pub(crate) const LABEL_CINDER: &str = "cinder.openstack.c5c3.io/cinder";
 /// The backend a projection Secret / volume Deployment belongs to.
 pub const LABEL_BACKEND: &str = "cinder.openstack.c5c3.io/backend";
 
 /// Port of the API Service.
-pub const API_PORT: i32 = 8776;
+pub(crate) const API_PORT: i32 = 8776;
 
 /// The components of a Cinder, as `app.kubernetes.io/component` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,7 +49,7 @@ pub enum Component {
 }
 
 impl Component {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Component::Api => "api",
             Component::Scheduler => "scheduler",
@@ -76,7 +76,7 @@ pub fn common_labels(cinder: &str) -> std::collections::BTreeMap<String, String>
 }
 
 /// [`common_labels`] plus the component label.
-pub fn component_labels(
+pub(crate) fn component_labels(
     cinder: &str,
     component: Component,
 ) -> std::collections::BTreeMap<String, String> {
@@ -91,7 +91,7 @@ pub fn db_connection_secret(cinder: &str) -> String {
 }
 /// `{name}-service-user`: the derived Secret holding the service user's password, written where
 /// the API pods run (which may be a target cluster the credential Secret never reaches).
-pub fn service_user_secret(cinder: &str) -> String {
+pub(crate) fn service_user_secret(cinder: &str) -> String {
     format!("{cinder}-service-user")
 }
 /// `{name}-transport-url`: the derived Secret holding the rabbit:// URL.
@@ -103,15 +103,15 @@ pub fn db_sync_job(cinder: &str) -> String {
     format!("{cinder}-db-sync")
 }
 /// `{name}-db-expand`: the Expanding phase Job.
-pub fn db_expand_job(cinder: &str) -> String {
+pub(crate) fn db_expand_job(cinder: &str) -> String {
     format!("{cinder}-db-expand")
 }
 /// `{name}-db-migrate`: the Migrating phase Job (`cinder-status upgrade check`).
-pub fn db_migrate_job(cinder: &str) -> String {
+pub(crate) fn db_migrate_job(cinder: &str) -> String {
     format!("{cinder}-db-migrate")
 }
 /// `{name}-db-contract`: the Contracting phase Job (online data migrations).
-pub fn db_contract_job(cinder: &str) -> String {
+pub(crate) fn db_contract_job(cinder: &str) -> String {
     format!("{cinder}-db-contract")
 }
 /// `{name}-scheduler`: the scheduler Deployment.
@@ -123,7 +123,7 @@ pub fn volume_deployment(cinder: &str, backend: &str) -> String {
     format!("{cinder}-volume-{backend}")
 }
 /// `{name}-backup`: the backup Deployment.
-pub fn backup_deployment(cinder: &str) -> String {
+pub(crate) fn backup_deployment(cinder: &str) -> String {
     format!("{cinder}-backup")
 }
 /// `{name}-db-purge`: the purge CronJob.
@@ -147,23 +147,23 @@ pub fn api_pdb(cinder: &str) -> String {
     api_deployment(cinder)
 }
 /// The HPA of the API Deployment.
-pub fn api_hpa(cinder: &str) -> String {
+pub(crate) fn api_hpa(cinder: &str) -> String {
     api_deployment(cinder)
 }
 /// The VPA of a Deployment: same name as the Deployment.
-pub fn vpa_for(deployment: &str) -> String {
+pub(crate) fn vpa_for(deployment: &str) -> String {
     deployment.to_string()
 }
 /// `{name}`: the NetworkPolicy and the HTTPRoute.
-pub fn network_policy(cinder: &str) -> String {
+pub(crate) fn network_policy(cinder: &str) -> String {
     cinder.to_string()
 }
 /// The HTTPRoute of the API.
-pub fn http_route(cinder: &str) -> String {
+pub(crate) fn http_route(cinder: &str) -> String {
     api_deployment(cinder)
 }
 /// The cluster-local URL the HealthCheck member probes and status.endpoint reports.
-pub fn api_endpoint(cinder: &str, namespace: &str) -> String {
+pub(crate) fn api_endpoint(cinder: &str, namespace: &str) -> String {
     format!("http://{}.{namespace}.svc:{API_PORT}", api_service(cinder))
 }
 
@@ -171,7 +171,7 @@ pub fn api_endpoint(cinder: &str, namespace: &str) -> String {
 const CONTENT_HASH_LEN: usize = 10;
 
 /// `{name}-config-{hash}`: the immutable content-addressed config ConfigMap.
-pub fn config_map(cinder: &str, content_hash: &str) -> String {
+pub(crate) fn config_map(cinder: &str, content_hash: &str) -> String {
     format!("{cinder}-config-{}", short_hash(content_hash))
 }
 /// The base name of a volume backend's projection Secrets: `{name}-backend-{backend}`.
@@ -179,11 +179,11 @@ pub fn backend_secret_base(cinder: &str, backend: &str) -> String {
     format!("{cinder}-backend-{backend}")
 }
 /// `{base}-{hash}`: one content-hashed projection Secret of a backend or the backup target.
-pub fn projection_secret(base: &str, content_hash: &str) -> String {
+pub(crate) fn projection_secret(base: &str, content_hash: &str) -> String {
     format!("{base}-{}", short_hash(content_hash))
 }
 /// The base name of the backup target's projection Secrets: `{name}-backup-backend`.
-pub fn backup_backend_secret_base(cinder: &str) -> String {
+pub(crate) fn backup_backend_secret_base(cinder: &str) -> String {
     format!("{cinder}-backup-backend")
 }
 

@@ -20,7 +20,7 @@ use kube::{Api, Client};
 
 /// Where a watched kind comes from, for the message when its CRD is missing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// A built-in kind of every cluster.
     BuiltIn,
     /// One of the operator's own CRDs.
@@ -31,7 +31,7 @@ pub enum Origin {
 
 /// One kind the operator lists and watches, and where.
 #[derive(Clone, Debug)]
-pub struct WatchedKind {
+pub(crate) struct WatchedKind {
     pub resource: ApiResource,
     pub origin: Origin,
     /// The namespace it is listed in (None: all namespaces, or a cluster-scoped kind).
@@ -40,7 +40,7 @@ pub struct WatchedKind {
 
 impl WatchedKind {
     /// `plural.group` (`plural` for the core group), as RBAC rules and CRD names spell it.
-    pub fn qualified(&self) -> String {
+    pub(crate) fn qualified(&self) -> String {
         if self.resource.group.is_empty() {
             self.resource.plural.clone()
         } else {
@@ -58,7 +58,7 @@ impl WatchedKind {
 
 /// Every kind the controllers watch (see [`crate::controller`]), in the watched namespace
 /// (`--namespace`) or all of them.
-pub fn watched_kinds(namespace: Option<&str>) -> Vec<WatchedKind> {
+pub(crate) fn watched_kinds(namespace: Option<&str>) -> Vec<WatchedKind> {
     let scoped = |resource: ApiResource, origin: Origin| WatchedKind {
         resource,
         origin,
@@ -108,7 +108,7 @@ pub fn watched_kinds(namespace: Option<&str>) -> Vec<WatchedKind> {
 }
 
 /// Why the operator cannot start on this cluster: one line naming the kind and the remedy.
-pub fn refusal(kind: &WatchedKind, status: u16, message: &str) -> String {
+pub(crate) fn refusal(kind: &WatchedKind, status: u16, message: &str) -> String {
     let name = kind.qualified();
     match (status, kind.origin) {
         (404, Origin::Operator) => format!(
@@ -133,7 +133,7 @@ pub fn refusal(kind: &WatchedKind, status: u16, message: &str) -> String {
 }
 
 /// Lists each kind once (limit 1); the first refusal as one line.
-pub async fn check(client: &Client, kinds: &[WatchedKind]) -> Result<(), String> {
+pub(crate) async fn check(client: &Client, kinds: &[WatchedKind]) -> Result<(), String> {
     for kind in kinds {
         let api: Api<DynamicObject> = match &kind.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.resource),

@@ -4,70 +4,55 @@
 use std::time::Duration;
 
 /// After a finalizer add, and after the RollingUpdate → Contracting flip.
-pub const REQUEUE_NEXT_PASS: Duration = Duration::from_secs(1);
+pub(crate) const REQUEUE_NEXT_PASS: Duration = Duration::from_secs(1);
 /// Deployment readiness polling, every workload step's rollout wait, each stage of a detach.
-pub const REQUEUE_DEPLOYMENT_POLLING: Duration = Duration::from_secs(10);
+pub(crate) const REQUEUE_DEPLOYMENT_POLLING: Duration = Duration::from_secs(10);
 /// Secret-store and credential gates, derived-Secret steps, an unresolvable target cluster, the
 /// satellite controllers' projection backstop.
-pub const REQUEUE_SECRET_POLLING: Duration = Duration::from_secs(15);
+pub(crate) const REQUEUE_SECRET_POLLING: Duration = Duration::from_secs(15);
 /// The MariaDB gate, the db-sync wait and the config wait.
-pub const REQUEUE_DATABASE_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const REQUEUE_DATABASE_WAIT: Duration = Duration::from_secs(30);
 /// The expand, migrate and contract phase Jobs.
-pub const REQUEUE_UPGRADE_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const REQUEUE_UPGRADE_WAIT: Duration = Duration::from_secs(30);
 /// A failed /healthcheck probe retries after this.
-pub const HEALTH_CHECK_RETRY: Duration = Duration::from_secs(10);
+pub(crate) const HEALTH_CHECK_RETRY: Duration = Duration::from_secs(10);
 /// A passing /healthcheck probe is reused within this TTL.
-pub const PROBE_CACHE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const PROBE_CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// The named intervals, so a caller can say which one it means (and a metric can label it).
+// The variants carry the requeue constants' names of the specification, prefix included.
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Requeue {
+pub(crate) enum Requeue {
     RequeueNextPass,
-    RequeueDeploymentPolling,
     RequeueSecretPolling,
     RequeueDatabaseWait,
-    RequeueUpgradeWait,
-    HealthCheckRetry,
 }
 
 impl Requeue {
     /// The nominal interval.
-    pub fn interval(self) -> Duration {
+    pub(crate) fn interval(self) -> Duration {
         match self {
             Requeue::RequeueNextPass => REQUEUE_NEXT_PASS,
-            Requeue::RequeueDeploymentPolling => REQUEUE_DEPLOYMENT_POLLING,
             Requeue::RequeueSecretPolling => REQUEUE_SECRET_POLLING,
             Requeue::RequeueDatabaseWait => REQUEUE_DATABASE_WAIT,
-            Requeue::RequeueUpgradeWait => REQUEUE_UPGRADE_WAIT,
-            Requeue::HealthCheckRetry => HEALTH_CHECK_RETRY,
         }
     }
 
     /// The interval through [`cinder_lease::jitter`]: uniform in `[0.9 d, 1.1 d]`.
-    pub fn jittered(self) -> Duration {
+    pub(crate) fn jittered(self) -> Duration {
         jittered(self.interval())
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Requeue::RequeueNextPass => "RequeueNextPass",
-            Requeue::RequeueDeploymentPolling => "RequeueDeploymentPolling",
-            Requeue::RequeueSecretPolling => "RequeueSecretPolling",
-            Requeue::RequeueDatabaseWait => "RequeueDatabaseWait",
-            Requeue::RequeueUpgradeWait => "RequeueUpgradeWait",
-            Requeue::HealthCheckRetry => "HealthCheckRetry",
-        }
     }
 }
 
 /// The retry after the first failure in a row of one thing (a reconcile, a marker write).
-pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest retry interval after failures in a row.
-pub const BACKOFF_CEILING: Duration = Duration::from_secs(30);
+pub(crate) const BACKOFF_CEILING: Duration = Duration::from_secs(30);
 
 /// The nominal retry after `failures` failures in a row (>= 1): `BACKOFF_BASE * 2^(n-1)`, at
 /// most [`BACKOFF_CEILING`].
-pub fn backoff(failures: u32) -> Duration {
+pub(crate) fn backoff(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(16);
     BACKOFF_BASE
         .saturating_mul(1 << doublings)
@@ -75,7 +60,7 @@ pub fn backoff(failures: u32) -> Duration {
 }
 
 /// Any periodic requeue delay through the project's one jitter function.
-pub fn jittered(d: Duration) -> Duration {
+pub(crate) fn jittered(d: Duration) -> Duration {
     cinder_lease::jitter(d)
 }
 
@@ -86,15 +71,15 @@ mod tests {
     #[test]
     fn documented_intervals() {
         let cases = [
-            (Requeue::RequeueNextPass, 1),
-            (Requeue::RequeueDeploymentPolling, 10),
-            (Requeue::RequeueSecretPolling, 15),
-            (Requeue::RequeueDatabaseWait, 30),
-            (Requeue::RequeueUpgradeWait, 30),
-            (Requeue::HealthCheckRetry, 10),
+            (Requeue::RequeueNextPass.interval(), 1),
+            (REQUEUE_DEPLOYMENT_POLLING, 10),
+            (Requeue::RequeueSecretPolling.interval(), 15),
+            (Requeue::RequeueDatabaseWait.interval(), 30),
+            (REQUEUE_UPGRADE_WAIT, 30),
+            (HEALTH_CHECK_RETRY, 10),
         ];
-        for (requeue, secs) in cases {
-            assert_eq!(requeue.interval(), Duration::from_secs(secs), "{requeue:?}");
+        for (interval, secs) in cases {
+            assert_eq!(interval, Duration::from_secs(secs), "{interval:?}");
         }
         assert_eq!(PROBE_CACHE_TTL, Duration::from_secs(30));
     }
@@ -104,7 +89,7 @@ mod tests {
         for r in [
             Requeue::RequeueNextPass,
             Requeue::RequeueSecretPolling,
-            Requeue::RequeueUpgradeWait,
+            Requeue::RequeueDatabaseWait,
         ] {
             for _ in 0..1000 {
                 let d = r.jittered();

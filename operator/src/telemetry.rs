@@ -21,11 +21,11 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{Layer as _, Registry};
 
 /// The service name spans are exported under.
-pub const SERVICE_NAME: &str = "cinder-operator";
+pub(crate) const SERVICE_NAME: &str = "cinder-operator";
 /// The name of the span of one reconcile pass.
-pub const PASS_SPAN: &str = "reconcile";
+pub(crate) const PASS_SPAN: &str = "reconcile";
 /// The name of the span of one step.
-pub const STEP_SPAN: &str = "step";
+pub(crate) const STEP_SPAN: &str = "step";
 /// Directives always added: kube-client logs every failed request at ERROR, and the operator
 /// reports what failed itself.
 const QUIET: &str = "kube_client::client::builder=off";
@@ -61,7 +61,7 @@ pub enum TelemetryError {
 
 /// The log filter: `level` (default `warn`), then the always-quiet directives, then `rust_log`
 /// (whose directives win for the targets they name).
-pub fn log_filter(
+pub(crate) fn log_filter(
     level: Option<&str>,
     rust_log: Option<&str>,
 ) -> Result<EnvFilter, TelemetryError> {
@@ -81,7 +81,7 @@ pub fn log_filter(
 }
 
 /// Checks an OTLP endpoint: an `http://` or `https://` URL with a host.
-pub fn check_endpoint(endpoint: &str) -> Result<(), TelemetryError> {
+pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), TelemetryError> {
     let bad = |reason: &str| TelemetryError::Endpoint {
         endpoint: endpoint.to_string(),
         reason: reason.to_string(),
@@ -97,13 +97,13 @@ pub fn check_endpoint(endpoint: &str) -> Result<(), TelemetryError> {
 }
 
 /// The installed telemetry; [`Telemetry::shutdown`] flushes the spans not yet exported.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     provider: SdkTracerProvider,
 }
 
 impl Telemetry {
     /// Exports what is still buffered and stops the exporter.
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         if let Err(e) = self.provider.shutdown() {
             tracing::warn!(error = %e, "flushing the trace exporter");
         }
@@ -197,7 +197,7 @@ where
 
 /// Installs the global subscriber ([`subscriber`] on stderr, `RUST_LOG` from the environment).
 /// Call inside a Tokio runtime when an endpoint is given.
-pub fn init(options: &TelemetryOptions) -> anyhow::Result<Telemetry> {
+pub(crate) fn init(options: &TelemetryOptions) -> anyhow::Result<Telemetry> {
     let rust_log = std::env::var("RUST_LOG").ok();
     let provider = tracer_provider(options.otlp_endpoint.as_deref())?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -215,12 +215,12 @@ pub fn init(options: &TelemetryOptions) -> anyhow::Result<Telemetry> {
 /// The pass of one Cinder: its span (namespace, name and trace id as fields; the trace id is
 /// empty when no trace layer is installed). The pass runs inside it, and so do its steps
 /// ([`step_span`] is a child of the current span).
-pub struct PassSpan {
+pub(crate) struct PassSpan {
     pub span: Span,
 }
 
 /// Starts the span of one reconcile pass of `namespace/name`.
-pub fn pass_span(namespace: &str, name: &str) -> PassSpan {
+pub(crate) fn pass_span(namespace: &str, name: &str) -> PassSpan {
     let span = tracing::info_span!(
         PASS_SPAN,
         namespace = %namespace,
@@ -235,12 +235,12 @@ pub fn pass_span(namespace: &str, name: &str) -> PassSpan {
 }
 
 /// The span of one step of the pass running in the current span (its pass span).
-pub fn step_span(step: &'static str) -> Span {
+pub(crate) fn step_span(step: &'static str) -> Span {
     tracing::info_span!(STEP_SPAN, step, otel.name = step)
 }
 
 /// Logs (at debug) how a step ended, in its span.
-pub fn step_ran(result: &crate::pipeline::StepResult, elapsed: std::time::Duration) {
+pub(crate) fn step_ran(result: &crate::pipeline::StepResult, elapsed: std::time::Duration) {
     use crate::pipeline::Outcome;
     let ms = elapsed.as_secs_f64() * 1000.0;
     match result {
@@ -256,7 +256,7 @@ pub fn step_ran(result: &crate::pipeline::StepResult, elapsed: std::time::Durati
 }
 
 /// The trace id of `span` as 32 hex digits, when it has a valid one.
-pub fn trace_id(span: &Span) -> Option<String> {
+pub(crate) fn trace_id(span: &Span) -> Option<String> {
     let cx = span.context();
     let sc = cx.span().span_context().clone();
     sc.is_valid().then(|| sc.trace_id().to_string())

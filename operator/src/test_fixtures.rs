@@ -4,7 +4,7 @@ use crate::crd::Cinder;
 
 /// A minimal valid Cinder `namespace/name` (release and image tag 2026.1, a managed MariaDB and
 /// RabbitMQ), without UID or resourceVersion.
-pub fn cinder_named(namespace: &str, name: &str) -> Cinder {
+pub(crate) fn cinder_named(namespace: &str, name: &str) -> Cinder {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
         "kind": "Cinder",
@@ -18,7 +18,7 @@ pub fn cinder_named(namespace: &str, name: &str) -> Cinder {
 }
 
 /// [`cinder_named`] `ns/c` with UID `u` (so children get an ownerReference).
-pub fn cinder() -> Cinder {
+pub(crate) fn cinder() -> Cinder {
     let mut c = cinder_named("ns", "c");
     c.metadata.uid = Some("u".to_string());
     c
@@ -26,13 +26,13 @@ pub fn cinder() -> Cinder {
 
 /// A scratch directory holding a stand-in `program` that exits with `code`, removed on drop.
 /// [`StubProgram::path`] is a `PATH` that finds the stand-in first.
-pub struct StubProgram {
+pub(crate) struct StubProgram {
     pub dir: std::path::PathBuf,
 }
 
 impl StubProgram {
     /// The stand-in `program` exiting with `code`, in a directory named after `tag` and `code`.
-    pub fn exiting(tag: &str, program: &str, code: i32) -> Self {
+    pub(crate) fn exiting(tag: &str, program: &str, code: i32) -> Self {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("cinder-{tag}-{}-{code}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a scratch directory");
@@ -44,7 +44,7 @@ impl StubProgram {
     }
 
     /// `PATH` with the stand-in's directory first.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         format!(
             "{}:{}",
             self.dir.display(),

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 /// Metadata of a child `name` of `cinder` with the common labels plus `extra_labels`, owned as
 /// the cluster it lives on allows: by ownerReference on the management cluster, by the
 /// ownership label on the Cinder's target cluster.
-pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) -> ObjectMeta {
+pub(crate) fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) -> ObjectMeta {
     if cinder.spec.target_cluster_ref.is_none() {
         return management_child_meta(cinder, name, extra_labels);
     }
@@ -37,7 +37,7 @@ pub fn child_meta(cinder: &Cinder, name: &str, extra_labels: &[(&str, &str)]) ->
 /// Metadata of a child that always lives on the management cluster beside its Cinder (the
 /// MariaDB Database, User and Grant): the common labels plus `extra_labels` and a controller
 /// ownerReference.
-pub fn management_child_meta(
+pub(crate) fn management_child_meta(
     cinder: &Cinder,
     name: &str,
     extra_labels: &[(&str, &str)],
@@ -57,7 +57,7 @@ pub fn management_child_meta(
 }
 
 /// A Secret `name` owned by `cinder` holding `data`.
-pub fn secret(
+pub(crate) fn secret(
     cinder: &Cinder,
     name: &str,
     extra_labels: &[(&str, &str)],
@@ -75,7 +75,7 @@ pub fn secret(
 
 /// Ensures the Cinder's derived Secret `name` holding `value` under `key` (one value the
 /// workloads mount, such as the database connection or the transport URL).
-pub async fn ensure_derived_secret(
+pub(crate) async fn ensure_derived_secret(
     client: &Client,
     reads: &ClusterStores,
     cinder: &Cinder,
@@ -89,7 +89,7 @@ pub async fn ensure_derived_secret(
 
 /// Creates `desired`, or replaces the existing Secret when its data or labels differ.
 /// Returns whether anything was written.
-pub async fn ensure_secret(
+pub(crate) async fn ensure_secret(
     client: &Client,
     reads: &ClusterStores,
     desired: Secret,
@@ -120,7 +120,7 @@ pub async fn ensure_secret(
 
 /// Creates the immutable ConfigMap `desired` unless it exists (content-addressed: same name,
 /// same content). Returns whether it created it.
-pub async fn ensure_config_map(
+pub(crate) async fn ensure_config_map(
     client: &Client,
     reads: &ClusterStores,
     desired: ConfigMap,

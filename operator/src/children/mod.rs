@@ -10,10 +10,11 @@ pub mod mounts;
 pub mod optional;
 pub mod projection;
 
-pub use create::{
+pub(crate) use create::{
     child_meta, ensure_config_map, ensure_derived_secret, ensure_secret, management_child_meta,
     secret,
 };
 pub use list::{list_children, selector};
-pub use mounts::{Mounts, job_running, mounts};
-pub use optional::{NotRequired, already_not_required, remove_unwanted};
+pub(crate) use mounts::Mounts;
+pub use mounts::{job_running, mounts};
+pub(crate) use optional::{NotRequired, already_not_required, remove_unwanted};

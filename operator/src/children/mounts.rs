@@ -22,7 +22,10 @@ pub struct Mounts {
 
 impl Mounts {
     /// Adds what a pod spec's volumes mount; returns the ConfigMaps it mounts.
-    pub fn add_pod(&mut self, pod: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
+    pub(crate) fn add_pod(
+        &mut self,
+        pod: Option<&k8s_openapi::api::core::v1::PodSpec>,
+    ) -> Vec<String> {
         let mut config_maps = Vec::new();
         for v in pod.and_then(|p| p.volumes.as_ref()).into_iter().flatten() {
             if let Some(c) = &v.config_map {

@@ -13,7 +13,7 @@ use kube::api::DeleteParams;
 
 /// An optional child the spec does not ask for: what it is ("HPA"), its condition and reason
 /// when absent, and the spec field that is unset.
-pub struct NotRequired {
+pub(crate) struct NotRequired {
     pub what: &'static str,
     pub condition_type: &'static str,
     pub reason: &'static str,
@@ -21,7 +21,7 @@ pub struct NotRequired {
 }
 
 impl NotRequired {
-    pub const fn new(
+    pub(crate) const fn new(
         what: &'static str,
         condition_type: &'static str,
         reason: &'static str,
@@ -40,7 +40,7 @@ impl NotRequired {
 /// optional child it stands for was found absent or deleted by the pass that set it, so a
 /// pass while the spec still does not ask for it need not read (a kind the stores do not hold
 /// would cost a GET answered 404 on every pass).
-pub fn already_not_required(cinder: &Cinder, condition_type: &str, reason: &str) -> bool {
+pub(crate) fn already_not_required(cinder: &Cinder, condition_type: &str, reason: &str) -> bool {
     cinder.status.as_ref().is_some_and(|s| {
         crate::conditions::find(&s.conditions, condition_type)
             .is_some_and(|c| c.status == "True" && c.reason == reason)
@@ -52,7 +52,7 @@ pub fn already_not_required(cinder: &Cinder, condition_type: &str, reason: &str)
 /// exists (a 404, also of its kind, is the goal state) and proceeds with the True condition of
 /// `unwanted`. It reads before it deletes, so that a settled Cinder's periodic passes write
 /// nothing.
-pub async fn remove_unwanted<K>(
+pub(crate) async fn remove_unwanted<K>(
     ctx: &mut StepContext,
     api: &Api<K>,
     name: &str,

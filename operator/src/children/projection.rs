@@ -19,9 +19,9 @@ pub const PROJECTION_LABEL: &str = "cinder.openstack.c5c3.io/projection";
 /// [`PROJECTION_LABEL`] value of a volume backend's Secrets.
 pub const PROJECTION_VOLUME: &str = "volume";
 /// [`PROJECTION_LABEL`] value of the backup target's Secrets.
-pub const PROJECTION_BACKUP: &str = "backup";
+pub(crate) const PROJECTION_BACKUP: &str = "backup";
 /// The field the satellites' stores are indexed by: the parent Cinder (`spec.cinderRef.name`).
-pub fn parent_field<K: Satellite>() -> Field<K> {
+pub(crate) fn parent_field<K: Satellite>() -> Field<K> {
     Field {
         name: "spec.cinderRef.name",
         value: |s: &K| Some(s.satellite().cinder_ref.name.clone()),
@@ -30,7 +30,7 @@ pub fn parent_field<K: Satellite>() -> Field<K> {
 
 /// The satellites of kind `K` in `namespace` whose parent is Cinder `cinder`, in name order
 /// (through the store's index on [`parent_field`]).
-pub async fn attached<K>(
+pub(crate) async fn attached<K>(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,
@@ -55,7 +55,7 @@ where
 /// Deletes the Cinder's projection Secrets of `projection` ([`PROJECTION_VOLUME`] or
 /// [`PROJECTION_BACKUP`]) that neither `keep` names nor a Deployment of the Cinder still mounts
 /// (the pods of a rollout in progress mount the previous ones).
-pub async fn sweep_projections(
+pub(crate) async fn sweep_projections(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,
@@ -70,15 +70,15 @@ pub async fn sweep_projections(
 }
 
 /// The key of the cephx key in the RBD key Secret unless `keySecretRef.key` says otherwise.
-pub const DEFAULT_RBD_KEY: &str = "key";
+pub(crate) const DEFAULT_RBD_KEY: &str = "key";
 
 /// The cephx key (never logged; `Debug` hides it).
 #[derive(Clone, PartialEq, Eq)]
-pub struct CephKey(String);
+pub(crate) struct CephKey(String);
 
 impl CephKey {
     /// The key, for the one place it belongs (the projection Secret's keyring).
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -90,7 +90,7 @@ impl std::fmt::Debug for CephKey {
 }
 
 /// The credentials a satellite needs: none for NFS, the key for RBD.
-pub async fn credentials_for(
+pub(crate) async fn credentials_for(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,

@@ -5,7 +5,7 @@
 //! the steps is recorded in the Cinder's `/pipelines` record with [`GateStopped`].
 
 use super::deletion;
-use super::status::{Written, gate_status, skeleton_status, write_if_changed};
+use super::status::{StatusWrite, gate_status, skeleton_status, write_if_changed};
 use crate::conditions::{Cond, event_reason, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::Cinder;
@@ -176,7 +176,7 @@ async fn finalize(
 /// remember of it ([`Forget`], which the finalizer's release sends too; a Cinder that goes
 /// without that release, deleted before its finalizer was added or with the finalizer removed
 /// by hand, is forgotten only here), with its failure count.
-pub async fn forget_departed(
+pub(crate) async fn forget_departed(
     mut departures: futures::channel::mpsc::UnboundedReceiver<(String, String)>,
     ctx: Arc<OperatorContext>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -202,7 +202,7 @@ pub async fn forget_departed(
 /// it).
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
-pub struct Failed {
+pub(crate) struct Failed {
     #[source]
     pub error: ReconcileError,
     pub retry: Retry,
@@ -210,7 +210,7 @@ pub struct Failed {
 
 /// A pass that could not finish, and where.
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
+pub(crate) enum ReconcileError {
     #[error("{phase}: kubernetes API: {source}")]
     Kube {
         phase: ErrorPhase,
@@ -223,7 +223,7 @@ pub enum ReconcileError {
 
 impl ReconcileError {
     /// Where the reconcile failed.
-    pub fn phase(&self) -> ErrorPhase {
+    pub(crate) fn phase(&self) -> ErrorPhase {
         match self {
             ReconcileError::Kube { phase, .. } | ReconcileError::Pipeline { phase, .. } => *phase,
         }
@@ -246,14 +246,18 @@ impl ReconcileError {
 /// From this many failures in a row a Cinder's failing reconcile is also a Warning Event
 /// (ReconcileFailed) on the Cinder: one failure is usually a passing API hiccup, three in a row
 /// (about 7 s of backoff) are something the user should see without reading the logs.
-pub const PERSISTENT_FAILURES: u32 = 3;
+pub(crate) const PERSISTENT_FAILURES: u32 = 3;
 
 /// The retry after a failed pass: exponential per Cinder, with a ceiling ([`super::backoff`]),
 /// as the registry gave it. Every failure is counted in
 /// `cinder_operator_controller_errors_total{phase}` and logged at WARN with the Cinder's name;
 /// from [`PERSISTENT_FAILURES`] in a row on, each one is also a ReconcileFailed Warning Event on
 /// the Cinder (one event series, counted).
-pub fn error_policy(cinder: Arc<Cinder>, failed: &Failed, ctx: Arc<OperatorContext>) -> Action {
+pub(crate) fn error_policy(
+    cinder: Arc<Cinder>,
+    failed: &Failed,
+    ctx: Arc<OperatorContext>,
+) -> Action {
     let error = &failed.error;
     let phase = error.phase();
     ctx.metrics.count_controller_error(phase);
@@ -312,7 +316,10 @@ enum Ended {
 /// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted;
 /// and a pass starts no sooner than [`crate::pipeline::MIN_PASS_GAP`] after the last one
 /// (the registry's [`Admit`] decides all three).
-pub async fn reconcile(cinder: Arc<Cinder>, ctx: Arc<OperatorContext>) -> Result<Action, Failed> {
+pub(crate) async fn reconcile(
+    cinder: Arc<Cinder>,
+    ctx: Arc<OperatorContext>,
+) -> Result<Action, Failed> {
     if !owns(&ctx, &cinder) {
         return Ok(Action::await_change());
     }
@@ -412,7 +419,7 @@ async fn target_unavailable(
     let written = write_if_changed(api, cinder, &status)
         .await
         .map_err(ReconcileError::at(ErrorPhase::StatusWrite))?;
-    if written == Written::Written {
+    if written == StatusWrite::Written {
         crate::events::status_changed(&ctx.recorder, cinder, &status).await;
     }
     let requeue = Requeue::RequeueSecretPolling;
@@ -477,7 +484,7 @@ async fn reconcile_in_span(
             let written = write_if_changed(&api, &added, &status)
                 .await
                 .map_err(ReconcileError::at(ErrorPhase::StatusWrite))?;
-            if written == Written::Written {
+            if written == StatusWrite::Written {
                 crate::events::status_changed(&ctx.recorder, &added, &status).await;
             }
         }
@@ -520,14 +527,14 @@ async fn reconcile_in_span(
         Some(status) => write_if_changed(&api, &cinder, status)
             .await
             .map_err(ReconcileError::at(ErrorPhase::StatusWrite))?,
-        None => Written::Unchanged,
+        None => StatusWrite::Unchanged,
     };
-    if written == Written::Written {
+    if written == StatusWrite::Written {
         crate::events::status_changed(&ctx.recorder, &cinder, &report.status).await;
     }
     ctx.metrics
         .observe_cinder(&namespace, &name, &report.status);
-    if written == Written::Stale {
+    if written == StatusWrite::Stale {
         // The Cinder changed while the pass ran: its result is not written; a pass on the newer
         // version decides (the change's own watch event usually brings it first).
         ctx.pipelines.do_send(PassNotWritten {

@@ -17,7 +17,7 @@ use kube::{Api, Client, ResourceExt};
 /// Whether `obj` belongs to the Cinder with `uid` and ownership label value `owner`: an owner
 /// reference with the Cinder's UID, or the ownership label (children projected without owner
 /// references).
-pub fn owned_by(obj: &DynamicObject, uid: Option<&str>, owner: &str) -> bool {
+pub(crate) fn owned_by(obj: &DynamicObject, uid: Option<&str>, owner: &str) -> bool {
     let by_ref = obj
         .owner_references()
         .iter()
@@ -29,7 +29,7 @@ pub fn owned_by(obj: &DynamicObject, uid: Option<&str>, owner: &str) -> bool {
 /// Issues Delete on the Cinder's Database, User and Grant and returns the ones still live
 /// (`Kind/name`, in Database, User, Grant order). A kind whose CRD is not installed counts as
 /// gone; an object of the same name that the Cinder does not own is left alone.
-pub async fn delete_database_objects(
+pub(crate) async fn delete_database_objects(
     client: &Client,
     reads: &ClusterStores,
     cinder: &Cinder,

@@ -21,11 +21,11 @@ use std::hash::Hash;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 /// `(namespace, name)`.
-pub type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 /// What one Cinder references.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CinderRefs {
+pub(crate) struct CinderRefs {
     /// The credential Secrets (same namespace).
     pub secrets: BTreeSet<String>,
     /// The selected store: kind and name (a SecretStore lives in the Cinder's namespace).
@@ -36,7 +36,7 @@ pub struct CinderRefs {
 
 impl CinderRefs {
     /// The references of `cinder`.
-    pub fn of(cinder: &Cinder) -> Self {
+    pub(crate) fn of(cinder: &Cinder) -> Self {
         let spec = &cinder.spec;
         let ns = cinder.namespace().unwrap_or_default();
         let mut secrets = BTreeSet::new();
@@ -69,7 +69,7 @@ impl CinderRefs {
 
 /// What one satellite references: its parent Cinder and its key Secret (RBD).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SatelliteRefs {
+pub(crate) struct SatelliteRefs {
     pub parent: String,
     pub key_secret: Option<String>,
 }
@@ -207,21 +207,21 @@ impl Legs<Key> {
 
 /// Which satellite kind a change concerns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SatelliteSide {
+pub(crate) enum SatelliteSide {
     Backend,
     BackupBackend,
 }
 
 /// A satellite that left the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Departed {
+pub(crate) struct Departed {
     pub side: SatelliteSide,
     pub key: Key,
 }
 
 /// The index's state: per-object references and the reverse maps, kept in step.
 #[derive(Default)]
-pub struct IndexState {
+pub(crate) struct IndexState {
     cinders: Source<CinderRefs>,
     backends: Source<SatelliteRefs>,
     backup_backends: Source<SatelliteRefs>,
@@ -263,7 +263,7 @@ fn requests(ns: &str, names: impl IntoIterator<Item = String>) -> Vec<ObjectRef<
 
 impl IndexState {
     /// Applies a Cinder watch event; returns the Cinders that left.
-    pub fn apply_cinder(&mut self, event: &watcher::Event<Cinder>) -> Vec<Key> {
+    pub(crate) fn apply_cinder(&mut self, event: &watcher::Event<Cinder>) -> Vec<Key> {
         let mut departed = Vec::new();
         for (key, old, new) in self.cinders.apply(event, CinderRefs::of) {
             if let Some(old) = old {
@@ -278,13 +278,13 @@ impl IndexState {
     }
 
     /// Applies a CinderBackend watch event; returns the backends that left.
-    pub fn apply_backend(&mut self, event: &watcher::Event<CinderBackend>) -> Vec<Departed> {
+    pub(crate) fn apply_backend(&mut self, event: &watcher::Event<CinderBackend>) -> Vec<Departed> {
         let changes = self.backends.apply(event, satellite_refs);
         self.apply_satellite(SatelliteSide::Backend, changes)
     }
 
     /// Applies a CinderBackupBackend watch event; returns the backup backends that left.
-    pub fn apply_backup_backend(
+    pub(crate) fn apply_backup_backend(
         &mut self,
         event: &watcher::Event<CinderBackupBackend>,
     ) -> Vec<Departed> {
@@ -380,23 +380,28 @@ impl IndexState {
     }
 
     /// True once all three sources delivered their first complete list.
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.cinders.synced && self.backends.synced && self.backup_backends.synced
     }
 
     /// How many Cinders the index holds.
-    pub fn cinder_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn cinder_count(&self) -> usize {
         self.cinders.live.len()
     }
 
     /// The Cinders a Secret concerns: by reference (Cinder legs) or as a satellite's key.
-    pub fn cinders_for_secret(&self, namespace: &str, secret: &str) -> Vec<ObjectRef<Cinder>> {
+    pub(crate) fn cinders_for_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+    ) -> Vec<ObjectRef<Cinder>> {
         let at = (namespace.to_string(), secret.to_string());
         requests(namespace, self.secret_refs.names(&at).cloned())
     }
 
     /// The Cinders selecting a store (`namespace` is `None` for a ClusterSecretStore).
-    pub fn cinders_for_store(
+    pub(crate) fn cinders_for_store(
         &self,
         kind: SecretStoreKind,
         namespace: Option<&str>,
@@ -419,7 +424,11 @@ impl IndexState {
     }
 
     /// The Cinders whose spec.database.clusterRef names this MariaDB.
-    pub fn cinders_for_mariadb(&self, namespace: &str, name: &str) -> Vec<ObjectRef<Cinder>> {
+    pub(crate) fn cinders_for_mariadb(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<ObjectRef<Cinder>> {
         self.mariadbs
             .get(&(namespace.to_string(), name.to_string()))
             .into_iter()
@@ -429,7 +438,7 @@ impl IndexState {
     }
 
     /// The satellites of kind `side` whose parent is `namespace/cinder`.
-    pub fn satellites_of<R>(
+    pub(crate) fn satellites_of<R>(
         &self,
         side: SatelliteSide,
         namespace: &str,
@@ -446,7 +455,7 @@ impl IndexState {
     }
 
     /// The names of the satellites of kind `side` whose key Secret is `namespace/secret`.
-    pub fn satellites_for_secret(
+    pub(crate) fn satellites_for_secret(
         &self,
         side: SatelliteSide,
         namespace: &str,
@@ -462,7 +471,7 @@ impl IndexState {
 }
 
 /// The receiving ends of the index's departures.
-pub struct Departures {
+pub(crate) struct Departures {
     /// Satellites that left.
     pub satellites: futures::channel::mpsc::UnboundedReceiver<Departed>,
     /// Cinders that left, `(namespace, name)`.
@@ -478,7 +487,7 @@ struct Gone {
 
 /// The shared handle the watch mappers, the watches and the readiness check use.
 #[derive(Clone)]
-pub struct IndexHandle {
+pub(crate) struct IndexHandle {
     state: Arc<RwLock<IndexState>>,
     synced: tokio::sync::watch::Sender<bool>,
     departures: futures::channel::mpsc::UnboundedSender<Departed>,
@@ -493,7 +502,7 @@ impl std::fmt::Debug for IndexHandle {
 
 impl IndexHandle {
     /// An empty index and the receiving ends of its departures.
-    pub fn new() -> (IndexHandle, Departures) {
+    pub(crate) fn new() -> (IndexHandle, Departures) {
         let (departures, satellites) = futures::channel::mpsc::unbounded();
         let (cinder_departures, cinders) = futures::channel::mpsc::unbounded();
         let handle = IndexHandle {
@@ -512,7 +521,7 @@ impl IndexHandle {
     }
 
     /// The index for reading (lookups are one hash probe each; hold the guard briefly).
-    pub fn read(&self) -> RwLockReadGuard<'_, IndexState> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, IndexState> {
         self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -546,7 +555,7 @@ impl IndexHandle {
     }
 
     /// Feeds the index from the Cinder watch.
-    pub fn on_cinder(&self) -> impl FnMut(&watcher::Event<Cinder>) + Send + 'static {
+    pub(crate) fn on_cinder(&self) -> impl FnMut(&watcher::Event<Cinder>) + Send + 'static {
         self.feeder(|s, e| Gone {
             cinders: s.apply_cinder(e),
             ..Gone::default()
@@ -554,7 +563,7 @@ impl IndexHandle {
     }
 
     /// Feeds the index from the CinderBackend watch.
-    pub fn on_backend(&self) -> impl FnMut(&watcher::Event<CinderBackend>) + Send + 'static {
+    pub(crate) fn on_backend(&self) -> impl FnMut(&watcher::Event<CinderBackend>) + Send + 'static {
         self.feeder(|s, e| Gone {
             satellites: s.apply_backend(e),
             ..Gone::default()
@@ -562,7 +571,7 @@ impl IndexHandle {
     }
 
     /// Feeds the index from the CinderBackupBackend watch.
-    pub fn on_backup_backend(
+    pub(crate) fn on_backup_backend(
         &self,
     ) -> impl FnMut(&watcher::Event<CinderBackupBackend>) + Send + 'static {
         self.feeder(|s, e| Gone {
@@ -572,7 +581,7 @@ impl IndexHandle {
     }
 
     /// Waits until all three sources delivered their first complete list.
-    pub async fn wait_synced(&self) -> bool {
+    pub(crate) async fn wait_synced(&self) -> bool {
         let mut rx = self.synced.subscribe();
         rx.wait_for(|s| *s).await.is_ok()
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// `cinder`'s status with `gate` set, the aggregate Ready recomputed and observedGeneration
 /// stamped (used for the checks that run ahead of the steps).
-pub fn gate_status(cinder: &Cinder, gate: &Cond) -> CinderStatus {
+pub(crate) fn gate_status(cinder: &Cinder, gate: &Cond) -> CinderStatus {
     let generation = cinder.metadata.generation;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut status = cinder.status.clone().unwrap_or_default();
@@ -27,7 +27,7 @@ pub fn gate_status(cinder: &Cinder, gate: &Cond) -> CinderStatus {
 /// `cinder`'s status as it stands with the aggregate Ready recomputed and observedGeneration
 /// stamped: what the pass that adds the finalizer writes (on a new Cinder, Ready False naming
 /// every sub-condition still to come), so a Cinder never goes a pass without a status.
-pub fn skeleton_status(cinder: &Cinder) -> CinderStatus {
+pub(crate) fn skeleton_status(cinder: &Cinder) -> CinderStatus {
     let generation = cinder.metadata.generation;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut status = cinder.status.clone().unwrap_or_default();
@@ -37,7 +37,7 @@ pub fn skeleton_status(cinder: &Cinder) -> CinderStatus {
 
 /// The RFC 7386 merge patch that turns `old` into `new`: members that changed carry their new
 /// value (objects recursively), members that went away are `null`; arrays are replaced whole.
-pub fn merge_diff(old: &Value, new: &Value) -> Value {
+pub(crate) fn merge_diff(old: &Value, new: &Value) -> Value {
     let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
         return new.clone();
     };
@@ -63,7 +63,7 @@ pub fn merge_diff(old: &Value, new: &Value) -> Value {
 
 /// What [`write_if_changed`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Written {
+pub(crate) enum StatusWrite {
     /// The status was written.
     Written,
     /// The status was already as wanted: nothing was sent.
@@ -74,7 +74,10 @@ pub enum Written {
 }
 
 /// The status patch turning `cinder`'s status into `status`, guarded by its resourceVersion.
-pub fn status_patch(cinder: &Cinder, status: &CinderStatus) -> Result<Value, serde_json::Error> {
+pub(crate) fn status_patch(
+    cinder: &Cinder,
+    status: &CinderStatus,
+) -> Result<Value, serde_json::Error> {
     let old = serde_json::to_value(cinder.status.clone().unwrap_or_default())?;
     let new = serde_json::to_value(status)?;
     Ok(serde_json::json!({
@@ -84,13 +87,13 @@ pub fn status_patch(cinder: &Cinder, status: &CinderStatus) -> Result<Value, ser
 }
 
 /// Writes `status` when it differs from what `cinder` carries.
-pub async fn write_if_changed(
+pub(crate) async fn write_if_changed(
     api: &Api<Cinder>,
     cinder: &Cinder,
     status: &CinderStatus,
-) -> Result<Written, kube::Error> {
+) -> Result<StatusWrite, kube::Error> {
     if cinder.status.as_ref() == Some(status) {
-        return Ok(Written::Unchanged);
+        return Ok(StatusWrite::Unchanged);
     }
     let patch = status_patch(cinder, status).map_err(kube::Error::SerdeError)?;
     match api
@@ -101,8 +104,8 @@ pub async fn write_if_changed(
         )
         .await
     {
-        Ok(_) => Ok(Written::Written),
-        Err(e) if e.is_conflict() => Ok(Written::Stale),
+        Ok(_) => Ok(StatusWrite::Written),
+        Err(e) if e.is_conflict() => Ok(StatusWrite::Stale),
         Err(e) => Err(e),
     }
 }

@@ -25,7 +25,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 
 /// Every watch of the management cluster, one per kind.
-pub struct Watches {
+pub(crate) struct Watches {
     pub cinders: SharedWatch<Cinder>,
     pub backends: SharedWatch<CinderBackend>,
     pub backup_backends: SharedWatch<CinderBackupBackend>,
@@ -51,7 +51,12 @@ pub struct Watches {
 impl Watches {
     /// The watches (not started), the index listening on its three sources; HTTPRoutes are
     /// watched when `gateway_api` says the Gateway API is served.
-    pub fn new(client: &Client, ns: Option<&str>, index: &IndexHandle, gateway_api: bool) -> Self {
+    pub(crate) fn new(
+        client: &Client,
+        ns: Option<&str>,
+        index: &IndexHandle,
+        gateway_api: bool,
+    ) -> Self {
         let wc = watcher::Config::default;
         let dynamic = |ar: kube::core::ApiResource| {
             SharedWatch::dynamic(scoped_dynamic(client, ns, &ar), wc(), ar)
@@ -91,7 +96,7 @@ impl Watches {
     }
 
     /// Adds every watch's store to `stores`, so reads on the management cluster come from them.
-    pub fn serve_reads(&mut self, stores: &ClusterStores) {
+    pub(crate) fn serve_reads(&mut self, stores: &ClusterStores) {
         stores.add(&mut self.cinders);
         stores.add_indexed(&mut self.backends, vec![parent_field()]);
         stores.add_indexed(&mut self.backup_backends, vec![parent_field()]);
@@ -121,7 +126,7 @@ impl Watches {
     }
 
     /// Runs every watch until the returned future is dropped.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let mut all = vec![
             self.cinders.run().boxed(),
             self.backends.run().boxed(),

@@ -42,7 +42,7 @@ impl std::fmt::Debug for AccessReviewer {
 
 /// Why a request was not admitted: the HTTP status and a message for the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub status: StatusCode,
     pub message: String,
 }
@@ -56,7 +56,7 @@ impl Refusal {
     }
 
     /// The plain-text answer.
-    pub fn response(&self) -> HttpResponse {
+    pub(crate) fn response(&self) -> HttpResponse {
         let mut r = HttpResponse::build(self.status);
         if self.status == StatusCode::UNAUTHORIZED {
             r.insert_header(("WWW-Authenticate", "Bearer"));
@@ -67,7 +67,7 @@ impl Refusal {
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
-pub fn bearer_token(header: Option<&str>) -> Option<&str> {
+pub(crate) fn bearer_token(header: Option<&str>) -> Option<&str> {
     let value = header?.trim();
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
@@ -103,7 +103,7 @@ impl AccessReviewer {
     }
 
     /// Admits the request with this `Authorization` header, or says why not.
-    pub async fn check(&self, authorization: Option<&str>) -> Result<(), Refusal> {
+    pub(crate) async fn check(&self, authorization: Option<&str>) -> Result<(), Refusal> {
         let token = bearer_token(authorization).ok_or_else(|| {
             Refusal::new(
                 StatusCode::UNAUTHORIZED,

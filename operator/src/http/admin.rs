@@ -51,7 +51,7 @@ pub struct AdminSources {
 
 /// Why a view could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     #[error("the lock coordinator is not answering (shutting down?): {0}")]
     Coordinator(#[from] cinder_actors::LockError),
 }
@@ -72,7 +72,7 @@ impl AdminSources {
     }
 
     /// `/actors`: every live resource actor, sorted by kind and id.
-    pub async fn actors(&self) -> Result<Value, AdminError> {
+    pub(crate) async fn actors(&self) -> Result<Value, AdminError> {
         let snapshot = self.snapshot().await?;
         let actors: Vec<Value> = snapshot
             .resources
@@ -85,7 +85,7 @@ impl AdminSources {
     }
 
     /// `/actors/{kind}/{id}`: one actor, `None` when there is no such actor.
-    pub async fn actor(&self, kind: &str, id: &str) -> Result<Option<Value>, AdminError> {
+    pub(crate) async fn actor(&self, kind: &str, id: &str) -> Result<Option<Value>, AdminError> {
         let snapshot = self.snapshot().await?;
         Ok(snapshot
             .resources
@@ -95,7 +95,7 @@ impl AdminSources {
     }
 
     /// `/transactions`: in-flight lock phases (held locks, what each waits on, age).
-    pub async fn transactions(&self) -> Result<Value, AdminError> {
+    pub(crate) async fn transactions(&self) -> Result<Value, AdminError> {
         let snapshot = self.snapshot().await?;
         let count = snapshot.transactions.len();
         let shown = &snapshot.transactions[..count.min(MAX_LIST_ENTRIES)];
@@ -106,17 +106,17 @@ impl AdminSources {
     }
 
     /// `/devices`: holders, Leases and waiters by priority.
-    pub async fn devices(&self) -> Value {
+    pub(crate) async fn devices(&self) -> Value {
         redacted(serde_json::to_value(self.devices.inspect().await).unwrap_or(Value::Null))
     }
 
     /// `/pipelines`.
-    pub async fn pipelines(&self) -> Value {
+    pub(crate) async fn pipelines(&self) -> Value {
         redacted((self.pipelines)().await)
     }
 
     /// `/shards`: whether this replica runs sharded, the shard count and the shards it holds.
-    pub fn shards(&self) -> Value {
+    pub(crate) fn shards(&self) -> Value {
         json!({
             "sharded": self.shards.is_sharded(),
             "count": self.shards.count(),
@@ -136,7 +136,7 @@ fn json_response(value: &Value) -> HttpResponse {
 }
 
 /// The answer instead of a view above [`MAX_RESPONSE_BYTES`].
-pub fn too_large(bytes: usize) -> HttpResponse {
+pub(crate) fn too_large(bytes: usize) -> HttpResponse {
     error_response(
         actix_web::http::StatusCode::INSUFFICIENT_STORAGE,
         &format!(
@@ -229,7 +229,7 @@ async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
 
 /// The JSON admin routes and the fallback for unknown paths (register the HTML pages of
 /// [`ui`](super::ui) first); the app must hold `web::Data<AdminSources>`.
-pub fn routes(cfg: &mut web::ServiceConfig) {
+pub(crate) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/actors", web::get().to(actors))
         .route("/actors/{kind}/{id}", web::get().to(actor))
         .route("/transactions", web::get().to(transactions))

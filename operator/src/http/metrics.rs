@@ -47,7 +47,7 @@ impl MetricsEndpoint {
     }
 
     /// Refreshes the coordinator gauges (left as they are when it cannot answer).
-    pub async fn refresh(&self) {
+    pub(crate) async fn refresh(&self) {
         let Some(coordinator) = &self.coordinator else {
             return;
         };
@@ -71,7 +71,7 @@ impl MetricsEndpoint {
     }
 
     /// The OpenMetrics text of the registry (refreshed first).
-    pub async fn render(&self) -> Result<String, std::fmt::Error> {
+    pub(crate) async fn render(&self) -> Result<String, std::fmt::Error> {
         self.refresh().await;
         encode_openmetrics(&self.registry)
     }
@@ -89,6 +89,6 @@ async fn metrics(endpoint: web::Data<MetricsEndpoint>) -> HttpResponse {
 }
 
 /// The `/metrics` route; the app must hold `web::Data<MetricsEndpoint>`.
-pub fn routes(cfg: &mut web::ServiceConfig) {
+pub(crate) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/metrics", web::get().to(metrics));
 }

@@ -14,7 +14,10 @@ pub mod redact;
 pub mod tls;
 pub mod ui;
 
-pub use admin::{AdminSources, Inventory, InventorySource, PipelinesSource};
+pub use admin::AdminSources;
+pub use admin::Inventory;
+pub use admin::InventorySource;
+pub use admin::PipelinesSource;
 pub use metrics::MetricsEndpoint;
 pub use probes::Readiness;
 

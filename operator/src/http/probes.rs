@@ -21,7 +21,7 @@ impl Readiness {
     }
 
     /// `None` when ready, else the reason.
-    pub fn not_ready_reason(&self) -> Option<String> {
+    pub(crate) fn not_ready_reason(&self) -> Option<String> {
         (self.0)()
     }
 }
@@ -52,7 +52,7 @@ async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
 }
 
 /// The probe routes; the app must hold `web::Data<Readiness>`.
-pub fn routes(cfg: &mut web::ServiceConfig) {
+pub(crate) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz));
 }

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 /// What a redacted value is replaced with.
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// Key suffixes (lowercase, `_`/`-` removed) whose values are secret material.
 const SENSITIVE_SUFFIXES: [&str; 8] = [
@@ -21,7 +21,7 @@ const SENSITIVE_SUFFIXES: [&str; 8] = [
 
 /// Whether the value under `key` must not be shown. References to secrets (`secretRef`,
 /// `keySecretRef`) end in `ref` and stay visible: they name an object, they hold no value.
-pub fn is_sensitive_key(key: &str) -> bool {
+pub(crate) fn is_sensitive_key(key: &str) -> bool {
     let normalized: String = key
         .chars()
         .filter(|c| *c != '_' && *c != '-')
@@ -31,7 +31,7 @@ pub fn is_sensitive_key(key: &str) -> bool {
 }
 
 /// Redacts `value` in place.
-pub fn redact(value: &mut Value) {
+pub(crate) fn redact(value: &mut Value) {
     match value {
         Value::Object(map) => {
             let secret_shaped = map.get("kind").and_then(Value::as_str) == Some("Secret");
@@ -55,14 +55,14 @@ pub fn redact(value: &mut Value) {
 }
 
 /// A redacted copy of `value`.
-pub fn redacted(mut value: Value) -> Value {
+pub(crate) fn redacted(mut value: Value) -> Value {
     redact(&mut value);
     value
 }
 
 /// `s` with the password of every `scheme://user:password@…` replaced; `None` when there is
 /// none.
-pub fn redact_url_passwords(s: &str) -> Option<String> {
+pub(crate) fn redact_url_passwords(s: &str) -> Option<String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     let mut changed = false;

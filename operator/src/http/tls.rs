@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// How often the mounted files are compared with the loaded ones.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The certificate could not be read, parsed or generated.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +79,7 @@ fn certified(pem: &Pem, dir: &Path) -> Result<CertifiedKey, TlsError> {
 }
 
 /// A self-signed certificate for `names` (DNS names or IP addresses).
-pub fn self_signed(names: &[String]) -> Result<CertifiedKey, TlsError> {
+pub(crate) fn self_signed(names: &[String]) -> Result<CertifiedKey, TlsError> {
     let generated = rcgen::generate_simple_self_signed(names.to_vec())
         .map_err(|e| TlsError::Generate(e.to_string()))?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
@@ -129,14 +129,15 @@ impl ServingCert {
     }
 
     /// The DER of the certificate being served.
-    pub fn certificate(&self) -> Vec<u8> {
+    #[cfg(test)]
+    fn certificate(&self) -> Vec<u8> {
         let current = self.current.read().unwrap_or_else(|e| e.into_inner());
         current.cert.first().map(|c| c.to_vec()).unwrap_or_default()
     }
 
     /// Reloads from the mounted directory when its files changed: Ok(true) when a new
     /// certificate is served, Ok(false) when nothing changed (or nothing is mounted).
-    pub fn reload(&self) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self) -> Result<bool, TlsError> {
         let Some((dir, loaded)) = &self.source else {
             return Ok(false);
         };
@@ -154,7 +155,7 @@ impl ServingCert {
     }
 
     /// Polls the mounted files every `interval` until the task is dropped.
-    pub async fn watch(self: Arc<Self>, interval: Duration) {
+    pub(crate) async fn watch(self: Arc<Self>, interval: Duration) {
         if self.source.is_none() {
             return;
         }
@@ -171,7 +172,7 @@ impl ServingCert {
     }
 
     /// A rustls server configuration serving this certificate.
-    pub fn server_config(self: &Arc<Self>) -> Result<rustls::ServerConfig, TlsError> {
+    pub(crate) fn server_config(self: &Arc<Self>) -> Result<rustls::ServerConfig, TlsError> {
         Ok(rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Config(e.to_string()))?

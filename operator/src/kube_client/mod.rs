@@ -8,5 +8,5 @@ pub mod limits;
 pub mod throttle;
 pub mod token_bucket;
 
-pub use build::{USER_AGENT, throttled, throttled_from_kubeconfig, user_agent};
-pub use limits::ClientLimits;
+pub(crate) use build::{throttled, throttled_from_kubeconfig};
+pub(crate) use limits::ClientLimits;

@@ -22,22 +22,22 @@ use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 /// The longest Retry-After honoured (a longer one is cut to this).
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// The wait after a 429 without a usable Retry-After.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Requests queued in front of the inner stack.
 const BUFFER: usize = 1024;
 
 /// Builds [`Throttle`] services sharing one bucket.
 #[derive(Clone, Debug)]
-pub struct ThrottleLayer {
+pub(crate) struct ThrottleLayer {
     bucket: Arc<Mutex<TokenBucket>>,
     max_retries: u32,
 }
 
 impl ThrottleLayer {
     /// A layer with a full bucket of `limits`.
-    pub fn new(limits: ClientLimits) -> Self {
+    pub(crate) fn new(limits: ClientLimits) -> Self {
         ThrottleLayer {
             bucket: Arc::new(Mutex::new(TokenBucket::new(
                 f64::from(limits.qps),
@@ -69,14 +69,14 @@ where
 
 /// The throttled service.
 #[derive(Clone)]
-pub struct Throttle<S> {
+pub(crate) struct Throttle<S> {
     inner: S,
     bucket: Arc<Mutex<TokenBucket>>,
     max_retries: u32,
 }
 
 /// The wait a 429's Retry-After asks for (whole seconds), capped at [`MAX_RETRY_AFTER`].
-pub fn retry_after(headers: &HeaderMap) -> Duration {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Duration {
     headers
         .get(http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// The bucket's state.
 #[derive(Debug)]
-pub struct TokenBucket {
+pub(crate) struct TokenBucket {
     rate: f64,
     burst: f64,
     tokens: f64,
@@ -17,7 +17,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket at `now` (`rate` > 0 per second, `burst` >= 1).
-    pub fn new(rate: f64, burst: u32, now: Instant) -> Self {
+    pub(crate) fn new(rate: f64, burst: u32, now: Instant) -> Self {
         let burst = f64::from(burst.max(1));
         TokenBucket {
             rate: rate.max(f64::MIN_POSITIVE),
@@ -37,7 +37,7 @@ impl TokenBucket {
     }
 
     /// Takes one token at `now`; returns how long the taker waits before using it.
-    pub fn take(&mut self, now: Instant) -> Duration {
+    pub(crate) fn take(&mut self, now: Instant) -> Duration {
         self.refill(now);
         self.tokens -= 1.0;
         let for_token = if self.tokens >= 0.0 {
@@ -53,7 +53,7 @@ impl TokenBucket {
     }
 
     /// Holds every taker until `until` (a later pause extends, an earlier one does not shorten).
-    pub fn pause_until(&mut self, until: Instant) {
+    pub(crate) fn pause_until(&mut self, until: Instant) {
         self.paused_until = Some(self.paused_until.map_or(until, |t| t.max(until)));
     }
 }

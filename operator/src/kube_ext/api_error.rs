@@ -3,7 +3,7 @@
 //! its expected refusal turned into `Ok(false)`.
 
 /// The two API answers the operator handles as outcomes rather than failures.
-pub trait ApiErrorExt {
+pub(crate) trait ApiErrorExt {
     /// The API server answered 404 Not Found (the object, or its kind, is not there).
     fn is_not_found(&self) -> bool;
     /// The API server answered 409 Conflict (it exists already, or a precondition such as the
@@ -27,7 +27,7 @@ impl ApiErrorExt for kube::Error {
 }
 
 /// A call whose expected refusal is an outcome, not a failure.
-pub trait ExpectedRefusal {
+pub(crate) trait ExpectedRefusal {
     /// `Ok(true)` when the call succeeded, `Ok(false)` when the API server refused it as
     /// `expected` says it may (a 409 for a create of what may exist already, a 404 for a delete
     /// of what may be gone), else the error.

@@ -7,10 +7,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The field manager of every server-side apply and status write the operator makes.
-pub const FIELD_MANAGER: &str = "cinder-operator";
+pub(crate) const FIELD_MANAGER: &str = "cinder-operator";
 
 /// Applies `desired` as `name`; returns the object as stored.
-pub async fn apply<K, D>(api: &Api<K>, name: &str, desired: &D) -> Result<K, kube::Error>
+pub(crate) async fn apply<K, D>(api: &Api<K>, name: &str, desired: &D) -> Result<K, kube::Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
     D: Serialize + std::fmt::Debug,

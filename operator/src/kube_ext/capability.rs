@@ -35,7 +35,7 @@ pub const VERTICAL_POD_AUTOSCALER: OptionalKind = OptionalKind {
 
 impl OptionalKind {
     /// `group/version`.
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)
     }
 
@@ -57,7 +57,7 @@ impl OptionalKind {
 /// 404): the caller cannot tell whether the kind is there.
 #[derive(Debug, thiserror::Error)]
 #[error("discovery of {api_version} failed: {source}")]
-pub struct ProbeError {
+pub(crate) struct ProbeError {
     pub api_version: String,
     #[source]
     pub source: kube::Error,
@@ -65,14 +65,14 @@ pub struct ProbeError {
 
 impl ProbeError {
     /// The condition `condition` reports while the probe fails (CapabilityProbeFailed, False).
-    pub fn condition(&self, condition: &'static str) -> Cond {
+    pub(crate) fn condition(&self, condition: &'static str) -> Cond {
         Cond::false_(condition, reason::CAPABILITY_PROBE_FAILED, self.to_string())
     }
 }
 
 /// True when discovery lists `kind` under its group/version; false when the group/version is
 /// not served (404) or served without that resource.
-pub async fn is_served(client: &Client, kind: OptionalKind) -> Result<bool, ProbeError> {
+pub(crate) async fn is_served(client: &Client, kind: OptionalKind) -> Result<bool, ProbeError> {
     match client.list_api_group_resources(&kind.api_version()).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == kind.plural)),
         Err(e) if e.is_not_found() => Ok(false),

@@ -23,7 +23,7 @@ where
 
 /// Replaces `name` with `obj` (which carries the resourceVersion it was read at): `Ok(true)`
 /// when written, `Ok(false)` when it changed since (409; the next pass compares again).
-pub async fn replace_unless_changed<K>(
+pub(crate) async fn replace_unless_changed<K>(
     api: &Api<K>,
     name: &str,
     obj: &K,

@@ -22,7 +22,7 @@ where
 }
 
 /// Adds `finalizer` to `obj` (no-op when present).
-pub async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
+pub(crate) async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -31,7 +31,11 @@ where
 
 /// Adds `finalizer` to `obj`; returns the object as the patch left it (`None` when the finalizer
 /// was there already and nothing was written).
-pub async fn added<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
+pub(crate) async fn added<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -44,7 +48,7 @@ where
 }
 
 /// Removes `finalizer` from `obj` (no-op when absent).
-pub async fn remove<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
+pub(crate) async fn remove<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -61,6 +65,6 @@ where
 }
 
 /// True when `obj` carries `finalizer`.
-pub fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
+pub(crate) fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
     obj.finalizers().iter().any(|f| f == finalizer)
 }

@@ -20,8 +20,9 @@ pub mod scope;
 pub mod shared_watch;
 pub mod sweep;
 
-pub use api_error::{ApiErrorExt, ExpectedRefusal};
-pub use apply::{FIELD_MANAGER, apply};
-pub use create::{create_if_absent, replace_unless_changed};
-pub use scope::{scoped, scoped_dynamic};
-pub use sweep::{delete_if_present, sweep};
+pub(crate) use api_error::ApiErrorExt;
+pub(crate) use apply::{FIELD_MANAGER, apply};
+pub use create::create_if_absent;
+pub(crate) use create::replace_unless_changed;
+pub(crate) use scope::{scoped, scoped_dynamic};
+pub(crate) use sweep::{delete_if_present, sweep};

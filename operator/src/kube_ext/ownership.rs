@@ -6,12 +6,12 @@
 pub const OWNER_LABEL: &str = "cinder.openstack.c5c3.io/owner";
 
 /// The value of [`OWNER_LABEL`] for the Cinder `namespace`/`name`.
-pub fn owner_value(namespace: &str, name: &str) -> String {
+pub(crate) fn owner_value(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
 /// The owner an [`OWNER_LABEL`] value names (namespaces hold no dots, so the first one splits).
-pub fn owner_of<K>(value: &str) -> Option<kube::runtime::reflector::ObjectRef<K>>
+pub(crate) fn owner_of<K>(value: &str) -> Option<kube::runtime::reflector::ObjectRef<K>>
 where
     K: kube::Resource,
     K::DynamicType: Default,

@@ -4,7 +4,7 @@ use kube::api::ApiResource;
 use kube::core::GroupVersionKind;
 
 /// The external-secrets SecretStore.
-pub fn secret_store_resource() -> ApiResource {
+pub(crate) fn secret_store_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("external-secrets.io", "v1", "SecretStore"),
         "secretstores",
@@ -12,7 +12,7 @@ pub fn secret_store_resource() -> ApiResource {
 }
 
 /// The external-secrets ClusterSecretStore.
-pub fn cluster_secret_store_resource() -> ApiResource {
+pub(crate) fn cluster_secret_store_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("external-secrets.io", "v1", "ClusterSecretStore"),
         "clustersecretstores",
@@ -20,7 +20,7 @@ pub fn cluster_secret_store_resource() -> ApiResource {
 }
 
 /// The mariadb-operator MariaDB.
-pub fn mariadb_resource() -> ApiResource {
+pub(crate) fn mariadb_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("k8s.mariadb.com", "v1alpha1", "MariaDB"),
         "mariadbs",

@@ -6,7 +6,7 @@ use kube::core::NamespaceResourceScope;
 use kube::{Api, Client, Resource};
 
 /// An API over namespaced `K`: the watched namespace, or all of them.
-pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+pub(crate) fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<Scope = NamespaceResourceScope>,
     K::DynamicType: Default,
@@ -18,7 +18,7 @@ where
 }
 
 /// [`scoped`] for a kind known by its [`ApiResource`].
-pub fn scoped_dynamic(
+pub(crate) fn scoped_dynamic(
     client: &Client,
     namespace: Option<&str>,
     ar: &ApiResource,

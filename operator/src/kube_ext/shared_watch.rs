@@ -24,7 +24,7 @@ use std::sync::Arc;
 const SUBSCRIBER_BUFFER: usize = 1024;
 
 /// A synchronous listener of every watch event (called before the fan-out).
-pub type Listener<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
+pub(crate) type Listener<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
 
 /// One watch of one kind, shared by every reader of that kind.
 pub struct SharedWatch<K>
@@ -47,7 +47,7 @@ where
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     /// A watch over `api` (not started; subscribe first, then [`Self::run`]).
-    pub fn with_type(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType) -> Self {
+    pub(crate) fn with_type(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType) -> Self {
         SharedWatch {
             kind: K::kind(&dyntype).to_string(),
             dyntype: dyntype.clone(),
@@ -60,18 +60,18 @@ where
     }
 
     /// The reflector store this watch fills (ready after the first complete list).
-    pub fn store(&self) -> Store<K> {
+    pub(crate) fn store(&self) -> Store<K> {
         self.writer.as_reader()
     }
 
     /// The kind's dynamic type (`()` for a kind known at compile time).
-    pub fn dyntype(&self) -> K::DynamicType {
+    pub(crate) fn dyntype(&self) -> K::DynamicType {
         self.dyntype.clone()
     }
 
     /// What the watch covers: the collection URL it watches and the namespace it is scoped to
     /// (`None`: every namespace).
-    pub fn covers(&self) -> (String, Option<String>) {
+    pub(crate) fn covers(&self) -> (String, Option<String>) {
         (
             self.api.resource_url().to_string(),
             self.api.namespace().map(str::to_string),
@@ -79,14 +79,14 @@ where
     }
 
     /// A trigger stream of every object the watch touches.
-    pub fn subscribe(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+    pub(crate) fn subscribe(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
         self.subscribers.push(tx);
         rx
     }
 
     /// Adds a listener called with every event, in order, before subscribers see it.
-    pub fn listen(&mut self, listener: impl FnMut(&watcher::Event<K>) + Send + 'static) {
+    pub(crate) fn listen(&mut self, listener: impl FnMut(&watcher::Event<K>) + Send + 'static) {
         self.listeners.push(Box::new(listener));
     }
 
@@ -101,7 +101,7 @@ where
     }
 
     /// Runs the watch (retrying with backoff) until the returned future is dropped.
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         let mut events = watcher(self.api.clone(), self.config.clone())
             .default_backoff()
             .boxed();
@@ -145,7 +145,11 @@ where
 
 impl SharedWatch<DynamicObject> {
     /// A watch over a kind known by its [`ApiResource`].
-    pub fn dynamic(api: Api<DynamicObject>, config: watcher::Config, ar: ApiResource) -> Self {
+    pub(crate) fn dynamic(
+        api: Api<DynamicObject>,
+        config: watcher::Config,
+        ar: ApiResource,
+    ) -> Self {
         Self::with_type(api, config, ar)
     }
 }

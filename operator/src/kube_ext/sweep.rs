@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 /// Deletes the objects of `api` (on the children's cluster) matching `selector`, as the cached
 /// reader lists them, for which `keep` is false (objects already
 /// being deleted are left alone; a 404 counts as gone); returns the names deleted.
-pub async fn sweep<K>(
+pub(crate) async fn sweep<K>(
     api: &Api<K>,
     reads: &ClusterStores,
     selector: &str,
@@ -43,7 +43,7 @@ where
 
 /// Deletes `name` (with `params`) if it exists: `Ok(true)` when it was deleted, `Ok(false)`
 /// when it was not there (a 404, also when its kind is not served).
-pub async fn delete_if_present<K>(
+pub(crate) async fn delete_if_present<K>(
     api: &Api<K>,
     name: &str,
     params: &DeleteParams,

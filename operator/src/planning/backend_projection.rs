@@ -33,24 +33,24 @@ pub struct ProjectedBackend {
 }
 
 /// Where a volume backend's Secret is mounted: `/etc/cinder/backends/{backend}`.
-pub fn backend_mount_dir(backend: &str) -> String {
+pub(crate) fn backend_mount_dir(backend: &str) -> String {
     format!("/etc/cinder/backends/{backend}")
 }
 /// Where the backup target's Secret is mounted.
-pub const BACKUP_MOUNT_DIR: &str = "/etc/cinder/backup-backend";
+pub(crate) const BACKUP_MOUNT_DIR: &str = "/etc/cinder/backup-backend";
 /// The cinder.conf fragment key of a volume backend Secret (loaded with `--config-dir`).
 pub const BACKEND_CONF_KEY: &str = "backend.conf";
 /// The cinder.conf fragment key of the backup Secret.
 pub const BACKUP_CONF_KEY: &str = "backup.conf";
 /// NFS shares file key.
-pub const NFS_SHARES_KEY: &str = "nfs_shares";
+pub(crate) const NFS_SHARES_KEY: &str = "nfs_shares";
 /// The key of the Ceph client config (`rbd_ceph_conf` / `backup_ceph_conf` name it by path). Not
 /// `*.conf`: the services load every `*.conf` of the directory they are given with
 /// `--config-dir` as their own oslo.config files, and a Ceph `[global]` section is none of
 /// theirs.
-pub const CEPH_CONF_KEY: &str = "ceph.cfg";
+pub(crate) const CEPH_CONF_KEY: &str = "ceph.cfg";
 /// cephx keyring key.
-pub const KEYRING_KEY: &str = "keyring";
+pub(crate) const KEYRING_KEY: &str = "keyring";
 
 /// One projection Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,7 +157,7 @@ fn storage_summary(backend: &str, satellite: &SatelliteSpec) -> ProjectedBackend
 
 /// What is known of an attached backend that is not projected this pass (from its spec alone,
 /// no Secret): enough for the NetworkPolicy to keep the egress its running volume service uses.
-pub fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
+pub(crate) fn held_backend(backend: &str, spec: &CinderBackendSpec) -> ProjectedBackend {
     storage_summary(backend, &spec.satellite)
 }
 

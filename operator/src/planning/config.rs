@@ -12,7 +12,7 @@
 
 use super::digest::map_digest;
 use super::ini::{ControlCharacter, IniDoc};
-pub use super::process_model::CONFIG_DIR;
+pub(crate) use super::process_model::CONFIG_DIR;
 use super::process_model::{API_CONF, API_UWSGI_INI, api_conf, api_uwsgi_ini};
 use crate::conditions::{Cond, kind, reason};
 use crate::crd::CinderSpec;
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 /// The reserved `spec.extraConfig` section whose entries (rule → check string) become
 /// policy.yaml instead of cinder.conf settings.
-pub const POLICY_SECTION: &str = "policy";
+pub(crate) const POLICY_SECTION: &str = "policy";
 /// Environment variable carrying the DSN (oslo.config environment source).
 pub const ENV_DB_CONNECTION: &str = "OS_DATABASE__CONNECTION";
 /// Environment variable carrying the transport URL.
@@ -53,7 +53,7 @@ pub const CINDER_ETC_FILES: [(&str, &str); 4] = [
 pub const ROOTWRAP_FILTERS_KEY: &str = "volume.filters";
 /// Where the rootwrap filters are mounted: the second directory of the shipped `rootwrap.conf`'s
 /// `filters_path` (`/etc/cinder/rootwrap.d,/usr/share/cinder/rootwrap`).
-pub const ROOTWRAP_FILTERS_DIR: &str = "/usr/share/cinder/rootwrap";
+pub(crate) const ROOTWRAP_FILTERS_DIR: &str = "/usr/share/cinder/rootwrap";
 
 /// A rendered config ConfigMap.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub struct RenderedConfig {
 
 impl RenderedConfig {
     /// ExtraConfigHealthy for this render.
-    pub fn extra_config_condition(&self) -> Cond {
+    pub(crate) fn extra_config_condition(&self) -> Cond {
         if self.overridden_owned_keys.is_empty() {
             Cond::true_(
                 kind::EXTRA_CONFIG_HEALTHY,
@@ -99,7 +99,7 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// SecretsReady=False / ConfigError (the Config step reports through SecretsReady).
-    pub fn condition(&self) -> Cond {
+    pub(crate) fn condition(&self) -> Cond {
         Cond::false_(kind::SECRETS_READY, reason::CONFIG_ERROR, self.to_string())
     }
 }

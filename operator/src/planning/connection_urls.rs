@@ -5,25 +5,25 @@
 use super::digest::Sensitive;
 
 /// Default MariaDB port.
-pub const DEFAULT_DB_PORT: u16 = 3306;
+pub(crate) const DEFAULT_DB_PORT: u16 = 3306;
 /// The port of the database server given `spec.database.port`: the port when it is one
 /// (1-65535), else [`DEFAULT_DB_PORT`]. The DSN connects to it and the NetworkPolicy's egress
 /// opens it.
-pub fn database_port(port: Option<i32>) -> u16 {
+pub(crate) fn database_port(port: Option<i32>) -> u16 {
     port.and_then(|p| u16::try_from(p).ok())
         .filter(|p| *p > 0)
         .unwrap_or(DEFAULT_DB_PORT)
 }
 
 /// Default AMQP port.
-pub const DEFAULT_AMQP_PORT: u16 = 5672;
+pub(crate) const DEFAULT_AMQP_PORT: u16 = 5672;
 /// The key of the DSN in `{name}-db-connection`.
-pub const DB_CONNECTION_KEY: &str = "connection";
+pub(crate) const DB_CONNECTION_KEY: &str = "connection";
 /// The key of the URL in `{name}-transport-url`.
-pub const TRANSPORT_URL_KEY: &str = "transport_url";
+pub(crate) const TRANSPORT_URL_KEY: &str = "transport_url";
 
 /// Percent-encodes everything but RFC 3986 unreserved characters.
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -195,7 +195,7 @@ pub fn oslo_config_literal(value: &str) -> String {
 }
 
 /// The digest of the service-user password (`cinder.c5c3.io/authtoken-hash`).
-pub fn authtoken_hash(password: &str) -> String {
+pub(crate) fn authtoken_hash(password: &str) -> String {
     super::digest::sha256_hex(password.as_bytes())
 }
 

@@ -24,10 +24,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The API's health endpoint.
-pub const HEALTHCHECK_PATH: &str = "/healthcheck";
+pub(crate) const HEALTHCHECK_PATH: &str = "/healthcheck";
 
 /// The default (CPU request, memory request, memory limit) of `component`.
-pub fn default_resources(
+pub(crate) fn default_resources(
     component: Component,
 ) -> Option<(&'static str, &'static str, &'static str)> {
     match component {
@@ -40,7 +40,7 @@ pub fn default_resources(
 }
 
 /// The resources of `component`'s container: the spec's, else the default.
-pub fn resources(spec: &CinderSpec, component: Component) -> Option<ResourceRequirements> {
+pub(crate) fn resources(spec: &CinderSpec, component: Component) -> Option<ResourceRequirements> {
     let given = match component {
         Component::Api => spec.api.resources.as_ref(),
         Component::Scheduler => spec.scheduler.resources.as_ref(),
@@ -67,7 +67,7 @@ pub fn resources(spec: &CinderSpec, component: Component) -> Option<ResourceRequ
 }
 
 /// The probes of `component`'s container: (startup, readiness, liveness).
-pub fn probes(component: Component) -> (Option<Probe>, Option<Probe>, Option<Probe>) {
+pub(crate) fn probes(component: Component) -> (Option<Probe>, Option<Probe>, Option<Probe>) {
     match component {
         Component::Api => {
             let check = |period: i32, failures: i32| Probe {

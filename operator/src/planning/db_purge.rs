@@ -8,13 +8,13 @@ use crate::conditions::{Cond, kind, reason};
 use crate::crd::cinder::DbPurgeSpec;
 
 /// A wedged run is terminated after this many seconds.
-pub const ACTIVE_DEADLINE_SECONDS: i64 = 3600;
+pub(crate) const ACTIVE_DEADLINE_SECONDS: i64 = 3600;
 /// Never overlap runs.
-pub const CONCURRENCY_POLICY: &str = "Forbid";
+pub(crate) const CONCURRENCY_POLICY: &str = "Forbid";
 
 /// The settings the CronJob is projected with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EffectiveDbPurge {
+pub(crate) struct EffectiveDbPurge {
     pub retention_days: i32,
     pub schedule: String,
     pub suspend: bool,
@@ -25,7 +25,7 @@ pub struct EffectiveDbPurge {
 }
 
 /// Resolves `spec.dbPurge` (defaults: 30 days, `1 0 * * *`, not suspended).
-pub fn effective_db_purge(spec: &DbPurgeSpec) -> EffectiveDbPurge {
+pub(crate) fn effective_db_purge(spec: &DbPurgeSpec) -> EffectiveDbPurge {
     let d = DbPurgeSpec::default();
     let retention_days = if spec.retention_days >= 1 {
         spec.retention_days
@@ -53,14 +53,14 @@ pub fn effective_db_purge(spec: &DbPurgeSpec) -> EffectiveDbPurge {
 }
 
 /// The newest Job that reached a terminal state (by finish time, then creation).
-pub fn newest_terminal(jobs: &[JobSummary]) -> Option<&JobSummary> {
+pub(crate) fn newest_terminal(jobs: &[JobSummary]) -> Option<&JobSummary> {
     jobs.iter()
         .filter(|j| j.state.is_terminal())
         .max_by_key(|j| (j.finished.unwrap_or(j.created), j.created))
 }
 
 /// DBPurgeReady for the effective settings and the Jobs carrying the Cinder's common labels.
-pub fn db_purge_condition(effective: &EffectiveDbPurge, jobs: &[JobSummary]) -> Cond {
+pub(crate) fn db_purge_condition(effective: &EffectiveDbPurge, jobs: &[JobSummary]) -> Cond {
     if effective.suspend {
         return Cond::true_(
             kind::DB_PURGE_READY,

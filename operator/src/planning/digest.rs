@@ -5,13 +5,13 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// sha256 of `value`, lowercase hex.
-pub fn sha256_hex(value: &[u8]) -> String {
+pub(crate) fn sha256_hex(value: &[u8]) -> String {
     hex::encode(Sha256::digest(value))
 }
 
 /// sha256 over a map's sorted entries (`key NUL value NUL`…), so the digest changes exactly
 /// when some key or value does.
-pub fn map_digest(data: &BTreeMap<String, String>) -> String {
+pub(crate) fn map_digest(data: &BTreeMap<String, String>) -> String {
     let mut h = Sha256::new();
     for (k, v) in data {
         h.update(k.as_bytes());
@@ -27,7 +27,7 @@ pub fn map_digest(data: &BTreeMap<String, String>) -> String {
 pub struct Sensitive(String);
 
 impl Sensitive {
-    pub fn new(value: String) -> Self {
+    pub(crate) fn new(value: String) -> Self {
         Sensitive(value)
     }
     /// The value, for the one place it belongs (a Secret's data).
@@ -35,7 +35,7 @@ impl Sensitive {
         &self.0
     }
     /// sha256 hex of the value (what annotations carry).
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         sha256_hex(self.0.as_bytes())
     }
 }

@@ -10,7 +10,7 @@ use crate::crd::cinder::ImageSpec;
 
 /// The result of the check.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ImageReleaseCheck {
+pub(crate) enum ImageReleaseCheck {
     /// The tag names the declared release.
     Matches,
     /// Nothing to compare (digest-pinned, or the tag names no release).
@@ -24,7 +24,7 @@ pub enum ImageReleaseCheck {
 
 impl ImageReleaseCheck {
     /// DatabaseReady=False / ImageReleaseMismatch for a mismatch (the step then requeues).
-    pub fn condition(&self) -> Option<Cond> {
+    pub(crate) fn condition(&self) -> Option<Cond> {
         match self {
             ImageReleaseCheck::Mismatch {
                 tag_release,
@@ -42,7 +42,10 @@ impl ImageReleaseCheck {
 }
 
 /// Compares a tag-pinned image against the declared release.
-pub fn check_image_release(image: &ImageSpec, open_stack_release: &str) -> ImageReleaseCheck {
+pub(crate) fn check_image_release(
+    image: &ImageSpec,
+    open_stack_release: &str,
+) -> ImageReleaseCheck {
     if image.digest.is_some() {
         return ImageReleaseCheck::Skipped;
     }

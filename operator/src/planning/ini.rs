@@ -4,7 +4,7 @@
 
 /// An ordered INI document.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct IniDoc {
+pub(crate) struct IniDoc {
     sections: Vec<(String, Vec<(String, String)>)>,
 }
 
@@ -18,12 +18,12 @@ pub struct ControlCharacter {
 }
 
 /// True when `s` carries a character below U+0020 (other than none) or DEL.
-pub fn has_control(s: &str) -> bool {
+pub(crate) fn has_control(s: &str) -> bool {
     s.chars().any(char::is_control)
 }
 
 impl IniDoc {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         IniDoc::default()
     }
 
@@ -39,7 +39,7 @@ impl IniDoc {
     }
 
     /// Sets `key` in `section` (replacing an earlier value in place).
-    pub fn set(&mut self, section: &str, key: &str, value: impl Into<String>) {
+    pub(crate) fn set(&mut self, section: &str, key: &str, value: impl Into<String>) {
         let value = value.into();
         let entries = self.section_mut(section);
         match entries.iter_mut().find(|(k, _)| k == key) {
@@ -49,7 +49,8 @@ impl IniDoc {
     }
 
     /// The value of `key` in `section`.
-    pub fn get(&self, section: &str, key: &str) -> Option<&str> {
+    #[cfg(test)]
+    fn get(&self, section: &str, key: &str) -> Option<&str> {
         self.sections
             .iter()
             .find(|(s, _)| s == section)
@@ -58,14 +59,14 @@ impl IniDoc {
     }
 
     /// Every `(section, key)` set.
-    pub fn keys(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = (&str, &str)> {
         self.sections
             .iter()
             .flat_map(|(s, e)| e.iter().map(move |(k, _)| (s.as_str(), k.as_str())))
     }
 
     /// Refuses a control character anywhere.
-    pub fn check(&self) -> Result<(), ControlCharacter> {
+    pub(crate) fn check(&self) -> Result<(), ControlCharacter> {
         for (section, entries) in &self.sections {
             if has_control(section) {
                 return Err(ControlCharacter {
@@ -92,7 +93,7 @@ impl IniDoc {
     }
 
     /// The text, `DEFAULT` first, one blank line between sections.
-    pub fn render(&self) -> Result<String, ControlCharacter> {
+    pub(crate) fn render(&self) -> Result<String, ControlCharacter> {
         self.check()?;
         let mut order: Vec<&(String, Vec<(String, String)>)> = self.sections.iter().collect();
         order.sort_by_key(|(s, _)| s != "DEFAULT");

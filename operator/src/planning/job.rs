@@ -17,7 +17,7 @@ pub enum JobState {
 
 impl JobState {
     /// From the `status.succeeded` / `status.failed` counts and a `Failed` / `Complete` condition.
-    pub fn from_status(complete: bool, failed: bool, exit_code: Option<i32>) -> JobState {
+    pub(crate) fn from_status(complete: bool, failed: bool, exit_code: Option<i32>) -> JobState {
         if complete {
             JobState::Succeeded
         } else if failed {
@@ -27,14 +27,14 @@ impl JobState {
         }
     }
 
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(self, JobState::Succeeded | JobState::Failed { .. })
     }
 }
 
 /// A Job as the DBPurge and upgrade-check planners see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobSummary {
+pub(crate) struct JobSummary {
     pub name: String,
     pub uid: String,
     pub state: JobState,

@@ -20,15 +20,15 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 /// NFS ports: nfsd and the portmapper.
-pub const NFS_PORTS: [(i32, &str); 3] = [(2049, "TCP"), (111, "TCP"), (111, "UDP")];
+pub(crate) const NFS_PORTS: [(i32, &str); 3] = [(2049, "TCP"), (111, "TCP"), (111, "UDP")];
 /// Ceph monitor ports (msgr2, msgr1).
-pub const CEPH_MON_PORTS: [i32; 2] = [3300, 6789];
+pub(crate) const CEPH_MON_PORTS: [i32; 2] = [3300, 6789];
 /// Ceph OSD port range.
-pub const CEPH_OSD_PORTS: (i32, i32) = (6800, 7300);
+pub(crate) const CEPH_OSD_PORTS: (i32, i32) = (6800, 7300);
 
 /// The policy cannot be derived.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NetworkPolicyError {
+pub(crate) enum NetworkPolicyError {
     #[error(
         "spec.networkPolicy.ingress is empty; refusing a policy that would cut off every client (fail-closed)"
     )]
@@ -73,7 +73,7 @@ fn host_peer(ip: IpAddr) -> NetworkPolicyPeer {
 
 /// The addresses of one `monitors` entry (`10.0.0.1`, `10.0.0.1:6789`, `[::1]:3300` or
 /// `[v2:10.0.0.1:3300/0,v1:10.0.0.1:6789/0]`); None when it names a host by name.
-pub fn monitor_addresses(entry: &str) -> Option<Vec<IpAddr>> {
+pub(crate) fn monitor_addresses(entry: &str) -> Option<Vec<IpAddr>> {
     let inner = entry
         .strip_prefix('[')
         .and_then(|e| e.strip_suffix(']'))
@@ -105,7 +105,7 @@ pub fn monitor_addresses(entry: &str) -> Option<Vec<IpAddr>> {
 }
 
 /// The port of the Keystone endpoint URL (443 / 80 by scheme when absent).
-pub fn url_port(url: &str) -> Option<i32> {
+pub(crate) fn url_port(url: &str) -> Option<i32> {
     let (scheme, rest) = url.split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -126,7 +126,7 @@ pub fn url_port(url: &str) -> Option<i32> {
 
 /// The NetworkPolicy spec, `Ok(None)` when `spec.networkPolicy` is unset (delete any policy).
 /// `backends` holds the projected volume backends and the backup target.
-pub fn derive_network_policy(
+pub(crate) fn derive_network_policy(
     cinder: &str,
     spec: &CinderSpec,
     broker_port: Option<u16>,

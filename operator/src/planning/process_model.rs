@@ -15,27 +15,27 @@ use crate::crd::CinderSpec;
 use crate::names;
 
 /// Where the config ConfigMap is mounted in every pod (every process reads its files there).
-pub const CONFIG_DIR: &str = "/etc/cinder";
+pub(crate) const CONFIG_DIR: &str = "/etc/cinder";
 /// The uWSGI config of the API, in the config ConfigMap.
-pub const API_UWSGI_INI: &str = "api-uwsgi.ini";
+pub(crate) const API_UWSGI_INI: &str = "api-uwsgi.ini";
 /// The API's cinder.conf overlay (its oslo.db pool), in the config ConfigMap.
-pub const API_CONF: &str = "api.conf";
+pub(crate) const API_CONF: &str = "api.conf";
 /// The WSGI application of cinder-api.
-pub const API_WSGI_MODULE: &str = "cinder.wsgi.api:application";
+pub(crate) const API_WSGI_MODULE: &str = "cinder.wsgi.api:application";
 /// Pooled connections of a single-writer service process (scheduler, volume, backup).
-pub const SINGLE_WRITER_POOL_SIZE: i64 = 1;
+pub(crate) const SINGLE_WRITER_POOL_SIZE: i64 = 1;
 /// Overflow connections of a single-writer service process.
-pub const SINGLE_WRITER_MAX_OVERFLOW: i64 = 1;
+pub(crate) const SINGLE_WRITER_MAX_OVERFLOW: i64 = 1;
 
 /// The API's workers: processes and threads per pod (at least one each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ApiWorkers {
+pub(crate) struct ApiWorkers {
     pub processes: i64,
     pub threads: i64,
 }
 
 impl ApiWorkers {
-    pub fn of(spec: &CinderSpec) -> Self {
+    pub(crate) fn of(spec: &CinderSpec) -> Self {
         ApiWorkers {
             processes: i64::from(spec.api.uwsgi.processes).max(1),
             threads: i64::from(spec.api.uwsgi.threads).max(1),
@@ -43,18 +43,18 @@ impl ApiWorkers {
     }
 
     /// oslo.db `max_pool_size` of one API process: one pooled connection per thread.
-    pub fn pool_size(self) -> i64 {
+    pub(crate) fn pool_size(self) -> i64 {
         self.threads
     }
 
     /// oslo.db `max_overflow` of one API process: the second connection of each thread.
-    pub fn max_overflow(self) -> i64 {
+    pub(crate) fn max_overflow(self) -> i64 {
         self.threads
     }
 }
 
 /// The command of the API container.
-pub fn api_command() -> Vec<String> {
+pub(crate) fn api_command() -> Vec<String> {
     vec![
         "uwsgi".to_string(),
         "--ini".to_string(),
@@ -63,7 +63,7 @@ pub fn api_command() -> Vec<String> {
 }
 
 /// The uWSGI config of the API: the spec's processes and threads, serving the API port.
-pub fn api_uwsgi_ini(spec: &CinderSpec) -> IniDoc {
+pub(crate) fn api_uwsgi_ini(spec: &CinderSpec) -> IniDoc {
     let w = ApiWorkers::of(spec);
     let mut d = IniDoc::new();
     let mut set = |k: &str, v: String| d.set("uwsgi", k, v);
@@ -85,7 +85,7 @@ pub fn api_uwsgi_ini(spec: &CinderSpec) -> IniDoc {
 }
 
 /// The API's overlay of cinder.conf: its oslo.db pool.
-pub fn api_conf(spec: &CinderSpec) -> IniDoc {
+pub(crate) fn api_conf(spec: &CinderSpec) -> IniDoc {
     let w = ApiWorkers::of(spec);
     let mut d = IniDoc::new();
     d.set("database", "max_pool_size", w.pool_size().to_string());
@@ -94,7 +94,7 @@ pub fn api_conf(spec: &CinderSpec) -> IniDoc {
 }
 
 /// Sets the single-writer pool in `cinder_conf`.
-pub fn set_single_writer_pool(cinder_conf: &mut IniDoc) {
+pub(crate) fn set_single_writer_pool(cinder_conf: &mut IniDoc) {
     cinder_conf.set(
         "database",
         "max_pool_size",

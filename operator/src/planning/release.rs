@@ -3,7 +3,7 @@
 
 /// A release, ordered by time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Release {
+pub(crate) struct Release {
     pub year: u16,
     /// 1 or 2.
     pub half: u8,
@@ -11,7 +11,7 @@ pub struct Release {
 
 impl Release {
     /// Parses exactly `YYYY.1` / `YYYY.2`.
-    pub fn parse(s: &str) -> Option<Release> {
+    pub(crate) fn parse(s: &str) -> Option<Release> {
         let (y, h) = s.split_once('.')?;
         if y.len() != 4 || !y.bytes().all(|b| b.is_ascii_digit()) {
             return None;
@@ -30,7 +30,7 @@ impl Release {
     /// The release a tag names: `2026.1`, optionally after a `v` (`v2026.1`), optionally with a
     /// numeric point release (`2025.2.1`), optionally followed by `-…` / `_…` / `+…` (a patch
     /// suffix such as `2026.1-p1`). Anything else carries no comparable release.
-    pub fn from_tag(tag: &str) -> Option<Release> {
+    pub(crate) fn from_tag(tag: &str) -> Option<Release> {
         let tag = tag.strip_prefix(['v', 'V']).unwrap_or(tag);
         let head = tag.get(..6)?;
         let mut rest = &tag[6..];
@@ -48,7 +48,7 @@ impl Release {
     }
 
     /// The only release an upgrade from `self` may target.
-    pub fn next(self) -> Release {
+    pub(crate) fn next(self) -> Release {
         if self.half == 1 {
             Release {
                 year: self.year,

@@ -11,31 +11,33 @@ pub struct SecretData(BTreeMap<String, String>);
 
 impl SecretData {
     /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str)
     }
 
     /// The keys, sorted.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
 
-    pub fn contains_key(&self, key: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains_key(&self, key: &str) -> bool {
         self.0.contains_key(key)
     }
 
     /// Sets `key` to `value`.
-    pub fn insert(&mut self, key: impl Into<String>, value: String) {
+    pub(crate) fn insert(&mut self, key: impl Into<String>, value: String) {
         self.0.insert(key.into(), value);
     }
 
     /// sha256 over the sorted entries: it changes exactly when some key or value does.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         map_digest(&self.0)
     }
 
     /// The data as a Secret's bytes.
-    pub fn into_bytes(self) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn into_bytes(self) -> BTreeMap<String, Vec<u8>> {
         self.0
             .into_iter()
             .map(|(k, v)| (k, v.into_bytes()))

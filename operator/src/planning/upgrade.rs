@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// The path the Database step takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReleaseDecision {
+pub(crate) enum ReleaseDecision {
     /// No upgrade: run / keep the steady-state `{name}-db-sync` and promote on success (also a
     /// fresh install, where nothing is installed yet).
     Steady,
@@ -35,7 +35,7 @@ fn refuse(reason: &'static str, message: String) -> ReleaseDecision {
 }
 
 /// Decides the path from the spec and the status release fields.
-pub fn decide(
+pub(crate) fn decide(
     spec_release: &str,
     installed: Option<&str>,
     target: Option<&str>,
@@ -95,7 +95,7 @@ pub fn decide(
 
 /// What one pass does for an upgrade in progress.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PhaseStep {
+pub(crate) struct PhaseStep {
     /// The phase after this pass (`None`: the upgrade is done).
     pub phase: Option<UpgradePhase>,
     /// The Job this phase needs (created when absent), if any.
@@ -133,7 +133,12 @@ fn rolling_update(target: &str) -> PhaseStep {
 }
 
 /// step ends through [`rollout_converged`]).
-pub fn phase_step(cinder: &str, target: &str, phase: UpgradePhase, job: JobState) -> PhaseStep {
+pub(crate) fn phase_step(
+    cinder: &str,
+    target: &str,
+    phase: UpgradePhase,
+    job: JobState,
+) -> PhaseStep {
     let job_name = phase_job(cinder, phase);
     let (in_progress, failed) = match phase {
         UpgradePhase::Expanding => (reason::EXPAND_IN_PROGRESS, reason::EXPAND_FAILED),
@@ -198,7 +203,7 @@ pub fn phase_step(cinder: &str, target: &str, phase: UpgradePhase, job: JobState
 
 /// The steady-state `{name}-db-sync` Job: in progress, failed, or done (promote
 /// installedRelease to `spec_release`).
-pub fn db_sync_step(cinder: &str, spec_release: &str, job: JobState) -> PhaseStep {
+pub(crate) fn db_sync_step(cinder: &str, spec_release: &str, job: JobState) -> PhaseStep {
     let name = names::db_sync_job(cinder);
     let (condition, requeue, promote) = match job {
         JobState::Absent | JobState::Running => (
@@ -243,7 +248,7 @@ pub fn db_sync_step(cinder: &str, spec_release: &str, job: JobState) -> PhaseSte
 
 /// The Deployment step's flip: in RollingUpdate, once every workload converged, move to
 /// Contracting and requeue on the next pass.
-pub fn rollout_converged(
+pub(crate) fn rollout_converged(
     phase: Option<UpgradePhase>,
     converged: bool,
 ) -> Option<(UpgradePhase, Duration)> {

@@ -13,7 +13,7 @@ use crate::conditions::event_reason;
 
 /// A pod of the migrate Job, as the planner needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodSummary {
+pub(crate) struct PodSummary {
     pub name: String,
     /// The `controller-uid` / `batch.kubernetes.io/controller-uid` label.
     pub job_uid: Option<String>,
@@ -24,7 +24,7 @@ pub struct PodSummary {
 }
 
 /// The pod whose message counts: the succeeded one, else the newest, among the Job's own pods.
-pub fn select_pod<'a>(pods: &'a [PodSummary], job_uid: &str) -> Option<&'a PodSummary> {
+pub(crate) fn select_pod<'a>(pods: &'a [PodSummary], job_uid: &str) -> Option<&'a PodSummary> {
     let own = pods
         .iter()
         .filter(|p| p.job_uid.as_deref() == Some(job_uid));

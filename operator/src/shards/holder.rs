@@ -83,7 +83,7 @@ impl ShardHolderHandle {
     }
 
     /// The view the controllers read.
-    pub fn view(&self) -> ShardView {
+    pub(crate) fn view(&self) -> ShardView {
         self.view.clone()
     }
 

@@ -11,9 +11,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 
 /// The name prefix of the membership Leases.
-pub const MEMBER_LEASE_PREFIX: &str = "cinder-operator-member-";
+pub(crate) const MEMBER_LEASE_PREFIX: &str = "cinder-operator-member-";
 /// The name prefix of the shard Leases (`cinder-operator-shard-<i>`).
-pub const SHARD_LEASE_PREFIX: &str = "cinder-operator-shard-";
+pub(crate) const SHARD_LEASE_PREFIX: &str = "cinder-operator-shard-";
 
 /// The membership Lease of the replica `identity` (a valid Lease name whatever the identity).
 pub fn member_lease_name(identity: &str) -> String {
@@ -21,13 +21,13 @@ pub fn member_lease_name(identity: &str) -> String {
 }
 
 /// The Lease of shard `i`.
-pub fn shard_lease_name(i: u32) -> String {
+pub(crate) fn shard_lease_name(i: u32) -> String {
     format!("{SHARD_LEASE_PREFIX}{i}")
 }
 
 /// What one list of the namespace's Leases says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// Shard `i`'s Lease at index `i`.
     pub shards: Vec<ShardLease>,
     /// Member Leases with a holder that renewed within the duration.
@@ -36,7 +36,7 @@ pub struct Observed {
 
 /// Reads the shard Leases (`0..count`) and the live members out of `leases` at `now`;
 /// `default_secs` is the duration of a Lease that names none.
-pub fn observe(leases: &[Lease], count: u32, now: Timestamp, default_secs: i32) -> Observed {
+pub(crate) fn observe(leases: &[Lease], count: u32, now: Timestamp, default_secs: i32) -> Observed {
     let mut shards = vec![ShardLease::Free; count as usize];
     let mut live_members = 0;
     for lease in leases {

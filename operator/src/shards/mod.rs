@@ -21,6 +21,7 @@ pub mod view;
 pub mod wake;
 
 pub use hash::shard_of;
-pub use holder::{ShardHolderConfig, ShardHolderHandle};
+pub use holder::ShardHolderConfig;
+pub use holder::ShardHolderHandle;
 pub use metrics::ShardMetrics;
 pub use view::ShardView;

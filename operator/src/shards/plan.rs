@@ -10,7 +10,7 @@ use super::hash::fnv1a64;
 
 /// One shard Lease as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ShardLease {
+pub(crate) enum ShardLease {
     /// No Lease yet, or one without a holder (released).
     Free,
     /// A holder that renewed within the Lease duration.
@@ -21,7 +21,7 @@ pub enum ShardLease {
 
 /// What this replica should do this round.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShardPlan {
+pub(crate) struct ShardPlan {
     /// Shards to acquire (free or expired), in the order to try them.
     pub take: Vec<u32>,
     /// Shards this replica holds and gives back (clears holderIdentity).
@@ -29,14 +29,14 @@ pub struct ShardPlan {
 }
 
 /// The most shards one replica holds: `ceil(shards / live)` (`live` 0 counts as 1).
-pub fn quota(shards: u32, live: usize) -> u32 {
+pub(crate) fn quota(shards: u32, live: usize) -> u32 {
     let live = u32::try_from(live.max(1)).unwrap_or(u32::MAX);
     shards.div_ceil(live)
 }
 
 /// Plans one round for `me`. `leases[i]` is shard `i`; `held` the shards this replica holds and
 /// renews (the Leases may lag behind it); `live` the live replicas, this one included.
-pub fn plan(me: &str, leases: &[ShardLease], held: &[u32], live: usize) -> ShardPlan {
+pub(crate) fn plan(me: &str, leases: &[ShardLease], held: &[u32], live: usize) -> ShardPlan {
     let shards = u32::try_from(leases.len()).unwrap_or(u32::MAX);
     let quota = quota(shards, live) as usize;
     let mut mine: Vec<u32> = held.to_vec();

@@ -34,12 +34,12 @@ impl ShardView {
     }
 
     /// Whether the operator runs sharded.
-    pub fn is_sharded(&self) -> bool {
+    pub(crate) fn is_sharded(&self) -> bool {
         self.count > 0
     }
 
     /// The shard count (0: unsharded).
-    pub fn count(&self) -> u32 {
+    pub(crate) fn count(&self) -> u32 {
         self.count
     }
 
@@ -49,12 +49,12 @@ impl ShardView {
     }
 
     /// Whether this replica holds the shard of the Cinder `namespace/name` now.
-    pub fn owns(&self, namespace: &str, name: &str) -> bool {
+    pub(crate) fn owns(&self, namespace: &str, name: &str) -> bool {
         !self.is_sharded() || self.holds(self.shard_of(namespace, name))
     }
 
     /// Whether this replica holds `shard` now (always, unsharded).
-    pub fn holds(&self, shard: u32) -> bool {
+    pub(crate) fn holds(&self, shard: u32) -> bool {
         !self.is_sharded()
             || self
                 .held
@@ -64,7 +64,7 @@ impl ShardView {
     }
 
     /// The shards held now, ascending.
-    pub fn held(&self) -> Vec<u32> {
+    pub(crate) fn held(&self) -> Vec<u32> {
         self.held
             .borrow()
             .iter()
@@ -74,7 +74,7 @@ impl ShardView {
     }
 
     /// A receiver of the held set's changes.
-    pub fn changes(&self) -> watch::Receiver<HeldShards> {
+    pub(crate) fn changes(&self) -> watch::Receiver<HeldShards> {
         self.held.clone()
     }
 }

@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use std::collections::BTreeSet;
 
 /// A controller's store and trigger channel, with how to find an object's Cinder name.
-pub struct WakeTarget<K: Resource<DynamicType = ()> + Clone + 'static> {
+pub(crate) struct WakeTarget<K: Resource<DynamicType = ()> + Clone + 'static> {
     pub store: Store<K>,
     pub wake: UnboundedSender<ObjectRef<K>>,
     /// The name of the Cinder whose shard the object follows (its own name for a Cinder).
@@ -30,7 +30,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> WakeTarget<K> {
 }
 
 /// Something [`wake_gained`] can wake (a [`WakeTarget`] of any kind).
-pub trait Wakeable: Send + Sync {
+pub(crate) trait Wakeable: Send + Sync {
     fn wake(&self, view: &ShardView, gained: &BTreeSet<u32>);
 }
 
@@ -45,7 +45,7 @@ where
 
 /// Until `shutdown` or the view's end: on every change of the held set, wakes the objects of the
 /// shards that joined it. Returns at once when the view is unsharded.
-pub async fn wake_gained(
+pub(crate) async fn wake_gained(
     view: ShardView,
     targets: Vec<Box<dyn Wakeable>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,

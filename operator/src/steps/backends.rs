@@ -75,7 +75,7 @@ fn backends_condition(attached: usize, projected: usize, waiting: &[String]) -> 
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();

@@ -120,7 +120,7 @@ fn more_than_one(names: &[String]) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let ns = ctx.namespace().to_string();
     let cinder_name = ctx.name().to_string();

@@ -77,7 +77,7 @@ fn backup_volumes(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();

@@ -21,7 +21,7 @@ use kube::Api;
 use std::sync::Arc;
 
 /// Label of the config ConfigMaps (what the sweep selects).
-pub const CONFIG_LABEL: &str = "cinder.openstack.c5c3.io/config";
+pub(crate) const CONFIG_LABEL: &str = "cinder.openstack.c5c3.io/config";
 
 /// The cinder.conf settings the render takes from spec fields other than `spec.extraConfig`:
 /// `(section, key, field)`. The other settings it renders are constants, numbers or the
@@ -103,7 +103,7 @@ fn config_map(cinder: &Cinder, rendered: &RenderedConfig) -> ConfigMap {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();

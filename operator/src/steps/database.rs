@@ -379,7 +379,7 @@ fn upgrade_started(installed: Option<&str>, target: &str) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
     let clusters = ctx.clusters(&op.client);
     let services = DatabaseServices::new(&op, ctx.memory());

@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// (`{cluster}.{namespace}.svc`) or the brownfield `host`, on the port
 /// [`database_port`] derives from `spec.database.port` (3306 when unset), the port the
 /// NetworkPolicy's egress opens. `Err` (naming the two fields) when the spec names neither.
-pub fn database_endpoint(cinder: &Cinder) -> Result<DbEndpoint, String> {
+pub(crate) fn database_endpoint(cinder: &Cinder) -> Result<DbEndpoint, String> {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let db = &cinder.spec.database;
     let host = match (&db.cluster_ref, &db.host) {
@@ -77,7 +77,7 @@ fn connection(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();

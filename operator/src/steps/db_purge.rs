@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The desired CronJob of `cinder` mounting `config_map`, with its spec-hash annotation.
-pub fn desired_cron_job(
+pub(crate) fn desired_cron_job(
     cinder: &Cinder,
     effective: &EffectiveDbPurge,
     config_map: &str,
@@ -153,7 +153,7 @@ fn summary(job: &Job) -> (JobSummary, Duration) {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let reporting = JobReporting::new(&op, ctx, JobKind::DbPurge);
     let children = ctx.children(&op.client);
     let name = ctx.name().to_string();

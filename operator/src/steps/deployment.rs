@@ -30,7 +30,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 /// The API Service: port 8776 to the API pods.
-pub fn desired_service(cinder: &crate::crd::Cinder) -> Service {
+pub(crate) fn desired_service(cinder: &crate::crd::Cinder) -> Service {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let spec = ServiceSpec {
         selector: Some(names::component_labels(&name, Component::Api)),
@@ -63,7 +63,7 @@ fn api_child_meta<S: Serialize>(cinder: &crate::crd::Cinder, name: &str, spec: &
 
 /// The API PodDisruptionBudget: maxUnavailable 1, so a node drain may always evict one API pod
 /// (with minAvailable 1, a one-replica API would block every drain of its node).
-pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
+pub(crate) fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let spec = PodDisruptionBudgetSpec {
         max_unavailable: Some(IntOrString::Int(1)),
@@ -85,7 +85,7 @@ pub fn desired_pdb(cinder: &crate::crd::Cinder) -> PodDisruptionBudget {
 /// fields named in `cleared` are removed by the patch (set to null), for a field `desired`
 /// leaves out that an earlier version set (a PDB's `minAvailable`, which excludes
 /// `maxUnavailable`).
-pub async fn ensure_patched<K>(
+pub(crate) async fn ensure_patched<K>(
     client: &Client,
     reads: &ClusterStores,
     desired: &K,
@@ -131,7 +131,7 @@ where
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();

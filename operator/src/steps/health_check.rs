@@ -28,7 +28,7 @@ use std::time::Duration;
 
 /// What one /healthcheck probe found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeResult {
+pub(crate) enum ProbeResult {
     /// 2xx.
     Healthy,
     /// The endpoint answered with a non-2xx status other than "no ready backend".
@@ -44,11 +44,11 @@ pub enum ProbeResult {
 }
 
 impl ProbeResult {
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         matches!(self, ProbeResult::Healthy)
     }
     /// How long the result may be reused.
-    pub fn ttl(&self) -> Duration {
+    pub(crate) fn ttl(&self) -> Duration {
         if self.is_healthy() {
             PROBE_CACHE_TTL
         } else {
@@ -58,10 +58,10 @@ impl ProbeResult {
 }
 
 /// How long one probe may take.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The proxy path the probe requests.
-pub fn proxy_path(namespace: &str, cinder: &str) -> String {
+pub(crate) fn proxy_path(namespace: &str, cinder: &str) -> String {
     format!(
         "/api/v1/namespaces/{namespace}/services/{}:{}/proxy/healthcheck",
         names::api_service(cinder),
@@ -70,7 +70,7 @@ pub fn proxy_path(namespace: &str, cinder: &str) -> String {
 }
 
 /// Classifies the error of a proxied GET.
-pub fn classify_error(e: &kube::Error) -> ProbeResult {
+pub(crate) fn classify_error(e: &kube::Error) -> ProbeResult {
     match e {
         e if e.is_not_found() => ProbeResult::EndpointNotReady {
             detail: "the API Service does not exist".to_string(),
@@ -92,7 +92,7 @@ pub fn classify_error(e: &kube::Error) -> ProbeResult {
 }
 
 /// Sends one probe (no cache).
-pub async fn probe(client: &Client, namespace: &str, cinder: &str) -> ProbeResult {
+pub(crate) async fn probe(client: &Client, namespace: &str, cinder: &str) -> ProbeResult {
     let base = format!(
         "/api/v1/namespaces/{namespace}/services/{}:{}/proxy",
         names::api_service(cinder),
@@ -114,7 +114,7 @@ pub async fn probe(client: &Client, namespace: &str, cinder: &str) -> ProbeResul
 }
 
 /// The condition of a probe result.
-pub fn condition(result: &ProbeResult, endpoint: &str) -> Cond {
+pub(crate) fn condition(result: &ProbeResult, endpoint: &str) -> Cond {
     let t = kind::CINDER_API_READY;
     match result {
         ProbeResult::Healthy => Cond::true_(
@@ -152,7 +152,7 @@ pub fn condition(result: &ProbeResult, endpoint: &str) -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&op.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();

@@ -25,7 +25,10 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use std::sync::Arc;
 
 /// The desired HPA of `cinder`.
-pub fn desired_hpa(cinder: &Cinder, autoscaling: &AutoscalingSpec) -> HorizontalPodAutoscaler {
+pub(crate) fn desired_hpa(
+    cinder: &Cinder,
+    autoscaling: &AutoscalingSpec,
+) -> HorizontalPodAutoscaler {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     HorizontalPodAutoscaler {
         metadata: child_meta(cinder, &names::api_hpa(&name), &[]),
@@ -66,14 +69,14 @@ const UNWANTED: NotRequired = NotRequired::new(
 /// What one run publishes the HPA's troubles through: the operator's event recorder and the step
 /// actor's memory of the troubles already published.
 #[derive(Clone)]
-pub struct HpaEvents {
+pub(crate) struct HpaEvents {
     recorder: Recorder,
     memory: crate::pipeline::StepMemory,
 }
 
 impl HpaEvents {
     /// The operator's recorder and the memory of `ctx`'s step.
-    pub fn new(op: &OperatorContext, ctx: &StepContext) -> Self {
+    pub(crate) fn new(op: &OperatorContext, ctx: &StepContext) -> Self {
         HpaEvents {
             recorder: op.recorder.clone(),
             memory: ctx.memory(),
@@ -82,7 +85,7 @@ impl HpaEvents {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let events = HpaEvents::new(&op, ctx);
     let hpa_name = names::api_hpa(ctx.name());
     let api: Api<HorizontalPodAutoscaler> = ctx.children_api(&op.client);
@@ -127,7 +130,7 @@ pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult 
 
 /// What keeps an HPA from scaling: its AbleToScale / ScalingActive conditions that are False.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScalingTrouble {
+pub(crate) struct ScalingTrouble {
     /// The conditions' types and reasons (what an Event is published once for).
     pub key: String,
     /// The conditions with their reasons and messages, for the condition message and the Event.
@@ -136,7 +139,7 @@ pub struct ScalingTrouble {
 
 /// The HPA's AbleToScale / ScalingActive conditions that are False (`None`: none, also before
 /// the HPA controller first reported).
-pub fn scaling_trouble(hpa: &HorizontalPodAutoscaler) -> Option<ScalingTrouble> {
+pub(crate) fn scaling_trouble(hpa: &HorizontalPodAutoscaler) -> Option<ScalingTrouble> {
     let failing: Vec<_> = hpa
         .status
         .as_ref()
@@ -176,7 +179,7 @@ pub fn scaling_trouble(hpa: &HorizontalPodAutoscaler) -> Option<ScalingTrouble> 
 /// HPAReady for an applied HPA: True (HPAReady), its message also saying what keeps the HPA
 /// from scaling when something does (the API keeps serving at its current count, so that is
 /// no reason to depool the Cinder).
-pub fn hpa_condition(summary: &str, trouble: Option<&ScalingTrouble>) -> Cond {
+pub(crate) fn hpa_condition(summary: &str, trouble: Option<&ScalingTrouble>) -> Cond {
     let message = match trouble {
         None => summary.to_string(),
         Some(t) => format!("{summary}; not scaling: {}", t.text),

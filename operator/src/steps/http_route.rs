@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// The desired HTTPRoute of `cinder` for `gateway`.
-pub fn desired_route(cinder: &Cinder, gateway: &GatewaySpec) -> DynamicObject {
+pub(crate) fn desired_route(cinder: &Cinder, gateway: &GatewaySpec) -> DynamicObject {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let ar = HTTP_ROUTE.api_resource();
     let mut parent = json!({ "name": gateway.parent_ref.name });
@@ -48,7 +48,7 @@ pub fn desired_route(cinder: &Cinder, gateway: &GatewaySpec) -> DynamicObject {
 }
 
 /// Whether any parent of the route's status says Accepted=True.
-pub fn accepted(route: &DynamicObject) -> bool {
+pub(crate) fn accepted(route: &DynamicObject) -> bool {
     route
         .data
         .pointer("/status/parents")
@@ -87,7 +87,7 @@ const UNWANTED: NotRequired = NotRequired::new(
 );
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&op.client);
     let route_name = names::http_route(ctx.name());
     let api = HTTP_ROUTE.namespaced(&client, ctx.namespace());

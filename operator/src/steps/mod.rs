@@ -32,4 +32,4 @@ pub mod transport_url_secret;
 pub mod volume_services;
 pub mod vpa;
 
-pub use table::{steps, table};
+pub(crate) use table::table;

@@ -55,7 +55,7 @@ fn refusal_reason(e: &NetworkPolicyError) -> &'static str {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let np_name = names::network_policy(ctx.name());
     let api: Api<NetworkPolicy> = ctx.children_api(&op.client);
     let policy = match desired_policy(&ctx.cinder, &ctx.artefacts) {

@@ -41,7 +41,7 @@ fn scheduler_deployment(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let Some(config_map) = ctx.artefacts.config_map_name.clone() else {
         return WorkloadCondition::SCHEDULER.await_config(ctx);
     };

@@ -26,17 +26,17 @@ use kube::{Api, Client};
 use std::sync::Arc;
 
 /// Keys of the database credential Secret.
-pub const DB_KEYS: [&str; 2] = ["username", "password"];
+pub(crate) const DB_KEYS: [&str; 2] = ["username", "password"];
 /// Default key of the service-user Secret.
-pub const SERVICE_USER_PASSWORD_KEY: &str = "password";
+pub(crate) const SERVICE_USER_PASSWORD_KEY: &str = "password";
 /// Required keys of the messaging Secret (`port` and `vhost` are optional).
-pub const MESSAGING_KEYS: [&str; 3] = ["username", "password", "host"];
+pub(crate) const MESSAGING_KEYS: [&str; 3] = ["username", "password", "host"];
 /// Optional keys of the messaging Secret.
-pub const MESSAGING_OPTIONAL_KEYS: [&str; 2] = ["port", "vhost"];
+pub(crate) const MESSAGING_OPTIONAL_KEYS: [&str; 2] = ["port", "vhost"];
 
 /// The messaging Secret of `cinder`: `(namespace, name)` of spec.messaging.secretRef, or the
 /// `{cluster}-default-user` Secret of spec.messaging.clusterRef.
-pub fn messaging_secret(cinder: &Cinder) -> Option<(String, String)> {
+pub(crate) fn messaging_secret(cinder: &Cinder) -> Option<(String, String)> {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let m = &cinder.spec.messaging;
     if let Some(r) = &m.secret_ref {
@@ -174,7 +174,7 @@ fn needed(cinder: &Cinder) -> [Option<Needed<'_>>; 3] {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let store = &cinder.spec.secret_store_ref;

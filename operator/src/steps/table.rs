@@ -20,7 +20,7 @@ where
 
 /// The product steps, each in its own file, in the order of [`LANE`] and [`GROUP`]: the match
 /// gives every declared step its function (a step declared without one does not compile).
-pub fn steps() -> Vec<Arc<dyn Step<OperatorContext>>> {
+pub(crate) fn steps() -> Vec<Arc<dyn Step<OperatorContext>>> {
     let step_of = |name: StepName| match name {
         StepName::Secrets => step(name, secrets::run),
         StepName::DBConnectionSecret => step(name, db_connection_secret::run),
@@ -47,6 +47,6 @@ pub fn steps() -> Vec<Arc<dyn Step<OperatorContext>>> {
 }
 
 /// The product step table (starts the step actors: call it on the actor thread).
-pub fn table() -> Result<PipelineTable<OperatorContext>, TableError> {
+pub(crate) fn table() -> Result<PipelineTable<OperatorContext>, TableError> {
     PipelineTable::product(steps())
 }

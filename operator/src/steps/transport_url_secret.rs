@@ -49,7 +49,7 @@ fn transport_url(values: &SecretData) -> Result<(u16, Sensitive), CredentialErro
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {

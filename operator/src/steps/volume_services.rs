@@ -353,7 +353,7 @@ async fn apply_volume_plan(
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let reporting = JobReporting::new(&op, ctx, JobKind::ServiceRemove);
     let name = ctx.name().to_string();
     let ns = ctx.namespace().to_string();

@@ -30,15 +30,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The label on every VPA the step writes (what the sweep selects).
-pub const VPA_LABEL: &str = "cinder.openstack.c5c3.io/vpa";
+pub(crate) const VPA_LABEL: &str = "cinder.openstack.c5c3.io/vpa";
 
 /// Whether `cinder` asks for VPAs.
-pub fn wanted(cinder: &Cinder) -> bool {
+pub(crate) fn wanted(cinder: &Cinder) -> bool {
     cinder.spec.vertical_autoscaling.is_some()
 }
 
 /// The Deployments that should carry a VPA, from the lane's artefacts.
-pub fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<String> {
+pub(crate) fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     out.insert(names::api_deployment(cinder));
     out.insert(names::scheduler_deployment(cinder));
@@ -62,7 +62,7 @@ pub fn target_deployments(cinder: &str, artefacts: &Artefacts) -> BTreeSet<Strin
 }
 
 /// The VPA of `deployment`: the spec's update mode; memory only for the API's under an HPA.
-pub fn desired_vpa(cinder: &Cinder, deployment: &str) -> DynamicObject {
+pub(crate) fn desired_vpa(cinder: &Cinder, deployment: &str) -> DynamicObject {
     let ar = VERTICAL_POD_AUTOSCALER.api_resource();
     let name = names::vpa_for(deployment);
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
@@ -120,7 +120,7 @@ fn not_asked() -> Cond {
 }
 
 /// Runs the step once for one Cinder.
-pub async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
+pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let client = ctx.children(&op.client);
     let ns = ctx.namespace().to_string();
     let name = ctx.name().to_string();

@@ -2,7 +2,7 @@
 //! stop when the registry drops them.
 
 /// Aborts a spawned task when dropped.
-pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -39,7 +39,7 @@ use serde::de::DeserializeOwned;
 mod abort_on_drop;
 mod registry;
 mod watches;
-pub use registry::TargetRegistry;
+pub(crate) use registry::TargetRegistry;
 use registry::{
     CachedClient, ForgetTarget, NamespaceExists, NamespaceKnown, RecordClient, WakeChannel,
     WatchInto,
@@ -91,7 +91,7 @@ struct Resolved {
 
 /// Why a target cluster does not resolve (no secret material in the message).
 #[derive(Debug, thiserror::Error)]
-pub enum Unresolvable {
+pub(crate) enum Unresolvable {
     #[error("target cluster {0:?} is not registered")]
     NotRegistered(String),
     #[error("target cluster {0:?}: the registered kubeconfig does not load: {1}")]
@@ -119,7 +119,7 @@ fn checked_owner(cinder: &Cinder, target: &str) -> Result<String, Unresolvable> 
 
 /// Builds a client from kubeconfig bytes (its current context). The error names what failed,
 /// never the content.
-pub async fn client_from_kubeconfig(
+pub(crate) async fn client_from_kubeconfig(
     raw: &[u8],
     limits: Option<ClientLimits>,
 ) -> Result<Client, String> {
@@ -167,7 +167,7 @@ where
 /// Deletes every child of the Cinder `owner` (`<namespace>.<name>`) on a target cluster by the
 /// ownership label, in the Cinder's namespace, the VPAs and the HTTPRoute included where the
 /// target serves those kinds; returns the `Kind/name` of each child deleted.
-pub async fn delete_children(
+pub(crate) async fn delete_children(
     target: &Client,
     namespace: &str,
     owner: &str,
@@ -241,7 +241,7 @@ impl TargetClusters {
     /// in the Cinder's namespace and in `lease_namespace`; target watches are scoped to `watch_namespace` when set; a target's
     /// client is throttled by `client_limits` when given. `registry` is the started actor holding
     /// the resolved state.
-    pub fn new(
+    pub(crate) fn new(
         management: Client,
         management_reads: ClusterStores,
         lease_namespace: &str,
@@ -261,18 +261,18 @@ impl TargetClusters {
 
     /// From here on every target resolved gets a watcher over the owned kinds whose events send
     /// the owning Cinder to `wake`; targets resolved before are resolved again (with one).
-    pub fn watch_into(&self, wake: UnboundedSender<ObjectRef<Cinder>>) {
+    pub(crate) fn watch_into(&self, wake: UnboundedSender<ObjectRef<Cinder>>) {
         self.registry.do_send(WatchInto(Some(wake)));
     }
 
     /// Stops every target watcher and forgets the resolved clients.
-    pub fn stop_watches(&self) {
+    pub(crate) fn stop_watches(&self) {
         self.registry.do_send(WatchInto(None));
     }
 
     /// A client for the target `name` as registered for a Cinder in `namespace` (`Ok(Err(..))`
     /// when it does not resolve). A client is built once per kubeconfig content.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         namespace: &str,
         name: &str,
@@ -341,7 +341,7 @@ impl TargetClusters {
 
     /// The target `cinder` projects onto (`Ok(Ok(None))` when it names none), with the Cinder's
     /// namespace ensured on it.
-    pub async fn resolve_for(
+    pub(crate) async fn resolve_for(
         &self,
         cinder: &Cinder,
     ) -> Result<Result<Option<TargetCluster>, Unresolvable>, kube::Error> {

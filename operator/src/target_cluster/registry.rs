@@ -35,7 +35,7 @@ impl Resolved {
 
 /// The resolved target clusters (see the module docs).
 #[derive(Default)]
-pub struct TargetRegistry {
+pub(crate) struct TargetRegistry {
     resolved: HashMap<String, Resolved>,
     wake: Option<UnboundedSender<ObjectRef<Cinder>>>,
 }
@@ -48,7 +48,7 @@ impl Actor for TargetRegistry {
 /// is recorded as resolving to it.
 #[derive(Message)]
 #[rtype(result = "Option<(Client, ClusterStores)>")]
-pub struct CachedClient {
+pub(crate) struct CachedClient {
     pub digest: String,
     pub name: String,
 }
@@ -56,14 +56,14 @@ pub struct CachedClient {
 /// Where watch events of newly resolved targets go (`None` while no controller runs).
 #[derive(Message)]
 #[rtype(result = "Option<UnboundedSender<ObjectRef<Cinder>>>")]
-pub struct WakeChannel;
+pub(crate) struct WakeChannel;
 
 /// Records the client built for kubeconfig `digest` (the one resolved first wins when two race)
 /// and returns the recorded client with its watches' stores. `watch` is kept with it while
 /// watches run, dropped otherwise.
 #[derive(Message)]
 #[rtype(result = "(Client, ClusterStores)")]
-pub struct RecordClient {
+pub(crate) struct RecordClient {
     pub digest: String,
     pub name: String,
     pub client: Client,
@@ -73,12 +73,12 @@ pub struct RecordClient {
 /// Target `name` does not resolve: the entries only it resolved to are dropped.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ForgetTarget(pub String);
+pub(crate) struct ForgetTarget(pub String);
 
 /// Whether `namespace` is known to exist on the target of kubeconfig `digest`.
 #[derive(Message)]
 #[rtype(result = "bool")]
-pub struct NamespaceKnown {
+pub(crate) struct NamespaceKnown {
     pub digest: String,
     pub namespace: String,
 }
@@ -86,7 +86,7 @@ pub struct NamespaceKnown {
 /// `namespace` exists on the target of kubeconfig `digest`.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct NamespaceExists {
+pub(crate) struct NamespaceExists {
     pub digest: String,
     pub namespace: String,
 }
@@ -96,7 +96,7 @@ pub struct NamespaceExists {
 /// watcher and forgets the resolved clients.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct WatchInto(pub Option<UnboundedSender<ObjectRef<Cinder>>>);
+pub(crate) struct WatchInto(pub Option<UnboundedSender<ObjectRef<Cinder>>>);
 
 impl Handler<CachedClient> for TargetRegistry {
     type Result = Option<(Client, ClusterStores)>;

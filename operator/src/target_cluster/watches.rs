@@ -25,9 +25,9 @@ use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
 /// The watches of one target: their stores, and the task running them (dropping it stops them).
-pub struct TargetWatches {
+pub(crate) struct TargetWatches {
     pub stores: ClusterStores,
-    pub task: AbortOnDrop,
+    pub _task: AbortOnDrop,
 }
 
 type Run = futures::future::BoxFuture<'static, ()>;
@@ -60,7 +60,7 @@ where
 
 /// Starts the watches of the target behind `client`; every object they touch sends its owning
 /// Cinder to `wake`.
-pub fn start(
+pub(crate) fn start(
     client: &Client,
     namespace: Option<&str>,
     wake: UnboundedSender<ObjectRef<Cinder>>,
@@ -93,6 +93,6 @@ pub fn start(
     });
     TargetWatches {
         stores,
-        task: AbortOnDrop(task),
+        _task: AbortOnDrop(task),
     }
 }

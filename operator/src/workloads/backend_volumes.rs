@@ -26,7 +26,7 @@ pub async fn attached_backends(
 
 /// The volumes every volume backend contributes to a workload (its NFS export, or its RBD
 /// projection Secret with the keyring), named after the backend.
-pub fn backend_volumes(
+pub(crate) fn backend_volumes(
     backend: &crate::pipeline::ProjectedBackend,
     spec: Option<&CinderBackend>,
 ) -> Vec<ExtraVolume> {

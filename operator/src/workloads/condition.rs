@@ -11,7 +11,7 @@ use kube::Client;
 
 /// The condition a workload step reports: its type, its reason once the rollout converged and
 /// its reason while waiting (for the rendered config or the rollout).
-pub struct WorkloadCondition {
+pub(crate) struct WorkloadCondition {
     kind: &'static str,
     ready: &'static str,
     waiting: &'static str,
@@ -19,34 +19,38 @@ pub struct WorkloadCondition {
 
 impl WorkloadCondition {
     /// SchedulerReady: SchedulerReady / WaitingForScheduler.
-    pub const SCHEDULER: Self = Self::new(
+    pub(crate) const SCHEDULER: Self = Self::new(
         kind::SCHEDULER_READY,
         reason::SCHEDULER_READY,
         reason::WAITING_FOR_SCHEDULER,
     );
 
     /// BackupServiceReady: BackupServiceReady / WaitingForBackupService.
-    pub const BACKUP_SERVICE: Self = Self::new(
+    pub(crate) const BACKUP_SERVICE: Self = Self::new(
         kind::BACKUP_SERVICE_READY,
         reason::BACKUP_SERVICE_READY,
         reason::WAITING_FOR_BACKUP_SERVICE,
     );
 
     /// DeploymentReady: DeploymentReady / WaitingForDeployment.
-    pub const API: Self = Self::new(
+    pub(crate) const API: Self = Self::new(
         kind::DEPLOYMENT_READY,
         reason::DEPLOYMENT_READY,
         reason::WAITING_FOR_DEPLOYMENT,
     );
 
     /// VolumeServicesReady: AllVolumeServicesReady / WaitingForVolumeServices.
-    pub const VOLUME_SERVICES: Self = Self::new(
+    pub(crate) const VOLUME_SERVICES: Self = Self::new(
         kind::VOLUME_SERVICES_READY,
         reason::ALL_VOLUME_SERVICES_READY,
         reason::WAITING_FOR_VOLUME_SERVICES,
     );
 
-    pub const fn new(kind: &'static str, ready: &'static str, waiting: &'static str) -> Self {
+    pub(crate) const fn new(
+        kind: &'static str,
+        ready: &'static str,
+        waiting: &'static str,
+    ) -> Self {
         WorkloadCondition {
             kind,
             ready,
@@ -55,18 +59,18 @@ impl WorkloadCondition {
     }
 
     /// True with the ready reason.
-    pub fn ready(&self, message: impl Into<String>) -> Cond {
+    pub(crate) fn ready(&self, message: impl Into<String>) -> Cond {
         Cond::true_(self.kind, self.ready, message)
     }
 
     /// False with the waiting reason.
-    pub fn waiting(&self, message: impl Into<String>) -> Cond {
+    pub(crate) fn waiting(&self, message: impl Into<String>) -> Cond {
         Cond::false_(self.kind, self.waiting, message)
     }
 
     /// Ends the step waiting for the rendered config (polled every
     /// [`REQUEUE_DEPLOYMENT_POLLING`]).
-    pub fn await_config(&self, ctx: &mut StepContext) -> StepResult {
+    pub(crate) fn await_config(&self, ctx: &mut StepContext) -> StepResult {
         ctx.requeue(
             self.waiting("waiting for the rendered config"),
             REQUEUE_DEPLOYMENT_POLLING,
@@ -77,7 +81,7 @@ impl WorkloadCondition {
 /// Ensures `desired` on `client` and ends the step with it: waiting while the rollout runs
 /// (polled every [`REQUEUE_DEPLOYMENT_POLLING`]), ready with `ready_message` once converged; an
 /// API error fails the step.
-pub async fn converge(
+pub(crate) async fn converge(
     ctx: &mut StepContext,
     client: &Client,
     desired: &Deployment,

@@ -23,16 +23,16 @@ use kube::{Api, Client};
 use std::collections::BTreeMap;
 
 /// Annotation on a workload object: sha256 of its desired spec (a different hash means replace).
-pub const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/spec-hash";
+pub(crate) const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/spec-hash";
 /// Annotation on a volume Deployment: the storage device (lock id) its backend lives on, so a
 /// Deployment whose CinderBackend is already gone is still deleted under the right lock.
-pub const DEVICE_ANNOTATION: &str = "cinder.openstack.c5c3.io/device";
+pub(crate) const DEVICE_ANNOTATION: &str = "cinder.openstack.c5c3.io/device";
 /// Annotation on a volume Deployment: the service host `<cinder>@<backend>`.
-pub const HOST_ANNOTATION: &str = "cinder.openstack.c5c3.io/volume-host";
+pub(crate) const HOST_ANNOTATION: &str = "cinder.openstack.c5c3.io/volume-host";
 
 /// What differs between the workloads.
 #[derive(Clone, Debug)]
-pub struct WorkloadSpec {
+pub(crate) struct WorkloadSpec {
     pub component: Component,
     pub name: String,
     pub replicas: i32,
@@ -57,7 +57,7 @@ impl WorkloadSpec {
     /// A workload of `component` named `name` running `command` with the config ConfigMap
     /// `config_map`: rolling updates, the pod annotations of `artefacts` (and of `release` for
     /// the components that carry it), no extras.
-    pub fn new(
+    pub(crate) fn new(
         component: Component,
         name: &str,
         replicas: i32,
@@ -85,7 +85,7 @@ impl WorkloadSpec {
 }
 
 /// The desired Deployment of `spec` owned by `cinder`, with its spec-hash annotation.
-pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
+pub(crate) fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
     let cinder_name = cinder.metadata.name.clone().unwrap_or_default();
     let mut labels = names::component_labels(&cinder_name, spec.component);
     for (k, v) in &spec.extra_labels {
@@ -181,14 +181,14 @@ pub fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deployment {
 }
 
 /// sha256 of the JSON form of `value` (empty when it cannot be serialised).
-pub fn hash_of<T: serde::Serialize>(value: &T) -> String {
+pub(crate) fn hash_of<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value)
         .map(|s| sha256_hex(s.as_bytes()))
         .unwrap_or_default()
 }
 
 /// The spec hash an object carries.
-pub fn spec_hash(meta: &ObjectMeta) -> Option<&str> {
+pub(crate) fn spec_hash(meta: &ObjectMeta) -> Option<&str> {
     meta.annotations
         .as_ref()
         .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
@@ -196,13 +196,13 @@ pub fn spec_hash(meta: &ObjectMeta) -> Option<&str> {
 }
 
 /// Whether `existing` must be replaced by `desired` (absent, or another spec hash).
-pub fn needs_write(existing: Option<&Deployment>, desired: &Deployment) -> bool {
+pub(crate) fn needs_write(existing: Option<&Deployment>, desired: &Deployment) -> bool {
     existing.is_none_or(|e| spec_hash(&e.metadata) != spec_hash(&desired.metadata))
 }
 
 /// Creates `desired`, or replaces the existing Deployment when its spec hash differs. Returns
 /// whether anything was written.
-pub async fn ensure_deployment(
+pub(crate) async fn ensure_deployment(
     client: &Client,
     reads: &ClusterStores,
     desired: &Deployment,
@@ -231,7 +231,7 @@ pub async fn ensure_deployment(
 
 /// Deletes Deployment `name` (foreground is not needed: its pods follow); returns whether it
 /// existed. It reads before it deletes, so that passes that find it absent write nothing.
-pub async fn delete_deployment(
+pub(crate) async fn delete_deployment(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,
@@ -250,7 +250,7 @@ pub async fn delete_deployment(
 
 /// Whether the rollout of `d`'s current generation fully converged: observed, every replica
 /// updated, ready and available, and nothing left over.
-pub fn converged(d: &Deployment) -> bool {
+pub(crate) fn converged(d: &Deployment) -> bool {
     let want = d.spec.replicas.unwrap_or(1);
     let Some(status) = d.status.as_ref() else {
         return false;
@@ -264,7 +264,7 @@ pub fn converged(d: &Deployment) -> bool {
 }
 
 /// Ensures `desired` and reports whether it is converged (a Deployment just written is not).
-pub async fn ensure_converged(
+pub(crate) async fn ensure_converged(
     client: &Client,
     reads: &ClusterStores,
     desired: &Deployment,

@@ -10,11 +10,11 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 /// The marker annotation (its value: the result counted).
-pub const COUNTED_ANNOTATION: &str = "cinder.c5c3.io/counted";
+pub(crate) const COUNTED_ANNOTATION: &str = "cinder.c5c3.io/counted";
 
 /// What claiming a Job's count came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Claim {
+pub(crate) enum Claim {
     /// This call placed the marker: count the Job now.
     Mine,
     /// The Job was counted before (or is gone, or is another Job of that name).
@@ -24,7 +24,7 @@ pub enum Claim {
 }
 
 /// Whether `job` carries the marker.
-pub fn is_counted(job: &Job) -> bool {
+pub(crate) fn is_counted(job: &Job) -> bool {
     job.metadata
         .annotations
         .as_ref()
@@ -32,7 +32,7 @@ pub fn is_counted(job: &Job) -> bool {
 }
 
 /// Claims the count of Job `name` with UID `uid` in `namespace`, marking it with `result`.
-pub async fn claim(
+pub(crate) async fn claim(
     client: &Client,
     namespace: &str,
     name: &str,
@@ -64,7 +64,7 @@ pub async fn claim(
 }
 
 /// A terminal Job to count once: where it lives and who it is.
-pub struct CountedJob<'a> {
+pub(crate) struct CountedJob<'a> {
     pub client: &'a Client,
     pub name: &'a str,
     pub uid: &'a str,
@@ -72,7 +72,7 @@ pub struct CountedJob<'a> {
 
 impl CountedJob<'_> {
     /// [`claim`]s this Job's count, marking it with `result`.
-    pub async fn claim(
+    pub(crate) async fn claim(
         &self,
         namespace: &str,
         result: crate::metrics::JobResult,
@@ -85,7 +85,7 @@ impl CountedJob<'_> {
 /// fast path (false: this process counted or claimed it already), `claim` the marker write
 /// (only asked when `first_time`), `unsee` gives the key back when the claim has to be
 /// retried. Returns whether it counted.
-pub async fn count_once<C>(
+pub(crate) async fn count_once<C>(
     first_time: bool,
     claim: impl FnOnce() -> C,
     unsee: impl FnOnce(),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// The pod template of the Cinder's one-shot Jobs (db-sync and the phase Jobs, service-remove,
 /// db-purge): one container, never restarted, the rendered config ConfigMap as its `config` volume.
-pub fn config_job_pod(
+pub(crate) fn config_job_pod(
     labels: BTreeMap<String, String>,
     container: k8s_openapi::api::core::v1::Container,
     config_map: &str,

@@ -7,7 +7,7 @@
 /// which Job UIDs were already counted (metrics and events happen once per Job UID; the Job's
 /// counted marker carries that across restarts).
 #[derive(Clone)]
-pub struct JobReporting {
+pub(crate) struct JobReporting {
     pub recorder: kube::runtime::events::Recorder,
     pub metrics: crate::metrics::JobMetrics,
     memory: crate::pipeline::StepMemory,
@@ -15,7 +15,7 @@ pub struct JobReporting {
 
 impl JobReporting {
     /// The `kind` pair of the operator's metrics, its recorder, and the memory of `ctx`'s step.
-    pub fn new(
+    pub(crate) fn new(
         op: &crate::context::OperatorContext,
         ctx: &crate::pipeline::StepContext,
         kind: crate::metrics::JobKind,
@@ -28,18 +28,18 @@ impl JobReporting {
     }
 
     /// The run's step memory.
-    pub fn memory(&self) -> &crate::pipeline::StepMemory {
+    pub(crate) fn memory(&self) -> &crate::pipeline::StepMemory {
         &self.memory
     }
 
     /// True the first time it is asked for `key` (a Job UID, or a backend/UID tuple).
-    pub async fn first_time(&self, key: &str) -> bool {
+    pub(crate) async fn first_time(&self, key: &str) -> bool {
         self.memory.first_time(key).await
     }
 
     /// Feeds the pair once for `job` (remembered under `key` in this process, and by the
     /// Job's counted marker across processes); returns whether it counted.
-    pub async fn observe_once(
+    pub(crate) async fn observe_once(
         &self,
         job: &super::job_marker::CountedJob<'_>,
         key: &str,

@@ -15,16 +15,14 @@ pub mod job_pod;
 pub mod job_reporting;
 pub mod pod;
 
-pub use backend_volumes::{attached_backends, backend_volumes};
-pub use condition::{WorkloadCondition, converge};
-pub use deployment::{
+pub use backend_volumes::attached_backends;
+pub(crate) use backend_volumes::backend_volumes;
+pub(crate) use condition::{WorkloadCondition, converge};
+pub(crate) use deployment::{
     DEVICE_ANNOTATION, HOST_ANNOTATION, SPEC_HASH_ANNOTATION, WorkloadSpec, converged,
     delete_deployment, desired_deployment, ensure_converged, ensure_deployment, hash_of,
     needs_write, spec_hash,
 };
-pub use job_pod::config_job_pod;
-pub use job_reporting::JobReporting;
-pub use pod::{
-    Carries, ENV_HOST, ExtraVolume, config_mount, env_from_secret, nfs_mount_dir, pod_annotations,
-    rootwrap_filters_volume, workload_env,
-};
+pub(crate) use job_pod::config_job_pod;
+pub(crate) use job_reporting::JobReporting;
+pub(crate) use pod::{ENV_HOST, ExtraVolume, config_mount, env_from_secret, workload_env};

@@ -21,15 +21,15 @@ use k8s_openapi::api::core::v1::{
 use std::collections::BTreeMap;
 
 /// The oslo.config environment variable carrying `[DEFAULT] host`.
-pub const ENV_HOST: &str = "OS_DEFAULT__HOST";
+pub(crate) const ENV_HOST: &str = "OS_DEFAULT__HOST";
 /// Where a workload's NFS exports are mounted: `/var/lib/cinder/mnt/{backend}`.
-pub fn nfs_mount_dir(backend: &str) -> String {
+pub(crate) fn nfs_mount_dir(backend: &str) -> String {
     format!("/var/lib/cinder/mnt/{backend}")
 }
 
 /// The rotation annotations a workload carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Carries {
+pub(crate) struct Carries {
     pub authtoken: bool,
     pub installed_release: bool,
 }
@@ -37,7 +37,7 @@ pub struct Carries {
 impl Carries {
     /// What `component` carries: the API authenticates tokens (authtoken) and rolls during the
     /// upgrade by image; the RPC services carry the installed release (their RPC version pin).
-    pub fn of(component: Component) -> Carries {
+    pub(crate) fn of(component: Component) -> Carries {
         match component {
             Component::Api => Carries {
                 authtoken: true,
@@ -52,7 +52,7 @@ impl Carries {
 }
 
 /// The pod-template annotations of `component` from the pass's artefacts.
-pub fn pod_annotations(
+pub(crate) fn pod_annotations(
     component: Component,
     artefacts: &Artefacts,
     installed_release: Option<&str>,
@@ -86,7 +86,7 @@ pub fn pod_annotations(
 
 /// The environment of `component`: the DSN and transport URL from the derived Secrets, and for
 /// the API the service-user password from its derived Secret (all three beside the pods).
-pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
+pub(crate) fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let mut env = vec![
         env_from_secret(
@@ -112,14 +112,14 @@ pub fn workload_env(cinder: &Cinder, component: Component) -> Vec<EnvVar> {
 
 /// One extra volume of a workload and where it is mounted.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ExtraVolume {
+pub(crate) struct ExtraVolume {
     pub volume: Volume,
     pub mount_path: String,
 }
 
 impl ExtraVolume {
     /// A projection Secret mounted read-only at `mount_path`.
-    pub fn secret(volume_name: &str, secret: &str, mount_path: String) -> ExtraVolume {
+    pub(crate) fn secret(volume_name: &str, secret: &str, mount_path: String) -> ExtraVolume {
         ExtraVolume {
             volume: Volume {
                 name: volume_name.to_string(),
@@ -141,7 +141,7 @@ impl ExtraVolume {
     }
 
     /// An NFS export mounted at [`nfs_mount_dir`] of `backend`.
-    pub fn nfs(volume_name: &str, backend: &str, nfs: &NfsSpec) -> ExtraVolume {
+    pub(crate) fn nfs(volume_name: &str, backend: &str, nfs: &NfsSpec) -> ExtraVolume {
         ExtraVolume {
             volume: Volume {
                 name: volume_name.to_string(),
@@ -158,7 +158,7 @@ impl ExtraVolume {
 }
 
 /// The read-only mount of the `config` volume (the rendered config ConfigMap) at [`CONFIG_DIR`].
-pub fn config_mount() -> VolumeMount {
+pub(crate) fn config_mount() -> VolumeMount {
     VolumeMount {
         name: "config".to_string(),
         mount_path: CONFIG_DIR.to_string(),
@@ -171,7 +171,7 @@ pub fn config_mount() -> VolumeMount {
 /// `cinder-rootwrap`: the config ConfigMap's filter file alone, mounted read-only at
 /// [`ROOTWRAP_FILTERS_DIR`] (a directory of `rootwrap.conf`'s `filters_path`, which must hold
 /// nothing but filter files).
-pub fn rootwrap_filters_volume(config_map: &str) -> (Volume, VolumeMount) {
+pub(crate) fn rootwrap_filters_volume(config_map: &str) -> (Volume, VolumeMount) {
     let volume = Volume {
         name: "rootwrap-filters".to_string(),
         config_map: Some(ConfigMapVolumeSource {
@@ -195,7 +195,7 @@ pub fn rootwrap_filters_volume(config_map: &str) -> (Volume, VolumeMount) {
 }
 
 /// `name` set from `key` of the Cinder's derived Secret `secret` (which must exist).
-pub fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+pub(crate) fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.to_string(),
         value_from: Some(EnvVarSource {

@@ -7,7 +7,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 
 /// A CinderBackend or a CinderBackupBackend.
-pub trait SatelliteKind:
+pub(crate) trait SatelliteKind:
     Satellite
     + Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
     + Clone

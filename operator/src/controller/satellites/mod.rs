@@ -28,7 +28,7 @@ use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
 
 /// The shutdown signal the controllers drain on.
-pub type StopSignal = Shared<BoxFuture<'static, ()>>;
+pub(crate) type StopSignal = Shared<BoxFuture<'static, ()>>;
 
 /// The controller of satellite kind `S`: its own watch, its parent Cinder (through the index)
 /// and the Secrets it reads (key Secrets through the index, projection Secrets by their
@@ -67,7 +67,7 @@ fn controller_for<S: SatelliteKind>(
 }
 
 /// The two satellite controllers, built and ready to run.
-pub struct SatelliteControllers {
+pub(crate) struct SatelliteControllers {
     backends: Controller<CinderBackend>,
     backup_backends: Controller<CinderBackupBackend>,
     ctx: Arc<OperatorContext>,
@@ -75,7 +75,7 @@ pub struct SatelliteControllers {
 
 impl SatelliteControllers {
     /// Builds both controllers (the Cinder controller, which owns the index, is set up first).
-    pub fn build(
+    pub(crate) fn build(
         op: Arc<OperatorContext>,
         index: &IndexHandle,
         w: &mut Watches,
@@ -94,7 +94,7 @@ impl SatelliteControllers {
     }
 
     /// Also reconciles the satellites these streams name (the shards this replica gains).
-    pub fn reconcile_on(
+    pub(crate) fn reconcile_on(
         mut self,
         backends: impl futures::Stream<Item = ObjectRef<CinderBackend>> + Send + 'static,
         backup_backends: impl futures::Stream<Item = ObjectRef<CinderBackupBackend>> + Send + 'static,
@@ -105,7 +105,7 @@ impl SatelliteControllers {
     }
 
     /// Runs both until the stop signal, draining in-flight reconciles.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let backends = self
             .backends
             .run(
@@ -133,14 +133,14 @@ impl SatelliteControllers {
 }
 
 /// Boxes a shutdown future into the shared signal the controllers take.
-pub fn stop_signal(f: impl std::future::Future<Output = ()> + Send + 'static) -> StopSignal {
+pub(crate) fn stop_signal(f: impl std::future::Future<Output = ()> + Send + 'static) -> StopSignal {
     f.boxed().shared()
 }
 
 /// Deletes the backend actor and forgets the failure count of every satellite that leaves the
 /// cluster, as the index reports it (a CinderBackupBackend has no finalizer, so its reconcile
 /// never sees its own deletion). Returns when `shutdown` turns true.
-pub async fn forget_departed(
+pub(crate) async fn forget_departed(
     mut departures: futures::channel::mpsc::UnboundedReceiver<Departed>,
     ctx: Arc<OperatorContext>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,

@@ -35,7 +35,7 @@ use std::time::Duration;
 /// A satellite reconcile that failed, with its retry (`error_policy` requeues after it).
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
-pub struct SatelliteFailed {
+pub(crate) struct SatelliteFailed {
     #[source]
     pub error: SatelliteError,
     pub retry: Duration,
@@ -43,7 +43,7 @@ pub struct SatelliteFailed {
 
 /// A satellite reconcile that could not finish.
 #[derive(Debug, thiserror::Error)]
-pub enum SatelliteError {
+pub(crate) enum SatelliteError {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("{0}")]
@@ -65,7 +65,7 @@ fn backoff_key_of<S: SatelliteKind>(obj: &S) -> String {
 
 /// The retry after a failed reconcile: exponential per satellite, with a ceiling
 /// ([`crate::pipeline::backoff_actor`]), as the back-off actor gave it.
-pub fn error_policy<S: SatelliteKind>(
+pub(crate) fn error_policy<S: SatelliteKind>(
     _obj: Arc<S>,
     failed: &SatelliteFailed,
     _ctx: Arc<OperatorContext>,
@@ -252,7 +252,7 @@ async fn projected<S: SatelliteKind>(
 
 /// Whether one of `deployments` mounts (as a Secret volume, or in a projected volume) one of
 /// the Secrets `names`.
-pub fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
+pub(crate) fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
     let mut mounts = crate::children::Mounts::default();
     for d in deployments {
         mounts.add_pod(d.spec.template.spec.as_ref());
@@ -263,7 +263,7 @@ pub fn mounts_any(deployments: &[Deployment], names: &[String]) -> bool {
 /// One reconcile of one satellite (a success resets its failure count; an event before the
 /// retry of a failed one waits for it, unless the satellite's generation changed or it is
 /// being deleted).
-pub async fn reconcile<S: SatelliteKind>(
+pub(crate) async fn reconcile<S: SatelliteKind>(
     obj: Arc<S>,
     ctx: Arc<OperatorContext>,
 ) -> Result<Action, SatelliteFailed> {

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// What a satellite reconcile observed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// The spec fails a check the schema states (message names the field).
     InvalidSpec(String),
     /// The parent Cinder does not exist.
@@ -25,7 +25,7 @@ pub enum Credentials {
 }
 
 /// The conditions for `credentials` and whether the parent projects this satellite.
-pub fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
+pub(crate) fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
     let (ready, why, message) = match credentials {
         Credentials::InvalidSpec(m) => (false, reason::INVALID_SPEC, m),
         Credentials::NoParent(m) => (false, reason::WAITING_FOR_PARENT, m),
@@ -71,7 +71,7 @@ pub fn conditions_for(credentials: &Credentials, projected: bool) -> Vec<Cond> {
 }
 
 /// `current` with `conds` set and observedGeneration stamped.
-pub fn next_status(
+pub(crate) fn next_status(
     current: Option<&SatelliteStatus>,
     conds: &[Cond],
     generation: Option<i64>,
@@ -86,14 +86,14 @@ pub fn next_status(
 }
 
 /// The backend-actor id of a satellite: `<Kind>/<namespace>/<name>`.
-pub fn actor_id(kind: &str, namespace: &str, name: &str) -> String {
+pub(crate) fn actor_id(kind: &str, namespace: &str, name: &str) -> String {
     format!("{kind}/{namespace}/{name}")
 }
 
 /// Runs `write` while holding the UpsertBackend lock on the satellite's backend actor, then
 /// (when the write succeeded) commits `value` — the satellite's summary, never a secret — as the
 /// actor's value, so the actor stays and the admin `/actors` view shows it.
-pub async fn write_through_actor<F, T>(
+pub(crate) async fn write_through_actor<F, T>(
     coordinator: &CoordinatorHandle,
     id: &str,
     value: serde_json::Value,
@@ -124,7 +124,7 @@ where
 }
 
 /// Deletes the satellite's backend actor (the satellite is leaving).
-pub async fn forget_actor(coordinator: &CoordinatorHandle, id: &str) -> anyhow::Result<()> {
+pub(crate) async fn forget_actor(coordinator: &CoordinatorHandle, id: &str) -> anyhow::Result<()> {
     let locked = coordinator
         .lock(vec![query([delete_backend(id)])])
         .await
@@ -141,7 +141,7 @@ pub async fn forget_actor(coordinator: &CoordinatorHandle, id: &str) -> anyhow::
 }
 
 /// The value a satellite's backend actor holds: what the satellite is and how it reports.
-pub fn actor_value(
+pub(crate) fn actor_value(
     kind: &str,
     namespace: &str,
     name: &str,

@@ -10,7 +10,7 @@ use cinder_lease::DevicesSnapshot;
 use std::fmt::Write as _;
 
 /// The `main` of the page.
-pub fn render(
+pub(crate) fn render(
     c: &CinderView,
     coordinator: Option<&CoordinatorSnapshot>,
     devices: &DevicesSnapshot,

@@ -6,7 +6,7 @@ use cinder_lease::DevicesSnapshot;
 use cinder_lease::inspection::{DeviceSnapshot, WaiterSnapshot};
 
 /// Who holds the device's Lease, in words.
-pub fn holder_text(snapshot: &DevicesSnapshot, d: &DeviceSnapshot) -> String {
+pub(crate) fn holder_text(snapshot: &DevicesSnapshot, d: &DeviceSnapshot) -> String {
     if d.lease_held_here {
         return format!("this replica ({})", snapshot.identity);
     }
@@ -31,7 +31,7 @@ fn waiters(label: &str, list: &[WaiterSnapshot]) -> String {
 }
 
 /// The `main` of the page.
-pub fn render(snapshot: &DevicesSnapshot) -> String {
+pub(crate) fn render(snapshot: &DevicesSnapshot) -> String {
     let rows: Vec<Vec<String>> = snapshot
         .devices
         .iter()

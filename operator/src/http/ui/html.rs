@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -26,7 +26,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// Percent-encodes a path segment (names are DNS labels, but nothing is assumed).
-pub fn path_segment(text: &str) -> String {
+pub(crate) fn path_segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -39,7 +39,7 @@ pub fn path_segment(text: &str) -> String {
 }
 
 /// The pages of the navigation bar: (path, title).
-pub const NAV: [(&str, &str); 3] = [
+pub(crate) const NAV: [(&str, &str); 3] = [
     ("/", "Cinders"),
     ("/ui/transactions", "Transactions"),
     ("/ui/devices", "Devices"),
@@ -47,7 +47,7 @@ pub const NAV: [(&str, &str); 3] = [
 
 /// A whole page: head (stylesheet, script), navigation with `active` marked, and `main` (the
 /// part live refresh replaces, fetched from `refresh` with `?fragment=main`).
-pub fn document(title: &str, active: &str, refresh: &str, main: &str) -> String {
+pub(crate) fn document(title: &str, active: &str, refresh: &str, main: &str) -> String {
     let mut nav = String::new();
     for (path, name) in NAV {
         let class = if path == active {
@@ -73,7 +73,7 @@ pub fn document(title: &str, active: &str, refresh: &str, main: &str) -> String 
 }
 
 /// The CSS class of a condition status (`True` / `False` / anything else).
-pub fn status_class(status: &str) -> &'static str {
+pub(crate) fn status_class(status: &str) -> &'static str {
     match status {
         "True" => "ok",
         "False" => "bad",
@@ -82,7 +82,7 @@ pub fn status_class(status: &str) -> &'static str {
 }
 
 /// Milliseconds as `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 10 min`.
-pub fn millis(ms: f64) -> String {
+pub(crate) fn millis(ms: f64) -> String {
     if !ms.is_finite() || ms < 0.0 {
         return "–".to_string();
     }
@@ -102,12 +102,12 @@ pub fn millis(ms: f64) -> String {
 }
 
 /// Seconds (a requeue) as [`millis`] does, `none` for no value.
-pub fn seconds(s: Option<f64>) -> String {
+pub(crate) fn seconds(s: Option<f64>) -> String {
     s.map_or_else(|| "none".to_string(), |s| millis(s * 1000.0))
 }
 
 /// A table from a header row and rows of already-escaped cells; `empty` when there are no rows.
-pub fn table(class: &str, header: &[&str], rows: &[Vec<String>], empty: &str) -> String {
+pub(crate) fn table(class: &str, header: &[&str], rows: &[Vec<String>], empty: &str) -> String {
     if rows.is_empty() {
         return format!("<p class=\"empty\">{}</p>", escape(empty));
     }

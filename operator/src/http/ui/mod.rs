@@ -131,7 +131,7 @@ async fn devices(req: HttpRequest, sources: web::Data<AdminSources>) -> HttpResp
 }
 
 /// The UI routes; the app must hold `web::Data<AdminSources>`.
-pub fn routes(cfg: &mut web::ServiceConfig) {
+pub(crate) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(overview))
         .route("/ui/cinders/{namespace}/{name}", web::get().to(cinder))
         .route("/ui/transactions", web::get().to(transactions))

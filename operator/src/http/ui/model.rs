@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The rows of a `/pipelines` value (entries that do not parse are skipped).
-pub fn pipeline_rows(value: &Value) -> Vec<PipelineRecord> {
+pub(crate) fn pipeline_rows(value: &Value) -> Vec<PipelineRecord> {
     value
         .get("pipelines")
         .and_then(Value::as_array)
@@ -24,7 +24,7 @@ pub fn pipeline_rows(value: &Value) -> Vec<PipelineRecord> {
 
 /// How one step stands: from the newest pass that ran it, else from its condition.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StepState {
+pub(crate) struct StepState {
     pub step: &'static str,
     pub condition_type: &'static str,
     pub in_group: bool,
@@ -40,7 +40,7 @@ pub struct StepState {
 
 /// A Cinder as the pages show it.
 #[derive(Clone, Debug, Default)]
-pub struct CinderView {
+pub(crate) struct CinderView {
     pub namespace: String,
     pub name: String,
     /// Its labels (`metadata.labels`), sorted by key.
@@ -58,12 +58,12 @@ pub struct CinderView {
 
 impl CinderView {
     /// The condition of type `type_`.
-    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+    pub(crate) fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
 
     /// Ready's status and reason (`Unknown` before the first status).
-    pub fn ready(&self) -> (String, String, String) {
+    pub(crate) fn ready(&self) -> (String, String, String) {
         self.condition(crate::conditions::kind::READY).map_or_else(
             || {
                 (
@@ -77,7 +77,7 @@ impl CinderView {
     }
 
     /// Every step of the lane and the group, in table order, with how it stands.
-    pub fn steps(&self) -> Vec<StepState> {
+    pub(crate) fn steps(&self) -> Vec<StepState> {
         let running = self
             .pipeline
             .in_pass
@@ -128,7 +128,7 @@ impl CinderView {
     /// The step the Cinder is on (a pass runs it) or waits in (the first lane step that is not
     /// True, else the first group member that is not), with its reason; `None` when all are
     /// True.
-    pub fn focus(&self) -> Option<(String, String)> {
+    pub(crate) fn focus(&self) -> Option<(String, String)> {
         if self.pipeline.in_pass
             && let Some(step) = &self.pipeline.current_step
         {
@@ -143,7 +143,7 @@ impl CinderView {
 
 /// The Cinders of `cinders` and of `rows` (a Cinder the API lists without a pipeline record,
 /// and a record whose Cinder is not listed, both show), sorted by namespace and name.
-pub fn cinder_views(
+pub(crate) fn cinder_views(
     cinders: &[Cinder],
     backends: &[CinderBackend],
     rows: Vec<PipelineRecord>,

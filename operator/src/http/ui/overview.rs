@@ -5,7 +5,7 @@ use super::html::{escape, millis, path_segment, seconds, status_class, table};
 use super::model::CinderView;
 
 /// The `main` of the overview.
-pub fn render(cinders: &[CinderView], error: Option<&str>) -> String {
+pub(crate) fn render(cinders: &[CinderView], error: Option<&str>) -> String {
     let mut out = String::from("<h1>Cinders</h1>");
     if let Some(e) = error {
         out.push_str(&format!(

@@ -15,7 +15,7 @@ fn lock(l: &LockStep) -> String {
 }
 
 /// The `main` of the page (`snapshot` is `Err` when the coordinator does not answer).
-pub fn render(snapshot: Result<&CoordinatorSnapshot, String>) -> String {
+pub(crate) fn render(snapshot: Result<&CoordinatorSnapshot, String>) -> String {
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => {

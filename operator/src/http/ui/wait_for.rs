@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// A resource that somebody waits for.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Awaited {
+pub(crate) struct Awaited {
     /// `kind/id`.
     pub label: String,
     /// Transactions waiting for it, with how long they waited (ms).
@@ -20,7 +20,7 @@ pub struct Awaited {
 
 /// The graph.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct WaitFor {
+pub(crate) struct WaitFor {
     /// Awaited resources, sorted by label.
     pub resources: Vec<Awaited>,
     /// The transaction that has waited longest, and for how long (ms).
@@ -29,7 +29,7 @@ pub struct WaitFor {
 
 impl WaitFor {
     /// Waiting transactions, longest wait first (each once).
-    pub fn waiters(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn waiters(&self) -> Vec<(u64, u64)> {
         let mut all: BTreeMap<u64, u64> = BTreeMap::new();
         for r in &self.resources {
             for &(txn, ms) in &r.waiters {
@@ -43,7 +43,7 @@ impl WaitFor {
     }
 
     /// Holding transactions (each once, ascending).
-    pub fn holders(&self) -> Vec<u64> {
+    pub(crate) fn holders(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self
             .resources
             .iter()
@@ -57,7 +57,7 @@ impl WaitFor {
 
 /// The wait-for graph of a coordinator snapshot: the resources with waiters (the waiters taken
 /// from the resource actors' queues and from the transactions' `waiting_on`).
-pub fn build(snapshot: &CoordinatorSnapshot) -> WaitFor {
+pub(crate) fn build(snapshot: &CoordinatorSnapshot) -> WaitFor {
     let mut by_label: BTreeMap<String, Awaited> = BTreeMap::new();
     for r in snapshot.resources.iter().filter(|r| !r.waiters.is_empty()) {
         let label = format!("{}/{}", r.kind, r.id);
@@ -128,7 +128,7 @@ fn edge(out: &mut String, from: (usize, usize), to: (usize, usize), class: &str)
 }
 
 /// The graph as an SVG element (empty graph: a sentence instead).
-pub fn svg(graph: &WaitFor) -> String {
+pub(crate) fn svg(graph: &WaitFor) -> String {
     if graph.resources.is_empty() {
         return "<p class=\"empty\" id=\"wait-for-empty\">No transaction waits for a lock.</p>"
             .to_string();

@@ -13,7 +13,7 @@ use std::sync::{PoisonError, RwLock};
 
 /// A value an object is looked up by, other than a label: a field's name and how to read it
 /// (like controller-runtime's field indexes).
-pub struct Field<K> {
+pub(crate) struct Field<K> {
     /// The field's path, as callers name it (`spec.cinderRef.name`).
     pub name: &'static str,
     /// The field's value of an object (`None`: not filed under this field).
@@ -30,7 +30,7 @@ impl<K> Copy for Field<K> {}
 
 /// What a value is indexed under: a label key or a field name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum By {
+pub(crate) enum By {
     Label(&'static str),
     Field(&'static str),
 }
@@ -86,7 +86,7 @@ struct Generations {
 
 /// The index of one store over the label keys and fields it was built with (see the module
 /// docs). Written by the store's watch, read by the cached reads.
-pub struct StoreIndex<K> {
+pub(crate) struct StoreIndex<K> {
     labels: &'static [&'static str],
     fields: Vec<Field<K>>,
     postings: RwLock<Generations>,
@@ -94,7 +94,7 @@ pub struct StoreIndex<K> {
 
 impl<K: ResourceExt> StoreIndex<K> {
     /// An empty index over the label keys `labels` and the fields `fields`.
-    pub fn new(labels: &'static [&'static str], fields: Vec<Field<K>>) -> Self {
+    pub(crate) fn new(labels: &'static [&'static str], fields: Vec<Field<K>>) -> Self {
         StoreIndex {
             labels,
             fields,
@@ -118,7 +118,7 @@ impl<K: ResourceExt> StoreIndex<K> {
     }
 
     /// Applies one watch event (after the store applied it).
-    pub fn apply(&self, event: &watcher::Event<K>) {
+    pub(crate) fn apply(&self, event: &watcher::Event<K>) {
         let mut postings = self
             .postings
             .write()
@@ -150,7 +150,7 @@ impl<K: ResourceExt> StoreIndex<K> {
     }
 
     /// The term of label `key` when the index covers it.
-    pub fn label(&self, key: &str) -> Option<By> {
+    pub(crate) fn label(&self, key: &str) -> Option<By> {
         self.labels
             .iter()
             .copied()
@@ -159,7 +159,7 @@ impl<K: ResourceExt> StoreIndex<K> {
     }
 
     /// Whether the index files objects under `by`.
-    pub fn covers(&self, by: By) -> bool {
+    pub(crate) fn covers(&self, by: By) -> bool {
         match by {
             By::Label(k) => self.labels.contains(&k),
             By::Field(f) => self.fields.iter().any(|x| x.name == f),
@@ -169,7 +169,7 @@ impl<K: ResourceExt> StoreIndex<K> {
     /// The names in `namespace` filed under every one of `terms` it covers, from the fewest
     /// candidates of any one term (a superset of the matches: callers check each object);
     /// `None` when it covers none of `terms`.
-    pub fn candidates(&self, namespace: &str, terms: &[(By, &str)]) -> Option<Vec<String>> {
+    pub(crate) fn candidates(&self, namespace: &str, terms: &[(By, &str)]) -> Option<Vec<String>> {
         let postings = self.postings.read().unwrap_or_else(PoisonError::into_inner);
         let mut fewest: Option<&BTreeSet<String>> = None;
         for (by, value) in terms.iter().filter(|(by, _)| self.covers(*by)) {

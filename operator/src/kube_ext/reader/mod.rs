@@ -7,5 +7,5 @@
 pub mod index;
 pub mod stores;
 
-pub use index::Field;
+pub(crate) use index::Field;
 pub use stores::ClusterStores;

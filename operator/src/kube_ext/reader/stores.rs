@@ -56,7 +56,7 @@ where
 }
 
 /// The label keys every store indexes: those the operator's lists select by.
-pub const INDEXED_LABELS: &[&str] = &[
+pub(crate) const INDEXED_LABELS: &[&str] = &[
     crate::names::LABEL_INSTANCE,
     crate::kube_ext::ownership::OWNER_LABEL,
     crate::names::TARGET_CLUSTER_LABEL,
@@ -140,7 +140,7 @@ impl ClusterStores {
     }
 
     /// [`Self::add`], the store indexed by `fields` too (for [`Self::list_by_field`]).
-    pub fn add_indexed<K>(&self, watch: &mut SharedWatch<K>, fields: Vec<Field<K>>)
+    pub(crate) fn add_indexed<K>(&self, watch: &mut SharedWatch<K>, fields: Vec<Field<K>>)
     where
         K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
@@ -171,7 +171,7 @@ impl ClusterStores {
     }
 
     /// Forgets every store (their watches stopped): reads go to the API server.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         if let Ok(mut kinds) = self.kinds.write() {
             kinds.clear();
         }
@@ -201,7 +201,11 @@ impl ClusterStores {
     }
 
     /// `api.get_opt(name)`, answered from the store when it covers the object (module docs).
-    pub async fn get_opt<K>(&self, api: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+    pub(crate) async fn get_opt<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+    ) -> Result<Option<K>, kube::Error>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
@@ -277,7 +281,7 @@ impl ClusterStores {
     /// The objects of `api`'s kind in its namespace whose `field` is `value`: through the
     /// store's index when it covers `api` and indexes `field`, otherwise a scan of the store or
     /// a list from the API server.
-    pub async fn list_by_field<K>(
+    pub(crate) async fn list_by_field<K>(
         &self,
         api: &Api<K>,
         field: Field<K>,

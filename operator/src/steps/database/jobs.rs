@@ -37,15 +37,15 @@ use kube::{Api, Client};
 use std::time::Duration;
 
 /// Annotation of a database Job: [`run_hash`] (a different desired hash means run it again).
-pub const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/job-spec-hash";
+pub(crate) const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/job-spec-hash";
 /// Label of a database Job: which one it is (`sync`, `expand`, `migrate`, `contract`).
-pub const DB_JOB_LABEL: &str = "cinder.openstack.c5c3.io/db-job";
+pub(crate) const DB_JOB_LABEL: &str = "cinder.openstack.c5c3.io/db-job";
 /// Where the migrate Job writes the real upgrade-check exit code.
 pub const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 /// The backoff limit of the phase Jobs.
-pub const PHASE_BACKOFF_LIMIT: i32 = 4;
+pub(crate) const PHASE_BACKOFF_LIMIT: i32 = 4;
 /// The Job label kube puts on a Job's pods: the Job's UID.
-pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+pub(crate) const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 
 /// The wrapper of `cinder-status upgrade check`: exit 0, 1 and 2 become 0, the real code goes to
 /// the termination message; anything else fails the pod.
@@ -61,7 +61,7 @@ pub enum SchemaJob {
 }
 
 impl SchemaJob {
-    pub const ALL: [SchemaJob; 4] = [
+    pub(crate) const ALL: [SchemaJob; 4] = [
         SchemaJob::DbSync,
         SchemaJob::Expand,
         SchemaJob::Migrate,
@@ -81,7 +81,7 @@ impl SchemaJob {
     }
 
     /// The value of [`DB_JOB_LABEL`].
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SchemaJob::DbSync => "sync",
             SchemaJob::Expand => "expand",
@@ -91,7 +91,7 @@ impl SchemaJob {
     }
 
     /// The device-lock kind (priority) of this Job.
-    pub fn device_job(self) -> DatabaseJob {
+    pub(crate) fn device_job(self) -> DatabaseJob {
         match self {
             SchemaJob::DbSync => DatabaseJob::DbSync,
             SchemaJob::Expand => DatabaseJob::Expand,
@@ -120,7 +120,7 @@ impl SchemaJob {
 }
 
 /// The database device id of `cinder` (`db:<namespace>/<database>`).
-pub fn database_device(cinder: &Cinder) -> String {
+pub(crate) fn database_device(cinder: &Cinder) -> String {
     let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
     devices::database(ns, &cinder.spec.database.database)
 }
@@ -130,7 +130,7 @@ pub fn database_device(cinder: &Cinder) -> String {
 /// its name changes with every config edit, none of which changes what the migration does),
 /// `release`, and the database the migration runs against (`spec.database` without its
 /// credentials: a rotated password reaches the same schema and is no reason to migrate again).
-pub fn run_hash(spec: &JobSpec, release: &str, database: &DatabaseSpec) -> String {
+pub(crate) fn run_hash(spec: &JobSpec, release: &str, database: &DatabaseSpec) -> String {
     let mut spec = spec.clone();
     if let Some(volumes) = spec.template.spec.as_mut().and_then(|p| p.volumes.as_mut()) {
         for cm in volumes.iter_mut().filter_map(|v| v.config_map.as_mut()) {
@@ -195,7 +195,7 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
 }
 
 /// The spec hash a Job carries (or would carry).
-pub fn spec_hash(job: &Job) -> Option<&str> {
+pub(crate) fn spec_hash(job: &Job) -> Option<&str> {
     job.metadata
         .annotations
         .as_ref()
@@ -212,7 +212,7 @@ fn condition_true(job: &Job, type_: &str) -> bool {
 
 /// What the step reads from an existing Job.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObservedJob {
+pub(crate) struct ObservedJob {
     pub name: String,
     pub uid: String,
     pub state: JobState,
@@ -224,7 +224,7 @@ pub struct ObservedJob {
 }
 
 /// The state of `job` (a failed Job's exit code is filled in by [`failed_exit_code`]).
-pub fn observe(job: &Job) -> ObservedJob {
+pub(crate) fn observe(job: &Job) -> ObservedJob {
     let complete = condition_true(job, "Complete");
     let failed = condition_true(job, "Failed");
     let state = JobState::from_status(complete, failed, None);
@@ -262,7 +262,7 @@ pub fn observe(job: &Job) -> ObservedJob {
 }
 
 /// Reads Job `name` (None: absent).
-pub async fn read_job(
+pub(crate) async fn read_job(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,
@@ -278,7 +278,7 @@ pub async fn read_job(
 
 /// The pods of the Job with UID `uid` (an uncached list, by the controller-uid label, then
 /// filtered on that label again so a pod of an earlier Job of the same name never counts).
-pub async fn job_pods(
+pub(crate) async fn job_pods(
     client: &Client,
     namespace: &str,
     uid: &str,
@@ -301,7 +301,7 @@ pub async fn job_pods(
 }
 
 /// The exit code of the newest failed pod of a failed Job, when it can be read.
-pub async fn failed_exit_code(client: &Client, namespace: &str, uid: &str) -> Option<i32> {
+pub(crate) async fn failed_exit_code(client: &Client, namespace: &str, uid: &str) -> Option<i32> {
     let pods = job_pods(client, namespace, uid).await.ok()?;
     pods.iter()
         .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
@@ -334,7 +334,7 @@ fn is_database_job(job: &Job, cinder: &str) -> bool {
 }
 
 /// The database Jobs of `cinder` that are active (exist and are not terminal), by name.
-pub async fn active_database_jobs(
+pub(crate) async fn active_database_jobs(
     client: &Client,
     reads: &ClusterStores,
     namespace: &str,

@@ -19,21 +19,21 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 /// The mariadb-operator group and version.
-pub const MARIADB_GROUP: &str = "k8s.mariadb.com";
-pub const MARIADB_VERSION: &str = "v1alpha1";
+pub(crate) const MARIADB_GROUP: &str = "k8s.mariadb.com";
+pub(crate) const MARIADB_VERSION: &str = "v1alpha1";
 
 /// The three kinds the step provisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SqlKind {
+pub(crate) enum SqlKind {
     Database,
     User,
     Grant,
 }
 
 impl SqlKind {
-    pub const ALL: [SqlKind; 3] = [SqlKind::Database, SqlKind::User, SqlKind::Grant];
+    pub(crate) const ALL: [SqlKind; 3] = [SqlKind::Database, SqlKind::User, SqlKind::Grant];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SqlKind::Database => "Database",
             SqlKind::User => "User",
@@ -42,7 +42,7 @@ impl SqlKind {
     }
 
     /// The API resource of this kind.
-    pub fn resource(self) -> ApiResource {
+    pub(crate) fn resource(self) -> ApiResource {
         let plural = match self {
             SqlKind::Database => "databases",
             SqlKind::User => "users",
@@ -56,12 +56,12 @@ impl SqlKind {
 }
 
 /// The name of the Cinder's Database, User and Grant objects (the Cinder's own name).
-pub fn sql_object_name(cinder: &str) -> String {
+pub(crate) fn sql_object_name(cinder: &str) -> String {
     cinder.to_string()
 }
 
 /// The spec of each kind for `cinder` with SQL user `username` and connection cap `cap`.
-pub fn sql_spec(cinder: &Cinder, kind: SqlKind, username: &str, cap: i64) -> Value {
+pub(crate) fn sql_spec(cinder: &Cinder, kind: SqlKind, username: &str, cap: i64) -> Value {
     let ns = cinder.metadata.namespace.clone().unwrap_or_default();
     let db = &cinder.spec.database;
     let mariadb_ref = match &db.cluster_ref {
@@ -95,7 +95,7 @@ pub fn sql_spec(cinder: &Cinder, kind: SqlKind, username: &str, cap: i64) -> Val
 }
 
 /// Whether `obj`'s `status.conditions` has Ready=True.
-pub fn is_ready(obj: &DynamicObject) -> bool {
+pub(crate) fn is_ready(obj: &DynamicObject) -> bool {
     obj.data
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -104,7 +104,7 @@ pub fn is_ready(obj: &DynamicObject) -> bool {
 }
 
 /// Whether every key of `desired` has that value in `existing`.
-pub fn spec_matches(existing: Option<&Value>, desired: &Value) -> bool {
+pub(crate) fn spec_matches(existing: Option<&Value>, desired: &Value) -> bool {
     existing.is_some_and(|existing| desired.is_object() && contains(existing, desired))
 }
 
@@ -122,7 +122,7 @@ fn contains(existing: &Value, desired: &Value) -> bool {
 
 /// How the gate and provisioning ended.
 #[derive(Debug)]
-pub enum Provisioned {
+pub(crate) enum Provisioned {
     /// Managed objects Ready (or brownfield): go on.
     Ready,
     /// Not yet: report this condition; `created` tells whether anything was just created.
@@ -137,7 +137,7 @@ fn waiting(reason: &'static str, message: String, created: bool) -> Provisioned 
 }
 
 /// Runs the MariaDB gate and ensures Database, User and Grant with connection cap `cap`.
-pub async fn provision(
+pub(crate) async fn provision(
     client: &Client,
     reads: &ClusterStores,
     cinder: &Cinder,

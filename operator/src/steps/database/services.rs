@@ -32,23 +32,23 @@ impl DatabaseServices {
     }
 
     /// The lock service for the database device.
-    pub fn device_locks(&self) -> &DeviceLocks {
+    pub(crate) fn device_locks(&self) -> &DeviceLocks {
         &self.locks
     }
 
     /// The run's step memory (refused device locks, counted Jobs).
-    pub fn memory(&self) -> &StepMemory {
+    pub(crate) fn memory(&self) -> &StepMemory {
         &self.memory
     }
 
     /// The event recorder.
-    pub fn recorder(&self) -> &Recorder {
+    pub(crate) fn recorder(&self) -> &Recorder {
         &self.recorder
     }
 
     /// Feeds the db_sync pair for `job`, once per UID (across processes through the Job's
     /// counted marker); returns whether it counted.
-    pub async fn observe_job_once(
+    pub(crate) async fn observe_job_once(
         &self,
         job: &CountedJob<'_>,
         namespace: &str,
@@ -69,12 +69,12 @@ impl DatabaseServices {
 
     /// True the first time it is asked for `uid` (the upgrade-check event is emitted once per
     /// migrate Job UID).
-    pub async fn first_report(&self, uid: &str) -> bool {
+    pub(crate) async fn first_report(&self, uid: &str) -> bool {
         self.memory.first_time(&format!("reported/{uid}")).await
     }
 
     /// Gives a report back (the event could not be published; try again after a pause).
-    pub fn unreport(&self, uid: &str) {
+    pub(crate) fn unreport(&self, uid: &str) {
         self.memory.unsee(&format!("reported/{uid}"));
     }
 }

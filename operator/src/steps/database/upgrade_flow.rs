@@ -13,7 +13,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType};
 
 /// What the planner needs of a pod.
-pub fn pod_summary(pod: &Pod) -> PodSummary {
+pub(crate) fn pod_summary(pod: &Pod) -> PodSummary {
     let status = pod.status.as_ref();
     PodSummary {
         name: pod.metadata.name.clone().unwrap_or_default(),
@@ -42,7 +42,7 @@ pub fn pod_summary(pod: &Pod) -> PodSummary {
 }
 
 /// The event for the migrate Job `uid`'s pods (None when they could not be read).
-pub fn check_event(pods: Option<&[Pod]>, uid: &str) -> UpgradeCheckEvent {
+pub(crate) fn check_event(pods: Option<&[Pod]>, uid: &str) -> UpgradeCheckEvent {
     let code = pods.and_then(|pods| {
         let summaries: Vec<PodSummary> = pods.iter().map(pod_summary).collect();
         upgrade_check::select_pod(&summaries, uid)
@@ -53,7 +53,7 @@ pub fn check_event(pods: Option<&[Pod]>, uid: &str) -> UpgradeCheckEvent {
 }
 
 /// Reads the migrate Job's pods and publishes the event, once per Job UID.
-pub async fn report_upgrade_check(
+pub(crate) async fn report_upgrade_check(
     client: &kube::Client,
     services: &DatabaseServices,
     cinder: &Cinder,

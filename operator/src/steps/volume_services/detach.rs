@@ -53,11 +53,15 @@ pub fn service_remove_command(host: &str) -> Vec<String> {
 }
 
 /// The annotation of a service-remove Job naming the UID of the CinderBackend it detaches.
-pub const BACKEND_UID_ANNOTATION: &str = "cinder.c5c3.io/backend-uid";
+pub(crate) const BACKEND_UID_ANNOTATION: &str = "cinder.c5c3.io/backend-uid";
 
 /// The service-remove Job of `backend`, with the volume service's environment and config,
 /// annotated with the backend's UID.
-pub fn service_remove_job(cinder: &Cinder, backend: &CinderBackend, config_map: &str) -> Job {
+pub(crate) fn service_remove_job(
+    cinder: &Cinder,
+    backend: &CinderBackend,
+    config_map: &str,
+) -> Job {
     let name = cinder.metadata.name.clone().unwrap_or_default();
     let uid = backend.uid().unwrap_or_default();
     let backend = backend.name_any();
@@ -103,7 +107,7 @@ pub fn service_remove_job(cinder: &Cinder, backend: &CinderBackend, config_map: 
 }
 
 /// The storage device (lock id) of a backend.
-pub fn backend_device(b: &CinderBackend) -> String {
+pub(crate) fn backend_device(b: &CinderBackend) -> String {
     if let Some(rbd) = &b.spec.satellite.rbd {
         return cinder_lease::devices::rbd_cluster(&rbd.monitors);
     }
@@ -114,7 +118,7 @@ pub fn backend_device(b: &CinderBackend) -> String {
 }
 
 /// The coordinator id of the volume service of `backend` (`<ns>/<cinder>@<backend>`).
-pub fn service_id(namespace: &str, cinder: &str, backend: &str) -> String {
+pub(crate) fn service_id(namespace: &str, cinder: &str, backend: &str) -> String {
     format!(
         "{namespace}/{}",
         names::volume_service_host(cinder, backend)
@@ -122,14 +126,14 @@ pub fn service_id(namespace: &str, cinder: &str, backend: &str) -> String {
 }
 
 /// What taking a backend's lock came to.
-pub enum Locked {
+pub(crate) enum Locked {
     Guard(Box<cinder_lease::DeviceGuard>),
     /// Another replica holds the device: retry after this.
     Busy(Duration),
 }
 
 /// Takes `device` together with the volume service `service` (one coordinator transaction).
-pub async fn lock_backend(
+pub(crate) async fn lock_backend(
     locks: &DeviceLocks,
     device: &str,
     service: &str,
@@ -154,7 +158,7 @@ pub async fn lock_backend(
 /// taken by a Lock, the other with the backend's entry by a NestedLock after it. A Lock of the
 /// database while the backend is held could wait for a device that sorts before one it holds.
 /// Returns the guards in release order (nested first), or the retry delay of a busy device.
-pub async fn lock_backend_with_database(
+pub(crate) async fn lock_backend_with_database(
     locks: &DeviceLocks,
     device: &str,
     service: &str,
@@ -194,7 +198,7 @@ pub async fn lock_backend_with_database(
 }
 
 /// What one detach pass came to.
-pub enum DetachOutcome {
+pub(crate) enum DetachOutcome {
     /// No deleted backend holds the finalizer.
     Idle,
     /// A pass ran: report `condition` (when stuck) and requeue after `requeue`.
@@ -205,7 +209,7 @@ pub enum DetachOutcome {
 
 /// Why a detach pass failed.
 #[derive(Debug, thiserror::Error)]
-pub enum DetachError {
+pub(crate) enum DetachError {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("device lock: {0}")]
@@ -336,7 +340,7 @@ async fn observe_backend(
 /// the finalizer. `clusters.children` is the cluster holding the Cinder's children (its
 /// Deployments, Jobs and projection Secrets); `config_map` is the config the service-remove Job
 /// mounts.
-pub async fn detach_pass(
+pub(crate) async fn detach_pass(
     op: &OperatorContext,
     clusters: &Clusters,
     reporting: &JobReporting,
