@@ -20,7 +20,7 @@ pub use condition::{WorkloadCondition, converge};
 pub use deployment::{
     DEVICE_ANNOTATION, HOST_ANNOTATION, SPEC_HASH_ANNOTATION, WorkloadSpec, converged,
     delete_deployment, desired_deployment, ensure_converged, ensure_deployment, hash_of,
-    needs_write, spec_hash,
+    needs_write, rolled_out, spec_hash, template_image,
 };
 pub use job_pod::config_job_pod;
 pub use job_reporting::JobReporting;

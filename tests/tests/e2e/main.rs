@@ -30,6 +30,7 @@ mod target_cluster_projection;
 mod target_cluster_references;
 mod two_operators_detach;
 mod upgrade_flow;
+mod upgrade_lost_replace;
 mod upgrade_two_operators;
 mod workload_shape;
 mod workloads_backup;
