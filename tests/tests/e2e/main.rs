@@ -32,6 +32,7 @@ mod two_operators_detach;
 mod upgrade_flow;
 mod upgrade_lost_replace;
 mod upgrade_two_operators;
+mod waiting_reasons;
 mod workload_shape;
 mod workloads_backup;
 mod workloads_happy_path;
