@@ -36,7 +36,7 @@ use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
 
@@ -351,21 +351,26 @@ pub fn is_purge_job(job: &Job) -> bool {
 /// Suspends the purge CronJob of Cinder `cinder`, read live, unless it is absent or suspended
 /// already: called before a database Job starts, so that the CronJob starts no purge beside
 /// it. The DBPurge step writes the CronJob's own `suspend` back once no database Job is active.
+/// A replace that loses to a concurrent write (the CronJob controller's status) reads again, a
+/// few times, before the error is the caller's.
 pub async fn fence_purge(client: &Client, ns: &str, cinder: &str) -> Result<(), kube::Error> {
     let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
     let name = names::db_purge_cronjob(cinder);
-    match api.get_opt(&name).await? {
-        Some(cj) if cj.spec.suspend != Some(true) => {
-            let patch = serde_json::json!({"spec": {"suspend": true}});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Err(e) if e.is_not_found() => Ok(()),
-                other => other.map(|_| ()),
-            }
+    let mut attempts = 0;
+    loop {
+        let Some(mut cj) = api.get_opt(&name).await? else {
+            return Ok(());
+        };
+        if cj.spec.suspend == Some(true) {
+            return Ok(());
         }
-        _ => Ok(()),
+        cj.spec.suspend = Some(true);
+        match api.replace(&name, &PostParams::default(), &cj).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_conflict() && attempts < 3 => attempts += 1,
+            Err(e) => return Err(e),
+        }
     }
 }
 
