@@ -21,6 +21,7 @@ mod invalid;
 mod job_counters_restart;
 mod no_secret_leaks;
 mod process_model;
+mod purge_beside_jobs;
 mod purge_runs;
 mod reconcile_errors;
 mod rotation;
