@@ -181,9 +181,24 @@ pub struct RunArgs {
     /// How many Cinder passes may run at once (different Cinders; one Cinder is always serial).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+    /// Probe each Cinder's /healthcheck through the API server's Service proxy (needs
+    /// `services/proxy` get) instead of GETting http://NAME-api.NAMESPACE.svc:8776 directly:
+    /// for an operator running outside the cluster. Implied by --embedded.
+    #[arg(long)]
+    pub health_check_through_api_server: bool,
 }
 
 impl RunArgs {
+    /// How the HealthCheck step reaches the API Services: through the API server when the
+    /// operator runs outside the cluster (`--health-check-through-api-server`, `--embedded`).
+    pub fn health_check_route(&self) -> crate::context::HealthCheckRoute {
+        if self.embedded || self.health_check_through_api_server {
+            crate::context::HealthCheckRoute::ApiServerProxy
+        } else {
+            crate::context::HealthCheckRoute::ClusterLocal
+        }
+    }
+
     /// The client-side limits `--kube-qps` / `--kube-burst` ask for.
     pub(crate) fn client_limits(&self) -> crate::kube_client::ClientLimits {
         crate::kube_client::ClientLimits {

@@ -386,6 +386,7 @@ async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<
         lock_arbiters: args.lock_arbiters,
         concurrency: args.max_concurrent_reconciles,
         target_client_limits: Some(args.client_limits()),
+        health_check: args.health_check_route(),
         shards: shards
             .as_ref()
             .map_or_else(crate::shards::ShardView::all, ShardHolderHandle::view),

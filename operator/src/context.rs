@@ -45,6 +45,22 @@ pub struct OperatorOptions {
     pub target_client_limits: Option<crate::kube_client::ClientLimits>,
     /// The shards this replica holds (`--shards`); [`ShardView::all`] when unsharded.
     pub shards: crate::shards::ShardView,
+    /// How the HealthCheck step reaches a Cinder's API Service.
+    pub health_check: HealthCheckRoute,
+}
+
+/// How the HealthCheck step reaches the API Service of a Cinder whose children live on the
+/// operator's own cluster (a target cluster's is always reached through its API server).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HealthCheckRoute {
+    /// `GET http://{name}-api.{namespace}.svc:8776/healthcheck` from the operator's own pod:
+    /// cluster DNS and the pod network, as the specification asks (in a cluster).
+    #[default]
+    ClusterLocal,
+    /// Through the API server's Service proxy (`services/proxy` get), for an operator running
+    /// outside the cluster, where Service names do not resolve
+    /// (`--health-check-through-api-server`; `run --embedded` always).
+    ApiServerProxy,
 }
 
 /// The default of `--lock-arbiters`: the number of cores.
@@ -66,6 +82,7 @@ impl Default for OperatorOptions {
             lock_arbiters: default_lock_arbiters(),
             target_client_limits: None,
             shards: crate::shards::ShardView::all(),
+            health_check: HealthCheckRoute::default(),
         }
     }
 }
@@ -148,6 +165,8 @@ pub struct OperatorContext {
     pub lease_namespace: String,
     /// The shards this replica holds (`--shards`).
     pub shards: crate::shards::ShardView,
+    /// How the HealthCheck step reaches the API Services.
+    pub health_check: HealthCheckRoute,
     pub coordinator: CoordinatorHandle,
     pub device_locks: DeviceLocks,
     pub metrics: Arc<Metrics>,

@@ -285,8 +285,47 @@ pub async fn apply(client: &Client, manifests: &[Manifest]) -> Result<(), Bootst
     Ok(())
 }
 
+/// The ClusterRole (and its binding) [`grant_health_check_proxy`] applies.
+pub const HEALTH_CHECK_PROXY_ROLE: &str = "cinder-operator-health-check-through-api-server";
+
+/// Grants ServiceAccount `namespace/name` `get` on `services/proxy` (the ClusterRole and
+/// ClusterRoleBinding [`HEALTH_CHECK_PROXY_ROLE`]): what an operator outside the cluster
+/// needs to probe the API Services through the API server
+/// (`--health-check-through-api-server`, implied by `--embedded`), and what `deploy/rbac`
+/// does not grant, since the in-cluster operator probes them itself.
+pub async fn grant_health_check_proxy(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": HEALTH_CHECK_PROXY_ROLE},
+        "rules": [{"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]}]
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": HEALTH_CHECK_PROXY_ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": HEALTH_CHECK_PROXY_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    }))
+    .map_err(kube::Error::SerdeError)?;
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    Api::<ClusterRole>::all(admin.clone())
+        .patch(HEALTH_CHECK_PROXY_ROLE, &params, &Patch::Apply(&role))
+        .await?;
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .patch(HEALTH_CHECK_PROXY_ROLE, &params, &Patch::Apply(&binding))
+        .await?;
+    Ok(())
+}
+
 /// With `--as-service-account`: applies the RBAC manifests of `rbac_dir` (creating the
-/// ServiceAccount's namespace first), asks the TokenRequest API for a token of `namespace/name`
+/// ServiceAccount's namespace first) and the health check's grant ([`grant_health_check_proxy`]:
+/// `--embedded` probes through the API server), asks the TokenRequest API for a token of `namespace/name`
 /// and answers a client of `url` that authenticates with it.
 pub(crate) async fn service_account_client(
     admin: &Client,
@@ -318,6 +357,12 @@ pub(crate) async fn service_account_client(
             source: Box::new(source),
         })?;
     apply(admin, &read_samples(rbac_dir)?).await?;
+    grant_health_check_proxy(admin, namespace, name)
+        .await
+        .map_err(|source| BootstrapError::Apply {
+            what: format!("ClusterRole {HEALTH_CHECK_PROXY_ROLE}"),
+            source: Box::new(source),
+        })?;
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let answer = accounts
         .create_token_request(name, &Default::default(), &TokenRequest::default())

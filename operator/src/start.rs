@@ -81,6 +81,7 @@ impl OperatorContext {
             identity: options.identity,
             lease_namespace: options.lease_namespace,
             shards: options.shards,
+            health_check: options.health_check,
             coordinator,
             device_locks,
             metrics,

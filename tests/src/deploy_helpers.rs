@@ -381,6 +381,14 @@ impl DeployedOperator {
             }
             let token =
                 apply_service_account(&client, &rbac, DEPLOY_NAMESPACE, DEPLOY_ACCOUNT).await?;
+            // This operator runs outside the cluster and probes through the API server: the
+            // grant `run --embedded --as-service-account` adds beside deploy/rbac.
+            cinder_operator::embedded::grant_health_check_proxy(
+                &client,
+                DEPLOY_NAMESPACE,
+                DEPLOY_ACCOUNT,
+            )
+            .await?;
             (
                 client_with_token(&cluster, OPERATOR_USER_AGENT, Some(&token)).await?,
                 DEPLOY_NAMESPACE,
@@ -396,6 +404,8 @@ impl DeployedOperator {
         let device_lock_metrics = cinder_operator::metrics::device_lock_metrics(&metrics);
         device_lock_metrics.register(&mut registry);
         let options = OperatorOptions {
+            // The embedded cluster's Service names do not resolve on this host.
+            health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
             lease_namespace: lease_namespace.to_string(),
             device_lock_metrics,
             ..Default::default()

@@ -43,6 +43,8 @@ impl Default for HarnessConfig {
         HarnessConfig {
             cluster,
             options: OperatorOptions {
+                // The embedded cluster's Service names do not resolve on this host.
+                health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
                 lease_namespace: NS.to_string(),
                 ..Default::default()
             },
@@ -138,6 +140,8 @@ impl SecondOperator {
         let ctx = OperatorContext::new(
             client,
             OperatorOptions {
+                // The embedded cluster's Service names do not resolve on this host.
+                health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
                 identity: identity.to_string(),
                 lease_namespace: NS.to_string(),
                 ..Default::default()

@@ -113,6 +113,8 @@ impl OperatorProcess {
         let child = Command::new(bin)
             .args([
                 "run",
+                // The embedded cluster's Service names do not resolve on this host.
+                "--health-check-through-api-server",
                 "--metrics-bind",
                 "127.0.0.1:0",
                 "--probe-bind",

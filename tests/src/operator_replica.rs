@@ -54,6 +54,8 @@ impl Replica {
             .args([
                 "operator",
                 "run",
+                // The embedded cluster's Service names do not resolve on this host.
+                "--health-check-through-api-server",
                 "--metrics-bind",
                 "127.0.0.1:0",
                 "--probe-bind",

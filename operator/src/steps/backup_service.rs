@@ -1,21 +1,25 @@
 //! The BackupService step: ensures the `{name}-backup` Deployment when a backup target is
 //! projected, or deletes it when no target is attached (BackupServiceReady=True /
 //! BackupNotConfigured); an attached target that is not projected this pass (waiting for its
-//! credentials) leaves the running Deployment as it is (WaitingForBackupService). The
+//! credentials) leaves the running Deployment as it is (WaitingForBackupService), and during an
+//! upgrade's RollingUpdate holds the upgrade while that Deployment runs another image. The
 //! backup service reads source volumes itself, so it mounts every NFS volume backend's export
 //! and projects every RBD volume backend's keyring besides the backup target's Secret. It
 //! requeues every 10 s until its rollout converged (WaitingForBackupService).
 
 use crate::conditions::{Cond, kind, reason};
 use crate::context::OperatorContext;
-use crate::crd::{BackendType, CinderBackend};
+use crate::crd::{BackendType, CinderBackend, UpgradePhase};
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::planning::backend_projection::{BACKUP_MOUNT_DIR, backend_mount_dir};
+use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::workloads::{
     ExtraVolume, WorkloadCondition, WorkloadSpec, attached_backends, converge, delete_deployment,
-    desired_deployment,
+    desired_deployment, template_image,
 };
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -30,6 +34,26 @@ fn kept_as_it_is(held: &[String], deployment_name: &str) -> Cond {
     WorkloadCondition::BACKUP_SERVICE.waiting(format!(
         "backup target {held} is not projected; Deployment {deployment_name} is kept as it is"
     ))
+}
+
+/// WaitingForBackupService when, during an upgrade's RollingUpdate (`rolling`), the backup
+/// Deployment `running` kept for the unprojected targets `held` does not run `image`, the one
+/// the upgrade rolls onto: the step cannot roll it, and the upgrade must not contract under it.
+fn stale_during_upgrade(
+    running: &Deployment,
+    image: &str,
+    rolling: bool,
+    held: &[String],
+) -> Option<Cond> {
+    let runs = template_image(running).unwrap_or_default();
+    (rolling && runs != image).then(|| {
+        WorkloadCondition::BACKUP_SERVICE.waiting(format!(
+            "Deployment {} runs {runs}, not {image}, and backup target {} is not projected to \
+             roll it",
+            running.metadata.name.as_deref().unwrap_or_default(),
+            held.join(", ")
+        ))
+    })
 }
 
 /// BackupServiceReady with no backup target attached (the Deployment is deleted).
@@ -76,6 +100,32 @@ fn backup_volumes(
     extra_volumes
 }
 
+/// The backup Deployment of `cinder` for the projected `target` (reading the volume backends of
+/// `artefacts`, NFS exports from `specs`), mounting the config ConfigMap `config_map`.
+pub(crate) fn backup_deployment(
+    cinder: &crate::crd::Cinder,
+    target: &ProjectedBackend,
+    specs: &BTreeMap<String, CinderBackend>,
+    config_map: String,
+    artefacts: &crate::pipeline::Artefacts,
+    installed_release: Option<&str>,
+) -> Deployment {
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let spec = WorkloadSpec {
+        extra_volumes: backup_volumes(target, &artefacts.backends, specs),
+        ..WorkloadSpec::new(
+            Component::Backup,
+            &names::backup_deployment(name),
+            1,
+            &BACKUP_COMMAND,
+            config_map,
+            artefacts,
+            installed_release,
+        )
+    };
+    desired_deployment(cinder, &spec)
+}
+
 /// Runs the step once for one Cinder.
 pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
@@ -86,8 +136,22 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         if !ctx.artefacts.backup_backend_held.is_empty() {
             // A target that only waits this pass keeps the running backup service: only a
             // target that left takes it away.
-            let held = &ctx.artefacts.backup_backend_held;
-            return ctx.proceed(kept_as_it_is(held, &deployment_name));
+            let held = ctx.artefacts.backup_backend_held.clone();
+            let api: Api<Deployment> = Api::namespaced(children.clone(), &ns);
+            let running = ctx
+                .children_reads()
+                .get_opt(&api, &deployment_name)
+                .await
+                .doing(format_args!("reading Deployment {deployment_name}"))?;
+            let rolling = ctx.status.upgrade_phase == Some(UpgradePhase::RollingUpdate);
+            let image = ctx.cinder.spec.image.reference();
+            if let Some(c) = running
+                .as_ref()
+                .and_then(|d| stale_during_upgrade(d, &image, rolling, &held))
+            {
+                return ctx.requeue(c, REQUEUE_DEPLOYMENT_POLLING);
+            }
+            return ctx.proceed(kept_as_it_is(&held, &deployment_name));
         }
         delete_deployment(&children, ctx.children_reads(), &ns, &deployment_name)
             .await
@@ -100,19 +164,14 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
     let specs = attached_backends(&op.client, ctx.management_reads(), &ns, &name)
         .await
         .doing("listing CinderBackends")?;
-    let spec = WorkloadSpec {
-        extra_volumes: backup_volumes(&target, &ctx.artefacts.backends, &specs),
-        ..WorkloadSpec::new(
-            Component::Backup,
-            &deployment_name,
-            1,
-            &BACKUP_COMMAND,
-            config_map,
-            &ctx.artefacts,
-            ctx.status.installed_release.as_deref(),
-        )
-    };
-    let desired = desired_deployment(&ctx.cinder, &spec);
+    let desired = backup_deployment(
+        &ctx.cinder,
+        &target,
+        &specs,
+        config_map,
+        &ctx.artefacts,
+        ctx.status.installed_release.as_deref(),
+    );
     let ready = format!(
         "Deployment {deployment_name} is ready (backup target {})",
         target.name
@@ -162,6 +221,36 @@ mod tests {
     fn secret_of(v: &ExtraVolume) -> Option<String> {
         let sources = v.volume.projected.as_ref()?.sources.as_ref()?;
         sources[0].secret.as_ref().map(|s| s.name.clone())
+    }
+
+    #[test]
+    fn a_kept_backup_service_on_the_old_image_holds_the_rolling_update() {
+        let mut old = crate::test_fixtures::cinder();
+        old.spec.image.tag = Some("2025.2".into());
+        let spec = WorkloadSpec::new(
+            Component::Backup,
+            "c-backup",
+            1,
+            &BACKUP_COMMAND,
+            "c-config-1".into(),
+            &Artefacts::default(),
+            Some("2025.2"),
+        );
+        let running = desired_deployment(&old, &spec);
+        let held = ["b".to_string()];
+        assert!(stale_during_upgrade(&running, "r:2026.1", false, &held).is_none());
+        assert!(stale_during_upgrade(&running, "r:2025.2", true, &held).is_none());
+        let c = stale_during_upgrade(&running, "r:2026.1", true, &held).expect("waits");
+        assert_eq!(
+            (c.status, c.reason),
+            (false, reason::WAITING_FOR_BACKUP_SERVICE)
+        );
+        assert!(
+            c.message.contains("runs r:2025.2, not r:2026.1"),
+            "{}",
+            c.message
+        );
+        assert!(c.message.contains("backup target b"), "{}", c.message);
     }
 
     #[test]

@@ -20,18 +20,21 @@ pub mod provisioning;
 pub mod services;
 pub mod upgrade_flow;
 
+use crate::children::list_children;
 use crate::conditions::{Cond, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::{Cinder, UpgradePhase};
 use crate::metrics::JobResult;
+use crate::names::{self, Component};
 use crate::pipeline::{Clusters, Doing, Outcome, StepContext, StepError, StepResult};
-use crate::planning::connection_cap::connection_cap;
+use crate::planning::connection_cap::{connection_cap, volume_deployments};
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
 use crate::planning::upgrade::{ReleaseDecision, db_sync_step, decide, phase_step};
 use crate::requeue::{REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT};
 use crate::workloads::job_marker::CountedJob;
 use jobs::{Act, JobWrite, SchemaJob};
+use k8s_openapi::api::apps::v1::Deployment;
 use provisioning::Provisioned;
 use services::DatabaseServices;
 use std::sync::Arc;
@@ -378,13 +381,39 @@ fn upgrade_started(installed: Option<&str>, target: &str) -> Cond {
     )
 }
 
+/// The volume Deployments the connection cap counts: one per projected backend (being deleted
+/// or not) and per volume Deployment that exists, once per backend.
+async fn running_volume_services(
+    op: &OperatorContext,
+    ctx: &StepContext,
+) -> Result<usize, StepError> {
+    let running: Vec<Deployment> = list_children(
+        &ctx.children(&op.client),
+        ctx.children_reads(),
+        ctx.namespace(),
+        ctx.name(),
+        Some(Component::Volume),
+    )
+    .await
+    .doing("listing volume Deployments")?;
+    let running = running.iter().filter_map(|d| {
+        d.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(names::LABEL_BACKEND))
+            .map(String::as_str)
+    });
+    let projected = ctx.artefacts.backends.iter().map(|b| b.name.as_str());
+    Ok(volume_deployments(projected, running))
+}
+
 /// Runs the step once for one Cinder.
 pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let cinder = ctx.cinder.clone();
     let clusters = ctx.clusters(&op.client);
     let services = DatabaseServices::new(&op, ctx.memory());
 
-    let cap = connection_cap(&cinder.spec, ctx.artefacts.backends.len());
+    let cap = connection_cap(&cinder.spec, running_volume_services(&op, ctx).await?);
     match provisioning::provision(&op.client, ctx.management_reads(), &cinder, cap)
         .await
         .doing("provisioning the database")?

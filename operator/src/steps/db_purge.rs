@@ -3,9 +3,13 @@
 //! schedule and suspend from `spec.dbPurge`) on every pass, and reports DBPurgeReady from the
 //! newest terminal Job the CronJob spawned (the Jobs carrying the Cinder's common labels and the
 //! db-purge component): DBPurgeScheduled, DBPurgeJobFailed with a Warning event, or
-//! DBPurgeSuspended. The db_purge metrics pair and the event happen once per Job UID.
+//! DBPurgeSuspended. While another database Job (schema or service-remove) is active the
+//! CronJob is written suspended, whatever `spec.dbPurge.suspend` says, so a purge stays inside
+//! the connection cap's one-Job headroom; the database Jobs suspend it themselves before they
+//! start ([`super::database::jobs::fence_purge`]), and the next pass after they finished writes
+//! it back. The db_purge metrics pair and the event happen once per Job UID.
 
-use super::database::jobs::observe;
+use super::database::jobs::{active_database_jobs, observe};
 use crate::children::{child_meta, list_children};
 use crate::conditions::event_reason;
 use crate::context::OperatorContext;
@@ -94,7 +98,13 @@ async fn ensure_cron_job(
     let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
     match reads.get_opt(&api, &name).await? {
         None => create_if_absent(&api, desired).await.map(|_| ()),
-        Some(existing) if spec_hash(&existing.metadata) == spec_hash(&desired.metadata) => Ok(()),
+        // A database Job suspends the CronJob without the hash: its `suspend` is compared too.
+        Some(existing)
+            if spec_hash(&existing.metadata) == spec_hash(&desired.metadata)
+                && existing.spec.suspend == desired.spec.suspend =>
+        {
+            Ok(())
+        }
         Some(existing) => {
             let mut replacement = desired.clone();
             replacement.metadata.resource_version = existing.metadata.resource_version;
@@ -163,7 +173,19 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         // The Database step before this one already waits for the config; nothing to report.
         return Ok(Outcome::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING));
     };
-    let desired = desired_cron_job(&ctx.cinder, &effective, &config_map);
+    // While another database Job runs, the CronJob stays suspended (the database Jobs suspend
+    // it before they start): a purge beside it would pass the connection cap's headroom.
+    let others: Vec<String> = active_database_jobs(&children, ctx.children_reads(), &ns, &name)
+        .await
+        .doing("listing database Jobs")?
+        .into_iter()
+        .filter(|j| !j.starts_with(&names::db_purge_cronjob(&name)))
+        .collect();
+    let fenced = EffectiveDbPurge {
+        suspend: effective.suspend || !others.is_empty(),
+        ..effective.clone()
+    };
+    let desired = desired_cron_job(&ctx.cinder, &fenced, &config_map);
     ensure_cron_job(&children, ctx.children_reads(), &desired)
         .await
         .doing(format_args!(

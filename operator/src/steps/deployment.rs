@@ -11,13 +11,14 @@ use crate::context::OperatorContext;
 use crate::kube_ext::create_if_absent;
 use crate::kube_ext::reader::ClusterStores;
 use crate::names::{self, Component};
-use crate::pipeline::{Doing, StepContext, StepResult};
+use crate::pipeline::{Artefacts, Doing, StepContext, StepResult};
 use crate::planning::upgrade::rollout_converged;
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::workloads::{
     SPEC_HASH_ANNOTATION, WorkloadCondition, WorkloadSpec, desired_deployment, ensure_converged,
     hash_of, spec_hash,
 };
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -130,6 +131,32 @@ where
     }
 }
 
+/// The API Deployment of `cinder` mounting the config ConfigMap `config_map`, its pods
+/// annotated from `artefacts` (rolling with the one-pod surge the connection cap counts).
+pub(crate) fn api_deployment(
+    cinder: &crate::crd::Cinder,
+    config_map: String,
+    artefacts: &Artefacts,
+) -> Deployment {
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let command = crate::planning::process_model::api_command();
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let spec = WorkloadSpec {
+        container_port: Some(names::API_PORT),
+        hpa_owns_replicas: cinder.spec.autoscaling.is_some(),
+        ..WorkloadSpec::new(
+            Component::Api,
+            &names::api_deployment(name),
+            cinder.spec.api.replicas,
+            &command,
+            config_map,
+            artefacts,
+            None,
+        )
+    };
+    desired_deployment(cinder, &spec)
+}
+
 /// Runs the step once for one Cinder.
 pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
     let children = ctx.children(&op.client);
@@ -140,22 +167,7 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
     };
     let cinder = ctx.cinder.clone();
     let deployment_name = names::api_deployment(&name);
-    let command = crate::planning::process_model::api_command();
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    let spec = WorkloadSpec {
-        container_port: Some(names::API_PORT),
-        hpa_owns_replicas: cinder.spec.autoscaling.is_some(),
-        ..WorkloadSpec::new(
-            Component::Api,
-            &deployment_name,
-            cinder.spec.api.replicas,
-            &command,
-            config_map,
-            &ctx.artefacts,
-            None,
-        )
-    };
-    let desired = desired_deployment(&cinder, &spec);
+    let desired = api_deployment(&cinder, config_map, &ctx.artefacts);
     let converged = ensure_converged(&children, ctx.children_reads(), &desired)
         .await
         .doing(format_args!("writing Deployment {deployment_name}"))?;

@@ -17,6 +17,8 @@ pub mod backends;
 pub mod backup_backend;
 pub mod backup_service;
 pub mod config;
+#[cfg(test)]
+mod connection_budget;
 pub mod database;
 pub mod db_connection_secret;
 pub mod db_purge;

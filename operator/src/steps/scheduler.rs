@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// The scheduler Deployment of `cinder` mounting the config ConfigMap `config_map`, its pods
 /// annotated from `artefacts` and `installed_release`.
-fn scheduler_deployment(
+pub(crate) fn scheduler_deployment(
     cinder: &Cinder,
     config_map: String,
     artefacts: &Artefacts,

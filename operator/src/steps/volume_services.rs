@@ -7,6 +7,9 @@
 //! one per pass ([`detach`]). Only a backend that left (no CinderBackend names this Cinder under
 //! its name) loses its Deployment outside the detach; a backend that is attached but not
 //! projected this pass (its key Secret missing, its spec invalid) keeps its Deployment untouched.
+//! A rollout counts as converged only on a live object carrying the desired spec hash
+//! ([`rolled_out`]); during an upgrade's RollingUpdate a kept Deployment must also run the image
+//! the upgrade rolls onto ([`held_pending`]), so the upgrade never contracts under it.
 //! AllVolumeServicesReady; NoBackends / WaitingForVolumeServices / ServiceRemoveJobFailed;
 //! requeues every 10 s until every rollout converged.
 
@@ -15,7 +18,7 @@ pub mod detach;
 use crate::children::list_children;
 use crate::conditions::{Cond, kind, reason};
 use crate::context::OperatorContext;
-use crate::crd::{CinderBackend, VolumeServiceStatus};
+use crate::crd::{CinderBackend, UpgradePhase, VolumeServiceStatus};
 use crate::kube_ext::reader::ClusterStores;
 use crate::metrics::JobKind;
 use crate::names::{self, Component};
@@ -24,7 +27,7 @@ use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use crate::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadCondition, WorkloadSpec,
     attached_backends, backend_volumes, converged, delete_deployment, desired_deployment,
-    ensure_deployment, needs_write,
+    ensure_deployment, needs_write, rolled_out, template_image,
 };
 use cinder_lease::devices::BACKEND_CHANGE_PRIORITY;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
@@ -91,8 +94,8 @@ fn backend_label(d: &Deployment) -> Option<&str> {
 }
 
 /// The desired volume service of one backend.
-struct VolumeWorkload {
-    spec: WorkloadSpec,
+pub(crate) struct VolumeWorkload {
+    pub(crate) spec: WorkloadSpec,
     /// The device the backend's writes lock.
     device: String,
     /// The `host` its cinder-volume registers as.
@@ -102,7 +105,7 @@ struct VolumeWorkload {
 /// The volume service of backend `b` of the Cinder `cinder`: one replica replaced with
 /// Recreate (a single writer per backend), the backend's config directory and volumes, annotated
 /// with its device and host.
-fn volume_workload(
+pub(crate) fn volume_workload(
     cinder: &str,
     b: &ProjectedBackend,
     spec_obj: Option<&CinderBackend>,
@@ -112,7 +115,6 @@ fn volume_workload(
     let host = names::volume_service_host(cinder, &b.name);
     let device = spec_obj.map(backend_device).unwrap_or_default();
     let spec = WorkloadSpec {
-        recreate: true,
         extra_env: vec![EnvVar {
             name: ENV_HOST.to_string(),
             value: Some(cinder.to_string()),
@@ -197,8 +199,8 @@ struct VolumePlan {
     /// One per projected backend that stays (none before the config is rendered).
     desired: Vec<DesiredVolume>,
     /// Backends attached but not projected this pass whose Deployment runs on untouched, and
-    /// whether it has converged.
-    held: Vec<(VolumeServiceStatus, bool)>,
+    /// what it still waits for ([`held_pending`]; `None`: nothing).
+    held: Vec<(VolumeServiceStatus, Option<String>)>,
     departed: Vec<Departed>,
 }
 
@@ -211,6 +213,7 @@ fn plan_volume_services(
     existing: &[Deployment],
 ) -> VolumePlan {
     let name = ctx.name();
+    let rolling = ctx.status.upgrade_phase == Some(UpgradePhase::RollingUpdate);
     let find = |deployment: &str| {
         existing
             .iter()
@@ -230,7 +233,7 @@ fn plan_volume_services(
                     device,
                     host,
                     write: needs_write(current, &deployment),
-                    converged: current.is_some_and(converged),
+                    converged: current.is_some_and(|c| rolled_out(c, &deployment)),
                     deployment,
                 }
             })
@@ -247,7 +250,8 @@ fn plan_volume_services(
                 host: names::volume_service_host(name, &b),
                 backend: b,
             };
-            Some((status, converged(current)))
+            let pending = held_pending(current, &ctx.cinder.spec.image.reference(), rolling);
+            Some((status, pending))
         })
         .collect();
     VolumePlan {
@@ -255,6 +259,22 @@ fn plan_volume_services(
         held,
         departed: departed(existing, attached),
     }
+}
+
+/// What the Deployment `current` of a backend that is attached but not projected this pass
+/// still waits for, `None` when nothing: its rollout converging, and during an upgrade's
+/// RollingUpdate (`rolling`) also running `image`, the one the upgrade rolls onto. The step
+/// cannot roll it (its backend is not projected), so the upgrade waits: contracting the
+/// schema under a cinder-volume still on the old release is what the phase order prevents.
+fn held_pending(current: &Deployment, image: &str, rolling: bool) -> Option<String> {
+    let deployment = current.metadata.name.clone().unwrap_or_default();
+    let runs = template_image(current).unwrap_or_default();
+    if rolling && runs != image {
+        return Some(format!(
+            "{deployment} (runs {runs}, not {image}, and its backend is not projected to roll it)"
+        ));
+    }
+    (!converged(current)).then_some(deployment)
 }
 
 /// Why applying a plan stopped the pass.
@@ -388,12 +408,7 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         })
         .chain(plan.held.iter().map(|(s, _)| s.clone()))
         .collect();
-    pending.extend(
-        plan.held
-            .iter()
-            .filter(|(_, converged)| !converged)
-            .map(|(s, _)| names::volume_deployment(&name, &s.backend)),
-    );
+    pending.extend(plan.held.iter().filter_map(|(_, pending)| pending.clone()));
 
     // The detach of deleted backends, one per pass.
     let backends: Vec<CinderBackend> = attached.into_values().collect();
@@ -448,7 +463,7 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
 
 /// AllVolumeServicesReady for `count` services, naming those kept as they run while their
 /// backends are not projected.
-fn all_ready(count: usize, held: &[(VolumeServiceStatus, bool)]) -> Cond {
+fn all_ready(count: usize, held: &[(VolumeServiceStatus, Option<String>)]) -> Cond {
     let held = if held.is_empty() {
         String::new()
     } else {
@@ -472,7 +487,7 @@ mod tests {
             backend: "nfs1".into(),
             host: "c@nfs1".into(),
         };
-        let c = all_ready(1, &[(kept, true)]);
+        let c = all_ready(1, &[(kept, None)]);
         assert!(c.status);
         assert_eq!(
             c.message,
@@ -508,6 +523,38 @@ mod tests {
             b.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         }
         b
+    }
+
+    fn running(image: &str, converged: bool) -> Deployment {
+        let mut d = deployment("waits", None, false);
+        d.spec = serde_json::from_value(serde_json::json!({"replicas": 1, "selector": {},
+            "template": {"spec": {"containers": [{"name": "volume", "image": image}]}}}))
+        .unwrap();
+        let ready = i32::from(converged);
+        d.status = Some(
+            serde_json::from_value(serde_json::json!({"replicas": 1, "updatedReplicas": 1,
+                "readyReplicas": ready, "availableReplicas": ready}))
+            .unwrap(),
+        );
+        d
+    }
+
+    #[test]
+    fn a_kept_service_on_the_old_image_holds_the_rolling_update() {
+        let old = running("r:2025.2", true);
+        // Outside an upgrade a kept service counts once converged, whatever it runs.
+        assert_eq!(held_pending(&old, "r:2026.1", false), None);
+        let waits = held_pending(&old, "r:2026.1", true).expect("the upgrade waits");
+        assert!(waits.contains("c-volume-waits"), "{waits}");
+        assert!(waits.contains("runs r:2025.2, not r:2026.1"), "{waits}");
+        assert_eq!(
+            held_pending(&running("r:2026.1", true), "r:2026.1", true),
+            None
+        );
+        assert_eq!(
+            held_pending(&running("r:2026.1", false), "r:2026.1", true).as_deref(),
+            Some("c-volume-waits")
+        );
     }
 
     #[test]

@@ -11,9 +11,12 @@ use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, delete_if_present, replace_unless_changed};
 use crate::names::{self, Component};
 use crate::pipeline::Artefacts;
+use crate::planning::connection_cap::{
+    API_ROLLOUT, Rollout, SINGLE_WRITER_ROLLOUT, VOLUME_ROLLOUT,
+};
 use crate::planning::containers;
 use crate::planning::digest::sha256_hex;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, Container, EnvVar, PodSpec, PodTemplateSpec, Volume, VolumeMount,
 };
@@ -36,8 +39,8 @@ pub(crate) struct WorkloadSpec {
     pub component: Component,
     pub name: String,
     pub replicas: i32,
-    /// `Recreate` (single-writer volume services) instead of the default rolling update.
-    pub recreate: bool,
+    /// How the Deployment replaces its pods (what the connection cap assumes of it).
+    pub rollout: Rollout,
     pub command: Vec<String>,
     pub extra_env: Vec<EnvVar>,
     pub extra_volumes: Vec<ExtraVolume>,
@@ -55,8 +58,10 @@ pub(crate) struct WorkloadSpec {
 
 impl WorkloadSpec {
     /// A workload of `component` named `name` running `command` with the config ConfigMap
-    /// `config_map`: rolling updates, the pod annotations of `artefacts` (and of `release` for
-    /// the components that carry it), no extras.
+    /// `config_map`: the rollout the connection cap assumes of the component (the API surges
+    /// one pod, the scheduler and the backup service none, a volume service is recreated), the
+    /// pod annotations of `artefacts` (and of `release` for the components that carry it), no
+    /// extras.
     pub(crate) fn new(
         component: Component,
         name: &str,
@@ -70,7 +75,11 @@ impl WorkloadSpec {
             component,
             name: name.to_string(),
             replicas,
-            recreate: false,
+            rollout: match component {
+                Component::Api => API_ROLLOUT,
+                Component::Volume => VOLUME_ROLLOUT,
+                _ => SINGLE_WRITER_ROLLOUT,
+            },
             command: command.iter().map(|c| c.to_string()).collect(),
             extra_env: Vec::new(),
             extra_volumes: Vec::new(),
@@ -143,10 +152,7 @@ pub(crate) fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deploy
             match_labels: Some(labels.clone()),
             ..Default::default()
         },
-        strategy: spec.recreate.then(|| DeploymentStrategy {
-            type_: Some("Recreate".to_string()),
-            ..Default::default()
-        }),
+        strategy: Some(spec.rollout.strategy()),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(labels),
@@ -263,7 +269,27 @@ pub(crate) fn converged(d: &Deployment) -> bool {
         && status.replicas.unwrap_or(0) == want
 }
 
-/// Ensures `desired` and reports whether it is converged (a Deployment just written is not).
+/// Whether `live` runs what `desired` asks for and has converged on it: `live` carries the
+/// spec hash of `desired` (so an older object, one whose replace lost to a conflict or one a
+/// watch store has not caught up with, never counts) and its rollout [`converged`].
+pub(crate) fn rolled_out(live: &Deployment, desired: &Deployment) -> bool {
+    !needs_write(Some(live), desired) && converged(live)
+}
+
+/// The image of the first container of `d`'s pod template.
+pub(crate) fn template_image(d: &Deployment) -> Option<&str> {
+    d.spec
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .as_deref()
+}
+
+/// Ensures `desired` and reports whether it is rolled out ([`rolled_out`]: a Deployment just
+/// written is not, nor one whose replace this pass lost to a conflict).
 pub(crate) async fn ensure_converged(
     client: &Client,
     reads: &ClusterStores,
@@ -278,7 +304,7 @@ pub(crate) async fn ensure_converged(
     Ok(reads
         .get_opt(&api, &name)
         .await?
-        .is_some_and(|d| converged(&d)))
+        .is_some_and(|d| rolled_out(&d, desired)))
 }
 
 #[cfg(test)]
@@ -303,7 +329,7 @@ mod tests {
             component,
             name: format!("c-{}", component.as_str()),
             replicas: 1,
-            recreate: false,
+            rollout: SINGLE_WRITER_ROLLOUT,
             command: vec!["x".into()],
             extra_env: vec![],
             extra_volumes: vec![],
@@ -402,5 +428,25 @@ mod tests {
         assert!(converged(&d));
         d.metadata.generation = Some(3);
         assert!(!converged(&d));
+    }
+
+    #[test]
+    fn an_older_object_never_counts_as_rolled_out_however_converged() {
+        let c = cinder();
+        let mut old = desired_deployment(&c, &spec(Component::Scheduler, &artefacts()));
+        old.metadata.generation = Some(1);
+        old.status = Some(
+            serde_json::from_value(serde_json::json!({"observedGeneration": 1, "replicas": 1,
+                "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}))
+            .unwrap(),
+        );
+        assert!(rolled_out(&old, &old));
+        let mut upgraded = c.clone();
+        upgraded.spec.image.tag = Some("2026.2".into());
+        let wanted = desired_deployment(&upgraded, &spec(Component::Scheduler, &artefacts()));
+        // A replace lost to a 409 leaves the old object, converged on the old image.
+        assert!(converged(&old));
+        assert!(!rolled_out(&old, &wanted));
+        assert_eq!(template_image(&wanted), Some("r:2026.2"));
     }
 }

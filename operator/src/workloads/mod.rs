@@ -21,7 +21,7 @@ pub(crate) use condition::{WorkloadCondition, converge};
 pub(crate) use deployment::{
     DEVICE_ANNOTATION, HOST_ANNOTATION, SPEC_HASH_ANNOTATION, WorkloadSpec, converged,
     delete_deployment, desired_deployment, ensure_converged, ensure_deployment, hash_of,
-    needs_write, spec_hash,
+    needs_write, rolled_out, spec_hash, template_image,
 };
 pub(crate) use job_pod::config_job_pod;
 pub(crate) use job_reporting::JobReporting;

@@ -77,6 +77,8 @@ async fn a_replacement_deletes_only_the_job_the_pass_read() {
 
     let (_registry, metrics) = Metrics::new_registry();
     let options = OperatorOptions {
+        // The embedded cluster's Service names do not resolve on this host.
+        health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
         lease_namespace: NS.to_string(),
         ..OperatorOptions::default()
     };

@@ -65,6 +65,8 @@ async fn start() -> Running {
     let device_lock_metrics = DeviceLockMetrics::default();
     device_lock_metrics.register(&mut registry);
     let options = OperatorOptions {
+        // The embedded cluster's Service names do not resolve on this host.
+        health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
         device_lock_metrics,
         ..OperatorOptions::default()
     };

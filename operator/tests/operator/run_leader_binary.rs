@@ -27,6 +27,7 @@ fn start(kubeconfig: &std::path::Path, pod: &str) -> Replica {
     let mut child = Command::new(BIN)
         .args([
             "run",
+            "--health-check-through-api-server",
             "--leader-elect",
             "--lease-duration",
             "20",

@@ -51,6 +51,8 @@ impl Replica {
         device_lock_metrics.register(&mut registry);
         let gauge = register_leader_gauge(&mut registry);
         let options = OperatorOptions {
+            // The embedded cluster's Service names do not resolve on this host.
+            health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
             identity: agent.to_string(),
             lease_namespace: NS.to_string(),
             device_lock_metrics,
@@ -231,7 +233,10 @@ async fn a_lost_leadership_stops_the_controllers_and_ends_in_leadership_lost() {
     embedded::install_crds(&client).await.unwrap();
     let ctx = OperatorContext::new(
         client,
-        OperatorOptions::default(),
+        OperatorOptions {
+            health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
+            ..OperatorOptions::default()
+        },
         Arc::new(Metrics::new_registry().1),
     )
     .await

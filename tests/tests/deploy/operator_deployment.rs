@@ -4,7 +4,8 @@
 //! overlay of deploy/ that adds a nodeSelector and a toleration, the image mapped to the test
 //! package's `operator-under-test` binary; `kubectl rollout status` of the two `--leader-elect`
 //! replicas, which run under deploy/'s ServiceAccount token and RBAC through the `kubernetes`
-//! Service; a Cinder to Ready under the in-cluster operator; the leader's process killed by its
+//! Service; a Cinder converged under the in-cluster operator, whose health check GETs the API
+//! Service by its cluster name (no `services/proxy`); the leader's process killed by its
 //! pid (the pod's container ID) and the standby holding the leader Lease within one Lease
 //! duration of the leader's last renewal (plus one retry period of the standby); and
 //! `kubectl rollout restart` completed with no poll seeing two replicas report
@@ -21,7 +22,8 @@ use cinder_e2e::deploy_helpers::{
 use cinder_e2e::observability_helpers::on_path;
 use cinder_e2e::operator_process::operator_binary;
 use cinder_e2e::{
-    HarnessConfig, NS, create_cinder, create_namespace, create_nfs_backend, wait_cinder_condition,
+    HarnessConfig, NS, cinder_conditions, create_cinder, create_namespace, create_nfs_backend,
+    eventually, wait_cinder_condition,
 };
 use cinder_lease::LEADER_LEASE_NAME;
 use cinder_sim::agent::{ImageMap, RUNTIME_LABEL};
@@ -441,12 +443,36 @@ async fn scenario(
         );
     }
 
-    // 3. A Cinder reaches Ready under the in-cluster operator.
+    // 3. A Cinder converges under the in-cluster operator, which probes its API Service by
+    // its cluster name itself (deploy/ grants no services/proxy). The Cinder's API pods run on
+    // simulated nodes, where nothing listens, and a pod's resolver here knows only its own
+    // namespace's Services: the probe fails (ConnectionFailed, or HealthCheckTimeout where the
+    // host's resolver does not answer), and says which URL it tried.
     create_namespace(client, NS).await?;
     database_environment(client, "in-cluster").await?;
     create_cinder(client, "in-cluster", serde_json::json!({})).await?;
     create_nfs_backend(client, "nfs1", "in-cluster").await?;
-    wait_cinder_condition(client, "in-cluster", "Ready", "True", "AllReady").await?;
+    let url = "http://in-cluster-api.cinder-e2e.svc:8776/healthcheck";
+    eventually(
+        "CinderAPIReady False, probing the Service by its name",
+        || async {
+            let conditions = cinder_conditions(client, "in-cluster").await;
+            let c = conditions.iter().find(|c| c.type_ == "CinderAPIReady")?;
+            (c.status == "False"
+                && ["ConnectionFailed", "HealthCheckTimeout"].contains(&c.reason.as_str())
+                && c.message.contains(url))
+            .then_some(())
+        },
+    )
+    .await?;
+    wait_cinder_condition(
+        client,
+        "in-cluster",
+        "DeploymentReady",
+        "True",
+        "DeploymentReady",
+    )
+    .await?;
 
     // 4. The leader's process is killed; the standby takes the Lease over.
     let lease = leader_lease(client)

@@ -38,6 +38,8 @@ async fn start(finalizer_delay: Duration) -> Operator {
     create_namespace(&client, NS).await.unwrap();
     let (registry, metrics) = Metrics::new_registry();
     let options = OperatorOptions {
+        // The embedded cluster's Service names do not resolve on this host.
+        health_check: cinder_operator::context::HealthCheckRoute::ApiServerProxy,
         lease_namespace: NS.to_string(),
         ..Default::default()
     };

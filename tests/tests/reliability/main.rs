@@ -7,6 +7,7 @@
 //! `cinder_e2e::operator_process` and `cinder_e2e::request_checks`.
 
 mod crash_anywhere;
+mod crash_recovery;
 mod fault_storm;
 mod pruning;
 mod shard_takeover;

@@ -5,6 +5,10 @@
 //! Cinder snapshot the pass works from is still current and that no other Job of that database
 //! (db-sync, expand, migrate, contract, service-remove) is active. The lock is held around that
 //! check-and-act only, never while the Job runs: the "active" check is what excludes overlap.
+//! A purge Job (spawned by the `{name}-db-purge` CronJob) counts as active too, and before the
+//! check the CronJob is suspended ([`fence_purge`]; the DBPurge step lifts it once no database
+//! Job is active), so a purge never overlaps another database Job: the connection cap's
+//! headroom holds one Job.
 //! A schema Job re-runs only when what the migration depends on changes: the image (the
 //! `cinder-manage` it runs), the release and the database it migrates ([`run_hash`]). An edit that
 //! only renders a new config ConfigMap (`extraConfig`, the gateway, uWSGI) leaves the finished Job
@@ -30,9 +34,9 @@ use crate::planning::job::JobState;
 use crate::workloads::{config_mount, env_from_secret};
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
 
@@ -331,6 +335,43 @@ fn is_database_job(job: &Job, cinder: &str) -> bool {
         .map(String::as_str);
     SchemaJob::ALL.iter().any(|j| j.job_name(cinder) == name)
         || component == Some(Component::ServiceRemove.as_str())
+        || is_purge_job(job)
+}
+
+/// Whether `job` is a purge Job (the db-purge component, spawned by the CronJob).
+pub fn is_purge_job(job: &Job) -> bool {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::LABEL_COMPONENT))
+        .map(String::as_str)
+        == Some(Component::DbPurge.as_str())
+}
+
+/// Suspends the purge CronJob of Cinder `cinder`, read live, unless it is absent or suspended
+/// already: called before a database Job starts, so that the CronJob starts no purge beside
+/// it. The DBPurge step writes the CronJob's own `suspend` back once no database Job is active.
+/// A replace that loses to a concurrent write (the CronJob controller's status) reads again, a
+/// few times, before the error is the caller's.
+pub async fn fence_purge(client: &Client, ns: &str, cinder: &str) -> Result<(), kube::Error> {
+    let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    let name = names::db_purge_cronjob(cinder);
+    let mut attempts = 0;
+    loop {
+        let Some(mut cj) = api.get_opt(&name).await? else {
+            return Ok(());
+        };
+        if cj.spec.suspend == Some(true) {
+            return Ok(());
+        }
+        cj.spec.suspend = Some(true);
+        match api.replace(&name, &PostParams::default(), &cj).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_conflict() && attempts < 3 => attempts += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The database Jobs of `cinder` that are active (exist and are not terminal), by name.
@@ -457,6 +498,7 @@ async fn act_locked(
             if api.get_opt(&name).await?.is_some() {
                 return Ok(Act::Done);
             }
+            fence_purge(client, ns, cinder).await?;
             if let Some(other) =
                 other_active(client, &clusters.children_reads, ns, cinder, &name).await?
             {
@@ -481,6 +523,7 @@ async fn act_locked(
                 Err(e) if e.is_conflict() => return Ok(Act::JobChanged),
                 Err(e) => return Err(e.into()),
             }
+            fence_purge(client, ns, cinder).await?;
             if let Some(other) =
                 other_active(client, &clusters.children_reads, ns, cinder, &name).await?
             {
@@ -690,16 +733,19 @@ mod tests {
     }
 
     #[test]
-    fn database_jobs_are_the_schema_jobs_and_service_removes() {
+    fn database_jobs_are_the_schema_jobs_service_removes_and_purges() {
         let c = cinder("2026.1");
         for which in SchemaJob::ALL {
             assert!(is_database_job(&desired_job(&c, which, "cm"), "c"));
         }
         let mut other = desired_job(&c, SchemaJob::DbSync, "cm");
         other.metadata.name = Some("c-something".into());
-        other.metadata.labels = Some(names::component_labels("c", Component::DbPurge));
+        other.metadata.labels = Some(names::component_labels("c", Component::Api));
         assert!(!is_database_job(&other, "c"));
         other.metadata.labels = Some(names::component_labels("c", Component::ServiceRemove));
         assert!(is_database_job(&other, "c"));
+        // A purge Job holds its connections like any other: it excludes the others.
+        other.metadata.labels = Some(names::component_labels("c", Component::DbPurge));
+        assert!(is_database_job(&other, "c") && is_purge_job(&other));
     }
 }

@@ -14,7 +14,7 @@
 //! feed the service_remove metrics once per (backend, Job UID).
 
 use super::super::database::jobs::{
-    active_database_jobs, database_device, failed_exit_code, observe,
+    active_database_jobs, database_device, failed_exit_code, fence_purge, observe,
 };
 use crate::children::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
 use crate::children::{child_meta, selector};
@@ -605,6 +605,7 @@ async fn launch_under_database_lock(
     crate::events::device_taken_over(recorder, cinder, guard).await;
     async {
         let client = &clusters.children;
+        fence_purge(client, &ns, &name).await?;
         let active = active_database_jobs(client, &clusters.children_reads, &ns, &name).await?;
         if !active.is_empty() {
             return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
