@@ -5,6 +5,7 @@
 mod kubectl;
 mod kubectl_auth;
 mod kubectl_lifecycle;
+mod kubectl_process_logs;
 mod kubectl_services;
 mod kubectl_typed;
 mod kubectl_workloads;

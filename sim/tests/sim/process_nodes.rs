@@ -662,3 +662,144 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
         "shutdown removes every netns, veth and the bridge"
     );
 }
+
+/// The lines of `file`, each `WHAT NANOSECONDS` as the pods below write them.
+fn stamped(file: &std::path::Path) -> Vec<(String, u128)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (what, at) = l.split_once(' ')?;
+            Some((what.to_owned(), at.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_stop_runs_before_sigterm_and_sigkill_comes_after_the_grace_period() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // A host directory the pod writes its record to (it outlives the pod's sandbox).
+    let record = tempfile::tempdir().unwrap();
+    let log = record.path().join("log");
+    let mut manifest = pod_manifest(
+        "hooked",
+        "Always",
+        json!([{"name": "c", "image": "busybox",
+            // SIGTERM is recorded and ignored: only SIGKILL ends this container.
+            "command": ["sh", "-c", "trap 'echo TERM $(date +%s%N) >> /record/log' TERM; echo UP $(date +%s%N) >> /record/log; while true; do sleep 0.1; done"],
+            "volumeMounts": [{"name": "record", "mountPath": "/record"}],
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo PRESTOP $(date +%s%N) >> /record/log; sleep 1"]}}}}]),
+    );
+    manifest["spec"]["terminationGracePeriodSeconds"] = json!(3);
+    manifest["spec"]["volumes"] = json!([{"name": "record",
+        "hostPath": {"path": record.path().to_str().unwrap(), "type": "Directory"}}]);
+    create(&pods, manifest).await;
+    wait_phase(&cluster, "hooked", "Running").await;
+    eventually("container up", || async {
+        stamped(&log).iter().any(|(w, _)| w == "UP")
+    })
+    .await;
+    let pid: i32 = pod_of(&cluster, "hooked")["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("process://"))
+        .and_then(|p| p.parse().ok())
+        .expect("a process:// container id");
+    let deleted_at = std::time::Instant::now();
+    pods.delete("hooked", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("pod gone", || async {
+        pod_of(&cluster, "hooked").is_null()
+    })
+    .await;
+    let took = deleted_at.elapsed();
+    let lines = stamped(&log);
+    let at = |what: &str| {
+        lines
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("{what} in {lines:?}"))
+    };
+    assert!(
+        at("PRESTOP") + 900_000_000 <= at("TERM"),
+        "SIGTERM only after the preStop hook finished: {lines:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(2800),
+        "the container ignoring SIGTERM is killed only after the 3 s grace period (gone after {took:?})"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "SIGKILL at the end of the grace period (gone after {took:?})"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the container process {pid} is gone"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_liveness_probe_restarts_the_container_with_back_off() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // Healthy for a second after each start, then the probe's file is gone.
+    create(
+        &pods,
+        pod_manifest(
+            "unhealthy",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
+                "command": ["sh", "-c", "echo start; touch /tmp/healthy; sleep 1; rm /tmp/healthy; exec sleep 600"],
+                "livenessProbe": {"exec": {"command": ["test", "-f", "/tmp/healthy"]},
+                                  "periodSeconds": 1, "failureThreshold": 2}}]),
+        ),
+    )
+    .await;
+    eventually("restarted twice by its liveness probe", || async {
+        let pod = pod_of(&cluster, "unhealthy");
+        pod["status"]["containerStatuses"][0]["restartCount"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 2
+    })
+    .await;
+    let pod = pod_of(&cluster, "unhealthy");
+    let status = &pod["status"]["containerStatuses"][0];
+    let last = &status["lastState"]["terminated"];
+    assert_eq!(last["reason"], "Error", "{status}");
+    assert!(
+        matches!(last["exitCode"].as_i64(), Some(137 | 143)),
+        "killed by a signal: {status}"
+    );
+    let events = events_of(&cluster, "unhealthy");
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "Unhealthy" && m.starts_with("Liveness probe failed")),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "Killing"
+                && m == "Container c failed liveness probe, will be restarted"),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(r, m)| r == "BackOff"
+            && m.starts_with("Back-off restarting failed container c in pod unhealthy_default")),
+        "restarts wait for the back-off: {events:?}"
+    );
+    let (code, previous) = log(&cluster, "unhealthy", "?previous=true").await;
+    assert_eq!((code, previous.as_str()), (200, "start\n"));
+    cluster.shutdown().await;
+}
