@@ -558,6 +558,21 @@ async fn jobs_take_the_real_exit_code() {
     cluster.shutdown().await;
 }
 
+/// The cgroups under `dir` (itself included; 0 when it is gone).
+fn cgroups_under(dir: &std::path::Path) -> usize {
+    if !dir.is_dir() {
+        return 0;
+    }
+    1 + std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| cgroups_under(&e.path()))
+                .sum::<usize>()
+        })
+        .unwrap_or(0)
+}
+
 /// Every host object of an agent instance: its network namespaces, veths and bridge.
 fn host_objects(id: &str) -> usize {
     let links = std::process::Command::new("ip")
@@ -591,6 +606,12 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
         return;
     };
     let id = cluster.agent().unwrap().network().id.clone();
+    let cgroups = cluster
+        .agent()
+        .unwrap()
+        .cgroup_dir()
+        .expect("the agent's memory cgroup (CI machines have a memory controller)")
+        .to_path_buf();
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     // The first pod handles SIGTERM; the second ignores it and leaves a child behind.
@@ -620,7 +641,7 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
             "stays",
             "Always",
             json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "1003"]}]),
+        "command": ["sleep", "1003"], "resources": {"limits": {"memory": "64Mi"}}}]),
         ),
     )
     .await;
@@ -634,6 +655,10 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
     })
     .await;
     assert!(host_objects(&id) >= 7, "bridge, veths and netns exist");
+    assert!(
+        cgroups_under(&cgroups) >= 7,
+        "the instance's, each pod's and each container's cgroup exist"
+    );
     pods.delete("polite", &DeleteParams::default())
         .await
         .unwrap();
@@ -661,6 +686,53 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
         0,
         "shutdown removes every netns, veth and the bridge"
     );
+    assert_eq!(cgroups_under(&cgroups), 0, "shutdown removes every cgroup");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_limit_is_enforced_by_a_cgroup_and_its_kill_is_oom_killed() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let cgroups = cluster
+        .agent()
+        .unwrap()
+        .cgroup_dir()
+        .expect("the agent's memory cgroup (CI machines have a memory controller)")
+        .to_path_buf();
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // 256 MiB touched page by page under a 64 MiB limit; 16 MiB is within it.
+    let allocate = |mib: u32| {
+        format!(
+            "import sys; b = bytearray({mib} * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('allocated', len(b)); sys.stdout.flush()"
+        )
+    };
+    for (name, mib) in [("greedy", 256), ("modest", 16)] {
+        create(
+            &pods,
+            pod_manifest(
+                name,
+                "Never",
+                json!([{"name": "c", "image": "python:3.12",
+                    "command": ["python3", "-c", allocate(mib)],
+                    "resources": {"limits": {"memory": "64Mi"}}}]),
+            ),
+        )
+        .await;
+    }
+    let greedy = wait_phase(&cluster, "greedy", "Failed").await;
+    let ended = terminated(&greedy, 0);
+    assert_eq!(ended["reason"], "OOMKilled", "{greedy}");
+    assert_eq!(ended["exitCode"], 137, "{greedy}");
+    let modest = wait_phase(&cluster, "modest", "Succeeded").await;
+    assert_eq!(terminated(&modest, 0)["reason"], "Completed", "{modest}");
+    let (_, text) = log(&cluster, "modest", "").await;
+    assert_eq!(text, format!("allocated {}\n", 16 * 1024 * 1024));
+    // A finished pod's cgroups are gone; the instance's own stays until shutdown.
+    assert_eq!(cgroups_under(&cgroups), 1);
+    cluster.shutdown().await;
+    assert_eq!(cgroups_under(&cgroups), 0);
 }
 
 /// The lines of `file`, each `WHAT NANOSECONDS` as the pods below write them.
