@@ -5,8 +5,9 @@
 //! volume or working directory must be created under one), the volumes at their mountPaths,
 //! the pod's /etc/hosts, /etc/hostname and /etc/resolv.conf, then chroot, working directory,
 //! user and group. Mounts live only in the container's mount namespace, so they vanish with its
-//! processes; the only host objects are the bridge, veths and network namespaces, removed by
-//! [`Network::remove`] and [`PodNetwork::remove`].
+//! processes; the host objects made here are the bridge, veths and network namespaces, removed
+//! by [`Network::remove_blocking`] and [`PodNetwork::remove_blocking`] (the cgroups are
+//! [`super::cgroups`]'s).
 
 use std::ffi::CString;
 use std::net::Ipv4Addr;
