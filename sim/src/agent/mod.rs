@@ -3,10 +3,10 @@
 //! through the Kubernetes API (a kube-rs `Client`): it registers its Nodes and renews their
 //! Leases ([`node`]), watches the pods bound to them (a field selector per node), and gives each
 //! pod one task ([`pod`]) that owns its sandbox and containers, writes `pods/status` and posts
-//! Events. It serves container logs on its nodes' daemonEndpoints port ([`logs`]). It owns the
-//! instance's bridge and the pods' network namespaces ([`sandbox`]) and the memory cgroups of
-//! its containers ([`cgroups`]) and removes them, with every process, when it stops (or is
-//! dropped).
+//! Events. It serves container logs ([`logs`]) and exec ([`exec`]) on its nodes'
+//! daemonEndpoints port. It owns the instance's bridge and the pods' network namespaces
+//! ([`sandbox`]) and the memory cgroups of its containers ([`cgroups`]) and removes them, with
+//! every process, when it stops (or is dropped).
 //!
 //! The contract with the Service side of the cluster: every pod gets a real IP in
 //! `status.podIP`/`podIPs` on the instance's bridge (10.200.X.0/24), reachable from the host and
@@ -19,6 +19,7 @@ pub mod api_access;
 pub mod cgroups;
 pub mod context;
 pub mod env;
+pub mod exec;
 pub mod images;
 pub mod logs;
 pub mod node;

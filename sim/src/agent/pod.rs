@@ -866,6 +866,10 @@ impl Worker {
             }
         };
         let pid = child.id();
+        if let Some(pid) = pid {
+            // Where exec finds the running process ([`super::exec`]).
+            let _ = std::fs::write(logs.join(format!("{attempt}.pid")), pid.to_string());
+        }
         self.event(
             "Normal",
             "Created",

@@ -10,4 +10,5 @@ mod kubectl_services;
 mod kubectl_typed;
 mod kubectl_workloads;
 mod python_client;
+mod python_e2e;
 mod tools;
