@@ -18,7 +18,8 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
 use super::logs::{LogQuery, find};
 
@@ -235,6 +236,13 @@ async fn run(ws: WebSocketStream<TcpStream>, pid: u32, q: &ExecQuery, v5: bool) 
                 break;
             }
         }
+        // A normal closure with its status code, as the kubelet ends the stream (clients
+        // report a close without a code as an error).
+        let normal = CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        };
+        let _ = sink.send(Message::Close(Some(normal))).await;
         let _ = sink.close().await;
     });
     let mut readers = Vec::new();

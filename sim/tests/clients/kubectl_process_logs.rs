@@ -1,7 +1,7 @@
 //! `kubectl logs` against a pod on a process node (the node agent's log endpoint, reached
 //! through the API server's `pods/log`): `-c` picks the container, `--previous` the run
 //! before the last restart, `--tail` the last lines and `-f` follows the log until the
-//! container ends. Needs root (network and mount namespaces): without it the test says so and
+//! container ends; `kubectl exec` runs a command in the container with its exit code. Needs root (network and mount namespaces): without it the test says so and
 //! passes outside CI, and fails under `CI=true`.
 
 use std::time::Duration;
@@ -49,7 +49,7 @@ spec:
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_logs_with_container_previous_tail_and_follow_on_a_process_pod() {
+async fn kubectl_logs_with_container_previous_tail_and_follow_and_exec_on_a_process_pod() {
     if !root_or_skip() {
         return;
     }
@@ -125,6 +125,28 @@ async fn kubectl_logs_with_container_previous_tail_and_follow_on_a_process_pod()
         k.ok(&["logs", "talker", "-c", "b", "-p", "--tail=1"]).await,
         "first run\n"
     );
+    // exec over the WebSocket protocol kubectl speaks first (v5.channel.k8s.io).
+    let exec = k
+        .cmd(&[
+            "exec",
+            "talker",
+            "-c",
+            "b",
+            "--",
+            "sh",
+            "-c",
+            "echo in $(hostname); exit 3",
+        ])
+        .output()
+        .await
+        .expect("kubectl ran");
+    assert_eq!(
+        exec.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&exec.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&exec.stdout), "in talker\n");
     let missing = k.run(&["logs", "talker", "-c", "a", "--previous"]).await;
     assert!(!missing.ok);
     assert!(
