@@ -10,7 +10,8 @@
 //!   proportional set size of the processes in each pod's network namespace, the growth of
 //!   this process's resident set (API server, store and agent) per pod, and the growth of the
 //!   kernel's unreclaimable slab per pod (namespaces, veths, the sandbox's mounts; the machine
-//!   is shared, so this line also carries the neighbours' noise).
+//!   is shared, so this line also carries the neighbours' noise); beside them, what the kernel
+//!   charges to each pod's memory cgroup (its processes' user and kernel memory).
 //!
 //! `cargo run -p cinder-sim --example pod_start_costs` prints one line per figure, each with
 //! PASS or MISS against its target.
@@ -151,6 +152,29 @@ fn pods_pss(cluster: &EmbeddedCluster) -> (f64, usize) {
     (total, inodes.len())
 }
 
+/// The memory the kernel charges to the pods' cgroups (`memory.usage_in_bytes` on v1,
+/// `memory.current` on v2), summed, and how many pod cgroups there are.
+fn pods_cgroup_memory(cluster: &EmbeddedCluster) -> (f64, usize) {
+    let Some(root) = cluster.agent().and_then(|a| a.cgroup_dir()) else {
+        return (0.0, 0);
+    };
+    let mut total = 0.0;
+    let mut pods = 0;
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let dir = entry.path();
+        let read = |file: &str| {
+            std::fs::read_to_string(dir.join(file))
+                .ok()
+                .and_then(|t| t.trim().parse::<f64>().ok())
+        };
+        if let Some(bytes) = read("memory.usage_in_bytes").or_else(|| read("memory.current")) {
+            total += bytes;
+            pods += 1;
+        }
+    }
+    (total, pods)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -191,6 +215,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (rss2, slab2) = (rss(), slab());
     let (pss, sandboxes) = pods_pss(&cluster);
+    let (charged, charged_pods) = pods_cgroup_memory(&cluster);
 
     let n = BATCH as f64;
     let sim_rss = (rss1 - rss0) / n;
@@ -225,6 +250,10 @@ async fn main() {
     println!(
         "  the pod's processes (PSS)        {:>6.2} MiB   ({sandboxes} sandboxes)",
         per_pod_pss / MIB
+    );
+    println!(
+        "  charged to the pod's cgroup      {:>6.2} MiB   ({charged_pods} pod cgroups; user and kernel memory of its processes)",
+        charged / charged_pods.max(1) as f64 / MIB
     );
     println!(
         "  this process's RSS per pod       {:>6.2} MiB process   {:>6.2} MiB simulated (baseline; the difference is the agent's)",
