@@ -5,7 +5,8 @@
 //! `resources.limits.memory` is its cgroup's limit (`memory.max`, `memory.limit_in_bytes`);
 //! when the kernel's OOM killer ends a process there, its cgroup's `oom_kill` count says so and
 //! the container's termination reason is `OOMKilled`. Every cgroup is removed when its
-//! container, pod or instance goes.
+//! container, pod or instance goes; an instance whose process died without cleaning up is
+//! removed by the next agent that starts beside it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -89,6 +90,7 @@ impl Cgroups {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let (parent, version) = locate(&own, &mounts())
             .ok_or_else(|| "no cgroup hierarchy with the memory controller".to_owned())?;
+        sweep_dead_instances(&parent);
         let root = parent.join(format!("cinder-{id}"));
         if version == Version::V2 {
             // The children of the agent's cgroup need the memory controller; v2 lets a cgroup
@@ -164,6 +166,37 @@ impl Cgroups {
     pub fn remove(&self) {
         remove_tree(&self.root);
     }
+}
+
+/// Removes the cgroups of instances whose owner record is gone (the network sweep removed it,
+/// as their process died without cleaning up) and that hold no process.
+fn sweep_dead_instances(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_prefix("cinder-") else {
+            continue;
+        };
+        let owned = Path::new(super::sandbox::OWNERS).join(id).exists();
+        if !owned && !holds_processes(&entry.path()) {
+            remove_tree(&entry.path());
+        }
+    }
+}
+
+/// Whether any cgroup under `dir` (itself included) has a process.
+fn holds_processes(dir: &Path) -> bool {
+    let own = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|p| !p.trim().is_empty())
+        .unwrap_or(false);
+    own || std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .any(|e| holds_processes(&e.path()))
+    })
 }
 
 /// One container start's cgroup.

@@ -153,7 +153,7 @@ impl Network {
 }
 
 /// Where each instance records the process that owns it (`<id>` holding the pid).
-const OWNERS: &str = "/run/cinder-agent";
+pub(crate) const OWNERS: &str = "/run/cinder-agent";
 
 /// Removes the host objects of instances whose owning process is gone.
 fn sweep_dead_instances() {
