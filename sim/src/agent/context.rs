@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 
+use super::cgroups::Cgroups;
 use super::images::ImageMap;
 use super::sandbox::Network;
 
@@ -20,6 +21,9 @@ pub struct AgentContext {
     pub network: Network,
     pub state_dir: PathBuf,
     pub config: RuntimeConfig,
+    /// The instance's memory cgroup; None where no memory controller can be used (limits are
+    /// then not enforced, as the agent's start logged).
+    pub cgroups: Option<Cgroups>,
 }
 
 impl std::fmt::Debug for AgentContext {

@@ -2,7 +2,8 @@
 //! `<state>/logs/<namespace>_<pod>_<uid>/<container>/<restart>.log` (a `.done` file beside it
 //! once that process ended), served over HTTP on the node's daemonEndpoints port at
 //! `GET /containerLogs/{namespace}/{pod}/{container}?previous=true&follow=true&tailLines=N`.
-//! The server reads files only; it shares no state with the pod tasks.
+//! The server reads files only; it shares no state with the pod tasks. The same port serves
+//! `exec` ([`super::exec`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -143,15 +144,25 @@ async fn answer(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
     let text = String::from_utf8_lossy(&head).into_owned();
     let mut first = text.lines().next().unwrap_or_default().split_whitespace();
     let (method, target) = (
-        first.next().unwrap_or_default(),
-        first.next().unwrap_or_default(),
+        first.next().unwrap_or_default().to_owned(),
+        first.next().unwrap_or_default().to_owned(),
     );
+    let (method, target) = (method.as_str(), target.as_str());
     let reply = |code: u16, reason: &str, body: &str| {
         format!(
             "HTTP/1.0 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
     };
+    if method == "GET" && target.starts_with("/exec/") {
+        let end = head
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(head.len(), |p| p + 4);
+        let rest = head.split_off(end);
+        let text = String::from_utf8_lossy(&head).into_owned();
+        return super::exec::answer(stream, &text, rest, target, root).await;
+    }
     if method != "GET" {
         stream
             .write_all(reply(405, "Method Not Allowed", "only GET").as_bytes())

@@ -3,9 +3,10 @@
 //! through the Kubernetes API (a kube-rs `Client`): it registers its Nodes and renews their
 //! Leases ([`node`]), watches the pods bound to them (a field selector per node), and gives each
 //! pod one task ([`pod`]) that owns its sandbox and containers, writes `pods/status` and posts
-//! Events. It serves container logs on its nodes' daemonEndpoints port ([`logs`]). It owns the
-//! instance's bridge and the pods' network namespaces ([`sandbox`]) and removes them, with every
-//! process, when it stops (or is dropped).
+//! Events. It serves container logs ([`logs`]) and exec ([`exec`]) on its nodes'
+//! daemonEndpoints port. It owns the instance's bridge and the pods' network namespaces
+//! ([`sandbox`]) and the memory cgroups of its containers ([`cgroups`]) and removes them, with
+//! every process, when it stops (or is dropped).
 //!
 //! The contract with the Service side of the cluster: every pod gets a real IP in
 //! `status.podIP`/`podIPs` on the instance's bridge (10.200.X.0/24), reachable from the host and
@@ -15,8 +16,10 @@
 //! ([`api_access`]: the ServiceAccount token volume and `KUBERNETES_SERVICE_*`).
 
 pub mod api_access;
+pub mod cgroups;
 pub mod context;
 pub mod env;
+pub mod exec;
 pub mod images;
 pub mod logs;
 pub mod node;
@@ -95,11 +98,19 @@ impl Agent {
             }
         };
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        let cgroups = match cgroups::Cgroups::create(&network.id) {
+            Ok(cgroups) => Some(cgroups),
+            Err(error) => {
+                tracing::warn!(%error, "process nodes: no memory cgroup, memory limits are not enforced");
+                None
+            }
+        };
         let ctx = Arc::new(AgentContext {
             client: client.clone(),
             network,
             state_dir: state.path().to_path_buf(),
             config,
+            cgroups,
         });
         let names: Vec<String> = (0..nodes).map(node::node_name).collect();
         let mut agent = Agent {
@@ -151,6 +162,11 @@ impl Agent {
         &self.ctx.network
     }
 
+    /// The instance's memory cgroup directory, when memory limits are enforced.
+    pub fn cgroup_dir(&self) -> Option<&std::path::Path> {
+        self.ctx.cgroups.as_ref().map(|c| c.root.as_path())
+    }
+
     /// The port of the log endpoint (every node's daemonEndpoints port).
     pub fn port(&self) -> u16 {
         self.port
@@ -174,6 +190,9 @@ impl Agent {
         let network = &self.ctx.network;
         network.remove_pods_blocking();
         network.remove_blocking();
+        if let Some(cgroups) = &self.ctx.cgroups {
+            cgroups.remove();
+        }
         self._state.take();
     }
 }

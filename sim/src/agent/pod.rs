@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::api_access::{self, ApiService};
+use super::cgroups::ContainerCgroup;
 use super::context::{AgentContext, event, now};
 use super::env::{self, PodFacts, Sources};
 use super::images::{ImageRoot, ImageRule};
@@ -79,6 +80,8 @@ struct Ctr {
     readiness: ProbeState,
     liveness: ProbeState,
     termination_file: Option<PathBuf>,
+    /// The memory cgroup of the running process, when the agent has cgroups.
+    cgroup: Option<ContainerCgroup>,
 }
 
 impl Ctr {
@@ -109,6 +112,7 @@ impl Ctr {
             readiness: ProbeState::default(),
             liveness: ProbeState::default(),
             termination_file: None,
+            cgroup: None,
         }
     }
 
@@ -786,7 +790,39 @@ impl Worker {
                 .filter(|w| !w.is_empty())
                 .unwrap_or("/"),
         );
+        let limit = spec
+            .pointer("/resources/limits/memory")
+            .and_then(|q| match q {
+                Value::String(text) => crate::controllers::pods::quantity::parse(text),
+                other => other.as_f64(),
+            })
+            .filter(|bytes| *bytes >= 1.0)
+            .map(|bytes| bytes.ceil() as u64);
+        let (cgroup, procs) = match &self.ctx.cgroups {
+            None => (None, None),
+            Some(cgroups) => {
+                let made = cgroups
+                    .container(&self.uid, &name, attempt, limit)
+                    .and_then(|group| {
+                        let procs = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(group.procs())
+                            .map_err(|e| format!("{}: {e}", group.procs().display()))?;
+                        Ok((group, procs))
+                    });
+                match made {
+                    Ok((group, procs)) => (Some(group), Some(procs)),
+                    Err(error) => {
+                        let message = format!(
+                            "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to apply cgroup configuration: {error}: unknown"
+                        );
+                        return self.start_failed(index, message, started_text).await;
+                    }
+                }
+            }
+        };
         let launch = Launch {
+            cgroup: procs,
             program,
             arg0: command[0].clone(),
             args: command[1..].to_vec(),
@@ -820,6 +856,9 @@ impl Worker {
         let child = match sandbox::spawn(launch, &net.path()) {
             Ok(child) => child,
             Err(error) => {
+                if let Some(group) = cgroup {
+                    group.remove();
+                }
                 let message = format!(
                     "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: {error}: unknown"
                 );
@@ -827,6 +866,10 @@ impl Worker {
             }
         };
         let pid = child.id();
+        if let Some(pid) = pid {
+            // Where exec finds the running process ([`super::exec`]).
+            let _ = std::fs::write(logs.join(format!("{attempt}.pid")), pid.to_string());
+        }
         self.event(
             "Normal",
             "Created",
@@ -873,6 +916,7 @@ impl Worker {
         c.pid = pid;
         c.started_at = Some(now_i);
         c.termination_file = Some(termination);
+        c.cgroup = cgroup;
         c.kill_at = None;
         c.stopping = false;
         let has = |k: &str| c.spec.get(k).is_some_and(Value::is_object);
@@ -1059,6 +1103,9 @@ impl Worker {
         let State::Running { started_at } = c.state.clone() else {
             return;
         };
+        // A process of the container ended by the kernel's OOM killer in its cgroup, as
+        // containerd reads memory.events.
+        let oom_killed = code != 0 && c.cgroup.as_ref().is_some_and(|g| g.oom_kills() > 0);
         let _ = signal;
         let mut message = c
             .termination_file
@@ -1079,7 +1126,14 @@ impl Worker {
         }
         c.state = State::Terminated {
             exit_code: code,
-            reason: if code == 0 { "Completed" } else { "Error" }.to_owned(),
+            reason: if code == 0 {
+                "Completed"
+            } else if oom_killed {
+                "OOMKilled"
+            } else {
+                "Error"
+            }
+            .to_owned(),
             message: (!message.is_empty()).then_some(message),
             started_at,
             finished_at: now(),
@@ -1088,6 +1142,9 @@ impl Worker {
         // Processes the container left in its group go with it, as with a container's init.
         if let Some(pid) = c.pid.take() {
             kill_group(pid, libc::SIGKILL);
+        }
+        if let Some(group) = c.cgroup.take() {
+            tokio::task::spawn_blocking(move || group.remove());
         }
         c.kill_at = None;
         c.stopping = false;
@@ -1229,6 +1286,12 @@ impl Worker {
                 std::thread::sleep(Duration::from_millis(20));
             }
             net.remove_blocking();
+        }
+        if let Some(cgroups) = &self.ctx.cgroups {
+            for c in &mut self.ctrs {
+                c.cgroup = None;
+            }
+            cgroups.remove_pod(&self.uid);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -1,12 +1,13 @@
 //! Pod sandboxes made of Linux namespaces: the cluster instance's bridge and subnet, one network
 //! namespace per pod (a veth pair to the bridge, the pod's IP, the bridge as default gateway),
-//! and the launch of a container process into its pod's network namespace with a private mount
+//! and the launch of a container process into its memory cgroup and its pod's network namespace with a private mount
 //! namespace and UTS namespace (the pod's hostname): a tmpfs root holding the host's top-level directories (bound, or overlaid when a
 //! volume or working directory must be created under one), the volumes at their mountPaths,
 //! the pod's /etc/hosts, /etc/hostname and /etc/resolv.conf, then chroot, working directory,
 //! user and group. Mounts live only in the container's mount namespace, so they vanish with its
-//! processes; the only host objects are the bridge, veths and network namespaces, removed by
-//! [`Network::remove`] and [`PodNetwork::remove`].
+//! processes; the host objects made here are the bridge, veths and network namespaces, removed
+//! by [`Network::remove_blocking`] and [`PodNetwork::remove_blocking`] (the cgroups are
+//! [`super::cgroups`]'s).
 
 use std::ffi::CString;
 use std::net::Ipv4Addr;
@@ -152,7 +153,7 @@ impl Network {
 }
 
 /// Where each instance records the process that owns it (`<id>` holding the pid).
-const OWNERS: &str = "/run/cinder-agent";
+pub(crate) const OWNERS: &str = "/run/cinder-agent";
 
 /// Removes the host objects of instances whose owning process is gone.
 fn sweep_dead_instances() {
@@ -322,6 +323,8 @@ pub struct Launch {
     /// The container's /tmp (a host directory).
     pub tmp_dir: PathBuf,
     pub log: std::fs::File,
+    /// The container's `cgroup.procs` (opened for writing), which the process joins first.
+    pub cgroup: Option<std::fs::File>,
 }
 
 /// One step the child runs between fork and exec.
@@ -678,6 +681,7 @@ pub fn spawn(mut launch: Launch, netns: &Path) -> Result<tokio::process::Child, 
         .map_err(|e| format!("open network namespace {}: {e}", netns.display()))?
         .into();
     let raw_fd = netns_fd.as_raw_fd();
+    let cgroup_fd = launch.cgroup.as_ref().map_or(-1, AsRawFd::as_raw_fd);
     let (uid, gid) = (launch.uid, launch.gid);
     let groups: Vec<libc::gid_t> = launch.groups.clone();
     let hostname = launch.hostname.clone().into_bytes();
@@ -700,6 +704,10 @@ pub fn spawn(mut launch: Launch, netns: &Path) -> Result<tokio::process::Child, 
     // before the fork; `netns_fd` stays open until the command is spawned.
     unsafe {
         command.pre_exec(move || {
+            // Into the container's cgroup before anything is allocated ("0" is the writer).
+            if cgroup_fd >= 0 && libc::write(cgroup_fd, c"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
             if libc::setsid() < 0
                 || libc::setns(raw_fd, libc::CLONE_NEWNET) != 0
                 || libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS) != 0
@@ -730,6 +738,7 @@ pub fn spawn(mut launch: Launch, netns: &Path) -> Result<tokio::process::Child, 
     }
     let child = command.spawn().map_err(|e| e.to_string());
     drop(netns_fd);
+    drop(launch.cgroup);
     child
 }
 

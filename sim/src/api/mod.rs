@@ -12,6 +12,7 @@ pub mod jsonpath;
 pub mod openapi;
 mod openapi_v2_proto;
 pub mod partial;
+mod pod_exec;
 mod pod_subresources;
 pub mod protobuf;
 pub mod proxy;
@@ -65,7 +66,12 @@ pub async fn dispatch(
     app: web::Data<AppState>,
 ) -> HttpResponse {
     let app = app.get_ref().clone();
-    let body = body::read(&req, payload).await;
+    // A WebSocket exec keeps its connection: its payload is the upgraded stream, not a body.
+    let (body, mut upgraded) = if pod_exec::is_upgrade(&req) {
+        (Ok(Default::default()), Some(payload))
+    } else {
+        (body::read(&req, payload).await, None)
+    };
     let query: HashMap<String, String> =
         web::Query::<HashMap<String, String>>::from_query(req.query_string())
             .map(|q| q.into_inner())
@@ -131,12 +137,19 @@ pub async fn dispatch(
                 .error_for(&described.verb, &described.path.resource, &user_agent)
             {
                 Some(code) => error_response(&ApiError::injected(code)),
-                None => match &body {
-                    Ok(body) => match review(&req, body, &app, &route, &requester) {
+                None => match (&body, &route, upgraded.take()) {
+                    (Ok(_), Route::Resource(p), Some(payload)) if p.resource == "pods" => {
+                        let namespace = p.namespace.clone().unwrap_or_default();
+                        let name = p.name.clone().unwrap_or_default();
+                        pod_exec::answer(&req, payload, &app, &namespace, &name, &query)
+                            .await
+                            .unwrap_or_else(|e| error_response(&e))
+                    }
+                    (Ok(body), _, _) => match review(&req, body, &app, &route, &requester) {
                         Some(answer) => answer,
                         None => serve(&req, body, &app, route, &query, &user_agent).await,
                     },
-                    Err(e) => error_response(e),
+                    (Err(e), _, _) => error_response(e),
                 },
             }
         }

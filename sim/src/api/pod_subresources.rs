@@ -2,8 +2,8 @@
 //! node agent's log endpoint, as a real API server forwards to the kubelet; on a simulated node
 //! a short simulated log: the start line, the image, and the termination message when there is
 //! one), `eviction` (deletes the pod unless a
-//! PodDisruptionBudget covering it allows no disruption: 429, as on a real server) and
-//! `binding` (sets `spec.nodeName`, what a scheduler does).
+//! PodDisruptionBudget covering it allows no disruption: 429, as on a real server),
+//! `binding` (sets `spec.nodeName`, what a scheduler does); `exec` is [`super::pod_exec`]'s.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -112,7 +112,7 @@ pub async fn answer(
 }
 
 /// `address:port` of the log endpoint of the process node `pod` is bound to, if it is on one.
-fn process_node_endpoint(app: &AppState, pod: &Value) -> Option<String> {
+pub(super) fn process_node_endpoint(app: &AppState, pod: &Value) -> Option<String> {
     let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str)?;
     let node = app.engine.store.get("", "nodes", "", node_name)?;
     let runtime = node
@@ -137,7 +137,7 @@ fn process_node_endpoint(app: &AppState, pod: &Value) -> Option<String> {
 
 /// The container `pod` has when the request names none: its only container, else the
 /// kubelet's message listing them.
-fn container_name(pod: &Value, asked: Option<&str>) -> Result<String, ApiError> {
+pub(super) fn container_name(pod: &Value, asked: Option<&str>) -> Result<String, ApiError> {
     let pod_name = pod
         .pointer("/metadata/name")
         .and_then(Value::as_str)

@@ -5,8 +5,10 @@
 mod kubectl;
 mod kubectl_auth;
 mod kubectl_lifecycle;
+mod kubectl_process_logs;
 mod kubectl_services;
 mod kubectl_typed;
 mod kubectl_workloads;
 mod python_client;
+mod python_e2e;
 mod tools;

@@ -558,6 +558,21 @@ async fn jobs_take_the_real_exit_code() {
     cluster.shutdown().await;
 }
 
+/// The cgroups under `dir` (itself included; 0 when it is gone).
+fn cgroups_under(dir: &std::path::Path) -> usize {
+    if !dir.is_dir() {
+        return 0;
+    }
+    1 + std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| cgroups_under(&e.path()))
+                .sum::<usize>()
+        })
+        .unwrap_or(0)
+}
+
 /// Every host object of an agent instance: its network namespaces, veths and bridge.
 fn host_objects(id: &str) -> usize {
     let links = std::process::Command::new("ip")
@@ -591,6 +606,12 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
         return;
     };
     let id = cluster.agent().unwrap().network().id.clone();
+    let cgroups = cluster
+        .agent()
+        .unwrap()
+        .cgroup_dir()
+        .expect("the agent's memory cgroup (CI machines have a memory controller)")
+        .to_path_buf();
     let client = cluster.client().await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     // The first pod handles SIGTERM; the second ignores it and leaves a child behind.
@@ -620,7 +641,7 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
             "stays",
             "Always",
             json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "1003"]}]),
+        "command": ["sleep", "1003"], "resources": {"limits": {"memory": "64Mi"}}}]),
         ),
     )
     .await;
@@ -634,6 +655,10 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
     })
     .await;
     assert!(host_objects(&id) >= 7, "bridge, veths and netns exist");
+    assert!(
+        cgroups_under(&cgroups) >= 7,
+        "the instance's, each pod's and each container's cgroup exist"
+    );
     pods.delete("polite", &DeleteParams::default())
         .await
         .unwrap();
@@ -661,4 +686,192 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
         0,
         "shutdown removes every netns, veth and the bridge"
     );
+    assert_eq!(cgroups_under(&cgroups), 0, "shutdown removes every cgroup");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_limit_is_enforced_by_a_cgroup_and_its_kill_is_oom_killed() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let cgroups = cluster
+        .agent()
+        .unwrap()
+        .cgroup_dir()
+        .expect("the agent's memory cgroup (CI machines have a memory controller)")
+        .to_path_buf();
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // 256 MiB touched page by page under a 64 MiB limit; 16 MiB is within it.
+    let allocate = |mib: u32| {
+        format!(
+            "import sys; b = bytearray({mib} * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('allocated', len(b)); sys.stdout.flush()"
+        )
+    };
+    for (name, mib) in [("greedy", 256), ("modest", 16)] {
+        create(
+            &pods,
+            pod_manifest(
+                name,
+                "Never",
+                json!([{"name": "c", "image": "python:3.12",
+                    "command": ["python3", "-c", allocate(mib)],
+                    "resources": {"limits": {"memory": "64Mi"}}}]),
+            ),
+        )
+        .await;
+    }
+    let greedy = wait_phase(&cluster, "greedy", "Failed").await;
+    let ended = terminated(&greedy, 0);
+    assert_eq!(ended["reason"], "OOMKilled", "{greedy}");
+    assert_eq!(ended["exitCode"], 137, "{greedy}");
+    let modest = wait_phase(&cluster, "modest", "Succeeded").await;
+    assert_eq!(terminated(&modest, 0)["reason"], "Completed", "{modest}");
+    let (_, text) = log(&cluster, "modest", "").await;
+    assert_eq!(text, format!("allocated {}\n", 16 * 1024 * 1024));
+    // A finished pod's cgroups are gone; the instance's own stays until shutdown.
+    assert_eq!(cgroups_under(&cgroups), 1);
+    cluster.shutdown().await;
+    assert_eq!(cgroups_under(&cgroups), 0);
+}
+
+/// The lines of `file`, each `WHAT NANOSECONDS` as the pods below write them.
+fn stamped(file: &std::path::Path) -> Vec<(String, u128)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (what, at) = l.split_once(' ')?;
+            Some((what.to_owned(), at.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_stop_runs_before_sigterm_and_sigkill_comes_after_the_grace_period() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // A host directory the pod writes its record to (it outlives the pod's sandbox).
+    let record = tempfile::tempdir().unwrap();
+    let log = record.path().join("log");
+    let mut manifest = pod_manifest(
+        "hooked",
+        "Always",
+        json!([{"name": "c", "image": "busybox",
+            // SIGTERM is recorded and ignored: only SIGKILL ends this container.
+            "command": ["sh", "-c", "trap 'echo TERM $(date +%s%N) >> /record/log' TERM; echo UP $(date +%s%N) >> /record/log; while true; do sleep 0.1; done"],
+            "volumeMounts": [{"name": "record", "mountPath": "/record"}],
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo PRESTOP $(date +%s%N) >> /record/log; sleep 1"]}}}}]),
+    );
+    manifest["spec"]["terminationGracePeriodSeconds"] = json!(3);
+    manifest["spec"]["volumes"] = json!([{"name": "record",
+        "hostPath": {"path": record.path().to_str().unwrap(), "type": "Directory"}}]);
+    create(&pods, manifest).await;
+    wait_phase(&cluster, "hooked", "Running").await;
+    eventually("container up", || async {
+        stamped(&log).iter().any(|(w, _)| w == "UP")
+    })
+    .await;
+    let pid: i32 = pod_of(&cluster, "hooked")["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("process://"))
+        .and_then(|p| p.parse().ok())
+        .expect("a process:// container id");
+    let deleted_at = std::time::Instant::now();
+    pods.delete("hooked", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("pod gone", || async {
+        pod_of(&cluster, "hooked").is_null()
+    })
+    .await;
+    let took = deleted_at.elapsed();
+    let lines = stamped(&log);
+    let at = |what: &str| {
+        lines
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("{what} in {lines:?}"))
+    };
+    assert!(
+        at("PRESTOP") + 900_000_000 <= at("TERM"),
+        "SIGTERM only after the preStop hook finished: {lines:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(2800),
+        "the container ignoring SIGTERM is killed only after the 3 s grace period (gone after {took:?})"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "SIGKILL at the end of the grace period (gone after {took:?})"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the container process {pid} is gone"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_liveness_probe_restarts_the_container_with_back_off() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // Healthy for a second after each start, then the probe's file is gone.
+    create(
+        &pods,
+        pod_manifest(
+            "unhealthy",
+            "Always",
+            json!([{"name": "c", "image": "busybox",
+                "command": ["sh", "-c", "echo start; touch /tmp/healthy; sleep 1; rm /tmp/healthy; exec sleep 600"],
+                "livenessProbe": {"exec": {"command": ["test", "-f", "/tmp/healthy"]},
+                                  "periodSeconds": 1, "failureThreshold": 2}}]),
+        ),
+    )
+    .await;
+    eventually("restarted twice by its liveness probe", || async {
+        let pod = pod_of(&cluster, "unhealthy");
+        pod["status"]["containerStatuses"][0]["restartCount"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 2
+    })
+    .await;
+    let pod = pod_of(&cluster, "unhealthy");
+    let status = &pod["status"]["containerStatuses"][0];
+    let last = &status["lastState"]["terminated"];
+    assert_eq!(last["reason"], "Error", "{status}");
+    assert!(
+        matches!(last["exitCode"].as_i64(), Some(137 | 143)),
+        "killed by a signal: {status}"
+    );
+    let events = events_of(&cluster, "unhealthy");
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "Unhealthy" && m.starts_with("Liveness probe failed")),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "Killing"
+                && m == "Container c failed liveness probe, will be restarted"),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(r, m)| r == "BackOff"
+            && m.starts_with("Back-off restarting failed container c in pod unhealthy_default")),
+        "restarts wait for the back-off: {events:?}"
+    );
+    let (code, previous) = log(&cluster, "unhealthy", "?previous=true").await;
+    assert_eq!((code, previous.as_str()), (200, "start\n"));
+    cluster.shutdown().await;
 }
