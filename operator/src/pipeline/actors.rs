@@ -21,9 +21,10 @@
 //! `--shards`, a running pass asks before each step whether this replica still holds the
 //! Cinder's shard, and stops when it does not.
 
+use super::backoff_actor::Failed;
 use super::key::CinderKey;
 use super::pass::{PassObserver, PassReport, run_pass};
-use super::schedule::{Admission, Asked, Backoffs, GRANT_LIFETIME, Retry};
+use super::schedule::{Admission, Asked, Backoffs, GRANT_LIFETIME};
 use super::step::{EngineContext, ForgetCinder, TargetCluster};
 use super::table::PipelineTable;
 use super::view::{PassSummary, PipelineRecord};
@@ -105,12 +106,7 @@ pub enum Turn {
 
 /// A reconcile of the Cinder at this generation failed (an error, or a pass with a failed
 /// step): answers when it is retried.
-#[derive(Message)]
-#[rtype(result = "Retry")]
-pub struct PassFailed {
-    pub key: CinderKey,
-    pub generation: Option<i64>,
-}
+pub type PassFailed = Failed<CinderKey>;
 
 /// A reconcile of the Cinder ended cleanly: its failure count is reset.
 #[derive(Message)]
