@@ -282,17 +282,35 @@ impl StepMemory {
         Some((self.cinder.as_ref()?, self.actor.as_ref()?))
     }
 
+    /// Sends the question `ask(cinder, key)` to the actor's recipient `to` and waits for the
+    /// answer; `None` without an actor or when the actor is lost.
+    async fn ask<M>(
+        &self,
+        key: &str,
+        to: impl FnOnce(&MemoryAddr) -> &Recipient<M>,
+        ask: impl FnOnce(CinderKey, String) -> M,
+    ) -> Option<M::Result>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+    {
+        let (cinder, actor) = self.target()?;
+        to(actor)
+            .send(ask(cinder.clone(), key.to_string()))
+            .await
+            .ok()
+    }
+
     /// True the first time `key` is asked for this Cinder; a lost actor answers true (acting
     /// twice is the lesser harm than never).
     pub async fn first_time(&self, key: &str) -> bool {
-        let Some((cinder, actor)) = self.target() else {
-            return true;
-        };
-        let ask = FirstTime {
-            cinder: cinder.clone(),
-            key: key.to_string(),
-        };
-        actor.first_time.send(ask).await.unwrap_or(true)
+        self.ask(
+            key,
+            |a| &a.first_time,
+            |cinder, key| FirstTime { cinder, key },
+        )
+        .await
+        .unwrap_or(true)
     }
 
     /// Gives `key` of this Cinder back (see [`Memory::unsee`]).
@@ -307,12 +325,9 @@ impl StepMemory {
 
     /// The condition cached under `key`, while fresh.
     pub async fn recall(&self, key: &str) -> Option<Cond> {
-        let (cinder, actor) = self.target()?;
-        let ask = Recall {
-            cinder: cinder.clone(),
-            key: key.to_string(),
-        };
-        actor.recall.send(ask).await.ok().flatten()
+        self.ask(key, |a| &a.recall, |cinder, key| Recall { cinder, key })
+            .await
+            .flatten()
     }
 
     /// Caches `condition` under `key` for `ttl`.
@@ -343,14 +358,13 @@ impl StepMemory {
     /// Whether the device lock `key` was refused lately (using the note up); false without an
     /// actor.
     pub async fn take_refused(&self, key: &str) -> bool {
-        let Some((cinder, actor)) = self.target() else {
-            return false;
-        };
-        let ask = TakeRefused {
-            cinder: cinder.clone(),
-            key: key.to_string(),
-        };
-        actor.take_refused.send(ask).await.unwrap_or(false)
+        self.ask(
+            key,
+            |a| &a.take_refused,
+            |cinder, key| TakeRefused { cinder, key },
+        )
+        .await
+        .unwrap_or(false)
     }
 }
 
