@@ -456,3 +456,32 @@ impl<C: EngineContext> Handler<Remember> for StepActor<C> {
             .remember(&msg.cinder, &msg.key, msg.condition, msg.ttl, now);
     }
 }
+
+/// Fixtures for tests that reach a step actor's memory.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A step that does nothing.
+    struct Idle(StepName);
+
+    impl<C: EngineContext> Step<C> for Idle {
+        fn name(&self) -> StepName {
+            self.0
+        }
+        fn run(&self, _op: Arc<C>, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+            Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
+        }
+    }
+
+    /// What a fresh actor of the step `name` (a step that does nothing) remembers of the Cinder
+    /// `ns/c`; call it inside an actix System.
+    pub(crate) fn idle_step_memory<C: EngineContext>(name: StepName) -> StepMemory {
+        let addr = StepActor::<C>::new(Arc::new(Idle(name))).start();
+        let cinder = CinderKey {
+            namespace: "ns".into(),
+            name: "c".into(),
+        };
+        StepMemory::of(&addr, cinder)
+    }
+}
