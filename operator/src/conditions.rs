@@ -270,14 +270,15 @@ pub(crate) fn is_true(conditions: &[Condition], type_: &str) -> bool {
     find(conditions, type_).is_some_and(|c| c.status == "True")
 }
 
+/// The time `secs` seconds after the epoch, for tests that stamp conditions.
+#[cfg(test)]
+pub(crate) fn at(secs: i64) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::jiff::Timestamp;
-
-    fn at(secs: i64) -> Time {
-        Time(Timestamp::from_second(secs).unwrap())
-    }
 
     #[test]
     fn transition_time_changes_only_with_status() {

@@ -33,36 +33,12 @@ pub(crate) fn refused(memory: &StepMemory, device: &str) {
 mod tests {
     use super::*;
     use crate::context::OperatorContext;
-    use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepName, StepReport};
-    use actix::Actor;
-    use futures::future::BoxFuture;
-    use std::sync::Arc;
-
-    struct Idle;
-
-    impl Step<OperatorContext> for Idle {
-        fn name(&self) -> StepName {
-            StepName::VolumeServices
-        }
-        fn run(
-            &self,
-            _op: Arc<OperatorContext>,
-            ctx: StepContext,
-        ) -> BoxFuture<'static, StepReport> {
-            Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
-        }
-    }
+    use crate::pipeline::StepName;
+    use crate::pipeline::step::testing::idle_step_memory;
 
     #[actix::test]
     async fn a_refused_request_retries_one_level_higher_once() {
-        let addr = StepActor::<OperatorContext>::new(Arc::new(Idle)).start();
-        let memory = StepMemory::of(
-            &addr,
-            CinderKey {
-                namespace: "ns".into(),
-                name: "c".into(),
-            },
-        );
+        let memory = idle_step_memory::<OperatorContext>(StepName::VolumeServices);
         let device = "nfs:nfs1";
         assert_eq!(
             priority(&memory, device, Priority::Default).await,

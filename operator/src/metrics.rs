@@ -82,12 +82,24 @@ impl JobResult {
     }
 }
 
-impl EncodeLabelValue for JobResult {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write as _;
-        encoder.write_str(self.as_str())
-    }
+/// Encodes each of these label enums as its `as_str()`.
+macro_rules! label_value_as_str {
+    ($($enum:ty),*) => {
+        $(
+            impl EncodeLabelValue for $enum {
+                fn encode(
+                    &self,
+                    encoder: &mut LabelValueEncoder<'_>,
+                ) -> Result<(), std::fmt::Error> {
+                    use std::fmt::Write as _;
+                    encoder.write_str(self.as_str())
+                }
+            }
+        )*
+    };
 }
+
+label_value_as_str!(JobResult, ErrorPhase);
 
 /// `{cinder, namespace, result}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -153,13 +165,6 @@ impl ErrorPhase {
 impl std::fmt::Display for ErrorPhase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl EncodeLabelValue for ErrorPhase {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write as _;
-        encoder.write_str(self.as_str())
     }
 }
 
@@ -245,33 +250,35 @@ impl JobMetrics {
             .observe(duration.as_secs_f64());
     }
 
-    /// Creates the Cinder's series at zero (both results, an empty histogram).
-    fn zero(&self, namespace: &str, cinder: &str) {
-        for result in JobResult::ALL {
-            let _ = self.total.get_or_create(&JobResultLabels {
-                cinder: cinder.to_string(),
-                namespace: namespace.to_string(),
-                result,
-            });
-        }
-        let _ = self.duration_seconds.get_or_create(&CinderLabels {
+    /// The labels of the Cinder's series: the counter's, one per result, and the histogram's.
+    fn series(namespace: &str, cinder: &str) -> ([JobResultLabels; 2], CinderLabels) {
+        let of = CinderLabels {
             cinder: cinder.to_string(),
             namespace: namespace.to_string(),
+        };
+        let totals = JobResult::ALL.map(|result| JobResultLabels {
+            cinder: of.cinder.clone(),
+            namespace: of.namespace.clone(),
+            result,
         });
+        (totals, of)
+    }
+
+    /// Creates the Cinder's series at zero (both results, an empty histogram).
+    fn zero(&self, namespace: &str, cinder: &str) {
+        let (totals, duration) = Self::series(namespace, cinder);
+        for labels in &totals {
+            let _ = self.total.get_or_create(labels);
+        }
+        let _ = self.duration_seconds.get_or_create(&duration);
     }
 
     fn forget(&self, namespace: &str, cinder: &str) {
-        for result in JobResult::ALL {
-            self.total.remove(&JobResultLabels {
-                cinder: cinder.to_string(),
-                namespace: namespace.to_string(),
-                result,
-            });
+        let (totals, duration) = Self::series(namespace, cinder);
+        for labels in &totals {
+            self.total.remove(labels);
         }
-        self.duration_seconds.remove(&CinderLabels {
-            cinder: cinder.to_string(),
-            namespace: namespace.to_string(),
-        });
+        self.duration_seconds.remove(&duration);
     }
 }
 

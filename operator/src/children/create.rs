@@ -9,6 +9,7 @@ use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::names;
 use k8s_openapi::ByteString;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
@@ -94,9 +95,7 @@ pub(crate) async fn ensure_secret(
     reads: &ClusterStores,
     desired: Secret,
 ) -> Result<bool, kube::Error> {
-    let ns = desired.metadata.namespace.clone().unwrap_or_default();
-    let name = desired.metadata.name.clone().unwrap_or_default();
-    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let (api, name) = api_and_name(client, &desired);
     match reads.get_opt(&api, &name).await? {
         None => create_if_absent(&api, &desired).await,
         Some(existing) => {
@@ -118,6 +117,18 @@ pub(crate) async fn ensure_secret(
     }
 }
 
+/// The API of `desired`'s kind in `desired`'s namespace, and `desired`'s name.
+fn api_and_name<K>(client: &Client, desired: &K) -> (Api<K>, String)
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    let meta = desired.meta();
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let api = Api::namespaced(client.clone(), namespace);
+    (api, meta.name.clone().unwrap_or_default())
+}
+
 /// Creates the immutable ConfigMap `desired` unless it exists (content-addressed: same name,
 /// same content). Returns whether it created it.
 pub(crate) async fn ensure_config_map(
@@ -125,9 +136,7 @@ pub(crate) async fn ensure_config_map(
     reads: &ClusterStores,
     desired: ConfigMap,
 ) -> Result<bool, kube::Error> {
-    let ns = desired.metadata.namespace.clone().unwrap_or_default();
-    let name = desired.metadata.name.clone().unwrap_or_default();
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let (api, name) = api_and_name(client, &desired);
     if reads.get_opt(&api, &name).await?.is_some() {
         return Ok(false);
     }

@@ -16,7 +16,7 @@ use crate::names::CINDER_FINALIZER;
 use crate::pipeline::schedule::Retry;
 use crate::pipeline::{
     AdmissionRank, Admit, CinderKey, Forget, GateStopped, PassEnd, PassFailed, PassNotWritten,
-    PassSucceeded, Reconcile, Turn,
+    PassRequest, PassSucceeded, Reconcile, Turn,
 };
 use crate::requeue::{Requeue, jittered};
 use crate::target_cluster;
@@ -495,12 +495,12 @@ async fn reconcile_in_span(
 
     let report = match ctx
         .pipelines
-        .send(Reconcile(
-            ctx.clone(),
-            cinder.clone(),
+        .send(Reconcile(PassRequest {
+            op: ctx.clone(),
+            cinder: cinder.clone(),
             target,
-            tracing::Span::current(),
-        ))
+            span: tracing::Span::current(),
+        }))
         .await
     {
         Ok(Ok(report)) => report,

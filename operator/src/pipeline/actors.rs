@@ -21,9 +21,10 @@
 //! `--shards`, a running pass asks before each step whether this replica still holds the
 //! Cinder's shard, and stops when it does not.
 
+use super::backoff_actor::Failed;
 use super::key::CinderKey;
 use super::pass::{PassObserver, PassReport, run_pass};
-use super::schedule::{Admission, Asked, Backoffs, GRANT_LIFETIME, Retry};
+use super::schedule::{Admission, Asked, Backoffs, GRANT_LIFETIME};
 use super::step::{EngineContext, ForgetCinder, TargetCluster};
 use super::table::PipelineTable;
 use super::view::{PassSummary, PipelineRecord};
@@ -50,17 +51,21 @@ pub enum PipelineError {
     ActorGone(String, String),
 }
 
-/// Runs a pass of this Cinder snapshot through its pipeline actor, projecting its children onto
-/// the resolved target cluster when there is one (`None`: the management cluster), inside the
-/// given span (the reconcile's pass span: the pass runs on the actor, outside the caller's task).
+/// One pass to run: the operator context, a snapshot of the Cinder, the resolved target
+/// cluster its children are projected onto (`None`: the management cluster), and the span the
+/// pass runs inside (the reconcile's pass span: the pass runs on the actor, outside the
+/// caller's task).
+pub struct PassRequest<C: 'static> {
+    pub op: Arc<C>,
+    pub cinder: Arc<Cinder>,
+    pub target: Option<TargetCluster>,
+    pub span: tracing::Span,
+}
+
+/// Runs a pass of a Cinder through its pipeline actor.
 #[derive(Message)]
 #[rtype(result = "Result<PassReport, PipelineError>")]
-pub struct Reconcile<C: 'static>(
-    pub Arc<C>,
-    pub Arc<Cinder>,
-    pub Option<TargetCluster>,
-    pub tracing::Span,
-);
+pub struct Reconcile<C: 'static>(pub PassRequest<C>);
 
 /// Retires a deleted Cinder's actor, drops its per-CR metric series and what the step actors
 /// remember of it.
@@ -101,12 +106,7 @@ pub enum Turn {
 
 /// A reconcile of the Cinder at this generation failed (an error, or a pass with a failed
 /// step): answers when it is retried.
-#[derive(Message)]
-#[rtype(result = "Retry")]
-pub struct PassFailed {
-    pub key: CinderKey,
-    pub generation: Option<i64>,
-}
+pub type PassFailed = Failed<CinderKey>;
 
 /// A reconcile of the Cinder ended cleanly: its failure count is reset.
 #[derive(Message)]
@@ -288,12 +288,12 @@ impl<C: EngineContext> Handler<Reconcile<C>> for Pipelines<C> {
     type Result = ResponseFuture<Result<PassReport, PipelineError>>;
 
     fn handle(&mut self, msg: Reconcile<C>, _ctx: &mut Self::Context) -> Self::Result {
-        let Reconcile(op, cinder, target, span) = msg;
-        let key = CinderKey::of(&cinder);
+        let Reconcile(pass) = msg;
+        let key = CinderKey::of(&pass.cinder);
         let addr = self.actor(&key);
         self.last_start.insert(key.clone(), Instant::now());
         Box::pin(async move {
-            match addr.send(RunPass(op, cinder, target, span)).await {
+            match addr.send(RunPass(pass)).await {
                 Ok(Some(report)) => Ok(report),
                 _ => Err(PipelineError::ActorGone(key.namespace, key.name)),
             }
@@ -371,17 +371,11 @@ pub async fn snapshot<C: EngineContext>(pipelines: &Addr<Pipelines<C>>) -> serde
     serde_json::json!({ "pipelines": records })
 }
 
-/// Runs one pass of the Cinder (a fresh snapshot of the CR), on the target cluster when there
-/// is one, inside the given span; answers when the pass ends (`None`: the actor stopped before
-/// running it).
+/// Runs one pass of the Cinder on its pipeline actor; answers when the pass ends (`None`: the
+/// actor stopped before running it).
 #[derive(Message)]
 #[rtype(result = "Option<PassReport>")]
-pub struct RunPass<C: 'static>(
-    pub Arc<C>,
-    pub Arc<Cinder>,
-    pub Option<TargetCluster>,
-    pub tracing::Span,
-);
+pub struct RunPass<C: 'static>(pub PassRequest<C>);
 
 /// A reconcile of the Cinder ended before any step ran (a gate stopped it, or the finalizer
 /// work ran instead): recorded as a pass without steps.
@@ -470,7 +464,12 @@ impl<C: EngineContext> PipelineActor<C> {
         };
         let started_at = chrono::Utc::now();
         let started = Instant::now();
-        let RunPass(op, cinder, target, span) = run;
+        let RunPass(PassRequest {
+            op,
+            cinder,
+            target,
+            span,
+        }) = run;
         let pass_future = tracing::Instrument::instrument(
             async move { run_pass(&table, &op, cinder, target, &mut observer).await },
             span,

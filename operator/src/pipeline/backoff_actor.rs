@@ -24,11 +24,15 @@ pub struct Holding {
     pub generation: Option<i64>,
 }
 
-/// A reconcile of the object failed at this generation: when is it retried?
+/// A reconcile of the object `key` names failed at this generation: when is it retried? The
+/// satellites' key is `kind/namespace/name` (this actor); a Cinder's is its [`CinderKey`]
+/// ([`crate::pipeline::PassFailed`], to the pipelines registry).
+///
+/// [`CinderKey`]: crate::pipeline::CinderKey
 #[derive(Message)]
 #[rtype(result = "Retry")]
-pub struct Failed {
-    pub key: String,
+pub struct Failed<K: 'static> {
+    pub key: K,
     pub generation: Option<i64>,
 }
 
@@ -51,10 +55,10 @@ impl Handler<Holding> for BackoffActor {
     }
 }
 
-impl Handler<Failed> for BackoffActor {
-    type Result = MessageResult<Failed>;
+impl Handler<Failed<String>> for BackoffActor {
+    type Result = MessageResult<Failed<String>>;
 
-    fn handle(&mut self, msg: Failed, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Failed<String>, _ctx: &mut Self::Context) -> Self::Result {
         MessageResult(
             self.backoffs
                 .failed(msg.key, msg.generation, Instant::now()),

@@ -151,36 +151,41 @@ impl Memory {
     }
 }
 
-/// Asks whether `key` is seen for the first time (see [`Memory::first_time`]).
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct FirstTime {
+/// Which key of which Cinder a memory message is about.
+#[derive(Clone, Debug)]
+pub struct MemoryKey {
     pub cinder: CinderKey,
     pub key: String,
 }
 
-/// Forgets one key (see [`Memory::unsee`]).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Unsee {
-    pub cinder: CinderKey,
-    pub key: String,
+/// Declares messages that carry only a [`MemoryKey`], each with the type its handler answers.
+macro_rules! key_messages {
+    ($($(#[$doc:meta])* $name:ident -> $result:literal;)*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Message)]
+            #[rtype(result = $result)]
+            pub struct $name(pub MemoryKey);
+        )*
+    };
 }
 
-/// Asks for a cached condition (see [`Memory::recall`]).
-#[derive(Message)]
-#[rtype(result = "Option<Cond>")]
-pub struct Recall {
-    pub cinder: CinderKey,
-    pub key: String,
+key_messages! {
+    /// Asks whether `key` is seen for the first time (see [`Memory::first_time`]).
+    FirstTime -> "bool";
+    /// Forgets one key (see [`Memory::unsee`]).
+    Unsee -> "()";
+    /// Asks for a cached condition (see [`Memory::recall`]).
+    Recall -> "Option<Cond>";
+    /// Takes the note of a refused device lock (see [`Memory::take_refused`]).
+    TakeRefused -> "bool";
 }
 
 /// Caches a condition (see [`Memory::remember`]).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Remember {
-    pub cinder: CinderKey,
-    pub key: String,
+    pub at: MemoryKey,
     pub condition: Cond,
     pub ttl: Duration,
 }
@@ -189,17 +194,8 @@ pub struct Remember {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct NoteRefused {
-    pub cinder: CinderKey,
-    pub key: String,
+    pub at: MemoryKey,
     pub ttl: Duration,
-}
-
-/// Takes the note of a refused device lock (see [`Memory::take_refused`]).
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct TakeRefused {
-    pub cinder: CinderKey,
-    pub key: String,
 }
 
 /// The addresses a run uses to reach its step actor's [`Memory`] (the actor's address, typed by
@@ -256,20 +252,6 @@ impl std::fmt::Debug for StepMemory {
 }
 
 impl StepMemory {
-    /// The memory of the actor at `addr` about `cinder`.
-    pub fn of<A>(addr: &Addr<A>, cinder: CinderKey) -> Self
-    where
-        A: Actor<Context = Context<A>>
-            + Handler<FirstTime>
-            + Handler<Unsee>
-            + Handler<Recall>
-            + Handler<Remember>
-            + Handler<NoteRefused>
-            + Handler<TakeRefused>,
-    {
-        StepMemory::at(MemoryAddr::of(addr), cinder)
-    }
-
     /// The memory about `cinder` of the actor `actor` reaches.
     pub fn at(actor: MemoryAddr, cinder: CinderKey) -> Self {
         StepMemory {
@@ -278,79 +260,82 @@ impl StepMemory {
         }
     }
 
-    fn target(&self) -> Option<(&CinderKey, &MemoryAddr)> {
-        Some((self.cinder.as_ref()?, self.actor.as_ref()?))
+    /// The memory key `key` of this handle's Cinder and the actor's addresses; `None` without
+    /// an actor.
+    fn target(&self, key: &str) -> Option<(MemoryKey, &MemoryAddr)> {
+        let at = MemoryKey {
+            cinder: self.cinder.clone()?,
+            key: key.to_string(),
+        };
+        Some((at, self.actor.as_ref()?))
+    }
+
+    /// Sends the question `ask` about `key` to the actor's recipient `to` and waits for the
+    /// answer; `None` without an actor or when the actor is lost.
+    async fn ask<M>(
+        &self,
+        key: &str,
+        to: impl FnOnce(&MemoryAddr) -> &Recipient<M>,
+        ask: impl FnOnce(MemoryKey) -> M,
+    ) -> Option<M::Result>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+    {
+        let (at, actor) = self.target(key)?;
+        to(actor).send(ask(at)).await.ok()
+    }
+
+    /// Sends the message `tell` about `key` to the actor's recipient `to` without waiting;
+    /// nothing without an actor.
+    fn tell<M>(
+        &self,
+        key: &str,
+        to: impl FnOnce(&MemoryAddr) -> &Recipient<M>,
+        tell: impl FnOnce(MemoryKey) -> M,
+    ) where
+        M: Message + Send + 'static,
+        M::Result: Send,
+    {
+        if let Some((at, actor)) = self.target(key) {
+            to(actor).do_send(tell(at));
+        }
     }
 
     /// True the first time `key` is asked for this Cinder; a lost actor answers true (acting
     /// twice is the lesser harm than never).
     pub async fn first_time(&self, key: &str) -> bool {
-        let Some((cinder, actor)) = self.target() else {
-            return true;
-        };
-        let ask = FirstTime {
-            cinder: cinder.clone(),
-            key: key.to_string(),
-        };
-        actor.first_time.send(ask).await.unwrap_or(true)
+        self.ask(key, |a| &a.first_time, FirstTime)
+            .await
+            .unwrap_or(true)
     }
 
     /// Gives `key` of this Cinder back (see [`Memory::unsee`]).
     pub fn unsee(&self, key: &str) {
-        if let Some((cinder, actor)) = self.target() {
-            actor.unsee.do_send(Unsee {
-                cinder: cinder.clone(),
-                key: key.to_string(),
-            });
-        }
+        self.tell(key, |a| &a.unsee, Unsee);
     }
 
     /// The condition cached under `key`, while fresh.
     pub async fn recall(&self, key: &str) -> Option<Cond> {
-        let (cinder, actor) = self.target()?;
-        let ask = Recall {
-            cinder: cinder.clone(),
-            key: key.to_string(),
-        };
-        actor.recall.send(ask).await.ok().flatten()
+        self.ask(key, |a| &a.recall, Recall).await.flatten()
     }
 
     /// Caches `condition` under `key` for `ttl`.
     pub fn remember(&self, key: &str, condition: Cond, ttl: Duration) {
-        if let Some((cinder, actor)) = self.target() {
-            actor.remember.do_send(Remember {
-                cinder: cinder.clone(),
-                key: key.to_string(),
-                condition,
-                ttl,
-            });
-        }
+        self.tell(key, |a| &a.remember, |at| Remember { at, condition, ttl });
     }
-}
 
-impl StepMemory {
     /// Notes that the device lock `key` was refused (DeviceBusy); the note counts for `ttl`.
     pub fn note_refused(&self, key: &str, ttl: Duration) {
-        if let Some((cinder, actor)) = self.target() {
-            actor.note_refused.do_send(NoteRefused {
-                cinder: cinder.clone(),
-                key: key.to_string(),
-                ttl,
-            });
-        }
+        self.tell(key, |a| &a.note_refused, |at| NoteRefused { at, ttl });
     }
 
     /// Whether the device lock `key` was refused lately (using the note up); false without an
     /// actor.
     pub async fn take_refused(&self, key: &str) -> bool {
-        let Some((cinder, actor)) = self.target() else {
-            return false;
-        };
-        let ask = TakeRefused {
-            cinder: cinder.clone(),
-            key: key.to_string(),
-        };
-        actor.take_refused.send(ask).await.unwrap_or(false)
+        self.ask(key, |a| &a.take_refused, TakeRefused)
+            .await
+            .unwrap_or(false)
     }
 }
 

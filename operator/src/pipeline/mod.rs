@@ -28,8 +28,8 @@ pub mod view;
 
 pub use actors::{
     AdmissionRank, Admit, Forget, GateStopped, Inspect, InspectPipeline, MIN_PASS_GAP, PassFailed,
-    PassNotWritten, PassSucceeded, PipelineActor, PipelineError, Pipelines, Reconcile, RunPass,
-    Slot, Turn, WakeOnGrant, snapshot,
+    PassNotWritten, PassRequest, PassSucceeded, PipelineActor, PipelineError, Pipelines, Reconcile,
+    RunPass, Slot, Turn, WakeOnGrant, snapshot,
 };
 pub use artefacts::{Artefacts, ProjectedBackend};
 pub use key::CinderKey;

@@ -32,13 +32,7 @@ pub fn aggregate_ready(conditions: &[Condition]) -> Cond {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conditions::set_condition;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use k8s_openapi::jiff::Timestamp;
-
-    fn at(secs: i64) -> Time {
-        Time(Timestamp::from_second(secs).unwrap())
-    }
+    use crate::conditions::{at, set_condition};
 
     #[test]
     fn ready_needs_all_fourteen_and_ignores_extra_config() {

@@ -245,9 +245,14 @@ mod tests {
 
     type A = Admission<&'static str, u32>;
 
-    /// Asks for each key with a rank that follows the arrival order.
-    fn asks(a: &mut A, keys: &[&'static str]) -> Vec<Asked> {
-        keys.iter().map(|k| a.ask(k, 0)).collect()
+    /// A one-slot admission at `now` that `keys` asked in this order, all of equal rank (the
+    /// first runs, the rest wait).
+    fn one_slot_asked(keys: &[&'static str]) -> (Instant, A) {
+        let mut a = A::new(1, LIFE);
+        for k in keys {
+            a.ask(k, 0);
+        }
+        (Instant::now(), a)
     }
 
     #[test]
@@ -268,9 +273,7 @@ mod tests {
 
     #[test]
     fn equal_ranks_go_in_key_order() {
-        let now = Instant::now();
-        let mut a = A::new(1, LIFE);
-        asks(&mut a, &["x", "c", "b"]);
+        let (now, mut a) = one_slot_asked(&["x", "c", "b"]);
         assert_eq!(a.release(now), ["b"]);
     }
 
@@ -291,9 +294,7 @@ mod tests {
 
     #[test]
     fn a_grant_not_taken_lapses_to_the_next() {
-        let now = Instant::now();
-        let mut a = A::new(1, LIFE);
-        asks(&mut a, &["a", "b", "c"]);
+        let (now, mut a) = one_slot_asked(&["a", "b", "c"]);
         assert_eq!(a.release(now), ["b"]);
         assert!(a.expire(now + LIFE / 2).is_empty(), "not yet lapsed");
         assert_eq!(a.expire(now + LIFE), ["c"]);
@@ -304,9 +305,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_cinder_leaves_the_queue_and_its_grant_goes_on() {
-        let now = Instant::now();
-        let mut a = A::new(1, LIFE);
-        asks(&mut a, &["a", "b", "c", "d"]);
+        let (now, mut a) = one_slot_asked(&["a", "b", "c", "d"]);
         assert!(a.forget(&"c", now).is_empty());
         assert_eq!(a.waiting(), 2);
         assert_eq!(a.release(now), ["b"]);

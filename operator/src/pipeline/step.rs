@@ -406,26 +406,24 @@ impl<C: EngineContext> Handler<ForgetCinder> for StepActor<C> {
 impl<C: EngineContext> Handler<FirstTime> for StepActor<C> {
     type Result = bool;
 
-    fn handle(&mut self, msg: FirstTime, _ctx: &mut Self::Context) -> bool {
-        self.memory
-            .first_time(&msg.cinder, &msg.key, std::time::Instant::now())
+    fn handle(&mut self, FirstTime(at): FirstTime, _ctx: &mut Self::Context) -> bool {
+        self.memory.first_time(&at.cinder, &at.key, Instant::now())
     }
 }
 
 impl<C: EngineContext> Handler<Unsee> for StepActor<C> {
     type Result = ();
 
-    fn handle(&mut self, msg: Unsee, _ctx: &mut Self::Context) {
-        self.memory
-            .unsee(&msg.cinder, &msg.key, std::time::Instant::now());
+    fn handle(&mut self, Unsee(at): Unsee, _ctx: &mut Self::Context) {
+        self.memory.unsee(&at.cinder, &at.key, Instant::now());
     }
 }
 
 impl<C: EngineContext> Handler<Recall> for StepActor<C> {
     type Result = Option<Cond>;
 
-    fn handle(&mut self, msg: Recall, _ctx: &mut Self::Context) -> Option<Cond> {
-        self.memory.recall(&msg.cinder, &msg.key, Instant::now())
+    fn handle(&mut self, Recall(at): Recall, _ctx: &mut Self::Context) -> Option<Cond> {
+        self.memory.recall(&at.cinder, &at.key, Instant::now())
     }
 }
 
@@ -434,16 +432,16 @@ impl<C: EngineContext> Handler<NoteRefused> for StepActor<C> {
 
     fn handle(&mut self, msg: NoteRefused, _ctx: &mut Self::Context) {
         let until = Instant::now() + msg.ttl;
-        self.memory.note_refused(&msg.cinder, &msg.key, until);
+        self.memory.note_refused(&msg.at.cinder, &msg.at.key, until);
     }
 }
 
 impl<C: EngineContext> Handler<TakeRefused> for StepActor<C> {
     type Result = bool;
 
-    fn handle(&mut self, msg: TakeRefused, _ctx: &mut Self::Context) -> bool {
+    fn handle(&mut self, TakeRefused(at): TakeRefused, _ctx: &mut Self::Context) -> bool {
         self.memory
-            .take_refused(&msg.cinder, &msg.key, Instant::now())
+            .take_refused(&at.cinder, &at.key, Instant::now())
     }
 }
 
@@ -453,6 +451,35 @@ impl<C: EngineContext> Handler<Remember> for StepActor<C> {
     fn handle(&mut self, msg: Remember, _ctx: &mut Self::Context) {
         let now = Instant::now();
         self.memory
-            .remember(&msg.cinder, &msg.key, msg.condition, msg.ttl, now);
+            .remember(&msg.at.cinder, &msg.at.key, msg.condition, msg.ttl, now);
+    }
+}
+
+/// Fixtures for tests that reach a step actor's memory.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A step that does nothing.
+    struct Idle(StepName);
+
+    impl<C: EngineContext> Step<C> for Idle {
+        fn name(&self) -> StepName {
+            self.0
+        }
+        fn run(&self, _op: Arc<C>, ctx: StepContext) -> BoxFuture<'static, StepReport> {
+            Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
+        }
+    }
+
+    /// What a fresh actor of the step `name` (a step that does nothing) remembers of the Cinder
+    /// `ns/c`; call it inside an actix System.
+    pub(crate) fn idle_step_memory<C: EngineContext>(name: StepName) -> StepMemory {
+        let addr = StepActor::<C>::new(Arc::new(Idle(name))).start();
+        let cinder = CinderKey {
+            namespace: "ns".into(),
+            name: "c".into(),
+        };
+        StepMemory::at(MemoryAddr::of(&addr), cinder)
     }
 }

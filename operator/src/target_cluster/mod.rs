@@ -146,22 +146,8 @@ where
     K::DynamicType: Default,
 {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list_metadata(&ListParams::default().labels(selector))
-        .await?;
     let kind = K::kind(&K::DynamicType::default()).to_string();
-    for item in list.items {
-        let Some(name) = item.metadata.name else {
-            continue;
-        };
-        if item.metadata.deletion_timestamp.is_none()
-            && !delete_if_present(&api, &name, &DeleteParams::background()).await?
-        {
-            continue;
-        }
-        deleted.push(format!("{kind}/{name}"));
-    }
-    Ok(())
+    delete_listed(&api, &kind, selector, deleted).await
 }
 
 /// Deletes every child of the Cinder `owner` (`<namespace>.<name>`) on a target cluster by the
@@ -202,24 +188,37 @@ async fn delete_labelled_optional(
     deleted: &mut Vec<String>,
 ) -> Result<(), kube::Error> {
     let api = kind.namespaced(client, namespace);
-    let list = match api
+    match delete_listed(&api, kind.kind, selector, deleted).await {
+        Err(e) if e.is_not_found() => Ok(()),
+        done => done,
+    }
+}
+
+/// Deletes (in the background) each object of `api` that `selector` matches and that is not
+/// already being deleted, adding `kind/name` to `deleted` for each deleted or already going. A
+/// 404 on the list is the caller's to judge; one on a delete means the object is gone already.
+async fn delete_listed<K>(
+    api: &Api<K>,
+    kind: &str,
+    selector: &str,
+    deleted: &mut Vec<String>,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let list = api
         .list_metadata(&ListParams::default().labels(selector))
-        .await
-    {
-        Ok(list) => list,
-        Err(e) if e.is_not_found() => return Ok(()),
-        Err(e) => return Err(e),
-    };
+        .await?;
     for item in list.items {
         let Some(name) = item.metadata.name else {
             continue;
         };
         if item.metadata.deletion_timestamp.is_none()
-            && !delete_if_present(&api, &name, &DeleteParams::background()).await?
+            && !delete_if_present(api, &name, &DeleteParams::background()).await?
         {
             continue;
         }
-        deleted.push(format!("{}/{name}", kind.kind));
+        deleted.push(format!("{kind}/{name}"));
     }
     Ok(())
 }

@@ -436,18 +436,18 @@ async fn different_cinders_run_concurrently() {
     let (_r, metrics) = Metrics::new_registry();
     let op = engine(&metrics);
     let pipelines = Pipelines::new(PipelineTable::custom(lane, vec![]), metrics).start();
-    let a = pipelines.send(Reconcile(
-        op.clone(),
-        cinder("a"),
-        None,
-        tracing::Span::none(),
-    ));
-    let b = pipelines.send(Reconcile(
-        op.clone(),
-        cinder("b"),
-        None,
-        tracing::Span::none(),
-    ));
+    let a = pipelines.send(Reconcile(PassRequest {
+        op: op.clone(),
+        cinder: cinder("a"),
+        target: None,
+        span: tracing::Span::none(),
+    }));
+    let b = pipelines.send(Reconcile(PassRequest {
+        op: op.clone(),
+        cinder: cinder("b"),
+        target: None,
+        span: tracing::Span::none(),
+    }));
     let both = tokio::time::timeout(Duration::from_secs(60), futures::future::join(a, b)).await;
     let (ra, rb) = both.expect("the passes of two Cinders must not wait for each other");
     assert_eq!(ra.unwrap().unwrap().end, PassEnd::Completed);
@@ -483,12 +483,12 @@ async fn pass_when_admitted(
         match admit(pipelines, name, 1).await {
             Turn::Run(_slot) => {
                 let report = pipelines
-                    .send(Reconcile(
-                        op.clone(),
-                        cinder(name),
-                        None,
-                        tracing::Span::none(),
-                    ))
+                    .send(Reconcile(PassRequest {
+                        op: op.clone(),
+                        cinder: cinder(name),
+                        target: None,
+                        span: tracing::Span::none(),
+                    }))
                     .await
                     .unwrap()
                     .unwrap();
@@ -655,12 +655,12 @@ async fn passes_of_one_cinder_are_serialized() {
     let sends: Vec<_> = ["x", "x", "x", "x", "y", "y"]
         .iter()
         .map(|n| {
-            pipelines.send(Reconcile(
-                op.clone(),
-                cinder(n),
-                None,
-                tracing::Span::none(),
-            ))
+            pipelines.send(Reconcile(PassRequest {
+                op: op.clone(),
+                cinder: cinder(n),
+                target: None,
+                span: tracing::Span::none(),
+            }))
         })
         .collect();
     let results = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(sends))

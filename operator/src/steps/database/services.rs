@@ -83,10 +83,8 @@ impl DatabaseServices {
 mod tests {
     use super::*;
     use crate::context::OperatorContext;
-    use crate::pipeline::{CinderKey, Outcome, Step, StepActor, StepContext, StepName, StepReport};
-    use actix::Actor;
-    use futures::future::BoxFuture;
-    use std::sync::Arc;
+    use crate::pipeline::StepName;
+    use crate::pipeline::step::testing::idle_step_memory;
 
     /// Services whose client and locks are never used: metrics and memory only (call it inside
     /// an actix System, where the lock coordinator starts).
@@ -105,35 +103,9 @@ mod tests {
             locks,
             db_sync: metrics.db_sync.clone(),
             recorder: crate::events::recorder(client, Some("t".into())),
-            memory: step_memory(),
+            memory: idle_step_memory::<OperatorContext>(StepName::Database),
         };
         (services, metrics)
-    }
-
-    /// A step that does nothing: its actor's memory is what the services remember through.
-    struct Idle;
-
-    impl Step<OperatorContext> for Idle {
-        fn name(&self) -> StepName {
-            StepName::Database
-        }
-        fn run(
-            &self,
-            _op: Arc<OperatorContext>,
-            ctx: StepContext,
-        ) -> BoxFuture<'static, StepReport> {
-            Box::pin(async move { ctx.into_report(Ok(Outcome::Continue)) })
-        }
-    }
-
-    /// The memory of a step actor about Cinder `ns/c`.
-    fn step_memory() -> StepMemory {
-        let addr = StepActor::<OperatorContext>::new(Arc::new(Idle)).start();
-        let cinder = CinderKey {
-            namespace: "ns".into(),
-            name: "c".into(),
-        };
-        StepMemory::of(&addr, cinder)
     }
 
     #[actix::test]
