@@ -2,14 +2,14 @@
 //! `<state>/logs/<namespace>_<pod>_<uid>/<container>/<restart>.log` (a `.done` file beside it
 //! once that process ended), served over HTTP on the node's daemonEndpoints port at
 //! `GET /containerLogs/{namespace}/{pod}/{container}?previous=true&follow=true&tailLines=N`.
-//! The server reads files only; it shares no state with the pod tasks. The same port serves
-//! `exec` ([`super::exec`]).
+//! The answers read files only; they share no state with the pod tasks. The port itself is
+//! [`super::node_port`]'s.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// What a log request asks for.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -118,51 +118,20 @@ pub fn tail(bytes: &[u8], n: usize) -> &[u8] {
     bytes
 }
 
-/// Serves log requests on `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, root: PathBuf) {
-    while let Ok((stream, _)) = listener.accept().await {
-        let root = root.clone();
-        tokio::spawn(async move {
-            let _ = answer(stream, &root).await;
-        });
-    }
-}
-
-async fn answer(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n")
-        && !head.windows(2).any(|w| w == b"\n\n")
-        && head.len() < 16 * 1024
-    {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8_lossy(&head).into_owned();
-    let mut first = text.lines().next().unwrap_or_default().split_whitespace();
-    let (method, target) = (
-        first.next().unwrap_or_default().to_owned(),
-        first.next().unwrap_or_default().to_owned(),
-    );
-    let (method, target) = (method.as_str(), target.as_str());
+/// Answers a request for `target` (its head read by [`super::node_port`]) from the log files
+/// under `root`.
+pub async fn answer(
+    mut stream: TcpStream,
+    method: &str,
+    target: &str,
+    root: &Path,
+) -> std::io::Result<()> {
     let reply = |code: u16, reason: &str, body: &str| {
         format!(
             "HTTP/1.0 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
     };
-    if method == "GET" && target.starts_with("/exec/") {
-        let end = head
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map_or(head.len(), |p| p + 4);
-        let rest = head.split_off(end);
-        let text = String::from_utf8_lossy(&head).into_owned();
-        return super::exec::answer(stream, &text, rest, target, root).await;
-    }
     if method != "GET" {
         stream
             .write_all(reply(405, "Method Not Allowed", "only GET").as_bytes())

@@ -23,6 +23,7 @@ pub mod exec;
 pub mod images;
 pub mod logs;
 pub mod node;
+pub mod node_port;
 pub mod pod;
 pub mod probes;
 pub mod sandbox;
@@ -128,7 +129,7 @@ impl Agent {
                 .await
                 .map_err(|e| format!("registering node {name}: {e}"))?;
         }
-        agent.side_tasks.push(tokio::spawn(logs::serve(
+        agent.side_tasks.push(tokio::spawn(node_port::serve(
             listener,
             ctx.state_dir.join("logs"),
         )));

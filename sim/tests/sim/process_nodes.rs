@@ -367,7 +367,11 @@ async fn bad_input_gets_the_kubelet_reasons_and_events() {
         })
     })
     .await;
-    assert_eq!(waiting("missing-volume").await, "ContainerCreating");
+    // The event and the status patch are two writes of the agent: either may land first.
+    eventually("ContainerCreating", || async {
+        waiting("missing-volume").await == "ContainerCreating"
+    })
+    .await;
     assert_eq!(
         pod_of(&cluster, "missing-volume")["status"]["phase"],
         "Pending"
