@@ -181,6 +181,10 @@ pub struct RunArgs {
     /// How many Cinder passes may run at once (different Cinders; one Cinder is always serial).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reconciles: u16,
+    /// Watch (and cache) every object of the kinds the operator creates, not only its own:
+    /// the baseline of the memory benchmark `cachebench`, not for production.
+    #[arg(long, hide = true)]
+    pub unselected_watches: bool,
 }
 
 impl RunArgs {

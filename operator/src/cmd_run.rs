@@ -386,6 +386,11 @@ async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<
         lock_arbiters: args.lock_arbiters,
         concurrency: args.max_concurrent_reconciles,
         target_client_limits: Some(args.client_limits()),
+        watch_selection: if args.unselected_watches {
+            crate::context::WatchSelection::Everything
+        } else {
+            crate::context::WatchSelection::Labelled
+        },
         shards: shards
             .as_ref()
             .map_or_else(crate::shards::ShardView::all, ShardHolderHandle::view),

@@ -45,6 +45,18 @@ pub struct OperatorOptions {
     pub target_client_limits: Option<crate::kube_client::ClientLimits>,
     /// The shards this replica holds (`--shards`); [`ShardView::all`] when unsharded.
     pub shards: crate::shards::ShardView,
+    /// Which objects the watches of the owned kinds cache.
+    pub watch_selection: WatchSelection,
+}
+
+/// Which objects of the kinds the operator creates its watches select, and so cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WatchSelection {
+    /// The children by the managed-by label, the credential Secrets by the credential label.
+    #[default]
+    Labelled,
+    /// Every object of each kind (`--unselected-watches`, the memory benchmark's baseline).
+    Everything,
 }
 
 /// The default of `--lock-arbiters`: the number of cores.
@@ -66,6 +78,7 @@ impl Default for OperatorOptions {
             lock_arbiters: default_lock_arbiters(),
             target_client_limits: None,
             shards: crate::shards::ShardView::all(),
+            watch_selection: WatchSelection::default(),
         }
     }
 }
@@ -148,6 +161,8 @@ pub struct OperatorContext {
     pub lease_namespace: String,
     /// The shards this replica holds (`--shards`).
     pub shards: crate::shards::ShardView,
+    /// Which objects the watches of the owned kinds cache.
+    pub watch_selection: WatchSelection,
     pub coordinator: CoordinatorHandle,
     pub device_locks: DeviceLocks,
     pub metrics: Arc<Metrics>,

@@ -81,6 +81,7 @@ impl OperatorContext {
             identity: options.identity,
             lease_namespace: options.lease_namespace,
             shards: options.shards,
+            watch_selection: options.watch_selection,
             coordinator,
             device_locks,
             metrics,
