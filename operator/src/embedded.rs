@@ -92,7 +92,8 @@ impl Manifest {
         }
     }
 
-    fn is_namespace(&self) -> bool {
+    /// Whether this is a Namespace (applied before the objects in it).
+    pub fn is_namespace(&self) -> bool {
         self.gvk.group.is_empty() && self.gvk.kind == "Namespace"
     }
 }
@@ -244,6 +245,32 @@ pub fn read_samples(dir: &Path) -> Result<Vec<Manifest>, BootstrapError> {
         })?;
         manifests.extend(parse_stream(&path, &text)?);
     }
+    manifests.sort_by_key(|m| !m.is_namespace());
+    Ok(manifests)
+}
+
+/// The embedded cluster's stand-ins for what the samples name and a real cluster's owner
+/// provides (`cinder_sim::controllers::fixtures::RUN_EMBEDDED`: the ClusterSecretStore with
+/// sample values, the MariaDB).
+#[cfg(feature = "embedded")]
+pub fn fixtures() -> Result<Vec<Manifest>, BootstrapError> {
+    let mut out = Vec::new();
+    for (path, text) in cinder_sim::controllers::fixtures::RUN_EMBEDDED {
+        out.extend(parse_stream(Path::new(path), text)?);
+    }
+    Ok(out)
+}
+
+/// Without the embedded cluster there is nothing to stand in for (`--embedded` is refused).
+#[cfg(not(feature = "embedded"))]
+pub fn fixtures() -> Result<Vec<Manifest>, BootstrapError> {
+    Ok(Vec::new())
+}
+
+/// What `run --embedded` applies: the [`fixtures`] and the samples of `dir`, namespaces first.
+pub fn read_bootstrap(dir: &Path) -> Result<Vec<Manifest>, BootstrapError> {
+    let mut manifests = fixtures()?;
+    manifests.extend(read_samples(dir)?);
     manifests.sort_by_key(|m| !m.is_namespace());
     Ok(manifests)
 }
