@@ -186,12 +186,16 @@ pub struct RunArgs {
     /// for an operator running outside the cluster. Implied by --embedded.
     #[arg(long)]
     pub health_check_through_api_server: bool,
+    /// Watch (and cache) every object of the kinds the operator creates, not only its own:
+    /// the baseline of the memory benchmark `cachebench`, not for production.
+    #[arg(long, hide = true)]
+    pub unselected_watches: bool,
 }
 
 impl RunArgs {
     /// How the HealthCheck step reaches the API Services: through the API server when the
     /// operator runs outside the cluster (`--health-check-through-api-server`, `--embedded`).
-    pub fn health_check_route(&self) -> crate::context::HealthCheckRoute {
+    pub(crate) fn health_check_route(&self) -> crate::context::HealthCheckRoute {
         if self.embedded || self.health_check_through_api_server {
             crate::context::HealthCheckRoute::ApiServerProxy
         } else {

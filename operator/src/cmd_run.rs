@@ -172,7 +172,7 @@ async fn serve_until(
     refuse_embedded_without_it(args)?;
     // Read the samples first: a broken manifest fails before anything starts.
     let samples = if args.embedded {
-        Some(embedded::read_samples(&args.samples)?)
+        Some(embedded::read_bootstrap(&args.samples)?)
     } else {
         None
     };
@@ -335,7 +335,7 @@ async fn bootstrap_embedded(
     println!("export KUBECONFIG={}", cluster.kubeconfig_path().display());
     println!("embedded cluster (simulator): {}", cluster.url());
     println!(
-        "installed the CRDs and {} sample objects from {}",
+        "installed the CRDs and {} objects: {} and the embedded cluster's fixtures (sim/fixtures/run-embedded)",
         samples.len(),
         args.samples.display()
     );
@@ -387,6 +387,11 @@ async fn build_context(args: &RunArgs, client: &kube::Client) -> anyhow::Result<
         concurrency: args.max_concurrent_reconciles,
         target_client_limits: Some(args.client_limits()),
         health_check: args.health_check_route(),
+        watch_selection: if args.unselected_watches {
+            crate::context::WatchSelection::Everything
+        } else {
+            crate::context::WatchSelection::Labelled
+        },
         shards: shards
             .as_ref()
             .map_or_else(crate::shards::ShardView::all, ShardHolderHandle::view),

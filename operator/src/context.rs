@@ -47,6 +47,8 @@ pub struct OperatorOptions {
     pub shards: crate::shards::ShardView,
     /// How the HealthCheck step reaches a Cinder's API Service.
     pub health_check: HealthCheckRoute,
+    /// Which objects the watches of the owned kinds cache.
+    pub watch_selection: WatchSelection,
 }
 
 /// How the HealthCheck step reaches the API Service of a Cinder whose children live on the
@@ -61,6 +63,16 @@ pub enum HealthCheckRoute {
     /// outside the cluster, where Service names do not resolve
     /// (`--health-check-through-api-server`; `run --embedded` always).
     ApiServerProxy,
+}
+
+/// Which objects of the kinds the operator creates its watches select, and so cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WatchSelection {
+    /// The children by the managed-by label, the credential Secrets by the credential label.
+    #[default]
+    Labelled,
+    /// Every object of each kind (`--unselected-watches`, the memory benchmark's baseline).
+    Everything,
 }
 
 /// The default of `--lock-arbiters`: the number of cores.
@@ -83,6 +95,7 @@ impl Default for OperatorOptions {
             target_client_limits: None,
             shards: crate::shards::ShardView::all(),
             health_check: HealthCheckRoute::default(),
+            watch_selection: WatchSelection::default(),
         }
     }
 }
@@ -167,6 +180,8 @@ pub struct OperatorContext {
     pub shards: crate::shards::ShardView,
     /// How the HealthCheck step reaches the API Services.
     pub health_check: HealthCheckRoute,
+    /// Which objects the watches of the owned kinds cache.
+    pub watch_selection: WatchSelection,
     pub coordinator: CoordinatorHandle,
     pub device_locks: DeviceLocks,
     pub metrics: Arc<Metrics>,

@@ -92,7 +92,8 @@ impl Manifest {
         }
     }
 
-    fn is_namespace(&self) -> bool {
+    /// Whether this is a Namespace (applied before the objects in it).
+    pub(crate) fn is_namespace(&self) -> bool {
         self.gvk.group.is_empty() && self.gvk.kind == "Namespace"
     }
 }
@@ -248,6 +249,32 @@ pub fn read_samples(dir: &Path) -> Result<Vec<Manifest>, BootstrapError> {
     Ok(manifests)
 }
 
+/// The embedded cluster's stand-ins for what the samples name and a real cluster's owner
+/// provides (`cinder_sim::controllers::fixtures::RUN_EMBEDDED`: the ClusterSecretStore with
+/// sample values, the MariaDB).
+#[cfg(feature = "embedded")]
+pub(crate) fn fixtures() -> Result<Vec<Manifest>, BootstrapError> {
+    let mut out = Vec::new();
+    for (path, text) in cinder_sim::controllers::fixtures::RUN_EMBEDDED {
+        out.extend(parse_stream(Path::new(path), text)?);
+    }
+    Ok(out)
+}
+
+/// Without the embedded cluster there is nothing to stand in for (`--embedded` is refused).
+#[cfg(not(feature = "embedded"))]
+pub(crate) fn fixtures() -> Result<Vec<Manifest>, BootstrapError> {
+    Ok(Vec::new())
+}
+
+/// What `run --embedded` applies: the [`fixtures`] and the samples of `dir`, namespaces first.
+pub fn read_bootstrap(dir: &Path) -> Result<Vec<Manifest>, BootstrapError> {
+    let mut manifests = fixtures()?;
+    manifests.extend(read_samples(dir)?);
+    manifests.sort_by_key(|m| !m.is_namespace());
+    Ok(manifests)
+}
+
 /// Applies `manifests` in order (server-side apply, forced, through discovery).
 pub async fn apply(client: &Client, manifests: &[Manifest]) -> Result<(), BootstrapError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -286,7 +313,7 @@ pub async fn apply(client: &Client, manifests: &[Manifest]) -> Result<(), Bootst
 }
 
 /// The ClusterRole (and its binding) [`grant_health_check_proxy`] applies.
-pub const HEALTH_CHECK_PROXY_ROLE: &str = "cinder-operator-health-check-through-api-server";
+pub(crate) const HEALTH_CHECK_PROXY_ROLE: &str = "cinder-operator-health-check-through-api-server";
 
 /// Grants ServiceAccount `namespace/name` `get` on `services/proxy` (the ClusterRole and
 /// ClusterRoleBinding [`HEALTH_CHECK_PROXY_ROLE`]): what an operator outside the cluster

@@ -28,6 +28,9 @@ pub(crate) const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Set by the operator on a credential Secret a spec names (`true`), so that its Secret watch,
+/// which otherwise selects the operator's own Secrets only, sees the Secret change.
+pub(crate) const LABEL_CREDENTIAL: &str = "cinder.openstack.c5c3.io/credential";
 /// The parent Cinder of a child (the ownership label used on target clusters).
 pub(crate) const LABEL_CINDER: &str = "cinder.openstack.c5c3.io/cinder";
 /// The backend a projection Secret / volume Deployment belongs to.

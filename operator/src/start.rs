@@ -82,6 +82,7 @@ impl OperatorContext {
             lease_namespace: options.lease_namespace,
             shards: options.shards,
             health_check: options.health_check,
+            watch_selection: options.watch_selection,
             coordinator,
             device_locks,
             metrics,

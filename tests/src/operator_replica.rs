@@ -45,6 +45,15 @@ fn url_after(line: &str, label: &str) -> Option<String> {
 impl Replica {
     /// Starts a replica against `kubeconfig` and waits until it says where its endpoints are.
     pub async fn start(kubeconfig: &Path, options: &ReplicaOptions) -> anyhow::Result<Replica> {
+        Self::start_with(kubeconfig, options, &[]).await
+    }
+
+    /// [`Self::start`] with `extra` arguments after the options' own.
+    pub async fn start_with(
+        kubeconfig: &Path,
+        options: &ReplicaOptions,
+        extra: &[&str],
+    ) -> anyhow::Result<Replica> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
         let shards = options
             .shards
@@ -72,6 +81,7 @@ impl Replica {
                 &options.max_concurrent_reconciles.to_string(),
             ])
             .args(shards)
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -77,7 +77,7 @@ fn watch_indexed(
 ) -> Controller<Cinder> {
     {
         let ix = index.clone();
-        cinders = cinders.watches_shared_stream(w.secrets.subscribe(), move |s| {
+        cinders = cinders.watches_shared_stream(w.secret_triggers(), move |s| {
             ix.read()
                 .cinders_for_secret(&s.namespace().unwrap_or_default(), &s.name_any())
         });
@@ -254,7 +254,13 @@ pub async fn run_operator(
             false
         }
     };
-    let mut w = Watches::new(&client, ctx.namespace.as_deref(), &index, gateway_api);
+    let mut w = Watches::new(
+        &client,
+        ctx.namespace.as_deref(),
+        ctx.watch_selection,
+        &index,
+        gateway_api,
+    );
     w.serve_reads(&ctx.reads);
 
     let stop = {

@@ -1,9 +1,19 @@
 //! The management cluster's watches: one [`SharedWatch`] per kind the controllers read, scoped
 //! to `--namespace` when set, the index fed from the Cinder and satellite watches. The Cinder
 //! controller and the two satellite controllers subscribe to these before [`Watches::run`].
+//!
+//! The kinds the operator creates (Secrets, ConfigMaps, Services, Deployments, Jobs, CronJobs,
+//! PodDisruptionBudgets, HorizontalPodAutoscalers, NetworkPolicies, the MariaDB Database, User
+//! and Grant) are watched by the managed-by label every child carries, so the operator caches
+//! its own objects and not every one of the cluster. The credential Secrets a spec names are
+//! created by users without that label: a second Secret watch selects them by
+//! [`LABEL_CREDENTIAL`], which the operator sets on a credential Secret it had to read from the
+//! API server ([`crate::credentials`]); a third selects the target-cluster registrations by
+//! [`TARGET_CLUSTER_LABEL`], which their users set.
 
 use super::index::IndexHandle;
 use crate::children::projection::parent_field;
+use crate::context::WatchSelection;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
 use crate::kube_ext::capability::HTTP_ROUTE;
 use crate::kube_ext::reader::ClusterStores;
@@ -12,8 +22,10 @@ use crate::kube_ext::resources::{
 };
 use crate::kube_ext::shared_watch::SharedWatch;
 use crate::kube_ext::{scoped, scoped_dynamic};
+use crate::names::{LABEL_CREDENTIAL, LABEL_MANAGED_BY, MANAGED_BY, TARGET_CLUSTER_LABEL};
 use crate::steps::database::provisioning::SqlKind;
-use futures::FutureExt;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -23,6 +35,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use std::sync::Arc;
 
 /// Every watch of the management cluster, one per kind.
 pub(crate) struct Watches {
@@ -32,7 +45,13 @@ pub(crate) struct Watches {
     pub deployments: SharedWatch<Deployment>,
     pub services: SharedWatch<Service>,
     pub config_maps: SharedWatch<ConfigMap>,
+    /// The Secrets the operator creates.
     pub secrets: SharedWatch<Secret>,
+    /// The Secrets users create that the operator reads: the credentials the specs name
+    /// (labelled [`LABEL_CREDENTIAL`]) and the target-cluster registrations (labelled
+    /// [`TARGET_CLUSTER_LABEL`]); none when [`WatchSelection::Everything`] has `secrets` watch
+    /// every Secret.
+    pub user_secrets: Vec<SharedWatch<Secret>>,
     pub pod_disruption_budgets: SharedWatch<PodDisruptionBudget>,
     pub autoscalers: SharedWatch<HorizontalPodAutoscaler>,
     pub network_policies: SharedWatch<NetworkPolicy>,
@@ -54,12 +73,19 @@ impl Watches {
     pub(crate) fn new(
         client: &Client,
         ns: Option<&str>,
+        selection: WatchSelection,
         index: &IndexHandle,
         gateway_api: bool,
     ) -> Self {
         let wc = watcher::Config::default;
-        let dynamic = |ar: kube::core::ApiResource| {
-            SharedWatch::dynamic(scoped_dynamic(client, ns, &ar), wc(), ar)
+        let owned_selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
+        // The kinds the operator creates: its own objects only, unless told otherwise.
+        let owned = || match selection {
+            WatchSelection::Labelled => wc().labels(&owned_selector),
+            WatchSelection::Everything => wc(),
+        };
+        let dynamic = |ar: kube::core::ApiResource, config: watcher::Config| {
+            SharedWatch::dynamic(scoped_dynamic(client, ns, &ar), config, ar)
         };
         let mut cinders = SharedWatch::new(scoped(client, ns), wc());
         cinders.listen(index.on_cinder());
@@ -71,28 +97,43 @@ impl Watches {
             let ar = cluster_secret_store_resource();
             SharedWatch::dynamic(Api::all_with(client.clone(), &ar), wc(), ar)
         });
+        let user_secrets = match selection {
+            WatchSelection::Labelled => [LABEL_CREDENTIAL, TARGET_CLUSTER_LABEL]
+                .into_iter()
+                .map(|label| SharedWatch::new(scoped(client, ns), wc().labels(label)))
+                .collect(),
+            WatchSelection::Everything => Vec::new(),
+        };
         Watches {
             cinders,
             backends,
             backup_backends,
-            deployments: SharedWatch::new(scoped(client, ns), wc()),
-            services: SharedWatch::new(scoped(client, ns), wc()),
-            config_maps: SharedWatch::new(scoped(client, ns), wc()),
-            secrets: SharedWatch::new(scoped(client, ns), wc()),
-            pod_disruption_budgets: SharedWatch::new(scoped(client, ns), wc()),
-            autoscalers: SharedWatch::new(scoped(client, ns), wc()),
-            network_policies: SharedWatch::new(scoped(client, ns), wc()),
-            jobs: SharedWatch::new(scoped(client, ns), wc()),
-            cron_jobs: SharedWatch::new(scoped(client, ns), wc()),
-            secret_stores: dynamic(secret_store_resource()),
+            deployments: SharedWatch::new(scoped(client, ns), owned()),
+            services: SharedWatch::new(scoped(client, ns), owned()),
+            config_maps: SharedWatch::new(scoped(client, ns), owned()),
+            secrets: SharedWatch::new(scoped(client, ns), owned()),
+            user_secrets,
+            pod_disruption_budgets: SharedWatch::new(scoped(client, ns), owned()),
+            autoscalers: SharedWatch::new(scoped(client, ns), owned()),
+            network_policies: SharedWatch::new(scoped(client, ns), owned()),
+            jobs: SharedWatch::new(scoped(client, ns), owned()),
+            cron_jobs: SharedWatch::new(scoped(client, ns), owned()),
+            secret_stores: dynamic(secret_store_resource(), wc()),
             cluster_secret_stores,
-            mariadbs: dynamic(mariadb_resource()),
+            mariadbs: dynamic(mariadb_resource(), wc()),
             sql_objects: SqlKind::ALL
                 .iter()
-                .map(|k| (k.resource(), dynamic(k.resource())))
+                .map(|k| (k.resource(), dynamic(k.resource(), owned())))
                 .collect(),
-            http_routes: gateway_api.then(|| dynamic(HTTP_ROUTE.api_resource())),
+            http_routes: gateway_api.then(|| dynamic(HTTP_ROUTE.api_resource(), owned())),
         }
+    }
+
+    /// A trigger stream of every Secret the watches touch (the operator's and the users').
+    pub(crate) fn secret_triggers(&mut self) -> BoxStream<'static, Arc<Secret>> {
+        let mut all = vec![self.secrets.subscribe().boxed()];
+        all.extend(self.user_secrets.iter_mut().map(|w| w.subscribe().boxed()));
+        futures::stream::select_all(all).boxed()
     }
 
     /// Adds every watch's store to `stores`, so reads on the management cluster come from them.
@@ -118,6 +159,9 @@ impl Watches {
         .into_iter()
         .flatten()
         {
+            stores.add(w);
+        }
+        for w in self.user_secrets.iter_mut() {
             stores.add(w);
         }
         for (_, w) in self.sql_objects.iter_mut() {
@@ -149,6 +193,7 @@ impl Watches {
         {
             all.push(w.run().boxed());
         }
+        all.extend(self.user_secrets.into_iter().map(|w| w.run().boxed()));
         all.extend(self.sql_objects.into_iter().map(|(_, w)| w.run().boxed()));
         tracing::info!(watches = all.len(), "starting the shared watches");
         futures::future::join_all(all).await;

@@ -78,6 +78,11 @@ where
         )
     }
 
+    /// Whether the watch selects its objects by label (holds only those carrying it).
+    pub(crate) fn selects_by_label(&self) -> bool {
+        self.config.label_selector.is_some()
+    }
+
     /// A trigger stream of every object the watch touches.
     pub(crate) fn subscribe(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);

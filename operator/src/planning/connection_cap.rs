@@ -22,11 +22,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeSet;
 
 /// Database connections of one single-writer process, and of one database Job.
-pub const PAIR: i64 = 2;
+pub(crate) const PAIR: i64 = 2;
 
 /// How a workload's Deployment replaces its pods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rollout {
+pub(crate) enum Rollout {
     /// Every old pod goes before a new one starts.
     Recreate,
     /// A rolling update starting at most this many pods over the replica count (`maxSurge`);
@@ -36,15 +36,15 @@ pub enum Rollout {
 }
 
 /// The API's rollout: one pod over the count, the `+ 1` of the cap.
-pub const API_ROLLOUT: Rollout = Rollout::Surge(1);
+pub(crate) const API_ROLLOUT: Rollout = Rollout::Surge(1);
 /// The scheduler's and the backup service's rollout: never over the count.
-pub const SINGLE_WRITER_ROLLOUT: Rollout = Rollout::Surge(0);
+pub(crate) const SINGLE_WRITER_ROLLOUT: Rollout = Rollout::Surge(0);
 /// A volume service's rollout: one writer per backend, never two.
-pub const VOLUME_ROLLOUT: Rollout = Rollout::Recreate;
+pub(crate) const VOLUME_ROLLOUT: Rollout = Rollout::Recreate;
 
 impl Rollout {
     /// The Deployment strategy of this rollout.
-    pub fn strategy(self) -> DeploymentStrategy {
+    pub(crate) fn strategy(self) -> DeploymentStrategy {
         match self {
             Rollout::Recreate => DeploymentStrategy {
                 type_: Some("Recreate".to_string()),
@@ -63,6 +63,7 @@ impl Rollout {
 
 /// `value` of a `maxSurge` / `maxUnavailable` field for `replicas` (a percentage rounded up,
 /// as the Deployment controller resolves `maxSurge`); `default` when unset or unreadable.
+#[cfg(test)]
 fn resolve_up(value: Option<&IntOrString>, replicas: i64, default: i64) -> i64 {
     match value {
         None => default,
@@ -76,8 +77,10 @@ fn resolve_up(value: Option<&IntOrString>, replicas: i64, default: i64) -> i64 {
 
 /// The most pods a Deployment of `replicas` runs at once while it rolls under `strategy`, as
 /// the Deployment controller does it: `replicas` under Recreate, `replicas + maxSurge` under a
-/// rolling update (unset: the default 25 %, rounded up).
-pub fn rollout_peak(replicas: i32, strategy: Option<&DeploymentStrategy>) -> i64 {
+/// rolling update (unset: the default 25 %, rounded up). The connection budget's tests hold
+/// the cap against it for the Deployments the steps write.
+#[cfg(test)]
+pub(crate) fn rollout_peak(replicas: i32, strategy: Option<&DeploymentStrategy>) -> i64 {
     let replicas = i64::from(replicas).max(0);
     match strategy {
         Some(s) if s.type_.as_deref() == Some("Recreate") => replicas,
@@ -94,7 +97,7 @@ pub fn rollout_peak(replicas: i32, strategy: Option<&DeploymentStrategy>) -> i64
 /// not) or whose volume Deployment still exists (a backend waiting for its key keeps its
 /// Deployment running; a backend being detached keeps it until the detach deletes it),
 /// counted once per backend.
-pub fn volume_deployments<'a>(
+pub(crate) fn volume_deployments<'a>(
     projected: impl IntoIterator<Item = &'a str>,
     running: impl IntoIterator<Item = &'a str>,
 ) -> usize {

@@ -58,7 +58,7 @@ async fn start() -> Running {
         .unwrap();
     let client = cluster.client().await;
     embedded::install_crds(&client).await.unwrap();
-    let samples = embedded::read_samples(&samples_dir()).unwrap();
+    let samples = embedded::read_bootstrap(&samples_dir()).unwrap();
     embedded::apply(&client, &samples).await.unwrap();
 
     let (mut registry, metrics) = Metrics::new_registry();

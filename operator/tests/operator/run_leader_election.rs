@@ -156,7 +156,7 @@ async fn only_the_leader_reconciles_and_the_other_takes_over_when_it_stops() {
         .unwrap();
     let admin = cluster.client().await;
     embedded::install_crds(&admin).await.unwrap();
-    let samples = embedded::read_samples(&samples_dir()).unwrap();
+    let samples = embedded::read_bootstrap(&samples_dir()).unwrap();
     embedded::apply(&admin, &samples).await.unwrap();
 
     let a = Replica::start(&cluster, "replica-a").await;

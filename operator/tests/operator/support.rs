@@ -99,9 +99,12 @@ pub fn samples_dir() -> PathBuf {
         .join("samples")
 }
 
-/// Every value of every Secret among the samples (`stringData` and decoded `data`).
+/// Every secret value `run --embedded` brings: the values of the Secrets among the samples
+/// (`stringData`) and those of the fake secret store of its fixtures (each property of a JSON
+/// value, or the value).
 pub fn sample_secret_values() -> Vec<String> {
-    let manifests = cinder_operator::embedded::read_samples(&samples_dir()).expect("samples parse");
+    let manifests =
+        cinder_operator::embedded::read_bootstrap(&samples_dir()).expect("samples parse");
     let mut values = Vec::new();
     for m in manifests.iter().filter(|m| m.gvk.kind == "Secret") {
         if let Some(map) = m.object.data.get("stringData").and_then(|d| d.as_object()) {
@@ -111,6 +114,28 @@ pub fn sample_secret_values() -> Vec<String> {
             m.object.data.get("data").is_none(),
             "samples use stringData only"
         );
+    }
+    for m in manifests
+        .iter()
+        .filter(|m| m.gvk.kind.ends_with("SecretStore"))
+    {
+        let data = &m.object.data["spec"]["provider"]["fake"]["data"];
+        for value in data
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["value"].as_str())
+        {
+            match serde_json::from_str::<serde_json::Value>(value) {
+                Ok(serde_json::Value::Object(props)) => values.extend(
+                    props
+                        .values()
+                        .filter_map(|v| v.as_str())
+                        .map(str::to_string),
+                ),
+                _ => values.push(value.to_string()),
+            }
+        }
     }
     assert!(
         values.len() >= 4,

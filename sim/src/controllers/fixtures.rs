@@ -16,6 +16,20 @@ const MARIADB: &str = include_str!("../../fixtures/mariadb.yaml");
 const GATEWAY_API: &str = include_str!("../../fixtures/gateway-api.yaml");
 const VPA: &str = include_str!("../../fixtures/vpa.yaml");
 
+/// What `cinder-operator run --embedded` applies beside deploy/samples: the objects the samples
+/// name that a real cluster's owner provides (the ClusterSecretStore with sample values in
+/// external-secrets' fake provider, the MariaDB cluster), as (path in the repository, YAML).
+pub const RUN_EMBEDDED: &[(&str, &str)] = &[
+    (
+        "sim/fixtures/run-embedded/10-secret-store.yaml",
+        include_str!("../../fixtures/run-embedded/10-secret-store.yaml"),
+    ),
+    (
+        "sim/fixtures/run-embedded/20-mariadb.yaml",
+        include_str!("../../fixtures/run-embedded/20-mariadb.yaml"),
+    ),
+];
+
 /// The embedded YAML documents selected by `set`.
 fn selected_yaml(set: FixtureSet) -> Vec<&'static str> {
     [
@@ -119,6 +133,7 @@ mod tests {
             [
                 "secretstores.external-secrets.io",
                 "clustersecretstores.external-secrets.io",
+                "externalsecrets.external-secrets.io",
                 "mariadbs.k8s.mariadb.com",
                 "databases.k8s.mariadb.com",
                 "users.k8s.mariadb.com",
@@ -180,7 +195,7 @@ mod tests {
                 .iter()
                 .any(|g| g == "gateway.networking.k8s.io" || g == "autoscaling.k8s.io")
         );
-        assert_eq!(groups.len(), 6);
+        assert_eq!(groups.len(), 7);
         assert!(fixture_crds(FixtureSet::NONE).unwrap().is_empty());
     }
 }

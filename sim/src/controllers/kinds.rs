@@ -65,6 +65,14 @@ pub const CLUSTER_SECRET_STORE: Kind = kind(
     "clustersecretstores",
     false,
 );
+/// external-secrets.io/v1 ExternalSecret.
+pub const EXTERNAL_SECRET: Kind = kind(
+    "external-secrets.io",
+    "v1",
+    "ExternalSecret",
+    "externalsecrets",
+    true,
+);
 /// k8s.mariadb.com/v1alpha1 MariaDB.
 pub const MARIADB: Kind = kind("k8s.mariadb.com", "v1alpha1", "MariaDB", "mariadbs", true);
 /// k8s.mariadb.com/v1alpha1 Database.

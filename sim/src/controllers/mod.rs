@@ -17,6 +17,7 @@ pub mod deployments;
 mod dynamic;
 pub mod endpointslices;
 mod events;
+mod external_secrets;
 pub mod fixtures;
 pub mod gateways;
 pub mod informers;
@@ -184,6 +185,7 @@ pub fn spawn(client: kube::Client, config: ControllersConfig) -> ControllersHand
     tasks.spawn(cronjobs::run(Arc::clone(&shared), cron.clone(), woken));
     tasks.spawn(mariadb::run(Arc::clone(&shared)));
     tasks.spawn(secret_stores::run(Arc::clone(&shared)));
+    tasks.spawn(external_secrets::run(Arc::clone(&shared)));
     tasks.spawn(gateways::run(Arc::clone(&shared)));
     tasks.spawn(autoscalers::run(Arc::clone(&shared)));
     tasks.spawn(endpointslices::run(Arc::clone(&shared)));

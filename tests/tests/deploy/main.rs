@@ -7,6 +7,7 @@
 mod dashboard;
 mod embedded_vs_real;
 mod manifests;
+mod network_policy_tracing;
 mod operations_doc;
 mod operator_deployment;
 mod operator_image;

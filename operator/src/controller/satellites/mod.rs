@@ -19,6 +19,7 @@ use crate::kube_ext::shared_watch::SharedWatch;
 use crate::names;
 use crate::pipeline::backoff_actor::Forget;
 use futures::future::{BoxFuture, Shared};
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kind::SatelliteKind;
@@ -36,7 +37,7 @@ pub(crate) type StopSignal = Shared<BoxFuture<'static, ()>>;
 fn controller_for<S: SatelliteKind>(
     own: &mut SharedWatch<S>,
     cinders: &mut SharedWatch<Cinder>,
-    secrets: &mut SharedWatch<Secret>,
+    secrets: BoxStream<'static, Arc<Secret>>,
     index: &IndexHandle,
 ) -> Controller<S> {
     let ix = index.clone();
@@ -46,7 +47,7 @@ fn controller_for<S: SatelliteKind>(
             ix.read()
                 .satellites_of(S::SIDE, &c.namespace().unwrap_or_default(), &c.name_any())
         })
-        .watches_shared_stream(secrets.subscribe(), move |s: Arc<Secret>| {
+        .watches_shared_stream(secrets, move |s: Arc<Secret>| {
             let ns = s.namespace().unwrap_or_default();
             let mut names = ix2
                 .read()
@@ -81,11 +82,13 @@ impl SatelliteControllers {
         w: &mut Watches,
         stop: StopSignal,
     ) -> Self {
-        let (cinders, secrets) = (&mut w.cinders, &mut w.secrets);
-        let backends = controller_for(&mut w.backends, cinders, secrets, index)
+        let (backend_secrets, backup_secrets) = (w.secret_triggers(), w.secret_triggers());
+        let cinders = &mut w.cinders;
+        let backends = controller_for(&mut w.backends, cinders, backend_secrets, index)
             .graceful_shutdown_on(stop.clone());
-        let backup_backends = controller_for(&mut w.backup_backends, cinders, secrets, index)
-            .graceful_shutdown_on(stop);
+        let backup_backends =
+            controller_for(&mut w.backup_backends, cinders, backup_secrets, index)
+                .graceful_shutdown_on(stop);
         SatelliteControllers {
             backends,
             backup_backends,

@@ -14,6 +14,14 @@
 //! API server), and a list from such a store holds the labelled objects only (every child the
 //! operator writes there carries the label).
 //!
+//! A kind may have several watches on one cluster, each with its own label selector (on the
+//! management cluster: the children by the managed-by label, the credential Secrets by the
+//! credential label). A read asks every store of the kind: a get finds the object in any of
+//! them, a list answers the union. [`ClusterStores::get_opt_or_live`] is for objects a
+//! label-filtered watch may not admit yet (a credential Secret its user created without the
+//! label): what no store holds is read from the API server, unless an unfiltered store of the
+//! kind vouches for its absence.
+//!
 //! A label-selected list with an equality term on a label the stores index
 //! ([`INDEXED_LABELS`]: the instance label every child carries, the ownership label, the
 //! target-cluster registration label) is answered through the kind's [`StoreIndex`]: it costs
@@ -53,6 +61,8 @@ where
     namespace: Option<String>,
     /// The store's objects by indexed label and field, kept from the same events.
     index: Arc<StoreIndex<K>>,
+    /// Whether the watch selects by label (an object it does not hold may exist).
+    filtered: bool,
 }
 
 /// The label keys every store indexes: those the operator's lists select by.
@@ -64,11 +74,19 @@ pub(crate) const INDEXED_LABELS: &[&str] = &[
 
 type Entry = Arc<dyn Any + Send + Sync>;
 
+/// An object read by [`ClusterStores::get_opt_or_live`], and where it came from.
+#[derive(Clone, Debug)]
+pub(crate) struct Fetched<K> {
+    pub object: K,
+    /// True when no store held it and the API server answered.
+    pub live: bool,
+}
+
 /// The reflector stores of one cluster (see the module docs). Cheap to clone; clones share the
 /// stores. An empty one answers every read from the API server.
 #[derive(Clone, Default)]
 pub struct ClusterStores {
-    kinds: Arc<RwLock<HashMap<String, Entry>>>,
+    kinds: Arc<RwLock<HashMap<String, Vec<Entry>>>>,
 }
 
 impl std::fmt::Debug for ClusterStores {
@@ -164,9 +182,13 @@ impl ClusterStores {
             synced,
             namespace,
             index,
+            filtered: watch.selects_by_label(),
         };
         if let Ok(mut kinds) = self.kinds.write() {
-            kinds.insert(collection_key(&url), Arc::new(kind));
+            kinds
+                .entry(collection_key(&url))
+                .or_default()
+                .push(Arc::new(kind));
         }
     }
 
@@ -177,30 +199,51 @@ impl ClusterStores {
         }
     }
 
-    /// The synced store of `api`'s kind when its watch covers `api`'s namespace.
-    fn covering<K>(&self, api: &Api<K>) -> Option<Arc<CachedKind<K>>>
+    /// The stores of `api`'s kind when every one is synced and covers `api`'s namespace
+    /// (`None`: the API server answers).
+    fn covering<K>(&self, api: &Api<K>) -> Option<Vec<Arc<CachedKind<K>>>>
     where
         K: Resource + Clone + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
-        let entry = self
+        let entries = self
             .kinds
             .read()
             .ok()?
             .get(&collection_key(api.resource_url()))?
             .clone();
-        let kind = entry.downcast::<CachedKind<K>>().ok()?;
-        if !kind.synced.load(Ordering::Acquire) {
-            return None;
-        }
-        match (&kind.namespace, api.namespace()) {
-            (None, _) => Some(kind),
-            (Some(scope), Some(ns)) if scope == ns => Some(kind),
-            _ => None,
-        }
+        entries
+            .into_iter()
+            .map(|entry| {
+                let kind = entry.downcast::<CachedKind<K>>().ok()?;
+                if !kind.synced.load(Ordering::Acquire) {
+                    return None;
+                }
+                match (&kind.namespace, api.namespace()) {
+                    (None, _) => Some(kind),
+                    (Some(scope), Some(ns)) if scope == ns => Some(kind),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
-    /// `api.get_opt(name)`, answered from the store when it covers the object (module docs).
+    /// The object `name` of `api` if a store of `kinds` holds it.
+    fn cached<K>(kinds: &[Arc<CachedKind<K>>], api: &Api<K>, name: &str) -> Option<K>
+    where
+        K: Resource + Clone + 'static,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        kinds.iter().find_map(|kind| {
+            let mut key = ObjectRef::new_with(name, kind.dyntype.clone());
+            if let Some(ns) = api.namespace() {
+                key = key.within(ns);
+            }
+            kind.store.get(&key).map(|found| found.as_ref().clone())
+        })
+    }
+
+    /// `api.get_opt(name)`, answered from the stores when they cover the object (module docs).
     pub(crate) async fn get_opt<K>(
         &self,
         api: &Api<K>,
@@ -210,18 +253,40 @@ impl ClusterStores {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
-        let Some(kind) = self.covering(api) else {
+        let Some(kinds) = self.covering(api) else {
             return api.get_opt(name).await;
         };
-        let mut key = ObjectRef::new_with(name, kind.dyntype.clone());
-        if let Some(ns) = api.namespace() {
-            key = key.within(ns);
+        // Filtered watches miss unlabelled objects; their absence is trusted all the same.
+        Ok(Self::cached(&kinds, api, name))
+    }
+
+    /// `api.get_opt(name)` for an object the kind's label-filtered watches may not admit yet:
+    /// from a store that holds it, else from the API server unless a store of the kind watches
+    /// without a label selector (then its absence is trusted). Says whether the API server
+    /// answered.
+    pub(crate) async fn get_opt_or_live<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+    ) -> Result<Option<Fetched<K>>, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    {
+        let kinds = self.covering(api).unwrap_or_default();
+        if let Some(object) = Self::cached(&kinds, api, name) {
+            return Ok(Some(Fetched {
+                object,
+                live: false,
+            }));
         }
-        match kind.store.get(&key) {
-            Some(found) => Ok(Some(found.as_ref().clone())),
-            // Filtered watches miss unlabelled objects; their absence is trusted all the same.
-            None => Ok(None),
+        if kinds.iter().any(|k| !k.filtered) {
+            return Ok(None);
         }
+        Ok(api
+            .get_opt(name)
+            .await?
+            .map(|object| Fetched { object, live: true }))
     }
 
     /// `api.list(params)` of the items only, answered from the store when the params select by
@@ -247,35 +312,42 @@ impl ClusterStores {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
-        let cached = self.covering(api).and_then(|kind| {
+        let cached = self.covering(api).and_then(|kinds| {
             if params.field_selector.is_some() || params.limit.is_some() {
                 return None;
             }
             let wanted = parse_selector(params.label_selector.as_deref().unwrap_or_default())?;
-            Some((kind, wanted))
+            Some((kinds, wanted))
         });
-        let Some((kind, wanted)) = cached else {
+        let Some((kinds, wanted)) = cached else {
             let mut items = api.list(params).await?.items;
             items.retain(|o| keep(o));
             return Ok(items);
         };
         let ns = api.namespace();
-        let terms: Vec<(By, &str)> = wanted
-            .iter()
-            .filter_map(|(k, v)| Some((kind.index.label(k)?, v.as_deref()?)))
-            .collect();
         let matches = |o: &K| selector_matches(&wanted, o.labels()) && keep(o);
-        if let Some(ns) = ns
-            && let Some(names) = kind.index.candidates(ns, &terms)
-        {
-            return Ok(kind.indexed(ns, names, matches));
+        let mut out = Vec::new();
+        for kind in &kinds {
+            let terms: Vec<(By, &str)> = wanted
+                .iter()
+                .filter_map(|(k, v)| Some((kind.index.label(k)?, v.as_deref()?)))
+                .collect();
+            if let Some(ns) = ns
+                && let Some(names) = kind.index.candidates(ns, &terms)
+            {
+                out.extend(kind.indexed(ns, names, matches));
+                continue;
+            }
+            out.extend(
+                kind.store
+                    .state_filter(|o| {
+                        (ns.is_none() || o.namespace().as_deref() == ns) && matches(o)
+                    })
+                    .into_iter()
+                    .map(|o| o.as_ref().clone()),
+            );
         }
-        Ok(kind
-            .store
-            .state_filter(|o| (ns.is_none() || o.namespace().as_deref() == ns) && matches(o))
-            .into_iter()
-            .map(|o| o.as_ref().clone())
-            .collect())
+        Ok(deduplicated(out, kinds.len()))
     }
 
     /// The objects of `api`'s kind in its namespace whose `field` is `value`: through the
@@ -292,13 +364,29 @@ impl ClusterStores {
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
         let matches = |o: &K| (field.value)(o).as_deref() == Some(value);
-        if let (Some(kind), Some(ns)) = (self.covering(api), api.namespace())
-            && let Some(names) = kind.index.candidates(ns, &[(By::Field(field.name), value)])
-        {
-            return Ok(kind.indexed(ns, names, matches));
+        if let (Some(kinds), Some(ns)) = (self.covering(api), api.namespace()) {
+            let by = [(By::Field(field.name), value)];
+            let found: Option<Vec<Vec<K>>> = kinds
+                .iter()
+                .map(|kind| Some(kind.indexed(ns, kind.index.candidates(ns, &by)?, matches)))
+                .collect();
+            if let Some(found) = found {
+                let stores = kinds.len();
+                return Ok(deduplicated(found.into_iter().flatten().collect(), stores));
+            }
         }
         self.list_where(api, &ListParams::default(), matches).await
     }
+}
+
+/// `objects` without repeats of a `(namespace, name)` (an object two watches of its kind both
+/// admit is listed by both); nothing to do when they came from one store.
+fn deduplicated<K: Resource>(mut objects: Vec<K>, stores: usize) -> Vec<K> {
+    if stores > 1 {
+        let mut seen = std::collections::HashSet::new();
+        objects.retain(|o| seen.insert((o.meta().namespace.clone(), o.meta().name.clone())));
+    }
+    objects
 }
 
 impl<K> CachedKind<K>
@@ -401,6 +489,62 @@ mod tests {
         // Another namespace is not covered: the API server is asked (and cannot answer).
         let other: Api<ConfigMap> = Api::namespaced(client, "other");
         assert!(stores.list(&other, &params).await.is_err());
+        Ok(())
+    }
+
+    /// Two watches of one kind (the operator's objects by one label, credentials by another):
+    /// a get finds an object in either store, a list answers their union once per object, and
+    /// `get_opt_or_live` asks the API server (which cannot answer here) only for what neither
+    /// holds, unless an unfiltered store vouches for the absence.
+    #[tokio::test]
+    async fn two_label_filtered_watches_of_a_kind_answer_together() -> anyhow::Result<()> {
+        use crate::names::LABEL_INSTANCE;
+        let client = Client::try_from(kube::Config::new("http://127.0.0.1:1".parse()?))?;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let mut owned = SharedWatch::new(api.clone(), watcher::Config::default().labels("own"));
+        let mut credentials =
+            SharedWatch::new(api.clone(), watcher::Config::default().labels("cred"));
+        let stores = ClusterStores::default();
+        stores.add(&mut owned);
+        stores.add(&mut credentials);
+        let both = cm(
+            "both",
+            &[("own", "1"), ("cred", "1"), (LABEL_INSTANCE, "c1")],
+        );
+        for (watch, objects) in [
+            (
+                &mut owned,
+                vec![
+                    cm("a", &[("own", "1"), (LABEL_INSTANCE, "c1")]),
+                    both.clone(),
+                ],
+            ),
+            (&mut credentials, vec![cm("k", &[("cred", "1")]), both]),
+        ] {
+            watch.deliver(&watcher::Event::Init);
+            // One store synced and the other not: the API server is asked.
+            assert!(stores.get_opt(&api, "a").await.is_err());
+            for o in objects {
+                watch.deliver(&watcher::Event::InitApply(o));
+            }
+            watch.deliver(&watcher::Event::InitDone);
+        }
+        assert!(stores.get_opt(&api, "a").await?.is_some());
+        assert!(stores.get_opt(&api, "k").await?.is_some());
+        assert!(stores.get_opt(&api, "nobody").await?.is_none());
+        let all = names(stores.list(&api, &ListParams::default()).await?);
+        assert_eq!(all, ["a", "both", "k"]);
+        let params = ListParams::default().labels(&format!("{LABEL_INSTANCE}=c1"));
+        assert_eq!(names(stores.list(&api, &params).await?), ["a", "both"]);
+        let held = stores.get_opt_or_live(&api, "k").await?.expect("held");
+        assert!(!held.live);
+        assert!(stores.get_opt_or_live(&api, "nobody").await.is_err());
+        // An unfiltered watch of the kind holds every object: absence is trusted.
+        let mut everything = SharedWatch::new(api.clone(), watcher::Config::default());
+        stores.add(&mut everything);
+        everything.deliver(&watcher::Event::Init);
+        everything.deliver(&watcher::Event::InitDone);
+        assert!(stores.get_opt_or_live(&api, "nobody").await?.is_none());
         Ok(())
     }
 

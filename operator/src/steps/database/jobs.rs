@@ -339,7 +339,7 @@ fn is_database_job(job: &Job, cinder: &str) -> bool {
 }
 
 /// Whether `job` is a purge Job (the db-purge component, spawned by the CronJob).
-pub fn is_purge_job(job: &Job) -> bool {
+pub(crate) fn is_purge_job(job: &Job) -> bool {
     job.metadata
         .labels
         .as_ref()
@@ -353,7 +353,11 @@ pub fn is_purge_job(job: &Job) -> bool {
 /// it. The DBPurge step writes the CronJob's own `suspend` back once no database Job is active.
 /// A replace that loses to a concurrent write (the CronJob controller's status) reads again, a
 /// few times, before the error is the caller's.
-pub async fn fence_purge(client: &Client, ns: &str, cinder: &str) -> Result<(), kube::Error> {
+pub(crate) async fn fence_purge(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+) -> Result<(), kube::Error> {
     let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
     let name = names::db_purge_cronjob(cinder);
     let mut attempts = 0;
