@@ -15,7 +15,7 @@ use cinder_e2e::deploy_helpers::repo_root;
 use cinder_e2e::operator_process::*;
 use cinder_e2e::*;
 use cinder_operator::crd::Cinder;
-use cinder_operator::embedded::{apply, read_samples};
+use cinder_operator::embedded::{apply, read_bootstrap};
 use cinder_sim::controllers::PodOutcome;
 use cinder_sim::controllers::config::Switch;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
@@ -127,7 +127,8 @@ async fn converge_through_kills(
         }
         Topology::Samples => {
             current = start(0)?;
-            let samples = read_samples(&repo_root().join("deploy/samples"))?;
+            // What run --embedded applies: the samples and the embedded cluster's fixtures.
+            let samples = read_bootstrap(&repo_root().join("deploy/samples"))?;
             apply(&client, &samples).await?;
         }
     }
