@@ -41,7 +41,6 @@ use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,7 +108,8 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
 }
 
 /// The default `--kubeconfig-out`: in the system temporary directory, the same path every run.
-pub(crate) fn default_kubeconfig_out() -> PathBuf {
+#[cfg(feature = "embedded")]
+fn default_kubeconfig_out() -> std::path::PathBuf {
     std::env::temp_dir().join("cinder-operator-embedded.kubeconfig")
 }
 
