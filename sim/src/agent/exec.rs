@@ -45,16 +45,7 @@ pub struct ExecQuery {
 
 /// Parses `/exec/{ns}/{pod}/{container}?...` (`command` repeated, flags `true`/`1`).
 pub fn parse_target(target: &str) -> Option<ExecQuery> {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut parts = path.strip_prefix("/exec/")?.split('/');
-    let (namespace, pod, container) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some()
-        || [namespace, pod, container]
-            .iter()
-            .any(|p| p.is_empty() || p.contains(".."))
-    {
-        return None;
-    }
+    let (namespace, pod, container, query) = super::container_path::parse(target, "/exec/")?;
     let mut q = ExecQuery {
         namespace: namespace.to_owned(),
         pod: pod.to_owned(),

@@ -24,16 +24,8 @@ pub struct LogQuery {
 
 /// Parses `/containerLogs/{ns}/{pod}/{container}?...`.
 pub fn parse_target(target: &str) -> Option<LogQuery> {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let mut parts = path.strip_prefix("/containerLogs/")?.split('/');
-    let (namespace, pod, container) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some()
-        || [namespace, pod, container]
-            .iter()
-            .any(|p| p.is_empty() || p.contains(".."))
-    {
-        return None;
-    }
+    let (namespace, pod, container, query) =
+        super::container_path::parse(target, "/containerLogs/")?;
     let mut q = LogQuery {
         namespace: namespace.to_owned(),
         pod: pod.to_owned(),

@@ -17,6 +17,7 @@
 
 pub mod api_access;
 pub mod cgroups;
+pub mod container_path;
 pub mod context;
 pub mod env;
 pub mod exec;
