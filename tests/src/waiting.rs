@@ -56,7 +56,12 @@ pub fn assert_ready_consistent(conditions: &[Condition]) -> Condition {
 
 /// The current conditions of Cinder `name`.
 pub async fn cinder_conditions(client: &Client, name: &str) -> Vec<Condition> {
-    let api: Api<Cinder> = Api::namespaced(client.clone(), NS);
+    cinder_conditions_in(client, NS, name).await
+}
+
+/// The current conditions of Cinder `name` in namespace `ns` (none while it cannot be read).
+pub async fn cinder_conditions_in(client: &Client, ns: &str, name: &str) -> Vec<Condition> {
+    let api: Api<Cinder> = Api::namespaced(client.clone(), ns);
     api.get_opt(name)
         .await
         .ok()

@@ -14,7 +14,6 @@ use cinder_e2e::database_helpers::*;
 use cinder_e2e::deploy_helpers::repo_root;
 use cinder_e2e::operator_process::*;
 use cinder_e2e::*;
-use cinder_operator::crd::Cinder;
 use cinder_operator::embedded::{apply, read_bootstrap};
 use cinder_sim::controllers::PodOutcome;
 use cinder_sim::controllers::config::Switch;
@@ -70,14 +69,7 @@ impl Topology {
 /// The conditions of the Cinder `topology` converges.
 async fn conditions_of(client: &kube::Client, topology: Topology) -> Vec<Condition> {
     let (ns, name) = topology.cinder();
-    let api: kube::Api<Cinder> = kube::Api::namespaced(client.clone(), ns);
-    api.get_opt(name)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|c| c.status)
-        .map(|s| s.conditions)
-        .unwrap_or_default()
+    cinder_e2e::waiting::cinder_conditions_in(client, ns, name).await
 }
 
 /// One run: kills at the seed's points, then the time from the last kill to Ready.
