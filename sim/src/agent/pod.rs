@@ -49,6 +49,8 @@ const PATH_DEFAULT: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 const RETRY: Duration = Duration::from_secs(2);
 /// The kubelet's longest crash-loop back-off.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long a graceful deletion waits for a SIGKILLed container to be reaped.
+const KILLED_REAP_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct ProbeState {
@@ -1226,7 +1228,17 @@ impl Worker {
             }
         }
         self.wait_for_exits(rx, deadline).await;
-        self.stop_now().await;
+        // What ignored SIGTERM gets SIGKILL, and the pod object goes only once the kernel has
+        // reaped its containers, as a kubelet deletes it only after the runtime confirms
+        // StopContainer.
+        for c in self.ctrs.iter().filter(|c| c.running()) {
+            if let Some(pid) = c.pid {
+                kill_group(pid, libc::SIGKILL);
+            }
+        }
+        self.wait_for_exits(rx, Instant::now() + KILLED_REAP_WAIT)
+            .await;
+        self.teardown();
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let params = DeleteParams {
             grace_period_seconds: Some(0),
