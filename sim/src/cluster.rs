@@ -288,7 +288,8 @@ impl EmbeddedCluster {
             path: kubeconfig_path.clone(),
             source,
         })?;
-        let client = client_for(&kubeconfig).await?;
+        let client = client_for(&kubeconfig, None).await?;
+        let controllers_client = client_for(&kubeconfig, Some(CONTROLLER_MANAGER_AGENT)).await?;
         let mut cluster = EmbeddedCluster {
             url,
             kubeconfig_path,
@@ -341,7 +342,10 @@ impl EmbeddedCluster {
             .map_err(SimError::Agent)?;
             cluster.agent = Some(agent);
         }
-        cluster.controllers = Some(controllers::spawn(client, config.controllers.clone()));
+        cluster.controllers = Some(controllers::spawn(
+            controllers_client,
+            config.controllers.clone(),
+        ));
         Ok(cluster)
     }
 
@@ -466,11 +470,21 @@ impl Drop for EmbeddedCluster {
     }
 }
 
-async fn client_for(kubeconfig: &str) -> Result<kube::Client, SimError> {
+/// The user agent of the built-in controllers: a real server credits their writes (status
+/// counts, managedFields) to the manager `kube-controller-manager` it derives from it.
+const CONTROLLER_MANAGER_AGENT: &str = "kube-controller-manager/v1.37.2 (embedded)";
+
+async fn client_for(kubeconfig: &str, user_agent: Option<&str>) -> Result<kube::Client, SimError> {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)
         .map_err(|e| SimError::Client(e.to_string()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| SimError::Client(e.to_string()))?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| SimError::Client(e.to_string()))?;
+    if let Some(agent) = user_agent {
+        let value =
+            http::HeaderValue::from_str(agent).map_err(|e| SimError::Client(e.to_string()))?;
+        cfg.headers.push((http::header::USER_AGENT, value));
+    }
     kube::Client::try_from(cfg).map_err(|e| SimError::Client(e.to_string()))
 }

@@ -127,8 +127,9 @@ impl ApiError {
         .about(group, resource, name)
     }
 
-    /// A server-side apply conflict: `causes` name the fields and their managers.
-    pub fn apply_conflict(group: &str, resource: &str, name: &str, causes: Vec<Cause>) -> ApiError {
+    /// A server-side apply conflict: `causes` name the fields and their managers (the details
+    /// name no object, as a real server's do not).
+    pub fn apply_conflict(causes: Vec<Cause>) -> ApiError {
         let list: Vec<String> = causes.iter().map(|c| c.message.clone()).collect();
         let mut e = Self::plain(
             409,
@@ -138,8 +139,7 @@ impl ApiError {
                 causes.len(),
                 list.join(", ")
             ),
-        )
-        .about(group, resource, name);
+        );
         e.details.causes = causes;
         e
     }
@@ -162,6 +162,12 @@ impl ApiError {
         .about(group, kind, name);
         e.details.causes = causes;
         e
+    }
+
+    /// 422 Invalid without causes (what a real server answers a JSON patch that cannot be
+    /// applied, such as a failed `test`).
+    pub fn unprocessable(message: impl Into<String>) -> ApiError {
+        Self::plain(422, "Invalid", message)
     }
 
     pub fn gone(message: impl Into<String>) -> ApiError {

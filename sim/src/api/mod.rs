@@ -28,13 +28,14 @@ use crate::error::ApiError;
 use crate::objects::validation::check_field_manager;
 use crate::objects::{DeleteOptions, ListOptions, Target, WriteOptions};
 use crate::patch::PatchType;
+use crate::registry::ResourceInfo;
 use crate::requests::RequestRecord;
 use crate::store::selectors::{FieldSelector, LabelSelector};
 use crate::writes::{LeaseSnapshot, WriteRecord, is_mutating};
 use actix_web::http::Method;
 use actix_web::{HttpRequest, HttpResponse, web};
 use body::parse_body;
-use responses::{error_response, json_response, typed_response};
+use responses::{error_response, json_response, page_not_found, typed_response};
 use route::{ResourcePath, Route};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -265,7 +266,7 @@ async fn serve(
         }
         match doc {
             Some(d) => json_response(200, &d),
-            None => error_response(&ApiError::not_found_path(req.path())),
+            None => page_not_found(),
         }
     };
     let accept = header(req, "accept");
@@ -308,9 +309,10 @@ async fn serve(
             get_only(openapi::group_version(&app.engine.registry, &p[3..]))
         }
         Route::OpenApi(p) if p == "v2" => get_only(Some(openapi::v2(&app.engine.registry))),
-        Route::OpenApi(_) | Route::Unknown | Route::SimFaults => {
+        Route::OpenApi(_) | Route::SimFaults => {
             error_response(&ApiError::not_found_path(req.path()))
         }
+        Route::Unknown => page_not_found(),
         Route::Resource(p) => match serve_resource(req, body, app, p, q, ua).await {
             Ok(r) => r,
             Err(e) => error_response(&e),
@@ -318,18 +320,31 @@ async fn serve(
     }
 }
 
-fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+fn list_options(
+    q: &HashMap<String, String>,
+    info: &ResourceInfo,
+    version: &str,
+) -> Result<ListOptions, ApiError> {
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )?;
+    if let Some(label) = fields
+        .labels()
+        .find(|label| !info.supports_field_label(version, label))
+    {
+        return Err(ApiError::bad_request(format!(
+            "field label not supported: {label}"
+        )));
+    }
     Ok(ListOptions {
         labels: LabelSelector::parse(
             q.get("labelSelector")
                 .map(String::as_str)
                 .unwrap_or_default(),
         )?,
-        fields: FieldSelector::parse(
-            q.get("fieldSelector")
-                .map(String::as_str)
-                .unwrap_or_default(),
-        )?,
+        fields,
         limit: q.get("limit").and_then(|l| l.parse().ok()),
         continue_token: q.get("continue").cloned(),
     })
@@ -434,6 +449,9 @@ async fn serve_resource(
     ua: &str,
 ) -> Result<HttpResponse, ApiError> {
     let engine = &app.engine;
+    if !engine.registry.serves_group_version(&p.group, &p.version) {
+        return Ok(page_not_found());
+    }
     let info = engine
         .registry
         .find(&p.group, &p.version, &p.resource)
@@ -515,7 +533,7 @@ async fn serve_resource(
                 .and_then(|t| t.parse::<u64>().ok())
                 .filter(|t| *t > 0)
                 .unwrap_or(1800);
-            let lo = list_options(q)?;
+            let lo = list_options(q, &info, &p.version)?;
             let params = watch::WatchParams {
                 since,
                 send_initial_events: flag(q, "sendInitialEvents"),
@@ -539,12 +557,19 @@ async fn serve_resource(
                 .streaming(watch::stream(app.clone(), target, params)))
         }
         Method::GET => {
-            let lo = list_options(q)?;
-            let (items, rv, cont, remaining) = engine.list(&target, &lo)?;
+            let lo = list_options(q, &info, &p.version)?;
+            let (mut items, rv, cont, remaining) = engine.list(&target, &lo)?;
             let mut meta = json!({"resourceVersion": rv.to_string()});
             if let Some(c) = cont {
                 meta["continue"] = json!(c);
                 meta["remainingItemCount"] = json!(remaining);
+            } else if info.crd.is_some() {
+                // a custom resource list is unstructured: its continue token is always there
+                meta["continue"] = json!("");
+            }
+            if info.crd.is_none() {
+                // a built-in list's items are typed structs without apiVersion and kind
+                strip_item_types(&mut items);
             }
             if as_table {
                 return Ok(json_response(
@@ -596,6 +621,9 @@ async fn serve_resource(
             }
             let opts = delete_options(req, body, q)?;
             let deleted = engine.delete(&target, &opts)?;
+            if deleted.gone && !info.returns_deleted_object() {
+                return Ok(json_response(200, &deleted_status(&info, &deleted.object)));
+            }
             Ok(json_response(
                 if deleted.gone || deleted.graceful {
                     200
@@ -607,8 +635,11 @@ async fn serve_resource(
         }
         Method::DELETE => {
             let opts = delete_options(req, body, q)?;
-            let lo = list_options(q)?;
-            let items = engine.delete_collection(&target, &lo, &opts)?;
+            let lo = list_options(q, &info, &p.version)?;
+            let mut items = engine.delete_collection(&target, &lo, &opts)?;
+            if info.crd.is_none() {
+                strip_item_types(&mut items);
+            }
             Ok(json_response(
                 200,
                 &json!({"kind": info.list_kind, "apiVersion": info.api_version(&p.version), "metadata": {"resourceVersion": engine.store.resource_version().to_string()}, "items": items}),
@@ -620,4 +651,28 @@ async fn serve_resource(
             req.path()
         ))),
     }
+}
+
+/// Removes `apiVersion` and `kind` from each item, as a built-in kind's typed list is encoded.
+fn strip_item_types(items: &mut [Value]) {
+    for item in items {
+        if let Some(m) = item.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+    }
+}
+
+/// The Status a real server answers when an object of a kind that does not return deleted
+/// objects is gone at once (a ConfigMap, a Deployment): Success, naming what went.
+fn deleted_status(info: &ResourceInfo, object: &Value) -> Value {
+    let mut details = json!({
+        "name": object.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+        "kind": info.resource,
+        "uid": object.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+    });
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }

@@ -20,6 +20,14 @@ pub(super) fn typed_response(content_type: &str, body: &Value) -> HttpResponse {
         .body(serde_json::to_vec(body).unwrap_or_default())
 }
 
+/// The plain-text 404 of a real API server's not-found handler: what a path outside every
+/// served group version gets (no Status).
+pub(super) fn page_not_found() -> HttpResponse {
+    HttpResponse::NotFound()
+        .content_type("text/plain; charset=utf-8")
+        .body("404 page not found\n")
+}
+
 pub(super) fn error_response(e: &ApiError) -> HttpResponse {
     let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut answer = HttpResponse::build(status);

@@ -155,14 +155,16 @@ async fn reconcile(ds: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Action, Re
     let current = placed.len();
     let ready = placed.iter().filter(|p| is_ready(p)).count();
     let up_to_date = placed.iter().filter(|p| updated(p)).count();
+    // `omitempty` counts of the typed status: a zero is absent (null removes it in the patch)
+    let omit_zero = |n: usize| if n > 0 { json!(n) } else { Value::Null };
     let status = json!({
         "desiredNumberScheduled": eligible_nodes.len(),
         "currentNumberScheduled": current + created,
         "numberMisscheduled": pods.len() - current,
         "numberReady": ready,
-        "numberAvailable": ready,
-        "numberUnavailable": if eligible_nodes.len() > ready { json!(eligible_nodes.len() - ready) } else { Value::Null },
-        "updatedNumberScheduled": up_to_date,
+        "numberAvailable": omit_zero(ready),
+        "numberUnavailable": omit_zero(eligible_nodes.len().saturating_sub(ready)),
+        "updatedNumberScheduled": omit_zero(up_to_date),
         "observedGeneration": ds.metadata.generation.unwrap_or(1),
     });
     if !already_applied(&status, object.get("status")) {

@@ -167,11 +167,14 @@ pub fn deletion_order(pods: &mut [Value]) {
 
 /// The status of a replicated object with `count` pods of which `ready` are ready.
 pub fn replicated_status(count: usize, ready: usize, generation: i64) -> Value {
+    // the counts are `omitempty` in the typed status: a real controller's zero is absent (a
+    // null removes it in the merge patch)
+    let omit_zero = |n: usize| if n > 0 { json!(n) } else { Value::Null };
     json!({
         "replicas": count,
-        "fullyLabeledReplicas": count,
-        "readyReplicas": ready,
-        "availableReplicas": ready,
+        "fullyLabeledReplicas": omit_zero(count),
+        "readyReplicas": omit_zero(ready),
+        "availableReplicas": omit_zero(ready),
         "observedGeneration": generation,
     })
 }

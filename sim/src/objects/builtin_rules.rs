@@ -1,7 +1,8 @@
 //! Validation of built-in kinds beyond metadata, with a real API server's fields and messages:
 //! ConfigMap and Secret keys, their data at most 1 MiB, immutable ConfigMaps and Secrets
-//! (`immutable: true` refuses any change of data and of `immutable` itself), and a Job's pod
-//! template restart policy (OnFailure or Never).
+//! (`immutable: true` refuses any change of data and of `immutable` itself), a Job's pod
+//! template restart policy (OnFailure or Never), and the workloads' selector and pod template
+//! (a selector is required and must select the template's labels; a template has containers).
 
 use super::validation::invalid_value;
 use crate::error::Cause;
@@ -19,7 +20,14 @@ pub fn causes(group: &str, resource: &str, old: Option<&Value>, obj: &Value) -> 
     match (group, resource) {
         ("", "configmaps") => data_causes(obj, old, false),
         ("", "secrets") => data_causes(obj, old, true),
-        ("batch", "jobs") => job_causes(obj),
+        ("batch", "jobs") => {
+            let mut causes = job_causes(obj);
+            causes.extend(template_causes(obj, false));
+            causes
+        }
+        ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets") => {
+            template_causes(obj, true)
+        }
         _ => Vec::new(),
     }
 }
@@ -114,6 +122,60 @@ fn job_causes(obj: &Value) -> Vec<Cause> {
     )]
 }
 
+/// A workload's selector and pod template: `spec.selector` present (when `selector_required`;
+/// a Job's is generated), selecting the template's labels, and at least one container.
+fn template_causes(obj: &Value, selector_required: bool) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match obj.pointer("/spec/selector").filter(|s| !s.is_null()) {
+        None if selector_required => {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                "spec.selector",
+                "Required value",
+            ));
+        }
+        None => {}
+        Some(selector) => {
+            let empty = selector.as_object().is_none_or(|m| {
+                m.values().all(|v| {
+                    v.is_null()
+                        || v.as_object().is_some_and(|o| o.is_empty())
+                        || v.as_array().is_some_and(|a| a.is_empty())
+                })
+            });
+            let labels = obj
+                .pointer("/spec/template/metadata/labels")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            if empty {
+                causes.push(invalid_value(
+                    "spec.selector",
+                    &selector.to_string(),
+                    "empty selector is invalid",
+                ));
+            } else if !crate::store::selectors::label_selector_matches(selector, &labels) {
+                causes.push(invalid_value(
+                    "spec.template.metadata.labels",
+                    &labels.to_string(),
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+    }
+    if obj
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.template.spec.containers",
+            "Required value",
+        ));
+    }
+    causes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,9 +228,50 @@ mod tests {
 
     #[test]
     fn job_restart_policy() {
-        let always = json!({"spec": {"template": {"spec": {"restartPolicy": "Always"}}}});
+        let containers = json!([{"name": "c", "image": "i"}]);
+        let always = json!({"spec": {"template": {"spec": {"restartPolicy": "Always", "containers": containers}}}});
         assert_eq!(causes("batch", "jobs", None, &always).len(), 1);
-        let never = json!({"spec": {"template": {"spec": {"restartPolicy": "Never"}}}});
+        let never = json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": containers}}}});
         assert!(causes("batch", "jobs", None, &never).is_empty());
+    }
+
+    #[test]
+    fn workloads_need_a_matching_selector_and_containers() {
+        let deployment = |selector: Value, containers: Value| {
+            json!({"spec": {"selector": selector, "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": containers}}}})
+        };
+        let containers = json!([{"name": "c", "image": "i"}]);
+        let good = deployment(json!({"matchLabels": {"app": "a"}}), containers.clone());
+        assert!(causes("apps", "deployments", None, &good).is_empty());
+        let fields = |obj: &Value| -> Vec<(String, String)> {
+            causes("apps", "deployments", None, obj)
+                .into_iter()
+                .map(|c| (c.reason, c.field))
+                .collect()
+        };
+        let other = deployment(json!({"matchLabels": {"app": "b"}}), containers.clone());
+        assert_eq!(
+            fields(&other),
+            [(
+                "FieldValueInvalid".into(),
+                "spec.template.metadata.labels".into()
+            )]
+        );
+        let empty = deployment(json!({"matchLabels": {"app": "a"}}), json!([]));
+        assert_eq!(
+            fields(&empty),
+            [(
+                "FieldValueRequired".into(),
+                "spec.template.spec.containers".into()
+            )]
+        );
+        let mut none = good.clone();
+        none["spec"].as_object_mut().unwrap().remove("selector");
+        assert_eq!(
+            fields(&none),
+            [("FieldValueRequired".into(), "spec.selector".into())]
+        );
     }
 }

@@ -34,15 +34,26 @@ pub fn apply(group: &str, resource: &str, obj: &mut Value) {
         ("apps", "daemonsets") => daemon_set(root),
         ("apps", "statefulsets") => stateful_set(root),
         ("apps", "replicasets") | ("", "replicationcontrollers") => {
+            if resource == "replicationcontrollers" {
+                labels_from_template(root, true);
+            }
             if let Some(spec) = object_at(root, "spec") {
                 default(spec, "replicas", json!(1));
                 template(spec, "Always");
             }
         }
         ("batch", "jobs") => {
+            labels_from_template(root, false);
             if let Some(spec) = object_at(root, "spec") {
                 job_spec(spec);
             }
+        }
+        ("", "configmaps") | ("", "secrets") => {
+            // `omitempty` maps of the typed struct: an empty one is not encoded
+            root.retain(|key, value| {
+                !(matches!(key.as_str(), "data" | "binaryData")
+                    && value.as_object().is_some_and(Map::is_empty))
+            });
         }
         ("batch", "cronjobs") => cron_job(root),
         ("", "services") => service(root),
@@ -52,6 +63,154 @@ pub fn apply(group: &str, resource: &str, obj: &mut Value) {
             }
         }
         _ => {}
+    }
+}
+
+/// What a real API server's strategies set on a new object of a built-in kind (once, at
+/// creation): a Namespace's `kubernetes` finalizer, a Job's generated selector and its
+/// controller-uid and job-name template labels, a DaemonSet's template generation, and the
+/// status counts the typed status structs always encode (zero until a controller counts).
+pub fn on_create(group: &str, resource: &str, obj: &mut Value) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    match (group, resource) {
+        ("", "namespaces") => {
+            if let Some(spec) = object_at(root, "spec") {
+                default(spec, "finalizers", json!(["kubernetes"]));
+            }
+        }
+        ("batch", "jobs") => job_selector(root),
+        ("apps", "daemonsets") => {
+            if let Some(meta) = object_at(root, "metadata")
+                && let Some(annotations) = object_at(meta, "annotations")
+            {
+                annotations.insert(TEMPLATE_GENERATION.into(), json!("1"));
+            }
+            zero_status(
+                root,
+                &[
+                    "currentNumberScheduled",
+                    "desiredNumberScheduled",
+                    "numberMisscheduled",
+                    "numberReady",
+                ],
+            );
+        }
+        ("apps", "replicasets") | ("", "replicationcontrollers") => {
+            zero_status(root, &["replicas"])
+        }
+        ("apps", "statefulsets") => zero_status(root, &["replicas", "availableReplicas"]),
+        _ => {}
+    }
+}
+
+/// What a real API server's strategies change on an update of a built-in kind: a DaemonSet
+/// whose pod template changed gets the next template generation.
+pub fn on_update(group: &str, resource: &str, old: &Value, obj: &mut Value) {
+    if (group, resource) != ("apps", "daemonsets") {
+        return;
+    }
+    let previous = old
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(TEMPLATE_GENERATION))
+        .and_then(Value::as_str)
+        .and_then(|g| g.parse::<u64>().ok())
+        .unwrap_or(1);
+    let next = if old.pointer("/spec/template") == obj.pointer("/spec/template") {
+        previous
+    } else {
+        previous + 1
+    };
+    if let Some(root) = obj.as_object_mut()
+        && let Some(meta) = object_at(root, "metadata")
+        && let Some(annotations) = object_at(meta, "annotations")
+    {
+        annotations.insert(TEMPLATE_GENERATION.into(), json!(next.to_string()));
+    }
+}
+
+/// The annotation a DaemonSet's template generation is published in.
+const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// Sets each of `fields` of an empty or absent status to 0.
+fn zero_status(root: &mut Map<String, Value>, fields: &[&str]) {
+    if let Some(status) = object_at(root, "status")
+        && status.is_empty()
+    {
+        for field in fields {
+            status.insert((*field).into(), json!(0));
+        }
+    }
+}
+
+/// A Job without `manualSelector: true` gets a selector on its own uid, and its template the
+/// labels that selector and `kubectl logs job/NAME` use (a label the client set is kept).
+fn job_selector(root: &mut Map<String, Value>) {
+    let meta = |key: &str| {
+        root.get("metadata")
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (name, uid) = (meta("name"), meta("uid"));
+    let Some(spec) = object_at(root, "spec") else {
+        return;
+    };
+    if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    default(spec, "manualSelector", json!(false));
+    if let Some(template) = object_at(spec, "template")
+        && let Some(meta) = object_at(template, "metadata")
+        && let Some(labels) = object_at(meta, "labels")
+    {
+        for (label, value) in [
+            (crate::controllers::jobs::LEGACY_JOB_NAME_LABEL, &name),
+            (crate::controllers::jobs::JOB_NAME_LABEL, &name),
+            (crate::controllers::jobs::LEGACY_CONTROLLER_UID_LABEL, &uid),
+            (crate::controllers::jobs::CONTROLLER_UID_LABEL, &uid),
+        ] {
+            default(labels, label, json!(value));
+        }
+    }
+    if let Some(selector) = object_at(spec, "selector")
+        && let Some(match_labels) = object_at(selector, "matchLabels")
+    {
+        default(
+            match_labels,
+            crate::controllers::jobs::CONTROLLER_UID_LABEL,
+            json!(uid),
+        );
+    }
+}
+
+/// An object without labels gets its pod template's (a Job's and a ReplicationController's
+/// defaulting; a ReplicationController's empty selector is its template's labels too).
+fn labels_from_template(root: &mut Map<String, Value>, selector_too: bool) {
+    let Some(labels) = root
+        .get("spec")
+        .and_then(|s| s.pointer("/template/metadata/labels"))
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+        .cloned()
+    else {
+        return;
+    };
+    if selector_too
+        && let Some(spec) = object_at(root, "spec")
+        && spec
+            .get("selector")
+            .is_none_or(|s| s.as_object().is_none_or(|m| m.is_empty()))
+    {
+        spec.insert("selector".into(), labels.clone());
+    }
+    if let Some(meta) = object_at(root, "metadata")
+        && meta
+            .get("labels")
+            .is_none_or(|l| l.as_object().is_none_or(|m| m.is_empty()))
+    {
+        meta.insert("labels".into(), labels);
     }
 }
 
@@ -152,6 +311,9 @@ fn service(root: &mut Map<String, Value>) {
     default(spec, "sessionAffinity", json!("None"));
     if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
         default(spec, "internalTrafficPolicy", json!("Cluster"));
+        // a single-stack IPv4 cluster, as the embedded cluster's service CIDR is
+        default(spec, "ipFamilies", json!(["IPv4"]));
+        default(spec, "ipFamilyPolicy", json!("SingleStack"));
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports.iter_mut().filter_map(Value::as_object_mut) {

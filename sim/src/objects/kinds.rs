@@ -179,6 +179,10 @@ pub fn on_write(
         }
         _ => {}
     }
+    match old {
+        None => defaults::on_create(&info.group, &info.resource, obj),
+        Some(old) => defaults::on_update(&info.group, &info.resource, old, obj),
+    }
     defaults::apply(&info.group, &info.resource, obj);
     let causes = builtin_rules::causes(&info.group, &info.resource, old, obj);
     if !causes.is_empty() {

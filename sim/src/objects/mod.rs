@@ -281,7 +281,11 @@ impl Engine {
         }
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(meta::now()));
-        meta.insert("generation".into(), json!(1));
+        if t.info.tracks_generation() {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
         for k in [
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
@@ -489,7 +493,7 @@ impl Engine {
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(1);
-        if meta::spec_changed(old, &new) {
+        if t.info.tracks_generation() && meta::spec_changed(old, &new) {
             new["metadata"]["generation"] = json!(old_gen + 1);
         }
         if record {
@@ -629,9 +633,7 @@ impl Engine {
                     sub,
                     &now,
                 )
-                .map_err(|c| {
-                    ApiError::apply_conflict(&t.info.group, &t.info.resource, &t.name, c)
-                })?;
+                .map_err(|c| ApiError::apply_conflict(c))?;
                 let mut obj = merged;
                 obj["metadata"]["name"] = json!(t.name);
                 let obj = self.prepare_create(t, obj)?;
@@ -647,9 +649,7 @@ impl Engine {
                     sub,
                     &now,
                 )
-                .map_err(|c| {
-                    ApiError::apply_conflict(&t.info.group, &t.info.resource, &t.name, c)
-                })?;
+                .map_err(|c| ApiError::apply_conflict(c))?;
                 self.commit_update(txn, t, &old, merged, opts, false)
             }
         }

@@ -4,7 +4,7 @@
 
 pub mod strategic;
 
-use crate::error::{ApiError, Cause};
+use crate::error::ApiError;
 use serde_json::Value;
 
 /// A PATCH request's type, from its Content-Type.
@@ -85,16 +85,7 @@ pub fn apply_patch(
                 ApiError::bad_request(format!("error decoding the JSON patch: {e}"))
             })?;
             json_patch::patch(&mut doc, &p).map_err(|e| {
-                ApiError::invalid(
-                    "",
-                    "",
-                    "",
-                    vec![Cause::new(
-                        "FieldValueInvalid",
-                        e.path.to_string(),
-                        format!("the JSON patch could not be applied: {e}"),
-                    )],
-                )
+                ApiError::unprocessable(format!("the JSON patch could not be applied: {e}"))
             })?;
         }
         PatchType::Apply => {

@@ -128,6 +128,17 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
             })
             .unwrap_or_default();
         facts.columns.insert(vname.clone(), cols);
+        let selectable = v
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|f| s(f, "jsonPath").trim_start_matches('.').to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        facts.selectable_fields.insert(vname.clone(), selectable);
         served.push(vname);
     }
     let singular = match s(&names, "singular") {

@@ -54,6 +54,14 @@ impl Registry {
             .cloned()
     }
 
+    /// Whether any resource is served at `group/version` (a real server answers requests
+    /// below an unserved group version from its plain-text not-found handler).
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.read()
+            .iter()
+            .any(|r| r.group == group && r.serves(version))
+    }
+
     /// The resource of `group` whose plural is `resource`, any version.
     pub fn find_resource(&self, group: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
         self.read()

@@ -234,6 +234,11 @@ impl FieldSelector {
         Ok(FieldSelector(reqs))
     }
 
+    /// The field labels the selector names.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _, _)| k.as_str())
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0
             .iter()
