@@ -14,7 +14,7 @@ keystoneEndpoint: https://keystone.example:5000/v3
 "#;
 
 fn minimal() -> CinderSpec {
-    serde_yaml::from_str(MINIMAL).unwrap()
+    serde_norway::from_str(MINIMAL).unwrap()
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn release_pattern_database_and_messaging_choices() {
 
 #[test]
 fn satellite_needs_exactly_the_block_matching_its_type() {
-    let nfs: CinderBackendSpec = serde_yaml::from_str(
+    let nfs: CinderBackendSpec = serde_norway::from_str(
         "{cinderRef: {name: c}, type: NFS, nfs: {server: nfs.example, path: /export}}",
     )
     .unwrap();
@@ -86,13 +86,13 @@ fn satellite_needs_exactly_the_block_matching_its_type() {
     let mut wrong = nfs.clone();
     wrong.satellite.backend_type = BackendType::Rbd;
     assert!(validate_satellite(&wrong.satellite).is_err());
-    let both: CinderBackendSpec = serde_yaml::from_str(
+    let both: CinderBackendSpec = serde_norway::from_str(
         "{cinderRef: {name: c}, type: NFS, nfs: {server: s, path: /e}, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}",
     )
     .unwrap();
     assert!(validate_satellite(&both.satellite).is_err());
     let rbd: CinderBackendSpec =
-        serde_yaml::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
+        serde_norway::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
     assert!(validate_satellite(&rbd.satellite).is_ok());
     assert_eq!(rbd.satellite.rbd.unwrap().cluster_name, "ceph");
 }
@@ -100,6 +100,6 @@ fn satellite_needs_exactly_the_block_matching_its_type() {
 #[test]
 fn unknown_type_is_rejected_when_parsing() {
     let r: Result<CinderBackendSpec, _> =
-        serde_yaml::from_str("{cinderRef: {name: c}, type: ISCSI}");
+        serde_norway::from_str("{cinderRef: {name: c}, type: ISCSI}");
     assert!(r.is_err());
 }

@@ -117,7 +117,7 @@ spec:
   keystoneEndpoint: https://keystone.example:5000/v3
 "#
     );
-    Arc::new(serde_yaml::from_str(&yaml).unwrap())
+    Arc::new(serde_norway::from_str(&yaml).unwrap())
 }
 
 fn calls() -> Arc<Mutex<Vec<String>>> {
