@@ -42,6 +42,23 @@ fn name_longer_than_43_is_refused() {
 }
 
 #[test]
+fn the_service_user_secret_cannot_be_the_one_the_operator_writes() {
+    let mut s = minimal();
+    s.service_user.secret_ref.name = "cinder-service-user".into();
+    let err = validate_cinder("cinder", &s).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.serviceUser.secretRef.name \"cinder-service-user\""),
+        "{err}"
+    );
+    // Another Cinder's derived Secret name is not this one's.
+    assert!(validate_cinder("other", &s).is_ok());
+    // On a target cluster the operator writes its Secret there, not beside the credential one.
+    s.target_cluster_ref = Some(serde_norway::from_str("{name: edge}").unwrap());
+    assert!(validate_cinder("cinder", &s).is_ok());
+}
+
+#[test]
 fn image_needs_exactly_one_of_tag_and_digest() {
     let mut s = minimal();
     s.image.digest = Some(format!("sha256:{}", "a".repeat(64)));
