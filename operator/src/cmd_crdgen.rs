@@ -12,19 +12,19 @@ pub const REGENERATE_COMMAND: &str = "cargo run -p cinder-operator -- crdgen --o
 /// parsers and by the YAML 1.1 ones of kubectl and client-go (see [`quote_yaml11_booleans`]).
 fn crd_yaml(
     crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-) -> Result<String, serde_yaml::Error> {
-    serde_yaml::to_string(crd).map(|yaml| quote_yaml11_booleans(&yaml))
+) -> Result<String, serde_norway::Error> {
+    serde_norway::to_string(crd).map(|yaml| quote_yaml11_booleans(&yaml))
 }
 
 /// Plain scalars that YAML 1.2 reads as strings but YAML 1.1 (kubectl's and client-go's
 /// `sigs.k8s.io/yaml`) reads as booleans: the VPA's `updateMode: Off` would reach the API server
-/// as `false`. `true` and `false` are booleans in both, and quoted by serde_yaml when strings.
+/// as `false`. `true` and `false` are booleans in both, and quoted by serde_norway when strings.
 const YAML11_BOOLEANS: &[&str] = &[
     "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
     "OFF",
 ];
 
-/// Quotes every plain scalar value or sequence item of `yaml` (serde_yaml's block style) that
+/// Quotes every plain scalar value or sequence item of `yaml` (serde_norway's block style) that
 /// YAML 1.1 would read as a boolean; block scalars (`|-`, `>` ...) are left as they are.
 fn quote_yaml11_booleans(yaml: &str) -> String {
     let mut out = String::with_capacity(yaml.len());
@@ -70,7 +70,7 @@ fn quote_yaml11_booleans(yaml: &str) -> String {
 }
 
 /// The three CRDs as one YAML stream (`---` before each document).
-pub fn yaml_stream() -> Result<String, serde_yaml::Error> {
+pub fn yaml_stream() -> Result<String, serde_norway::Error> {
     let mut out = String::new();
     for crd in crate::crd::crds() {
         out.push_str("---\n");
@@ -81,7 +81,7 @@ pub fn yaml_stream() -> Result<String, serde_yaml::Error> {
 
 /// The files of `deploy/crds/`: `(file name, content)`, one per CRD (named after the CRD) and
 /// `kustomization.yaml` listing them.
-pub fn files() -> Result<Vec<(String, String)>, serde_yaml::Error> {
+pub fn files() -> Result<Vec<(String, String)>, serde_norway::Error> {
     let mut files = Vec::new();
     let mut resources = String::new();
     for crd in crate::crd::crds() {

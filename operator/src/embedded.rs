@@ -185,14 +185,14 @@ fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, BootstrapError> {
 /// Parses one YAML stream into manifests (empty documents skipped).
 pub fn parse_stream(path: &Path, text: &str) -> Result<Vec<Manifest>, BootstrapError> {
     let mut out = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let doc_error = |message: String| BootstrapError::Document {
             path: path.to_path_buf(),
             index,
             message,
         };
         let yaml =
-            serde_yaml::Value::deserialize(document).map_err(|e| doc_error(e.to_string()))?;
+            serde_norway::Value::deserialize(document).map_err(|e| doc_error(e.to_string()))?;
         if yaml.is_null() {
             continue;
         }

@@ -1,6 +1,7 @@
 //! The requeue intervals of the pipeline and the jittered form every periodic requeue goes
 //! through (±10 %, so that many Cinders requeued together spread out).
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use std::time::Duration;
 
 /// After a finalizer add, and after the RollingUpdate → Contracting flip.
@@ -50,13 +51,15 @@ pub(crate) const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest retry interval after failures in a row.
 pub(crate) const BACKOFF_CEILING: Duration = Duration::from_secs(30);
 
-/// The nominal retry after `failures` failures in a row (>= 1): `BACKOFF_BASE * 2^(n-1)`, at
-/// most [`BACKOFF_CEILING`].
-pub(crate) fn backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    BACKOFF_BASE
-        .saturating_mul(1 << doublings)
-        .min(BACKOFF_CEILING)
+/// The nominal retries after failures in a row of one thing (>= 1): `BACKOFF_BASE * 2^(n-1)`,
+/// at most [`BACKOFF_CEILING`], never running out; its owner takes the next one per failure
+/// and puts it through [`jittered`].
+pub(crate) fn backoff() -> ExponentialBackoff {
+    ExponentialBuilder::new()
+        .with_min_delay(BACKOFF_BASE)
+        .with_max_delay(BACKOFF_CEILING)
+        .without_max_times()
+        .build()
 }
 
 /// Any periodic requeue delay through the project's one jitter function.
@@ -82,6 +85,13 @@ mod tests {
             assert_eq!(interval, Duration::from_secs(secs), "{interval:?}");
         }
         assert_eq!(PROBE_CACHE_TTL, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_the_ceiling_and_stays_there() {
+        let secs: Vec<u64> = backoff().take(8).map(|d| d.as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(backoff().nth(10_000), Some(BACKOFF_CEILING));
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub fn kubeconfig_yaml_with_ca(url: &str, token: &str, ca_pem: Option<&str>) -> 
         ..Default::default()
     };
     // A kubeconfig of these types always serializes (strings and maps only).
-    serde_yaml::to_string(&config).unwrap_or_default()
+    serde_norway::to_string(&config).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -84,7 +84,7 @@ mod tests {
                     .token
                     .is_some()
             );
-            let raw: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+            let raw: serde_norway::Value = serde_norway::from_str(&text).expect("YAML");
             assert_eq!(raw["users"][0]["user"]["token"].as_str(), Some("t0ken"));
             assert!(
                 text.contains("apiVersion: v1") && text.contains("kind: Config"),

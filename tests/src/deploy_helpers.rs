@@ -57,8 +57,8 @@ pub fn kustomize(dir: &Path) -> anyhow::Result<Vec<Manifest>> {
     let path = dir.join("kustomization.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: serde_yaml::Mapping =
-        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let doc: serde_norway::Mapping =
+        serde_norway::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let mut out = Vec::new();
     for (key, value) in &doc {
         let key = key.as_str().unwrap_or_default();

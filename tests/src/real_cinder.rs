@@ -170,7 +170,7 @@ impl Root {
         let text = std::fs::read_to_string(&file)?;
         Ok(OptionData {
             file,
-            data: serde_yaml::from_str(&text).context("parsing the option data")?,
+            data: serde_norway::from_str(&text).context("parsing the option data")?,
         })
     }
 
@@ -232,7 +232,7 @@ impl Root {
 /// The option data of one release (`oslo-config-generator --format yaml`).
 pub struct OptionData {
     pub file: PathBuf,
-    pub data: serde_yaml::Value,
+    pub data: serde_norway::Value,
 }
 
 impl OptionData {
@@ -266,7 +266,7 @@ impl OptionData {
     }
 
     /// The data of option `key` (as written in a file) of `group`.
-    pub fn option(&self, group: &str, key: &str) -> Option<&serde_yaml::Value> {
+    pub fn option(&self, group: &str, key: &str) -> Option<&serde_norway::Value> {
         self.data
             .get("options")?
             .get(group)?

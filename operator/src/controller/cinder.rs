@@ -248,8 +248,8 @@ impl ReconcileError {
 /// (about 7 s of backoff) are something the user should see without reading the logs.
 pub(crate) const PERSISTENT_FAILURES: u32 = 3;
 
-/// The retry after a failed pass: exponential per Cinder, with a ceiling ([`super::backoff`]),
-/// as the registry gave it. Every failure is counted in
+/// The retry after a failed pass: exponential per Cinder, with a ceiling
+/// ([`crate::requeue::backoff`]), as the registry gave it. Every failure is counted in
 /// `cinder_operator_controller_errors_total{phase}` and logged at WARN with the Cinder's name;
 /// from [`PERSISTENT_FAILURES`] in a row on, each one is also a ReconcileFailed Warning Event on
 /// the Cinder (one event series, counted).
@@ -313,9 +313,9 @@ enum Ended {
 /// every reconcile slot taken (`--max-concurrent-reconciles`) returns at once, queued in the
 /// pipelines registry, which wakes it when a slot is granted to it. After a failed
 /// reconcile (an error, or a pass with a failed step) an event that comes before the retry
-/// time waits for it ([`super::backoff`]), unless the spec changed or the Cinder is deleted;
-/// and a pass starts no sooner than [`crate::pipeline::MIN_PASS_GAP`] after the last one
-/// (the registry's [`Admit`] decides all three).
+/// time waits for it ([`crate::requeue::backoff`]), unless the spec changed or the Cinder is
+/// deleted; and a pass starts no sooner than [`crate::pipeline::MIN_PASS_GAP`] after the last
+/// one (the registry's [`Admit`] decides all three).
 pub(crate) async fn reconcile(
     cinder: Arc<Cinder>,
     ctx: Arc<OperatorContext>,

@@ -30,6 +30,13 @@ use std::collections::BTreeMap;
     validation = Rule::new("self.metadata.name.size() <= 43")
         .message("metadata.name must be at most 43 characters")
         .field_path(".metadata.name"),
+    // The Secret the operator writes beside the workloads (`crate::names::service_user_secret`)
+    // cannot be the credential Secret it reads on the same cluster.
+    validation = Rule::new(
+        "has(self.spec.targetClusterRef) || self.spec.serviceUser.secretRef.name != self.metadata.name + '-service-user'"
+    )
+        .message("spec.serviceUser.secretRef.name must not name <name>-service-user, the Secret the operator writes for this Cinder")
+        .field_path(".spec.serviceUser.secretRef.name"),
     printcolumn(
         name = "Ready",
         type_ = "string",

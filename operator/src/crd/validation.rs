@@ -6,7 +6,7 @@
 use super::cinder::CinderSpec;
 use super::common::{BackendType, NfsSpec, RbdSpec};
 use super::satellite::SatelliteSpec;
-use crate::names::MAX_CINDER_NAME_LEN;
+use crate::names::{MAX_CINDER_NAME_LEN, service_user_secret};
 
 /// Everything wrong with one spec, one line per problem.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -77,6 +77,15 @@ pub fn validate_cinder(name: &str, spec: &CinderSpec) -> Result<(), SpecError> {
             p.push("spec.messaging must set exactly one of clusterRef and secretRef".into())
         }
         _ => {}
+    }
+    // The operator writes `{name}-service-user` beside the workloads: on this cluster, that Secret
+    // and the credential Secret would be one, and the operator's copy would overwrite the user's.
+    let derived = service_user_secret(name);
+    if spec.target_cluster_ref.is_none() && spec.service_user.secret_ref.name == derived {
+        p.push(format!(
+            "spec.serviceUser.secretRef.name {derived:?} names the Secret the operator writes for \
+             this Cinder; name the Secret that holds the service user's password"
+        ));
     }
     if spec.api.replicas < 0 || spec.scheduler.replicas < 0 {
         p.push("replica counts must not be negative".into());

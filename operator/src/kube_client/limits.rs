@@ -7,8 +7,7 @@ pub struct ClientLimits {
     pub qps: f32,
     /// Requests that may start at once after a quiet period.
     pub burst: u32,
-    /// How often one request is retried after a 429, 503 or 504 (waiting its Retry-After each
-    /// time).
+    /// How often one request is retried after a 429 (waiting its Retry-After each time).
     pub max_retries: u32,
 }
 

@@ -1,23 +1,22 @@
-//! The tower layer around a kube client's HTTP stack: every request takes a token from the
-//! client's [`TokenBucket`] first; a 429 answer pauses the bucket for its Retry-After (every
-//! request of this client waits, as the API server asked) and the request is retried, up to
-//! [`ClientLimits::max_retries`] times, before the 429 goes back to the caller (whose
-//! reconcile then backs off). A 503 or 504 (an API server restarting or overloaded) is retried
-//! the same number of times after its Retry-After, without pausing the other requests.
+//! The tower layer around a kube client's HTTP stack: every request first waits for the client's
+//! [`RequestBudget`] (governor's rate limiter); a 429 answer pauses the budget for its
+//! Retry-After (every request of this client waits, as the API server asked) and the request is
+//! retried, up to [`ClientLimits::max_retries`] times, before the 429 goes back to the caller
+//! (whose reconcile then backs off).
 //!
-//! Lease requests (`coordination.k8s.io`: leader election, shards, device locks) take no token:
+//! Lease requests (`coordination.k8s.io`: leader election, shards, device locks) take no share:
 //! a renewal must not queue behind a fleet's reconcile traffic, or a busy replica loses its
 //! Leases for being busy (API priority and fairness likewise gives leader election its own
 //! priority level). They are a few requests per Lease and renew period.
 
 use super::limits::ClientLimits;
-use super::token_bucket::TokenBucket;
+use super::request_budget::RequestBudget;
 use futures::future::BoxFuture;
 use http::{HeaderMap, Request, Response, StatusCode};
 use kube::client::Body;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
@@ -28,22 +27,18 @@ pub(crate) const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Requests queued in front of the inner stack.
 const BUFFER: usize = 1024;
 
-/// Builds [`Throttle`] services sharing one bucket.
+/// Builds [`Throttle`] services sharing one budget.
 #[derive(Clone, Debug)]
 pub(crate) struct ThrottleLayer {
-    bucket: Arc<Mutex<TokenBucket>>,
+    budget: Arc<RequestBudget>,
     max_retries: u32,
 }
 
 impl ThrottleLayer {
-    /// A layer with a full bucket of `limits`.
+    /// A layer with a full budget of `limits`.
     pub(crate) fn new(limits: ClientLimits) -> Self {
         ThrottleLayer {
-            bucket: Arc::new(Mutex::new(TokenBucket::new(
-                f64::from(limits.qps),
-                limits.burst,
-                Instant::now(),
-            ))),
+            budget: Arc::new(RequestBudget::new(&limits)),
             max_retries: limits.max_retries,
         }
     }
@@ -61,7 +56,7 @@ where
     fn layer(&self, inner: S) -> Self::Service {
         Throttle {
             inner: Buffer::new(inner, BUFFER),
-            bucket: self.bucket.clone(),
+            budget: self.budget.clone(),
             max_retries: self.max_retries,
         }
     }
@@ -71,7 +66,7 @@ where
 #[derive(Clone)]
 pub(crate) struct Throttle<S> {
     inner: S,
-    bucket: Arc<Mutex<TokenBucket>>,
+    budget: Arc<RequestBudget>,
     max_retries: u32,
 }
 
@@ -86,7 +81,7 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Duration {
         .min(MAX_RETRY_AFTER)
 }
 
-/// Whether `req` is a Lease request (exempt from the bucket).
+/// Whether `req` is a Lease request (exempt from the budget).
 fn is_lease_request<B>(req: &Request<B>) -> bool {
     req.uri().path().starts_with("/apis/coordination.k8s.io/")
 }
@@ -120,23 +115,15 @@ where
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let inner = self.inner.clone();
-        let bucket = self.bucket.clone();
+        let budget = self.budget.clone();
         let max_retries = self.max_retries;
         Box::pin(async move {
             let mut req = req;
             let mut retries = 0;
             let exempt = is_lease_request(&req);
             loop {
-                let wait = if exempt {
-                    Duration::ZERO
-                } else {
-                    bucket
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take(Instant::now())
-                };
-                if !wait.is_zero() {
-                    tokio::time::sleep(wait).await;
+                if !exempt {
+                    budget.ready().await;
                 }
                 let again = (retries < max_retries)
                     .then(|| copy_request(&req))
@@ -146,10 +133,7 @@ where
                     return Ok(response);
                 }
                 let after = retry_after(response.headers());
-                bucket
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .pause_until(Instant::now() + after);
+                budget.pause_for(after);
                 match again {
                     Some(next) => {
                         retries += 1;
@@ -224,7 +208,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_429_is_retried_after_its_retry_after_until_it_succeeds() {
         let cluster = limited_cluster().await;
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         assert_eq!(six_lists(&cluster, 10).await, vec![true; 6]);
         let records = cluster.requests();
         let throttled = records.iter().filter(|r| r.status == 429).count();

@@ -9,12 +9,13 @@
 //! and the durable marker on a Job still answers for it), so a Cinder whose CronJob spawns a Job
 //! a day does not grow its memory forever. A key given back ([`Memory::unsee`]: the write it
 //! stood for failed) is new again only after a pause that doubles with each failure in a row
-//! ([`crate::requeue::backoff`], jittered), so a failing marker write is not repeated on every
+//! (the key's own [`crate::requeue::backoff`], jittered), so a failing marker write is not repeated on every
 //! pass of a busy Cinder.
 
 use super::key::CinderKey;
 use crate::conditions::Cond;
 use actix::prelude::*;
+use backon::ExponentialBackoff;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -28,16 +29,16 @@ struct Cached {
     until: Instant,
 }
 
-/// A key given back after a failure: how many failures in a row, and when it is new again
-/// (`None` once that time came and it was handed out).
-#[derive(Clone, Debug, Default)]
+/// A key given back after a failure: its next pauses, and when it is new again (`None` once
+/// that time came and it was handed out).
+#[derive(Debug)]
 struct Retry {
-    failures: u32,
+    delays: ExponentialBackoff,
     due: Option<Instant>,
 }
 
 /// What one step remembers of one Cinder.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 struct CinderMemory {
     seen: BTreeSet<String>,
     /// The keys of `seen`, oldest first.
@@ -84,7 +85,7 @@ impl Memory {
     }
 
     /// Gives `key` of `cinder` back at `now` (what it stood for did not happen after all): it is
-    /// new again after [`crate::requeue::backoff`] of its failures in a row, jittered.
+    /// new again after the next pause of its [`crate::requeue::backoff`], jittered.
     pub fn unsee(&mut self, cinder: &CinderKey, key: &str, now: Instant) {
         let Some(m) = self.by_cinder.get_mut(cinder) else {
             return;
@@ -92,9 +93,15 @@ impl Memory {
         if !m.seen.contains(key) {
             return;
         }
-        let retry = m.retries.entry(key.to_string()).or_default();
-        retry.failures = retry.failures.saturating_add(1);
-        retry.due = Some(now + crate::requeue::jittered(crate::requeue::backoff(retry.failures)));
+        let retry = m.retries.entry(key.to_string()).or_insert_with(|| Retry {
+            delays: crate::requeue::backoff(),
+            due: None,
+        });
+        let pause = retry
+            .delays
+            .next()
+            .unwrap_or(crate::requeue::BACKOFF_CEILING);
+        retry.due = Some(now + crate::requeue::jittered(pause));
     }
 
     /// The condition cached under `key` for `cinder`, while it is fresh at `now`.

@@ -6,12 +6,13 @@
 //! ## Back-off
 //!
 //! Per-object exponential back-off of failed reconciles: the n-th failure in a row of one object
-//! (the reconcile returned an error, or a step of its pass failed) is retried after
-//! [`crate::requeue::backoff`], through the project's jitter, and a watch event that arrives
-//! before then does not bring the retry forward unless the object's generation changed (a spec
-//! edit is acted on at once; a child's status change or the object's own status write is not a
-//! reason to repeat a failing write). A successful reconcile resets the object's count. A fault
-//! on one object does not speed up or slow down any other.
+//! (the reconcile returned an error, or a step of its pass failed) is retried after the n-th
+//! delay of its own [`crate::requeue::backoff`] (backon's exponential back-off), through the
+//! project's jitter, and a watch event that arrives before then does not bring the retry
+//! forward unless the object's generation changed (a spec edit is acted on at once; a child's
+//! status change or the object's own status write is not a reason to repeat a failing write). A
+//! successful reconcile resets the object's count and its delays. A fault on one object does not
+//! speed up or slow down any other.
 //!
 //! [`Backoffs`] is the pure bookkeeping. Its owners are actors: the pipelines registry keeps the
 //! Cinders', and [`crate::pipeline::backoff_actor::BackoffActor`] the satellites'.
@@ -42,6 +43,7 @@
 //! sustained backlog which objects wait is left to chance.
 
 use crate::requeue::{backoff, jittered};
+use backon::ExponentialBackoff;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -168,10 +170,12 @@ impl<K: Clone + Eq + Hash + Ord, R: Clone + Ord> Admission<K, R> {
     }
 }
 
-/// One failing object: its failures in a row, the generation that failed and when to retry.
-#[derive(Clone, Copy, Debug)]
+/// One failing object: its failures in a row, its next delays, the generation that failed and
+/// when to retry.
+#[derive(Debug)]
 struct Failing {
     failures: u32,
+    delays: ExponentialBackoff,
     generation: Option<i64>,
     retry_at: Instant,
 }
@@ -200,13 +204,18 @@ impl<K> Default for Backoffs<K> {
 impl<K: Eq + Hash> Backoffs<K> {
     /// Counts a failure of `key` at `generation` at `now`; returns the jittered retry.
     pub fn failed(&mut self, key: K, generation: Option<i64>, now: Instant) -> Retry {
-        let entry = self.failing.entry(key).or_insert(Failing {
+        let entry = self.failing.entry(key).or_insert_with(|| Failing {
             failures: 0,
+            delays: backoff(),
             generation,
             retry_at: now,
         });
         entry.failures = entry.failures.saturating_add(1);
-        let wait = jittered(backoff(entry.failures));
+        let nominal = entry
+            .delays
+            .next()
+            .unwrap_or(crate::requeue::BACKOFF_CEILING);
+        let wait = jittered(nominal);
         entry.generation = generation;
         entry.retry_at = now + wait;
         Retry {
@@ -324,10 +333,20 @@ mod tests {
     }
 
     #[test]
-    fn doubles_per_failure_up_to_the_ceiling() {
-        let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
-        assert_eq!(secs, vec![1, 2, 4, 8, 16, 30, 30, 30]);
-        assert_eq!(backoff(u32::MAX), crate::requeue::BACKOFF_CEILING);
+    fn each_failure_in_a_row_doubles_the_retry_up_to_the_ceiling() {
+        let mut b = Backoffs::default();
+        let now = Instant::now();
+        let waits: Vec<Duration> = (0..8)
+            .map(|_| b.failed("ns/a", Some(1), now).after)
+            .collect();
+        for (wait, nominal) in waits.iter().zip([1, 2, 4, 8, 16, 30, 30, 30]) {
+            let nominal = Duration::from_secs(nominal);
+            assert!(
+                *wait >= nominal.mul_f64(0.9) && *wait <= nominal.mul_f64(1.1),
+                "{waits:?}"
+            );
+        }
+        assert_eq!(b.failures(&"ns/a"), 8);
     }
 
     #[test]

@@ -302,13 +302,13 @@ mod tests {
     use super::*;
 
     fn nfs() -> CinderBackendSpec {
-        serde_yaml::from_str(
+        serde_norway::from_str(
             "{cinderRef: {name: c1}, type: NFS, nfs: {server: 10.0.0.5, path: /export/cinder, mountOptions: [vers=4.1, hard]}}",
         )
         .unwrap()
     }
     fn rbd() -> CinderBackendSpec {
-        serde_yaml::from_str(
+        serde_norway::from_str(
             "{cinderRef: {name: c1}, type: RBD, rbd: {pool: volumes, user: cinder, monitors: ['10.1.0.1:6789', '10.1.0.2:6789'], \
              networks: [10.1.0.0/24], keySecretRef: {name: ceph-key}, secretUUID: 457eb676-33da-42ec-9a8c-9293d545c337}, \
              extraOptions: {rbd_flatten_volume_from_snapshot: 'true'}}",
@@ -344,7 +344,7 @@ mod tests {
     fn the_only_oslo_config_file_of_a_projection_is_its_fragment() {
         // cinder-volume and cinder-backup load every `*.conf` of their --config-dir.
         let volume = project_backend("c1", "ceph1", &rbd(), Some("AQBk==")).unwrap();
-        let backup: CinderBackupBackendSpec = serde_yaml::from_str(
+        let backup: CinderBackupBackendSpec = serde_norway::from_str(
             "{cinderRef: {name: c1}, type: RBD, rbd: {pool: backups, user: cinder, \
              monitors: ['10.1.0.1:6789'], keySecretRef: {name: ceph-key}}}",
         )
@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn backup_projection_for_nfs_and_rbd() {
-        let b: CinderBackupBackendSpec = serde_yaml::from_str(
+        let b: CinderBackupBackendSpec = serde_norway::from_str(
             "{cinderRef: {name: c1}, type: NFS, nfs: {server: nfs.example, path: /backups}, fileSize: 1999634432, compression: zstd}",
         )
         .unwrap();
@@ -411,7 +411,7 @@ mod tests {
         assert!(conf.contains("backup_file_size = 1999634432"));
         assert!(conf.contains("backup_compression_algorithm = zstd"));
         assert!(p.secret_name.starts_with("c1-backup-backend-"));
-        let r: CinderBackupBackendSpec = serde_yaml::from_str(
+        let r: CinderBackupBackendSpec = serde_norway::from_str(
             "{cinderRef: {name: c1}, type: RBD, rbd: {pool: backups, user: backup, monitors: [m1], keySecretRef: {name: k}}}",
         )
         .unwrap();

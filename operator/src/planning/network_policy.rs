@@ -234,7 +234,7 @@ mod tests {
     use k8s_openapi::api::networking::v1::NetworkPolicyIngressRule;
 
     fn spec(ingress: Vec<NetworkPolicyIngressRule>) -> CinderSpec {
-        let mut s: CinderSpec = serde_yaml::from_str(
+        let mut s: CinderSpec = serde_norway::from_str(
             r#"{openStackRelease: "2026.1", image: {repository: r, tag: "2026.1"},
                 database: {host: db.example, port: 3307, secretRef: {name: d}}, messaging: {clusterRef: {name: q}},
                 serviceUser: {secretRef: {name: s}}, keystoneEndpoint: "https://keystone.example/v3"}"#,

@@ -159,7 +159,7 @@ mod tests {
     fn backend(name: &str, spec: &str) -> CinderBackend {
         CinderBackend::new(
             name,
-            serde_yaml::from_str(spec).expect("a CinderBackend spec"),
+            serde_norway::from_str(spec).expect("a CinderBackend spec"),
         )
     }
 

@@ -174,7 +174,7 @@ mod tests {
     fn target(name: &str, spec: &str) -> CinderBackupBackend {
         CinderBackupBackend::new(
             name,
-            serde_yaml::from_str(spec).expect("a CinderBackupBackend spec"),
+            serde_norway::from_str(spec).expect("a CinderBackupBackend spec"),
         )
     }
 

@@ -203,7 +203,7 @@ mod tests {
     }
 
     fn nfs_spec(name: &str) -> (String, CinderBackend) {
-        let spec = serde_yaml::from_str(
+        let spec = serde_norway::from_str(
             "{cinderRef: {name: c}, type: NFS, nfs: {server: 10.0.0.5, path: /export}}",
         )
         .expect("a CinderBackend spec");

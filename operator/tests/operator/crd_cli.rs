@@ -17,9 +17,9 @@ fn crdgen_prints_a_yaml_stream_of_three_crds() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text, cinder_operator::cmd_crdgen::yaml_stream().unwrap());
-    let kinds: Vec<String> = serde_yaml::Deserializer::from_str(&text)
+    let kinds: Vec<String> = serde_norway::Deserializer::from_str(&text)
         .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
+            let v: serde_norway::Value = serde::Deserialize::deserialize(d).unwrap();
             v["spec"]["names"]["kind"].as_str().unwrap().to_string()
         })
         .collect();

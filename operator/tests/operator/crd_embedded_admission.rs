@@ -121,6 +121,19 @@ async fn cel_rules_refuse_long_names_cross_field_specs_and_type_changes() {
         "spec.autoscaling",
         "minReplicas must not exceed maxReplicas",
     );
+    let mut own = cinder("own");
+    own["spec"]["serviceUser"]["secretRef"]["name"] = json!("own-service-user");
+    assert_refused_naming(
+        create(&cluster, own.clone()).await,
+        "spec.serviceUser.secretRef.name",
+        "the Secret the operator writes",
+    );
+    // On a target cluster the operator writes that Secret there: admitted.
+    own["spec"]["targetClusterRef"] = json!({"name": "edge"});
+    create(&cluster, own).await.unwrap();
+    let mut another = cinder("another");
+    another["spec"]["serviceUser"]["secretRef"]["name"] = json!("own-service-user");
+    create(&cluster, another).await.unwrap();
 
     create(&cluster, backend("typed", json!({"cinderRef": {"name": "c"}, "type": "NFS", "nfs": {"server": "s", "path": "/e"}})))
         .await

@@ -27,7 +27,7 @@ fn deploy_crds_match_the_generated_yaml() {
 #[test]
 fn stream_has_three_crds_of_the_group() {
     let stream = yaml_stream().unwrap();
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&stream)
+    let docs: Vec<serde_norway::Value> = serde_norway::Deserializer::from_str(&stream)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
     let names: Vec<_> = docs

@@ -14,7 +14,7 @@ keystoneEndpoint: https://keystone.example:5000/v3
 "#;
 
 fn minimal() -> CinderSpec {
-    serde_yaml::from_str(MINIMAL).unwrap()
+    serde_norway::from_str(MINIMAL).unwrap()
 }
 
 #[test]
@@ -39,6 +39,23 @@ fn name_longer_than_43_is_refused() {
     assert!(validate_cinder(&"a".repeat(43), &s).is_ok());
     let err = validate_cinder(&"a".repeat(44), &s).unwrap_err();
     assert!(err.to_string().contains("43"), "{err}");
+}
+
+#[test]
+fn the_service_user_secret_cannot_be_the_one_the_operator_writes() {
+    let mut s = minimal();
+    s.service_user.secret_ref.name = "cinder-service-user".into();
+    let err = validate_cinder("cinder", &s).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.serviceUser.secretRef.name \"cinder-service-user\""),
+        "{err}"
+    );
+    // Another Cinder's derived Secret name is not this one's.
+    assert!(validate_cinder("other", &s).is_ok());
+    // On a target cluster the operator writes its Secret there, not beside the credential one.
+    s.target_cluster_ref = Some(serde_norway::from_str("{name: edge}").unwrap());
+    assert!(validate_cinder("cinder", &s).is_ok());
 }
 
 #[test]
@@ -78,7 +95,7 @@ fn release_pattern_database_and_messaging_choices() {
 
 #[test]
 fn satellite_needs_exactly_the_block_matching_its_type() {
-    let nfs: CinderBackendSpec = serde_yaml::from_str(
+    let nfs: CinderBackendSpec = serde_norway::from_str(
         "{cinderRef: {name: c}, type: NFS, nfs: {server: nfs.example, path: /export}}",
     )
     .unwrap();
@@ -86,13 +103,13 @@ fn satellite_needs_exactly_the_block_matching_its_type() {
     let mut wrong = nfs.clone();
     wrong.satellite.backend_type = BackendType::Rbd;
     assert!(validate_satellite(&wrong.satellite).is_err());
-    let both: CinderBackendSpec = serde_yaml::from_str(
+    let both: CinderBackendSpec = serde_norway::from_str(
         "{cinderRef: {name: c}, type: NFS, nfs: {server: s, path: /e}, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}",
     )
     .unwrap();
     assert!(validate_satellite(&both.satellite).is_err());
     let rbd: CinderBackendSpec =
-        serde_yaml::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
+        serde_norway::from_str("{cinderRef: {name: c}, type: RBD, rbd: {pool: p, user: u, monitors: [m], keySecretRef: {name: k}}}").unwrap();
     assert!(validate_satellite(&rbd.satellite).is_ok());
     assert_eq!(rbd.satellite.rbd.unwrap().cluster_name, "ceph");
 }
@@ -100,6 +117,6 @@ fn satellite_needs_exactly_the_block_matching_its_type() {
 #[test]
 fn unknown_type_is_rejected_when_parsing() {
     let r: Result<CinderBackendSpec, _> =
-        serde_yaml::from_str("{cinderRef: {name: c}, type: ISCSI}");
+        serde_norway::from_str("{cinderRef: {name: c}, type: ISCSI}");
     assert!(r.is_err());
 }

@@ -117,7 +117,7 @@ spec:
   keystoneEndpoint: https://keystone.example:5000/v3
 "#
     );
-    Arc::new(serde_yaml::from_str(&yaml).unwrap())
+    Arc::new(serde_norway::from_str(&yaml).unwrap())
 }
 
 fn calls() -> Arc<Mutex<Vec<String>>> {
@@ -412,6 +412,39 @@ async fn invalid_spec_runs_no_step_and_says_why() {
         ("False", "InvalidSpec")
     );
     assert!(ready.message.contains("tag and digest"));
+}
+
+#[actix::test]
+async fn a_service_user_secret_named_like_the_operators_own_is_refused_before_any_step() {
+    let c = calls();
+    let table = PipelineTable::custom(healthy_lane(&c), healthy_group(&c));
+    let (_r, metrics) = Metrics::new_registry();
+    let op = engine(&metrics);
+    let mut bad = (*cinder("c1")).clone();
+    bad.spec.service_user.secret_ref.name = "c1-service-user".into();
+    let report = run_pass(&table, &op, Arc::new(bad), None, &mut ()).await;
+    assert_eq!(report.end, PassEnd::InvalidSpec);
+    assert!(
+        c.lock().unwrap().is_empty(),
+        "no step ran, so the Secrets step wrote nothing over the credential Secret"
+    );
+    let ready = report
+        .status
+        .conditions
+        .iter()
+        .find(|x| x.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert!(
+        ready
+            .message
+            .contains("spec.serviceUser.secretRef.name \"c1-service-user\""),
+        "{}",
+        ready.message
+    );
 }
 
 #[actix::test]

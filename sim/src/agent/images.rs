@@ -211,7 +211,7 @@ pub struct PullError(pub String);
 impl ImageMap {
     /// Reads a mapping from YAML or JSON text (see docs/embedded-cluster.md).
     pub fn from_yaml(text: &str) -> Result<ImageMap, String> {
-        let map: ImageMap = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        let map: ImageMap = serde_norway::from_str(text).map_err(|e| e.to_string())?;
         for (index, rule) in map.images.iter().enumerate() {
             match (&rule.exact, &rule.repository) {
                 (Some(_), None) | (None, Some(_)) => {}

@@ -46,7 +46,7 @@ impl Encoder<'_> {
 
     fn any(&self, v: &Value) -> Result<PValue, ApiError> {
         let mut any = self.new_message("Any")?;
-        let yaml = serde_yaml::to_string(v).unwrap_or_default();
+        let yaml = serde_norway::to_string(v).unwrap_or_default();
         any.set_field_by_name("yaml", PValue::String(yaml));
         Ok(PValue::Message(any))
     }

@@ -44,10 +44,10 @@ fn selected_yaml(set: FixtureSet) -> Vec<&'static str> {
 }
 
 /// The CRDs of the fixtures selected by `set`, parsed from the embedded YAML.
-pub fn fixture_crds(set: FixtureSet) -> Result<Vec<CustomResourceDefinition>, serde_yaml::Error> {
+pub fn fixture_crds(set: FixtureSet) -> Result<Vec<CustomResourceDefinition>, serde_norway::Error> {
     let mut crds = Vec::new();
     for yaml in selected_yaml(set) {
-        for document in serde_yaml::Deserializer::from_str(yaml) {
+        for document in serde_norway::Deserializer::from_str(yaml) {
             let crd = <CustomResourceDefinition as serde::Deserialize>::deserialize(document)?;
             crds.push(crd);
         }
@@ -64,7 +64,7 @@ fn served_resource(crd: &CustomResourceDefinition) -> Option<ApiResource> {
     ))
 }
 
-fn invalid_fixture(error: serde_yaml::Error) -> kube::Error {
+fn invalid_fixture(error: serde_norway::Error) -> kube::Error {
     kube::Error::Service(format!("embedded CRD fixture does not parse: {error}").into())
 }
 

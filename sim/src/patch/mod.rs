@@ -46,7 +46,7 @@ pub fn parse_yaml_or_json(body: &[u8]) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
     }
-    serde_yaml::from_slice::<Value>(body)
+    serde_norway::from_slice::<Value>(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 

@@ -239,7 +239,7 @@ fn corpus() -> Vec<Case> {
 fn cinder_sample() -> Value {
     let path = cinder_e2e::deploy_helpers::deploy_dir().join("samples/40-cinder.yaml");
     let text = std::fs::read_to_string(&path).expect("deploy/samples/40-cinder.yaml");
-    let mut v: Value = serde_yaml::from_str(&text).expect("the sample Cinder parses");
+    let mut v: Value = serde_norway::from_str(&text).expect("the sample Cinder parses");
     v["metadata"]["namespace"] = json!(NS);
     v
 }

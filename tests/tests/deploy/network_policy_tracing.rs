@@ -26,8 +26,8 @@ fn render(dir: &Path) -> (Deployment, NetworkPolicy) {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let (mut deployment, mut policy) = (None, None);
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let value = serde_json::to_value(serde_norway::Value::deserialize(doc).unwrap()).unwrap();
         match value["kind"].as_str() {
             Some("Deployment") if value["metadata"]["name"] == "cinder-operator" => {
                 deployment = Some(serde_json::from_value(value).unwrap())

@@ -196,7 +196,7 @@ async fn metrics_reader_token(client: &kube::Client) -> anyhow::Result<String> {
     });
     let manifests = cinder_operator::embedded::parse_stream(
         Path::new("scraper.yaml"),
-        &serde_yaml::to_string(&binding)?,
+        &serde_norway::to_string(&binding)?,
     )?;
     apply_service_account(client, &manifests, NS, "scraper").await
 }

@@ -310,7 +310,7 @@ async fn bound_account(op: &DeployedOperator, name: &str, role: &str) -> String 
     });
     let manifests = cinder_operator::embedded::parse_stream(
         std::path::Path::new("binding.yaml"),
-        &serde_yaml::to_string(&binding).unwrap(),
+        &serde_norway::to_string(&binding).unwrap(),
     )
     .unwrap();
     apply_service_account(&op.client, &manifests, NS, name)

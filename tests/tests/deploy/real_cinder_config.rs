@@ -42,16 +42,16 @@ const SERVICE_PASSWORD: &str = "ks$pa$$word${x}";
 fn samples() -> (Cinder, Vec<CinderBackend>, CinderBackupBackend) {
     let dir = repo_root().join("deploy/samples");
     let cinder: Cinder =
-        serde_yaml::from_str(&std::fs::read_to_string(dir.join("40-cinder.yaml")).unwrap())
+        serde_norway::from_str(&std::fs::read_to_string(dir.join("40-cinder.yaml")).unwrap())
             .unwrap();
     let text = std::fs::read_to_string(dir.join("50-backends.yaml")).unwrap();
     let mut backends = Vec::new();
     let mut backup = None;
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v = serde_yaml::Value::deserialize(doc).unwrap();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let v = serde_norway::Value::deserialize(doc).unwrap();
         match v["kind"].as_str() {
-            Some("CinderBackend") => backends.push(serde_yaml::from_value(v).unwrap()),
-            Some("CinderBackupBackend") => backup = Some(serde_yaml::from_value(v).unwrap()),
+            Some("CinderBackend") => backends.push(serde_norway::from_value(v).unwrap()),
+            Some("CinderBackupBackend") => backup = Some(serde_norway::from_value(v).unwrap()),
             other => panic!("unexpected {other:?} in 50-backends.yaml"),
         }
     }
@@ -122,7 +122,7 @@ fn processes() -> (BTreeMap<String, String>, Vec<Process>) {
             env: host_env.clone(),
         });
     }
-    let rbd_backup: CinderBackupBackendSpec = serde_yaml::from_str(
+    let rbd_backup: CinderBackupBackendSpec = serde_norway::from_str(
         "{cinderRef: {name: cinder}, type: RBD, rbd: {pool: backups, user: cinder-backup, \
          monitors: ['192.0.2.10:6789'], keySecretRef: {name: ceph-cinder-key, key: key}}, \
          compression: zlib}",

@@ -78,6 +78,22 @@ async fn invalid_resources_are_refused_or_reported_with_the_field() {
     )
     .await;
 
+    // The credential Secret named as the Secret the operator writes for this Cinder: refused
+    // (by the CRD's rule, or by the operator before any step), never written over.
+    let own = cinder_json(
+        "own",
+        serde_json::json!({"serviceUser": {"secretRef": {"name": "own-service-user"}}}),
+    );
+    refused_or_reported::<Cinder>(
+        &h,
+        own,
+        "spec.serviceUser.secretRef.name",
+        "own",
+        "Ready",
+        "InvalidSpec",
+    )
+    .await;
+
     let nfs_without_block = serde_json::json!({
         "apiVersion": "cinder.openstack.c5c3.io/v1alpha1",
         "kind": "CinderBackend",

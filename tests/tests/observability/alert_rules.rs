@@ -8,20 +8,20 @@ use cinder_e2e::observability_helpers::{run, test_telemetry};
 use std::path::{Path, PathBuf};
 
 /// The PrometheusRule's `spec` (plain Prometheus rule groups) as YAML.
-fn rule_groups() -> serde_yaml::Value {
+fn rule_groups() -> serde_norway::Value {
     let path = deploy_dir().join("monitoring/prometheus-rule.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let rule: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let rule: serde_norway::Value = serde_norway::from_str(&text).unwrap();
     assert_eq!(rule["kind"].as_str(), Some("PrometheusRule"));
     rule["spec"].clone()
 }
 
 /// A folder holding `rules.yaml` (from `groups`) and the unit tests beside it.
-fn workspace(groups: &serde_yaml::Value) -> tempfile::TempDir {
+fn workspace(groups: &serde_norway::Value) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("rules.yaml"),
-        serde_yaml::to_string(groups).unwrap(),
+        serde_norway::to_string(groups).unwrap(),
     )
     .unwrap();
     std::fs::copy(
@@ -90,7 +90,7 @@ fn promtool_accepts_and_unit_tests_the_alerts() {
 
     // The unit tests can fail: a CinderNotReady after 5 minutes fires at 10 minutes.
     let mut broken = groups.clone();
-    broken["groups"][0]["rules"][2]["for"] = serde_yaml::Value::String("5m".to_string());
+    broken["groups"][0]["rules"][2]["for"] = serde_norway::Value::String("5m".to_string());
     let dir = workspace(&broken);
     let tests = dir.path().join("rules-test.yaml").display().to_string();
     let (ok, report) = promtool(dir.path(), &["test", "rules", &tests]);

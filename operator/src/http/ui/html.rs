@@ -1,41 +1,31 @@
-//! HTML building blocks of the admin UI: escaping (every value shown goes through [`escape`]),
-//! the page frame with its navigation, and the few formats the pages share (durations, ages,
-//! condition-status classes). No inline script or style: the Content-Security-Policy forbids
-//! them, the look comes from `/ui/admin.css` and live refresh from `/ui/admin.js`.
+//! HTML building blocks of the admin UI: the page frame with its navigation, tables, and the few
+//! formats the pages share (durations, ages, condition-status classes). Markup is written with
+//! maud, which escapes every value spliced into it; path segments of links are percent-encoded.
+//! No inline script or style: the Content-Security-Policy forbids them, the look comes from
+//! `/ui/admin.css` and live refresh from `/ui/admin.js`.
 
-use std::fmt::Write as _;
+use maud::{DOCTYPE, Markup, html};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The Content-Security-Policy of every admin page: only the operator's own script, stylesheet
 /// and fetches; no frames, forms, plugins or inline code.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Escapes text for HTML element content and attribute values.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
+/// What a path segment keeps as it is (RFC 3986 unreserved); everything else is encoded (names
+/// are DNS labels, but nothing is assumed).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
-/// Percent-encodes a path segment (names are DNS labels, but nothing is assumed).
-pub(crate) fn path_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+/// The detail page of the Cinder `namespace/name`.
+pub(crate) fn cinder_path(namespace: &str, name: &str) -> String {
+    format!(
+        "/ui/cinders/{}/{}",
+        utf8_percent_encode(namespace, SEGMENT),
+        utf8_percent_encode(name, SEGMENT)
+    )
 }
 
 /// The pages of the navigation bar: (path, title).
@@ -47,29 +37,38 @@ pub(crate) const NAV: [(&str, &str); 3] = [
 
 /// A whole page: head (stylesheet, script), navigation with `active` marked, and `main` (the
 /// part live refresh replaces, fetched from `refresh` with `?fragment=main`).
-pub(crate) fn document(title: &str, active: &str, refresh: &str, main: &str) -> String {
-    let mut nav = String::new();
-    for (path, name) in NAV {
-        let class = if path == active {
-            " class=\"active\""
-        } else {
-            ""
-        };
-        let _ = write!(nav, "<a href=\"{path}\"{class}>{name}</a>");
+pub(crate) fn document(title: &str, active: &str, refresh: &str, main: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · cinder-operator" }
+                link rel="stylesheet" href="/ui/admin.css";
+                script src="/ui/admin.js" defer {}
+            }
+            body {
+                header {
+                    span class="brand" { "cinder-operator" }
+                    nav {
+                        @for (path, name) in NAV {
+                            a href=(path) class=[(path == active).then_some("active")] { (name) }
+                        }
+                    }
+                    span id="refresh-status" class="muted" { "live" }
+                }
+                main id="main" data-refresh=(refresh) { (main) }
+                footer class="muted" {
+                    "JSON: "
+                    a href="/pipelines" { "/pipelines" } " "
+                    a href="/transactions" { "/transactions" } " "
+                    a href="/devices" { "/devices" } " "
+                    a href="/actors" { "/actors" }
+                }
+            }
+        }
     }
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<title>{title} · cinder-operator</title>\
-<link rel=\"stylesheet\" href=\"/ui/admin.css\"><script src=\"/ui/admin.js\" defer></script></head>\
-<body><header><span class=\"brand\">cinder-operator</span><nav>{nav}</nav>\
-<span id=\"refresh-status\" class=\"muted\">live</span></header>\
-<main id=\"main\" data-refresh=\"{refresh}\">{main}</main>\
-<footer class=\"muted\">JSON: <a href=\"/pipelines\">/pipelines</a> <a href=\"/transactions\">/transactions</a> \
-<a href=\"/devices\">/devices</a> <a href=\"/actors\">/actors</a></footer></body></html>\n",
-        title = escape(title),
-        refresh = escape(refresh),
-    )
 }
 
 /// The CSS class of a condition status (`True` / `False` / anything else).
@@ -106,25 +105,22 @@ pub(crate) fn seconds(s: Option<f64>) -> String {
     s.map_or_else(|| "none".to_string(), |s| millis(s * 1000.0))
 }
 
-/// A table from a header row and rows of already-escaped cells; `empty` when there are no rows.
-pub(crate) fn table(class: &str, header: &[&str], rows: &[Vec<String>], empty: &str) -> String {
-    if rows.is_empty() {
-        return format!("<p class=\"empty\">{}</p>", escape(empty));
-    }
-    let mut out = format!("<table class=\"{class}\"><thead><tr>");
-    for h in header {
-        let _ = write!(out, "<th>{}</th>", escape(h));
-    }
-    out.push_str("</tr></thead><tbody>");
-    for row in rows {
-        out.push_str("<tr>");
-        for cell in row {
-            let _ = write!(out, "<td>{cell}</td>");
+/// A table from a header row and rows of cells; `empty` when there are no rows.
+pub(crate) fn table(class: &str, header: &[&str], rows: &[Vec<Markup>], empty: &str) -> Markup {
+    html! {
+        @if rows.is_empty() {
+            p class="empty" { (empty) }
+        } @else {
+            table class=(class) {
+                thead { tr { @for h in header { th { (h) } } } }
+                tbody {
+                    @for row in rows {
+                        tr { @for cell in row { td { (cell) } } }
+                    }
+                }
+            }
         }
-        out.push_str("</tr>");
     }
-    out.push_str("</tbody></table>");
-    out
 }
 
 #[cfg(test)]
@@ -132,12 +128,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_is_escaped() {
-        assert_eq!(
-            escape("<script>alert('x')</script> & \"q\""),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+    fn values_are_escaped_and_path_segments_encoded() {
+        let hostile = "<script>alert('x')</script> & \"q\"";
+        let rows = vec![vec![html! { (hostile) }]];
+        let t = table("t", &[hostile], &rows, "").into_string();
+        assert!(
+            t.contains("<th>&lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;q&quot;</th>"),
+            "{t}"
         );
-        assert_eq!(path_segment("a b/c"), "a%20b%2Fc");
+        assert!(
+            t.contains("<td>&lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;q&quot;</td>"),
+            "{t}"
+        );
+        assert!(!t.contains("<script>"), "{t}");
+        let empty = table("t", &[], &[], "none <yet>").into_string();
+        assert_eq!(empty, "<p class=\"empty\">none &lt;yet&gt;</p>");
+        assert_eq!(cinder_path("a b/c", "x~y"), "/ui/cinders/a%20b%2Fc/x~y");
     }
 
     #[test]
@@ -153,13 +159,22 @@ mod tests {
 
     #[test]
     fn the_document_has_no_inline_code() {
-        let page = document("x<y", "/", "/", "<p>body</p>");
-        assert!(page.contains("x&lt;y"), "{page}");
+        let page = document("x<y", "/", "/\"a", html! { p { "body" } }).into_string();
+        assert!(
+            page.contains("<title>x&lt;y · cinder-operator</title>"),
+            "{page}"
+        );
+        assert!(page.contains("data-refresh=\"/&quot;a\""), "{page}");
         assert!(!page.contains("<script>"), "{page}");
         assert!(!page.contains("style="), "{page}");
         assert!(
             page.contains("<a href=\"/\" class=\"active\">Cinders</a>"),
             "{page}"
         );
+        assert!(
+            page.contains("<a href=\"/ui/devices\">Devices</a>"),
+            "{page}"
+        );
+        assert!(page.contains("<main id=\"main\" data-refresh=\"/&quot;a\"><p>body</p></main>"));
     }
 }

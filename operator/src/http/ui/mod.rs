@@ -1,5 +1,5 @@
 //! The admin UI: HTML pages over the same sources as the admin JSON views, rendered on the
-//! server with every value escaped, styled by one stylesheet and refreshed live by one small
+//! server with maud (every value escaped by construction), styled by one stylesheet and refreshed live by one small
 //! script, both served from here (no external asset) under a strict Content-Security-Policy.
 //! Pages: `/` (overview of the Cinders), `/ui/cinders/{namespace}/{name}` (a Cinder's steps,
 //! pass history, devices and locks), `/ui/transactions` (with the wait-for graph),
@@ -17,6 +17,7 @@ pub mod wait_for;
 use super::admin::AdminSources;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+use maud::{Markup, html};
 use model::{CinderView, cinder_views, pipeline_rows};
 
 const STYLESHEET: &str = include_str!("assets/admin.css");
@@ -34,12 +35,12 @@ fn page(
     status: StatusCode,
     title: &str,
     active: &str,
-    main: String,
+    main: Markup,
 ) -> HttpResponse {
     let body = if wants_fragment(req) {
-        main
+        main.into_string()
     } else {
-        html::document(title, active, req.path(), &main)
+        html::document(title, active, req.path(), main).into_string()
     };
     if body.len() > super::admin::MAX_RESPONSE_BYTES {
         return super::admin::too_large(body.len());
@@ -90,11 +91,10 @@ async fn cinder(
         .iter()
         .find(|c| c.namespace == namespace && c.name == name)
     else {
-        let main = format!(
-            "<h1>No Cinder {}/{}</h1><p><a href=\"/\">All Cinders</a></p>",
-            html::escape(&namespace),
-            html::escape(&name)
-        );
+        let main = html! {
+            h1 { "No Cinder " (namespace) "/" (name) }
+            p { a href="/" { "All Cinders" } }
+        };
         return page(&req, StatusCode::NOT_FOUND, "Not found", "/", main);
     };
     let coordinator = sources.coordinator.inspect().await.ok();

@@ -2,10 +2,10 @@
 //! waits for, to the transactions holding that resource; the oldest waiter is marked. [`build`]
 //! is pure; [`svg`] draws it server-side in three columns (waiters, resources, holders).
 
-use super::html::{escape, millis};
+use super::html::millis;
 use cinder_actors::CoordinatorSnapshot;
+use maud::{Markup, html};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// A resource that somebody waits for.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,81 +101,82 @@ const BOX_H: usize = 30;
 const COLUMNS: [usize; 3] = [10, 290, 570];
 const BOX_W: [usize; 3] = [180, 240, 180];
 
-fn node(out: &mut String, column: usize, row: usize, class: &str, label: &str, sub: &str) {
+fn node(column: usize, row: usize, class: &str, label: &str, sub: &str) -> Markup {
     let (x, y) = (COLUMNS[column], 40 + row * ROW);
-    let _ = write!(
-        out,
-        "<g class=\"node {class}\"><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{BOX_H}\" rx=\"4\"></rect>\
-<text x=\"{tx}\" y=\"{ty}\">{label}</text><text class=\"sub\" x=\"{tx}\" y=\"{sy}\">{sub}</text></g>",
-        w = BOX_W[column],
-        tx = x + 6,
-        ty = y + 13,
-        sy = y + 26,
-        label = escape(label),
-        sub = escape(sub),
-    );
+    html! {
+        g class={ "node " (class) } {
+            rect x=(x) y=(y) width=(BOX_W[column]) height=(BOX_H) rx="4" {}
+            text x=(x + 6) y=(y + 13) { (label) }
+            text class="sub" x=(x + 6) y=(y + 26) { (sub) }
+        }
+    }
 }
 
-fn edge(out: &mut String, from: (usize, usize), to: (usize, usize), class: &str) {
-    let x1 = COLUMNS[from.0] + BOX_W[from.0];
-    let y1 = 40 + from.1 * ROW + BOX_H / 2;
-    let x2 = COLUMNS[to.0];
-    let y2 = 40 + to.1 * ROW + BOX_H / 2;
-    let _ = write!(
-        out,
-        "<line class=\"edge {class}\" x1=\"{x1}\" y1=\"{y1}\" x2=\"{x2}\" y2=\"{y2}\" marker-end=\"url(#arrow)\"></line>"
-    );
+fn edge(from: (usize, usize), to: (usize, usize), class: &str) -> Markup {
+    html! {
+        line class={ "edge " (class) }
+            x1=(COLUMNS[from.0] + BOX_W[from.0]) y1=(40 + from.1 * ROW + BOX_H / 2)
+            x2=(COLUMNS[to.0]) y2=(40 + to.1 * ROW + BOX_H / 2)
+            marker-end="url(#arrow)" {}
+    }
 }
 
 /// The graph as an SVG element (empty graph: a sentence instead).
-pub(crate) fn svg(graph: &WaitFor) -> String {
+pub(crate) fn svg(graph: &WaitFor) -> Markup {
     if graph.resources.is_empty() {
-        return "<p class=\"empty\" id=\"wait-for-empty\">No transaction waits for a lock.</p>"
-            .to_string();
+        return html! {
+            p class="empty" id="wait-for-empty" { "No transaction waits for a lock." }
+        };
     }
     let waiters = graph.waiters();
     let holders = graph.holders();
     let rows = waiters.len().max(holders.len()).max(graph.resources.len());
     let height = 50 + rows * ROW;
-    let mut out = format!(
-        "<svg id=\"wait-for\" class=\"wait-for\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 760 {height}\" width=\"760\" height=\"{height}\" role=\"img\" aria-label=\"wait-for graph\">\
-<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\"></path></marker></defs>\
-<text class=\"heading\" x=\"{}\" y=\"22\">waiting transaction</text><text class=\"heading\" x=\"{}\" y=\"22\">resource</text><text class=\"heading\" x=\"{}\" y=\"22\">held by</text>",
-        COLUMNS[0], COLUMNS[1], COLUMNS[2]
-    );
+    let oldest = graph.oldest_waiter.map(|o| o.0);
     let row_of_waiter = |txn: u64| waiters.iter().position(|(t, _)| *t == txn).unwrap_or(0);
     let row_of_holder = |txn: u64| holders.iter().position(|t| *t == txn).unwrap_or(0);
-    for (i, r) in graph.resources.iter().enumerate() {
-        for &(txn, _) in &r.waiters {
-            let class = if graph.oldest_waiter.map(|o| o.0) == Some(txn) {
-                "waits oldest"
-            } else {
-                "waits"
-            };
-            edge(&mut out, (0, row_of_waiter(txn)), (1, i), class);
+    html! {
+        svg id="wait-for" class="wait-for" xmlns="http://www.w3.org/2000/svg"
+            viewBox={ "0 0 760 " (height) } width="760" height=(height) role="img"
+            aria-label="wait-for graph" {
+            defs {
+                marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7"
+                    markerHeight="7" orient="auto-start-reverse" {
+                    path d="M 0 0 L 10 5 L 0 10 z" {}
+                }
+            }
+            text class="heading" x=(COLUMNS[0]) y="22" { "waiting transaction" }
+            text class="heading" x=(COLUMNS[1]) y="22" { "resource" }
+            text class="heading" x=(COLUMNS[2]) y="22" { "held by" }
+            @for (i, r) in graph.resources.iter().enumerate() {
+                @for &(txn, _) in &r.waiters {
+                    (edge(
+                        (0, row_of_waiter(txn)),
+                        (1, i),
+                        if oldest == Some(txn) { "waits oldest" } else { "waits" },
+                    ))
+                }
+                @for &txn in &r.holders {
+                    (edge((1, i), (2, row_of_holder(txn)), "held"))
+                }
+            }
+            @for (i, &(txn, ms)) in waiters.iter().enumerate() {
+                (node(
+                    0,
+                    i,
+                    if oldest == Some(txn) { "txn oldest" } else { "txn" },
+                    &format!("txn {txn}"),
+                    &format!("waits {}", millis(ms as f64)),
+                ))
+            }
+            @for (i, r) in graph.resources.iter().enumerate() {
+                (node(1, i, "resource", &r.label, &format!("{} waiting", r.waiters.len())))
+            }
+            @for (i, &txn) in holders.iter().enumerate() {
+                (node(2, i, "txn holder", &format!("txn {txn}"), "holds"))
+            }
         }
-        for &txn in &r.holders {
-            edge(&mut out, (1, i), (2, row_of_holder(txn)), "held");
-        }
     }
-    for (i, &(txn, ms)) in waiters.iter().enumerate() {
-        let class = if graph.oldest_waiter.map(|o| o.0) == Some(txn) {
-            "txn oldest"
-        } else {
-            "txn"
-        };
-        let sub = format!("waits {}", millis(ms as f64));
-        node(&mut out, 0, i, class, &format!("txn {txn}"), &sub);
-    }
-    for (i, r) in graph.resources.iter().enumerate() {
-        let sub = format!("{} waiting", r.waiters.len());
-        node(&mut out, 1, i, "resource", &r.label, &sub);
-    }
-    for (i, &txn) in holders.iter().enumerate() {
-        node(&mut out, 2, i, "txn holder", &format!("txn {txn}"), "holds");
-    }
-    out.push_str("</svg>");
-    out
 }
 
 #[cfg(test)]
@@ -240,7 +241,7 @@ mod tests {
         assert_eq!(g.resources[0].holders, vec![7]);
         assert_eq!(g.resources[0].waiters, vec![(8, 4000), (9, 700)]);
         assert_eq!(g.oldest_waiter, Some((8, 4000)));
-        let svg = svg(&g);
+        let svg = svg(&g).into_string();
         assert!(svg.contains("txn 8") && svg.contains("txn 7") && svg.contains("cinder/ns/a"));
         assert_eq!(
             svg.matches("class=\"edge waits oldest\"").count(),
@@ -258,6 +259,6 @@ mod tests {
             resources: Vec::new(),
         });
         assert!(g.resources.is_empty() && g.oldest_waiter.is_none());
-        assert!(svg(&g).contains("No transaction waits"));
+        assert!(svg(&g).into_string().contains("No transaction waits"));
     }
 }
