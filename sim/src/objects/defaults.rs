@@ -67,9 +67,10 @@ pub fn apply(group: &str, resource: &str, obj: &mut Value) {
 }
 
 /// What a real API server's strategies set on a new object of a built-in kind (once, at
-/// creation): a Namespace's `kubernetes` finalizer, a Job's generated selector and its
-/// controller-uid and job-name template labels, a DaemonSet's template generation, and the
-/// status counts the typed status structs always encode (zero until a controller counts).
+/// creation, after its writer's managedFields are taken, so nobody owns these): a Namespace's
+/// `kubernetes` finalizer, a Job's generated selector and its controller-uid and job-name
+/// template labels, and the status counts the typed status structs always encode (zero until
+/// a controller counts).
 pub fn on_create(group: &str, resource: &str, obj: &mut Value) {
     let Some(root) = obj.as_object_mut() else {
         return;
@@ -82,11 +83,6 @@ pub fn on_create(group: &str, resource: &str, obj: &mut Value) {
         }
         ("batch", "jobs") => job_selector(root),
         ("apps", "daemonsets") => {
-            if let Some(meta) = object_at(root, "metadata")
-                && let Some(annotations) = object_at(meta, "annotations")
-            {
-                annotations.insert(TEMPLATE_GENERATION.into(), json!("1"));
-            }
             zero_status(
                 root,
                 &[
@@ -105,22 +101,27 @@ pub fn on_create(group: &str, resource: &str, obj: &mut Value) {
     }
 }
 
-/// What a real API server's strategies change on an update of a built-in kind: a DaemonSet
-/// whose pod template changed gets the next template generation.
-pub fn on_update(group: &str, resource: &str, old: &Value, obj: &mut Value) {
+/// A DaemonSet's template generation, published in an annotation: 1 at creation, the next
+/// one when an update changes the pod template (defaulting, so its writer owns it).
+pub fn template_generation(group: &str, resource: &str, old: Option<&Value>, obj: &mut Value) {
     if (group, resource) != ("apps", "daemonsets") {
         return;
     }
-    let previous = old
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(TEMPLATE_GENERATION))
-        .and_then(Value::as_str)
-        .and_then(|g| g.parse::<u64>().ok())
-        .unwrap_or(1);
-    let next = if old.pointer("/spec/template") == obj.pointer("/spec/template") {
-        previous
-    } else {
-        previous + 1
+    let next = match old {
+        None => 1,
+        Some(old) => {
+            let previous = old
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(TEMPLATE_GENERATION))
+                .and_then(Value::as_str)
+                .and_then(|g| g.parse::<u64>().ok())
+                .unwrap_or(1);
+            if old.pointer("/spec/template") == obj.pointer("/spec/template") {
+                previous
+            } else {
+                previous + 1
+            }
+        }
     };
     if let Some(root) = obj.as_object_mut()
         && let Some(meta) = object_at(root, "metadata")
@@ -311,9 +312,6 @@ fn service(root: &mut Map<String, Value>) {
     default(spec, "sessionAffinity", json!("None"));
     if spec.get("type").and_then(Value::as_str) != Some("ExternalName") {
         default(spec, "internalTrafficPolicy", json!("Cluster"));
-        // a single-stack IPv4 cluster, as the embedded cluster's service CIDR is
-        default(spec, "ipFamilies", json!(["IPv4"]));
-        default(spec, "ipFamilyPolicy", json!("SingleStack"));
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports.iter_mut().filter_map(Value::as_object_mut) {

@@ -9,8 +9,8 @@ use super::service_ips::{self, ServiceCidr};
 use super::target::Target;
 use super::{builtin_rules, defaults, meta};
 use crate::error::ApiError;
-use crate::registry::Registry;
 use crate::registry::crd_status;
+use crate::registry::{Registry, ResourceInfo};
 use crate::schema;
 use crate::store::{ObjKey, Txn};
 use base64::Engine as _;
@@ -101,32 +101,6 @@ pub fn on_write(
             if old.is_none_or(|o| o.pointer("/metadata/deletionTimestamp").is_none()) {
                 obj["status"] = json!({"phase": "Active"});
             }
-            let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
-            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-        }
-        ("", "secrets") => {
-            if let Some(string_data) = obj.get("stringData").cloned() {
-                let map = string_data
-                    .as_object()
-                    .ok_or_else(|| ApiError::bad_request("stringData must be a map of strings"))?
-                    .clone();
-                if obj.get("data").is_none_or(Value::is_null) {
-                    obj["data"] = json!({});
-                }
-                for (k, v) in map {
-                    let s = v.as_str().ok_or_else(|| {
-                        ApiError::bad_request(format!("stringData.{k} must be a string"))
-                    })?;
-                    obj["data"][k] =
-                        json!(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()));
-                }
-                if let Some(m) = obj.as_object_mut() {
-                    m.remove("stringData");
-                }
-            }
-            if obj.get("type").is_none() {
-                obj["type"] = json!("Opaque");
-            }
         }
         ("", "services") => {
             if obj.get("spec").is_none_or(|s| !s.is_object()) {
@@ -167,8 +141,33 @@ pub fn on_write(
                     obj["spec"]["clusterIPs"] = json!([ip]);
                 }
             }
+            if obj.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName") {
+                // allocated with the cluster IP: a single-stack IPv4 cluster, as the embedded
+                // cluster's service CIDR is
+                for (field, value) in [
+                    ("ipFamilies", json!(["IPv4"])),
+                    ("ipFamilyPolicy", json!("SingleStack")),
+                ] {
+                    if obj["spec"].get(field).is_none_or(Value::is_null) {
+                        obj["spec"][field] = value;
+                    }
+                }
+            }
             if old.is_none() && is_empty_status(obj) {
                 obj["status"] = json!({"loadBalancer": {}});
+            }
+        }
+        ("events.k8s.io", "events") => {
+            // fields of the typed Event without `omitempty` (a null time, an empty struct):
+            // encoded, not written by anyone
+            if let Some(root) = obj.as_object_mut() {
+                for (key, value) in [
+                    ("deprecatedFirstTimestamp", Value::Null),
+                    ("deprecatedLastTimestamp", Value::Null),
+                    ("deprecatedSource", json!({})),
+                ] {
+                    root.entry(key).or_insert(value);
+                }
             }
         }
         ("", "pods") if old.is_none() && is_empty_status(obj) => {
@@ -179,16 +178,60 @@ pub fn on_write(
         }
         _ => {}
     }
-    match old {
-        None => defaults::on_create(&info.group, &info.resource, obj),
-        Some(old) => defaults::on_update(&info.group, &info.resource, old, obj),
+    if old.is_none() {
+        defaults::on_create(&info.group, &info.resource, obj);
     }
-    defaults::apply(&info.group, &info.resource, obj);
+    defaulted(info, old, obj)?;
     let causes = builtin_rules::causes(&info.group, &info.resource, old, obj);
     if !causes.is_empty() {
         let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
         return Err(ApiError::invalid(&info.group, &info.kind, &name, causes));
     }
+    Ok(())
+}
+
+/// What decoding and defaulting make of a write of a built-in kind before the server's
+/// strategy runs: the part of the stored object its writer is credited with in managedFields
+/// (a Secret's stringData folded into data and its type, a Namespace's name label, a
+/// DaemonSet's template generation, the defaults of [`defaults::apply`]).
+pub fn defaulted(
+    info: &ResourceInfo,
+    old: Option<&Value>,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    match (info.group.as_str(), info.resource.as_str()) {
+        ("", "secrets") => {
+            if let Some(string_data) = obj.get("stringData").cloned() {
+                let map = string_data
+                    .as_object()
+                    .ok_or_else(|| ApiError::bad_request("stringData must be a map of strings"))?
+                    .clone();
+                if obj.get("data").is_none_or(Value::is_null) {
+                    obj["data"] = json!({});
+                }
+                for (k, v) in map {
+                    let s = v.as_str().ok_or_else(|| {
+                        ApiError::bad_request(format!("stringData.{k} must be a string"))
+                    })?;
+                    obj["data"][k] =
+                        json!(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()));
+                }
+                if let Some(m) = obj.as_object_mut() {
+                    m.remove("stringData");
+                }
+            }
+            if obj.get("type").is_none() {
+                obj["type"] = json!("Opaque");
+            }
+        }
+        ("", "namespaces") => {
+            let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        }
+        _ => {}
+    }
+    defaults::template_generation(&info.group, &info.resource, old, obj);
+    defaults::apply(&info.group, &info.resource, obj);
     Ok(())
 }
 

@@ -58,8 +58,8 @@ fn collect(v: &Value, path: &mut Vec<String>, out: &mut FieldSet) {
                 path.pop();
             }
         }
-        Some(_) => {}
-        None => {
+        // an empty map is a field of its own (a real server records `f:backup: {}`)
+        Some(_) | None => {
             out.insert(path.clone());
         }
     }
@@ -78,6 +78,13 @@ fn overlaps(a: &[String], b: &[String]) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
+/// Whether an applier's field `q` contends with another manager's field `p`: they overlap,
+/// unless `q` is an empty map the applier only wants to exist and `p` a field inside it.
+fn contends(p: &[String], q: &[String], applied: &Value) -> bool {
+    let empty_map = value_at(applied, q).is_some_and(|v| v.as_object().is_some_and(Map::is_empty));
+    overlaps(p, q) && !(empty_map && p.len() > q.len())
+}
+
 /// `FieldsV1` JSON of a field set.
 pub fn to_fields_v1(set: &FieldSet) -> Value {
     let mut root = Map::new();
@@ -92,6 +99,81 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
         }
     }
     Value::Object(root)
+}
+
+/// Rewrites each managedFields entry's `FieldsV1` of `obj` as a real server encodes the same
+/// ownership: an Update's map owned key by key also lists itself (`".": {}`) where the server's schema
+/// makes it a map rather than a struct (every object of a custom resource; labels,
+/// annotations, ConfigMap and Secret data, node selectors and the pointer structs of update
+/// strategies in built-in kinds), and an atomic field of a built-in kind ([`is_atomic`]) is
+/// owned as one field.
+pub fn encode_as_server(obj: &mut Value, custom: bool) {
+    let snapshot = obj.clone();
+    let Some(list) = obj
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for entry in list {
+        // an Apply's set is the applied configuration's fields, without the map members
+        let update = entry.get("operation").and_then(Value::as_str) != Some("Apply");
+        if let Some(fields) = entry.get_mut("fieldsV1") {
+            mark(fields, &snapshot, &mut Vec::new(), custom, update);
+        }
+    }
+}
+
+fn mark(fields: &mut Value, obj: &Value, path: &mut Vec<String>, custom: bool, update: bool) {
+    let Some(map) = fields.as_object_mut() else {
+        return;
+    };
+    if !custom && is_atomic(path) {
+        map.clear();
+        return;
+    }
+    let keys: Vec<String> = map
+        .keys()
+        .filter(|k| k.starts_with("f:"))
+        .cloned()
+        .collect();
+    if update && !keys.is_empty() && !path.is_empty() {
+        let is_map = value_at(obj, path).is_some_and(Value::is_object);
+        if is_map && (custom || is_map_typed(path)) {
+            map.insert(".".into(), json!({}));
+        }
+    }
+    for key in keys {
+        if let Some(child) = map.get_mut(&key) {
+            path.push(key[2..].to_string());
+            mark(child, obj, path, custom, update);
+            path.pop();
+        }
+    }
+}
+
+/// Whether a built-in kind's field at `path` is atomic (owned as one field): a workload's or
+/// Service's `spec.selector`, an events.k8s.io Event's `regarding` and `related`.
+fn is_atomic(path: &[String]) -> bool {
+    match path {
+        [spec, selector] => spec == "spec" && selector == "selector",
+        [field] => field == "regarding" || field == "related",
+        _ => false,
+    }
+}
+
+/// Whether a built-in kind's field at `path` is a map (or a pointer to a struct) in the
+/// server's schema rather than a plain struct.
+fn is_map_typed(path: &[String]) -> bool {
+    let last = path.last().map(String::as_str).unwrap_or_default();
+    let parent = path
+        .len()
+        .checked_sub(2)
+        .map(|i| path[i].as_str())
+        .unwrap_or_default();
+    (matches!(last, "labels" | "annotations") && parent == "metadata")
+        || (path.len() == 1 && matches!(last, "data" | "binaryData" | "stringData"))
+        || matches!(last, "nodeSelector" | "rollingUpdate")
 }
 
 /// The field set a `FieldsV1` JSON describes.
@@ -170,8 +252,13 @@ pub fn entries(obj: &Value) -> Vec<Entry> {
 
 /// Writes entries into metadata.managedFields (entries owning nothing are dropped).
 pub fn set_entries(obj: &mut Value, list: &[Entry]) {
-    let arr: Vec<Value> = list
-        .iter()
+    // in a real server's order: Apply before Update, then the older first, then by manager
+    let mut sorted: Vec<&Entry> = list.iter().collect();
+    sorted.sort_by(|a, b| {
+        (&a.operation, &a.time, &a.manager).cmp(&(&b.operation, &b.time, &b.manager))
+    });
+    let arr: Vec<Value> = sorted
+        .into_iter()
         .filter(|e| !e.fields.is_empty())
         .map(|e| {
             let mut v = json!({
@@ -218,14 +305,22 @@ pub fn record_update(
         .filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p)))
         .cloned()
         .collect();
+    // gone from the object (an empty map that gained keys is still there)
     let removed: Vec<&Vec<String>> = old_paths
         .iter()
-        .filter(|p| !new_paths.contains(*p))
+        .filter(|p| !new_paths.contains(*p) && value_at(new, p).is_none())
         .collect();
     for e in list.iter_mut() {
         e.fields.retain(|p| !removed.iter().any(|r| overlaps(p, r)));
         if !(e.manager == manager && e.operation == "Update") {
-            e.fields.retain(|p| !changed.iter().any(|c| overlaps(p, c)));
+            // a changed field is taken from whoever owned it or a field inside it; owning a
+            // map's existence is not taken by a change of one of its keys
+            e.fields.retain(|p| {
+                !changed.iter().any(|c| {
+                    p.starts_with(c)
+                        || (c.starts_with(p) && !value_at(new, p).is_some_and(Value::is_object))
+                })
+            });
         }
         // fields that no longer exist cannot be owned
         e.fields.retain(|p| value_at(new, p).is_some());
@@ -312,7 +407,7 @@ pub fn apply(
         }
         for p in &e.fields {
             for q in &applied_set {
-                if overlaps(p, q)
+                if contends(p, q, applied)
                     && value_at(cur, q) != value_at(applied, q)
                     && value_at(cur, q).is_some()
                 {
@@ -342,9 +437,9 @@ pub fn apply(
         for e in list.iter_mut() {
             if !(e.manager == manager && e.operation == "Apply") {
                 e.fields.retain(|p| {
-                    !applied_set
-                        .iter()
-                        .any(|q| overlaps(p, q) && value_at(cur, q) != value_at(applied, q))
+                    !applied_set.iter().any(|q| {
+                        contends(p, q, applied) && value_at(cur, q) != value_at(applied, q)
+                    })
                 });
             }
         }
@@ -357,7 +452,7 @@ pub fn apply(
     let mut result = current.cloned().unwrap_or_else(|| json!({}));
     for p in previous
         .iter()
-        .filter(|p| !applied_set.iter().any(|q| overlaps(p, q)))
+        .filter(|p| !applied_set.iter().any(|q| contends(p, q, applied)))
     {
         let owned_elsewhere = list
             .iter()
@@ -400,6 +495,66 @@ mod tests {
         let set = leaf_paths(&obj);
         assert_eq!(set.len(), 3);
         assert_eq!(from_fields_v1(&to_fields_v1(&set)), set);
+    }
+
+    #[test]
+    fn an_empty_map_is_owned_and_keeps_its_owner_when_another_manager_adds_keys() {
+        let applied = apply(None, &json!({"data": {}}), "m1", false, "v1", "", "t").unwrap();
+        assert_eq!(
+            applied.pointer("/metadata/managedFields/0/fieldsV1"),
+            Some(&json!({"f:data": {}}))
+        );
+        // a key inside the map: no conflict with the map's existence, and m1 keeps owning it
+        let mut updated = applied.clone();
+        updated["data"]["a"] = json!("1");
+        record_update(Some(&applied), &mut updated, "m3", "v1", "", "t2");
+        let owners: Vec<(String, FieldSet)> = entries(&updated)
+            .into_iter()
+            .map(|e| (e.manager, e.fields))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                ("m1".to_string(), FieldSet::from([vec!["data".to_string()]])),
+                (
+                    "m3".to_string(),
+                    FieldSet::from([vec!["data".to_string(), "a".to_string()]])
+                ),
+            ]
+        );
+        let again = apply(
+            Some(&updated),
+            &json!({"data": {}}),
+            "m1",
+            false,
+            "v1",
+            "",
+            "t3",
+        );
+        assert!(
+            again.is_ok(),
+            "applying the empty map again contends with no key"
+        );
+    }
+
+    #[test]
+    fn encoded_as_a_real_server_encodes_maps_and_atomic_selectors() {
+        let mut obj = json!({"metadata": {"labels": {"a": "1"}},
+            "spec": {"selector": {"matchLabels": {"a": "1"}}, "replicas": 1}});
+        record_update(None, &mut obj, "m", "apps/v1", "", "t");
+        encode_as_server(&mut obj, false);
+        assert_eq!(
+            obj.pointer("/metadata/managedFields/0/fieldsV1"),
+            Some(&json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+                "f:spec": {"f:selector": {}, "f:replicas": {}}}))
+        );
+        let mut custom = json!({"spec": {"api": {"replicas": 1}}});
+        record_update(None, &mut custom, "m", "x/v1", "", "t");
+        encode_as_server(&mut custom, true);
+        assert_eq!(
+            custom.pointer("/metadata/managedFields/0/fieldsV1"),
+            Some(&json!({"f:spec": {".": {}, "f:api": {".": {}, "f:replicas": {}}}}))
+        );
     }
 
     #[test]

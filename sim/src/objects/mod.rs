@@ -317,6 +317,21 @@ impl Engine {
         record: bool,
     ) -> Result<Value, ApiError> {
         let name = meta::meta_str(&obj, "name").unwrap_or_default().to_string();
+        // The writer owns what it sent and what defaulting filled in, not what the server's
+        // strategy sets at creation (status, allocated IPs, generated selectors).
+        let credited = match (&t.info.crd, record) {
+            (None, true) => {
+                let mut credited = obj.clone();
+                if t.info.has_status
+                    && let Some(m) = credited.as_object_mut()
+                {
+                    m.remove("status");
+                }
+                kinds::defaulted(&t.info, None, &mut credited)?;
+                Some(credited)
+            }
+            _ => None,
+        };
         kinds::on_write(
             &self.registry,
             t,
@@ -354,15 +369,25 @@ impl Engine {
             ));
         }
         if record {
+            let mut recorded = credited.unwrap_or_else(|| obj.clone());
             managed_fields::record_update(
                 None,
-                &mut obj,
+                &mut recorded,
                 &opts.manager(),
                 &t.api_version(),
                 "",
                 &meta::now(),
             );
+            match recorded.pointer("/metadata/managedFields") {
+                Some(entries) => obj["metadata"]["managedFields"] = entries.clone(),
+                None => {
+                    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("managedFields");
+                    }
+                }
+            }
         }
+        managed_fields::encode_as_server(&mut obj, t.info.crd.is_some());
         if opts.dry_run {
             return Ok(obj);
         }
@@ -506,6 +531,7 @@ impl Engine {
                 &meta::now(),
             );
         }
+        managed_fields::encode_as_server(&mut new, t.info.crd.is_some());
         let key = t.key();
         if old.pointer("/metadata/deletionTimestamp").is_some()
             && meta::finalizers(&new).is_empty()
