@@ -9,26 +9,24 @@
 //! given back (the closed reply channel makes the resource actor release it, or the grant that
 //! arrived meanwhile is released here).
 
-use super::actor::{Coordinator, Planned};
-use super::guard::{LockGuard, Locked};
+use super::actor::Planned;
+use super::guard::{CoordinatorLinks, LockGuard, Locked};
 use super::messages::{CheckNewKeys, Collect, Collected, Resolve};
 use super::pending_grant::PendingGrant;
 use crate::error::LockError;
 use crate::lock_queue::Priority;
 use crate::plan::EntryAction;
 use crate::resource_actor::Grant;
-use crate::results::{CommitTarget, Listed, QueryResult, ResourceResult};
-use actix::{Addr, Recipient};
+use crate::results::{CommitTarget, Listed, QueryResult};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Carries out `planned` in the calling task.
-pub(crate) async fn acquire(
-    coordinator: &Addr<Coordinator>,
-    resolver: &Arc<Recipient<Resolve>>,
+pub(crate) async fn acquire<'p>(
+    links: &CoordinatorLinks,
     planned: Planned,
     priority: Priority,
-) -> Result<Locked, LockError> {
+) -> Result<Locked<'p>, LockError> {
+    let coordinator = &links.addr;
     let Planned {
         mut first,
         ticket,
@@ -112,7 +110,7 @@ pub(crate) async fn acquire(
 
     // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
     let mut covered: Option<HashMap<(&str, &str), usize>> = None;
-    let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::default()).collect();
+    let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::empty()).collect();
     for (at, (e, action)) in plan.entries.iter().zip(&plan.actions).enumerate() {
         let Some(q) = e.query else { continue };
         if e.synthetic {
@@ -144,7 +142,7 @@ pub(crate) async fn acquire(
                     Some(Collected::Value(_, v)) => v,
                     _ => None,
                 };
-                result.set_resource(ResourceResult::new(&e.kind, &e.id, e.op, v, None));
+                result.set_resource(&e.kind, &e.id, e.op, v, None);
                 continue;
             }
             EntryAction::Acquire(i) => acquired(*i),
@@ -170,22 +168,11 @@ pub(crate) async fn acquire(
             },
         };
         let target = CommitTarget {
-            coordinator: resolver.clone(),
+            coordinator: links.resolver.clone(),
             txn,
             resource,
         };
-        result.set_resource(ResourceResult::new(
-            &e.kind,
-            &e.id,
-            e.op,
-            value,
-            Some(target),
-        ));
+        result.set_resource(&e.kind, &e.id, e.op, value, Some(target));
     }
-    Ok(Locked {
-        context,
-        results,
-        guard,
-        plan,
-    })
+    Ok(Locked::new(context, results, plan, guard, links.clone()))
 }
