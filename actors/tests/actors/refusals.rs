@@ -220,3 +220,36 @@ async fn missing_owner_and_unknown_kind() {
     assert_eq!(err.code(), "unknown_kind");
     assert_nothing_held(&c).await;
 }
+
+#[actix::test]
+async fn commits_through_a_kind_the_query_did_not_ask_for_or_its_operation_forbids() {
+    let c = cache().await;
+    let mut l = c.lock(vec![query([read_volume("v1")])]).await.unwrap();
+    let r = &l.results()[0];
+    assert_eq!(r.volume.op(), Some(Op::Read));
+    assert_eq!(r.volume.id(), "v1");
+    // The backend is locked (a synthetic read) but the query did not ask for it: no result.
+    assert_eq!(r.backend.op(), None);
+    assert!(r.backend.read.is_none() && r.snapshot.read.is_none());
+    let err = r.snapshot.upsert(json!({})).await.unwrap_err();
+    assert_eq!(err.code(), "not_asked", "{err}");
+    assert!(err.to_string().contains("snapshot"), "{err}");
+    let err = r.backend.reserve_capacity(1).await.unwrap_err();
+    assert_eq!(err.code(), "not_asked", "{err}");
+    let err = r.volume.delete().await.unwrap_err();
+    assert_eq!(err.code(), "wrong_operation", "{err}");
+    // Working copies are edited in place through the guard; nothing changes in the cache.
+    if let Some(copy) = l.results_mut()[0].volume.read.as_mut() {
+        copy["edited"] = json!(true);
+    }
+    assert_eq!(l.results()[0].volume.read.as_ref().unwrap()["edited"], true);
+    assert!(
+        c.peek(Kind::Volume, "v1")
+            .await
+            .unwrap()
+            .get("edited")
+            .is_none()
+    );
+    l.unlock().await;
+    assert_nothing_held(&c).await;
+}
