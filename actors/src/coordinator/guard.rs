@@ -19,6 +19,16 @@
 //! ```compile_fail,E0505
 //! # use cinder_actors::{CoordinatorHandle, query::*};
 //! # async fn f(cache: CoordinatorHandle) -> Result<(), cinder_actors::LockError> {
+//! let locked = cache.lock(vec![query([upsert_volume("v1", "b1")])]).await?;
+//! let volume = &locked.results()[0].volume;
+//! drop(locked); // releases the locks
+//! volume.upsert(serde_json::json!({})).await?; // error: `locked` was dropped
+//! # Ok(()) }
+//! ```
+//!
+//! ```compile_fail,E0505
+//! # use cinder_actors::{CoordinatorHandle, query::*};
+//! # async fn f(cache: CoordinatorHandle) -> Result<(), cinder_actors::LockError> {
 //! let outer = cache.lock(vec![query([upsert_backend("b1", "", "")])]).await?;
 //! let nested = outer.nested_lock(vec![query([upsert_volume("v1", "b1")])]).await?;
 //! outer.unlock().await; // error: `outer` is borrowed by `nested`
@@ -154,11 +164,6 @@ impl<'p> Locked<'p> {
     /// One result per query, in query order, lent out for as long as the guard lives.
     pub fn results(&self) -> &[QueryResult] {
         &self.results
-    }
-
-    /// The results, mutable (to edit working copies in place before committing them).
-    pub fn results_mut(&mut self) -> &mut [QueryResult] {
-        &mut self.results
     }
 
     /// The plan that was carried out (its `context_after` is [`Locked::context`]).
