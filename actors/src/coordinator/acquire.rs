@@ -1,4 +1,5 @@
-//! The acquisition of one planned phase, driven by the caller's task: asks each resource actor for
+//! The beginning of a phase (a `Begin` message to the coordinator) and the acquisition of the
+//! planned phase, driven by the caller's task: asks each resource actor for
 //! its lock in plan order, waiting for each grant (a message from that actor) before asking for the
 //! next; checks new keys again once their key locks are held; then builds the results (grants'
 //! values as working copies, lists and inconsistent reads from the coordinator's catalog, commit
@@ -9,16 +10,46 @@
 //! given back (the closed reply channel makes the resource actor release it, or the grant that
 //! arrived meanwhile is released here).
 
-use super::actor::Planned;
+use super::actor::{Begin, PhaseKind, Planned};
 use super::guard::{CoordinatorLinks, LockGuard, Locked};
 use super::messages::{CheckNewKeys, Collect, Collected, Resolve};
 use super::pending_grant::PendingGrant;
 use crate::error::LockError;
 use crate::lock_queue::Priority;
-use crate::plan::EntryAction;
+use crate::plan::{EntryAction, LockContext};
+use crate::query::Query;
 use crate::resource_actor::Grant;
 use crate::results::{CommitTarget, Listed, QueryResult};
 use std::collections::HashMap;
+use tokio::sync::oneshot;
+
+impl CoordinatorLinks {
+    /// A Begin message to the coordinator, then the acquisition in the calling task, in a
+    /// `wait` span (the time the caller waits for its locks).
+    #[tracing::instrument(name = "wait", level = "info", skip_all,
+        fields(kind = "lock", queries = queries.len(), priority = ?priority, otel.name = "wait lock"))]
+    pub(crate) async fn begin<'p>(
+        &self,
+        queries: Vec<Query>,
+        context: Option<&LockContext>,
+        priority: Priority,
+        what: PhaseKind,
+        held: Option<&LockContext>,
+    ) -> Result<Locked<'p>, LockError> {
+        let (reply, answer) = oneshot::channel();
+        // A stopped coordinator drops the message, and with it the reply channel.
+        self.addr.do_send(Begin {
+            queries,
+            context: context.cloned(),
+            held: held.cloned(),
+            priority,
+            what,
+            reply,
+        });
+        let planned = answer.await.map_err(|_| LockError::ShuttingDown)??;
+        acquire(self, planned, priority).await
+    }
+}
 
 /// Carries out `planned` in the calling task.
 pub(crate) async fn acquire<'p>(

@@ -65,7 +65,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::actor::{Begin, Coordinator, PhaseKind, PhaseTicket};
+use super::actor::{Coordinator, PhaseKind, PhaseTicket};
 use super::messages::Resolve;
 use crate::error::LockError;
 use crate::lock_queue::Priority;
@@ -76,42 +76,13 @@ use crate::results::QueryResult;
 use actix::{Addr, Recipient};
 use std::marker::PhantomData;
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
-/// The coordinator as a phase reaches it: to begin a phase, and for its results to resolve the
-/// actors of their resources.
+/// The coordinator as a phase reaches it: to begin a phase (`CoordinatorLinks::begin`, in
+/// `acquire.rs`), and for its results to resolve the actors of their resources.
 #[derive(Clone)]
 pub(crate) struct CoordinatorLinks {
     pub(crate) addr: Addr<Coordinator>,
     pub(crate) resolver: Arc<Recipient<Resolve>>,
-}
-
-impl CoordinatorLinks {
-    /// A Begin message to the coordinator, then the acquisition in the calling task, in a
-    /// `wait` span (the time the caller waits for its locks).
-    #[tracing::instrument(name = "wait", level = "info", skip_all,
-        fields(kind = "lock", queries = queries.len(), priority = ?priority, otel.name = "wait lock"))]
-    pub(crate) async fn begin<'p>(
-        &self,
-        queries: Vec<Query>,
-        context: Option<&LockContext>,
-        priority: Priority,
-        what: PhaseKind,
-        held: Option<&LockContext>,
-    ) -> Result<Locked<'p>, LockError> {
-        let (reply, answer) = oneshot::channel();
-        // A stopped coordinator drops the message, and with it the reply channel.
-        self.addr.do_send(Begin {
-            queries,
-            context: context.cloned(),
-            held: held.cloned(),
-            priority,
-            what,
-            reply,
-        });
-        let planned = answer.await.map_err(|_| LockError::ShuttingDown)??;
-        super::acquire::acquire(self, planned, priority).await
-    }
 }
 
 /// A Lock or NestedLock that holds its locks: the lock context, one result per query (typed:
