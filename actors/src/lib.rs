@@ -44,6 +44,7 @@ pub mod explain;
 pub(crate) mod fast_hash;
 pub mod inspect;
 pub mod kind;
+pub mod kinds;
 pub mod lock_queue;
 pub mod mutation;
 pub mod op;
@@ -52,6 +53,7 @@ pub mod query;
 pub mod resource_actor;
 pub mod results;
 pub mod schema;
+pub mod subquery;
 
 pub use coordinator::{CoordinatorConfig, CoordinatorHandle, Locked, ShutdownGuard};
 pub use error::{LockError, SchemaError};
