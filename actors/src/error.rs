@@ -109,8 +109,13 @@ pub enum LockError {
         txn: u64,
         attempted: String,
     },
-    /// An interior mutation the kind does not declare.
-    #[error("{kind} declares no interior mutation {name:?}")]
+    /// A commit or interior mutation through the result of a kind the query did not ask for.
+    #[error(
+        "the query asked nothing of kind {kind}: {attempted} needs a read, upsert or delete of it in the same query"
+    )]
+    NotAsked { kind: String, attempted: String },
+    /// An interior mutation sent to a resource of another kind than the one that accepts it.
+    #[error("{kind} accepts no interior mutation {name:?}")]
     UnknownMutation { kind: String, name: String },
     /// An interior mutation refused its arguments or the current value.
     #[error("{kind} {id:?}: interior mutation {name:?} refused: {reason}")]
@@ -142,6 +147,7 @@ impl LockError {
             LockError::MissingId { .. } => "missing_id",
             LockError::WrongOperation { .. } => "wrong_operation",
             LockError::NotHeld { .. } => "not_held",
+            LockError::NotAsked { .. } => "not_asked",
             LockError::UnknownMutation { .. } => "unknown_mutation",
             LockError::MutationRefused { .. } => "mutation_refused",
         }

@@ -10,24 +10,25 @@
 //!
 //! ```no_run
 //! use cinder_actors::query::{query, list_volumes_for_backend, upsert_backend, upsert_volume};
-//! use cinder_actors::CoordinatorHandle;
+//! use cinder_actors::{CoordinatorHandle, Kind};
 //!
 //! # async fn example() -> Result<(), cinder_actors::LockError> {
 //! let cache = CoordinatorHandle::start_standard();
-//! cache.load("backend", "backend1", serde_json::json!({"name": "b1"})).await?;
+//! cache.load(Kind::Backend, "backend1", serde_json::json!({"name": "b1"})).await?;
 //! // Phase A: write-lock the backend and list its volumes.
 //! let outer = cache
 //!     .lock(vec![query([list_volumes_for_backend("backend1"), upsert_backend("backend1", "", "")])])
 //!     .await?;
-//! let volumes = outer.results[0].list("volume").unwrap_or_default().to_vec();
-//! // Phase B: one query per volume, each sorting after the backend write.
-//! let nested = cache
-//!     .nested_lock(&outer.context, volumes.iter().map(|v| query([upsert_volume(&v.id, "backend1")])).collect())
+//! let volumes = &outer.results()[0].volumes;
+//! // Phase B: one query per volume, each sorting after the backend write. The nested guard
+//! // borrows the outer one: it cannot outlive it.
+//! let nested = outer
+//!     .nested_lock(volumes.iter().map(|v| query([upsert_volume(&v.id, "backend1")])).collect())
 //!     .await?;
-//! for r in &nested.results {
-//!     if let Some(vol) = r.get("volume") && let Some(mut copy) = vol.read.clone() {
+//! for r in nested.results() {
+//!     if let Some(mut copy) = r.volume.read.clone() {
 //!         copy["checked"] = true.into();
-//!         vol.upsert(copy).await?; // a message to the volume's actor
+//!         r.volume.upsert(copy).await?; // a message to the volume's actor
 //!     }
 //! }
 //! nested.unlock().await; // volumes, in reverse order
@@ -42,20 +43,26 @@ pub mod error;
 pub mod explain;
 pub(crate) mod fast_hash;
 pub mod inspect;
+pub mod kind;
+pub mod kinds;
 pub mod lock_queue;
+pub mod mutation;
 pub mod op;
 pub mod plan;
 pub mod query;
 pub mod resource_actor;
 pub mod results;
 pub mod schema;
+pub mod subquery;
 
-pub use coordinator::{CoordinatorConfig, CoordinatorHandle, LockGuard, Locked, ShutdownGuard};
+pub use coordinator::{CoordinatorConfig, CoordinatorHandle, Locked, ShutdownGuard};
 pub use error::{LockError, SchemaError};
 pub use explain::{ExplainInputError, explain, explain_str};
 pub use inspect::{CoordinatorSnapshot, ResourceSnapshot, TransactionSnapshot};
+pub use kind::Kind;
 pub use lock_queue::Priority;
+pub use mutation::Mutation;
 pub use plan::{LockContext, LockMode, LockStep, LockedEntry, Plan, PlanEntry};
 pub use query::{Op, Query, Subquery};
-pub use results::{Listed, QueryResult, ResourceResult, WorkingCopy};
+pub use results::{BackendResult, Listed, QueryResult, ResourceResult, WorkingCopy};
 pub use schema::{KindDecl, Schema};

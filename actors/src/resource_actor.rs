@@ -7,7 +7,7 @@
 //! | [`Release`] | fire-and-forget | releases the transaction's lock, grants the next waiters, retires the actor when it is idle |
 //! | [`Withdraw`] | fire-and-forget | removes the transaction's queued request (its caller was cancelled) and grants the next waiters |
 //! | [`Commit`] | awaited | sets or removes the value (exclusive holder only), reports it to the coordinator's catalog |
-//! | [`Mutate`] | awaited | a declared interior mutation (any holder), reported like a commit |
+//! | [`Mutate`] | awaited | an interior mutation of the resource's kind (any holder), reported like a commit |
 //! | [`InspectResource`] | awaited | a snapshot of the lock state |
 //!
 //! One sender's messages to one actor are handled in the order they were sent, so a release sent
@@ -19,6 +19,7 @@
 use crate::error::LockError;
 use crate::inspect::{ResourceSnapshot, WaiterSnapshot};
 use crate::lock_queue::{LockQueue, Priority};
+use crate::mutation::Mutation;
 use crate::plan::LockMode;
 use crate::schema::KindInfo;
 use actix::prelude::*;
@@ -142,16 +143,14 @@ pub struct Commit {
     pub change: Change,
 }
 
-/// Run a declared interior mutation; the sender must hold the lock in any mode.
+/// Run an interior mutation of the resource's kind; the sender must hold the lock in any mode.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<Value, LockError>")]
 pub struct Mutate {
     /// The transaction.
     pub txn: u64,
-    /// The mutation's declared name.
-    pub name: String,
-    /// Its arguments.
-    pub args: Value,
+    /// The mutation with its arguments.
+    pub mutation: Mutation,
 }
 
 /// Report the lock state.
@@ -443,20 +442,17 @@ impl Handler<Commit> for ResourceActor {
 impl Handler<Mutate> for ResourceActor {
     type Result = Result<Value, LockError>;
     fn handle(&mut self, msg: Mutate, _ctx: &mut Context<Self>) -> Self::Result {
-        let Mutate { txn, name, args } = msg;
+        let Mutate { txn, mutation } = msg;
+        let name = mutation.name();
         if !self.queue.holds(txn, None) {
             return Err(self.not_held(txn, &format!("mutation {name:?}")));
         }
-        let Some(f) = self
-            .info
-            .as_ref()
-            .and_then(|i| i.mutations.get(&name).cloned())
-        else {
+        if self.info.is_none() || mutation.kind().name() != &*self.kind {
             return Err(LockError::UnknownMutation {
                 kind: self.kind.to_string(),
-                name,
+                name: name.to_string(),
             });
-        };
+        }
         let Some(current) = &self.value else {
             return Err(LockError::NotFound {
                 kind: self.kind.to_string(),
@@ -465,12 +461,14 @@ impl Handler<Mutate> for ResourceActor {
             });
         };
         let mut next = Value::clone(current);
-        f(&mut next, &args).map_err(|reason| LockError::MutationRefused {
-            kind: self.kind.to_string(),
-            id: self.id.clone(),
-            name,
-            reason,
-        })?;
+        mutation
+            .apply(&mut next)
+            .map_err(|reason| LockError::MutationRefused {
+                kind: self.kind.to_string(),
+                id: self.id.clone(),
+                name: name.to_string(),
+                reason,
+            })?;
         self.store(Some(Arc::new(next.clone())));
         Ok(next)
     }

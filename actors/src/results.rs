@@ -1,9 +1,15 @@
-//! Results of a Lock / NestedLock: one [`QueryResult`] per query, holding working copies (a
-//! mutated copy changes nothing) and commit handles whose upsert / delete / interior mutation are
-//! messages to the owning resource actor.
+//! Results of a Lock / NestedLock, typed as the reference cache's are: one [`QueryResult`] per
+//! query with a field per kind (`results[0].volume.read`, `results[0].volume.upsert(v)`,
+//! `results[0].backend.reserve_capacity(n)`) and a list per kind (`results[0].volumes`). A result
+//! holds a working copy (mutating it changes nothing) and the handle whose upsert / delete /
+//! interior mutation is a message to the owning resource actor. Results live inside the guard
+//! that holds their locks ([`crate::Locked`]) and are only lent out: they cannot be copied,
+//! moved out or used once the guard is unlocked or dropped.
 
 use crate::coordinator::messages::Resolve;
 use crate::error::LockError;
+use crate::kind::Kind;
+use crate::mutation::Mutation;
 use crate::query::Op;
 use crate::resource_actor::{Change, Commit, Mutate, ResourceRef};
 use actix::Recipient;
@@ -95,17 +101,17 @@ pub struct Listed {
     pub value: Arc<Value>,
 }
 
-/// The result of one non-list subquery.
-#[derive(Debug, Clone)]
+/// The result of the query's read, upsert, delete or inconsistent read of one kind. A kind the
+/// query did not ask for has an empty result (`op()` is `None`, `read` is `None`) whose commits
+/// are refused (`not_asked`). Neither `Clone` nor constructible outside the crate: it lives in the
+/// guard's results.
+#[derive(Debug)]
 pub struct ResourceResult {
-    /// The kind.
-    pub kind: String,
-    /// The id.
-    pub id: String,
-    /// The subquery's operation (decides which commits are allowed).
-    pub op: Op,
-    /// A working copy of the value when the lock was taken (shared until mutated); `None` when
-    /// it did not exist.
+    kind: Kind,
+    id: String,
+    op: Option<Op>,
+    /// A working copy of the value when the lock was taken (shared until mutated); `None` when it
+    /// did not exist or the query did not ask for this kind.
     pub read: Option<WorkingCopy>,
     target: Option<CommitTarget>,
 }
@@ -127,35 +133,54 @@ impl std::fmt::Debug for CommitTarget {
 }
 
 impl ResourceResult {
-    pub(crate) fn new(
-        kind: &str,
-        id: &str,
-        op: Op,
-        read: Option<Arc<Value>>,
-        target: Option<CommitTarget>,
-    ) -> Self {
+    fn empty(kind: Kind) -> Self {
         ResourceResult {
-            kind: kind.to_string(),
-            id: id.to_string(),
-            op,
-            read: read.map(WorkingCopy::shared),
-            target,
+            kind,
+            id: String::new(),
+            op: None,
+            read: None,
+            target: None,
         }
     }
 
-    fn wrong(&self, attempted: &str) -> LockError {
-        LockError::WrongOperation {
-            kind: self.kind.clone(),
-            id: self.id.clone(),
-            op: self.op,
-            attempted: attempted.to_string(),
+    /// The kind.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The resource id (empty when the query did not ask for this kind).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The subquery's operation (it decides which commits are allowed); `None` when the query did
+    /// not ask for this kind.
+    pub fn op(&self) -> Option<Op> {
+        self.op
+    }
+
+    fn refused(&self, attempted: &str) -> LockError {
+        match self.op {
+            None => LockError::NotAsked {
+                kind: self.kind.name().to_string(),
+                attempted: attempted.to_string(),
+            },
+            Some(op) => LockError::WrongOperation {
+                kind: self.kind.name().to_string(),
+                id: self.id.clone(),
+                op,
+                attempted: attempted.to_string(),
+            },
         }
     }
 
     /// The transaction and the actor that owns the resource (resolved through the coordinator
     /// when the lock was taken by an earlier phase).
     async fn resource(&self, attempted: &str) -> Result<(u64, ResourceRef), LockError> {
-        let t = self.target.as_ref().ok_or_else(|| self.wrong(attempted))?;
+        let t = self
+            .target
+            .as_ref()
+            .ok_or_else(|| self.refused(attempted))?;
         if let Some(r) = &t.resource
             && r.connected()
         {
@@ -164,7 +189,7 @@ impl ResourceResult {
         let r = t
             .coordinator
             .send(Resolve {
-                kind: self.kind.clone(),
+                kind: self.kind.name().to_string(),
                 id: self.id.clone(),
                 stale: t.resource.as_ref().map(|r| r.generation),
             })
@@ -174,11 +199,11 @@ impl ResourceResult {
     }
 
     /// Commits `value` (a [`Value`], or a [`WorkingCopy`] without copying it) as the new value
-    /// (only through an upsert result, while locked): a message to the resource's actor, answered
-    /// once the value is set (or refused: lock not held, key taken).
+    /// (only through an upsert result): a message to the resource's actor, answered once the
+    /// value is set (or refused: lock not held, key taken).
     pub async fn upsert(&self, value: impl Into<Arc<Value>>) -> Result<(), LockError> {
-        if self.op != Op::Upsert {
-            return Err(self.wrong("upsert"));
+        if self.op != Some(Op::Upsert) {
+            return Err(self.refused("upsert"));
         }
         let (txn, r) = self.resource("upsert").await?;
         r.send(Commit {
@@ -189,10 +214,10 @@ impl ResourceResult {
         .map_err(|_| LockError::ShuttingDown)?
     }
 
-    /// Deletes the resource (only through a delete result, while locked).
+    /// Deletes the resource (only through a delete result).
     pub async fn delete(&self) -> Result<(), LockError> {
-        if self.op != Op::Delete {
-            return Err(self.wrong("delete"));
+        if self.op != Some(Op::Delete) {
+            return Err(self.refused("delete"));
         }
         let (txn, r) = self.resource("delete").await?;
         r.send(Commit {
@@ -203,59 +228,229 @@ impl ResourceResult {
         .map_err(|_| LockError::ShuttingDown)?
     }
 
-    /// Runs a declared interior mutation (allowed while read- or write-held); returns the new value.
-    pub async fn mutate(&self, name: &str, args: Value) -> Result<Value, LockError> {
-        if !self.op.is_consistent() {
-            return Err(self.wrong("interior mutation"));
+    /// Runs an interior mutation (allowed while read- or write-held); returns the new value. The
+    /// kinds' results call it with their own mutations ([`BackendResult::reserve_capacity`]).
+    async fn mutate(&self, mutation: Mutation) -> Result<Value, LockError> {
+        let attempted = mutation.name();
+        if !self.op.is_some_and(Op::is_consistent) {
+            return Err(self.refused(attempted));
         }
-        let (txn, r) = self.resource("interior mutation").await?;
-        r.send(Mutate {
-            txn,
-            name: name.to_string(),
-            args,
-        })
-        .await
-        .map_err(|_| LockError::ShuttingDown)?
+        let (txn, r) = self.resource(attempted).await?;
+        r.send(Mutate { txn, mutation })
+            .await
+            .map_err(|_| LockError::ShuttingDown)?
     }
 }
 
-/// The result of one query: at most one resource result per kind, and at most one list per kind.
-#[derive(Debug, Clone, Default)]
+/// The result of a backend: a [`ResourceResult`] (it dereferences to one) with the backend's
+/// interior mutations, allowed while the backend is only read-held. Other kinds have none:
+///
+/// ```compile_fail,E0599
+/// # use cinder_actors::{CoordinatorHandle, query::*};
+/// # async fn f(cache: CoordinatorHandle) -> Result<(), cinder_actors::LockError> {
+/// let locked = cache.lock(vec![query([read_node("n1")])]).await?;
+/// locked.results()[0].node.reserve_capacity(1).await?; // error: no such method on a node
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct BackendResult(ResourceResult);
+
+impl Deref for BackendResult {
+    type Target = ResourceResult;
+    fn deref(&self) -> &ResourceResult {
+        &self.0
+    }
+}
+
+impl DerefMut for BackendResult {
+    fn deref_mut(&mut self) -> &mut ResourceResult {
+        &mut self.0
+    }
+}
+
+impl BackendResult {
+    /// Adds `bytes` to the backend's `reservedBytes`, refused (`mutation_refused`) beyond its
+    /// `capacityBytes`; returns the new value.
+    pub async fn reserve_capacity(&self, bytes: u64) -> Result<Value, LockError> {
+        self.0.mutate(Mutation::ReserveCapacity { bytes }).await
+    }
+
+    /// Subtracts `bytes` from the backend's `reservedBytes` (not below zero); returns the new value.
+    pub async fn release_capacity(&self, bytes: u64) -> Result<Value, LockError> {
+        self.0.mutate(Mutation::ReleaseCapacity { bytes }).await
+    }
+}
+
+/// The result of one query, as the reference cache's: a field per kind (the query's read,
+/// upsert, delete or inconsistent read of it; empty when it asked none) and a list per kind
+/// (empty when it did not list the kind). Lent out by the guard only (no `Clone`, no `Default`).
+#[derive(Debug)]
 pub struct QueryResult {
-    /// At most one per kind (a query has at most one non-list subquery per kind).
-    resources: Vec<ResourceResult>,
-    /// At most one per kind.
-    lists: Vec<(String, Vec<Listed>)>,
+    /// The device.
+    pub device: ResourceResult,
+    /// The storage class.
+    pub storage_class: ResourceResult,
+    /// The group snapshot.
+    pub group_snapshot: ResourceResult,
+    /// The backend, with its interior mutations.
+    pub backend: BackendResult,
+    /// The node.
+    pub node: ResourceResult,
+    /// The autogrow policy.
+    pub autogrow_policy: ResourceResult,
+    /// The volume.
+    pub volume: ResourceResult,
+    /// The subordinate volume.
+    pub subordinate_volume: ResourceResult,
+    /// The volume publication.
+    pub volume_publication: ResourceResult,
+    /// The snapshot.
+    pub snapshot: ResourceResult,
+    /// The listed devices.
+    pub devices: Vec<Listed>,
+    /// The listed storage classes.
+    pub storage_classes: Vec<Listed>,
+    /// The listed group snapshots.
+    pub group_snapshots: Vec<Listed>,
+    /// The listed backends.
+    pub backends: Vec<Listed>,
+    /// The listed nodes.
+    pub nodes: Vec<Listed>,
+    /// The listed autogrow policies.
+    pub autogrow_policies: Vec<Listed>,
+    /// The listed volumes.
+    pub volumes: Vec<Listed>,
+    /// The listed subordinate volumes.
+    pub subordinate_volumes: Vec<Listed>,
+    /// The listed volume publications.
+    pub volume_publications: Vec<Listed>,
+    /// The listed snapshots.
+    pub snapshots: Vec<Listed>,
 }
 
 impl QueryResult {
-    /// The result of the subquery on `kind`.
-    pub fn get(&self, kind: &str) -> Option<&ResourceResult> {
-        self.resources.iter().find(|r| r.kind == kind)
-    }
-    /// The working copy read for `kind` (None when absent or not asked).
-    pub fn read(&self, kind: &str) -> Option<&Value> {
-        self.get(kind).and_then(|r| r.read.as_deref())
-    }
-    /// The list of `kind`, when the query listed it.
-    pub fn list(&self, kind: &str) -> Option<&[Listed]> {
-        self.lists
-            .iter()
-            .find(|(k, _)| k == kind)
-            .map(|(_, l)| l.as_slice())
-    }
-    /// Sets the result of `kind` (replacing an earlier one of the same kind).
-    pub(crate) fn set_resource(&mut self, r: ResourceResult) {
-        match self.resources.iter_mut().find(|x| x.kind == r.kind) {
-            Some(slot) => *slot = r,
-            None => self.resources.push(r),
+    pub(crate) fn empty() -> Self {
+        QueryResult {
+            device: ResourceResult::empty(Kind::Device),
+            storage_class: ResourceResult::empty(Kind::StorageClass),
+            group_snapshot: ResourceResult::empty(Kind::GroupSnapshot),
+            backend: BackendResult(ResourceResult::empty(Kind::Backend)),
+            node: ResourceResult::empty(Kind::Node),
+            autogrow_policy: ResourceResult::empty(Kind::AutogrowPolicy),
+            volume: ResourceResult::empty(Kind::Volume),
+            subordinate_volume: ResourceResult::empty(Kind::SubordinateVolume),
+            volume_publication: ResourceResult::empty(Kind::VolumePublication),
+            snapshot: ResourceResult::empty(Kind::Snapshot),
+            devices: Vec::new(),
+            storage_classes: Vec::new(),
+            group_snapshots: Vec::new(),
+            backends: Vec::new(),
+            nodes: Vec::new(),
+            autogrow_policies: Vec::new(),
+            volumes: Vec::new(),
+            subordinate_volumes: Vec::new(),
+            volume_publications: Vec::new(),
+            snapshots: Vec::new(),
         }
     }
-    /// Sets the list of `kind` (replacing an earlier one of the same kind).
+
+    /// The field of `kind`, for code generic over kinds (`None` for the root, which no query
+    /// asks for).
+    pub fn resource(&self, kind: Kind) -> Option<&ResourceResult> {
+        Some(match kind {
+            Kind::Root => return None,
+            Kind::Device => &self.device,
+            Kind::StorageClass => &self.storage_class,
+            Kind::GroupSnapshot => &self.group_snapshot,
+            Kind::Backend => &self.backend,
+            Kind::Node => &self.node,
+            Kind::AutogrowPolicy => &self.autogrow_policy,
+            Kind::Volume => &self.volume,
+            Kind::SubordinateVolume => &self.subordinate_volume,
+            Kind::VolumePublication => &self.volume_publication,
+            Kind::Snapshot => &self.snapshot,
+        })
+    }
+
+    fn resource_mut(&mut self, kind: Kind) -> Option<&mut ResourceResult> {
+        Some(match kind {
+            Kind::Root => return None,
+            Kind::Device => &mut self.device,
+            Kind::StorageClass => &mut self.storage_class,
+            Kind::GroupSnapshot => &mut self.group_snapshot,
+            Kind::Backend => &mut self.backend,
+            Kind::Node => &mut self.node,
+            Kind::AutogrowPolicy => &mut self.autogrow_policy,
+            Kind::Volume => &mut self.volume,
+            Kind::SubordinateVolume => &mut self.subordinate_volume,
+            Kind::VolumePublication => &mut self.volume_publication,
+            Kind::Snapshot => &mut self.snapshot,
+        })
+    }
+
+    /// The list of `kind`, for code generic over kinds (empty when the query did not list it).
+    pub fn listed(&self, kind: Kind) -> &[Listed] {
+        match self.list_slot(kind) {
+            Some(l) => l,
+            None => &[],
+        }
+    }
+
+    fn list_slot(&self, kind: Kind) -> Option<&Vec<Listed>> {
+        Some(match kind {
+            Kind::Root => return None,
+            Kind::Device => &self.devices,
+            Kind::StorageClass => &self.storage_classes,
+            Kind::GroupSnapshot => &self.group_snapshots,
+            Kind::Backend => &self.backends,
+            Kind::Node => &self.nodes,
+            Kind::AutogrowPolicy => &self.autogrow_policies,
+            Kind::Volume => &self.volumes,
+            Kind::SubordinateVolume => &self.subordinate_volumes,
+            Kind::VolumePublication => &self.volume_publications,
+            Kind::Snapshot => &self.snapshots,
+        })
+    }
+
+    fn list_slot_mut(&mut self, kind: Kind) -> Option<&mut Vec<Listed>> {
+        Some(match kind {
+            Kind::Root => return None,
+            Kind::Device => &mut self.devices,
+            Kind::StorageClass => &mut self.storage_classes,
+            Kind::GroupSnapshot => &mut self.group_snapshots,
+            Kind::Backend => &mut self.backends,
+            Kind::Node => &mut self.nodes,
+            Kind::AutogrowPolicy => &mut self.autogrow_policies,
+            Kind::Volume => &mut self.volumes,
+            Kind::SubordinateVolume => &mut self.subordinate_volumes,
+            Kind::VolumePublication => &mut self.volume_publications,
+            Kind::Snapshot => &mut self.snapshots,
+        })
+    }
+
+    /// Sets the result of the kind named `kind` (a kind outside the standard schema, or the root,
+    /// has no field and gives no result).
+    pub(crate) fn set_resource(
+        &mut self,
+        kind: &str,
+        id: &str,
+        op: Op,
+        read: Option<Arc<Value>>,
+        target: Option<CommitTarget>,
+    ) {
+        let Some(slot) = Kind::from_name(kind).and_then(|k| self.resource_mut(k)) else {
+            return;
+        };
+        slot.id = id.to_string();
+        slot.op = Some(op);
+        slot.read = read.map(WorkingCopy::shared);
+        slot.target = target;
+    }
+
+    /// Sets the list of the kind named `kind` (as [`QueryResult::set_resource`]).
     pub(crate) fn set_list(&mut self, kind: &str, listed: Vec<Listed>) {
-        match self.lists.iter_mut().find(|(k, _)| k == kind) {
-            Some(slot) => slot.1 = listed,
-            None => self.lists.push((kind.to_string(), listed)),
+        if let Some(slot) = Kind::from_name(kind).and_then(|k| self.list_slot_mut(k)) {
+            *slot = listed;
         }
     }
 }

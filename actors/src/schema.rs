@@ -1,12 +1,10 @@
 //! The schema as data: declared kinds, their parents (with the field of a child's value that holds
-//! each parent's id), their optional key field, their interior mutations, and the derived rank.
+//! each parent's id), their optional key field, and the derived rank.
 //! New kinds are added by declaration only; cycles are rejected at construction.
 
 use crate::error::SchemaError;
 use crate::fast_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 /// The synthetic kind every consistent lock reads (and shutdown writes).
@@ -14,27 +12,22 @@ pub const ROOT: &str = "root";
 /// The id of the single root resource.
 pub const ROOT_ID: &str = ".";
 
-/// A mutation a kind accepts while only read-held: it changes the value in place (serialized by the
-/// owning actor's mailbox) or refuses with a reason. The second argument is the caller's arguments.
-pub type InteriorMutation = Arc<dyn Fn(&mut Value, &Value) -> Result<(), String> + Send + Sync>;
-
-/// One kind as declared: name, parents, key field and interior mutations.
+/// One kind as declared: name, parents and key field. (A kind's interior mutations are the
+/// variants of [`crate::mutation::Mutation`] that name it.)
 #[derive(Clone)]
 pub struct KindDecl {
     name: String,
     parents: Vec<(String, String)>,
     key_field: Option<String>,
-    mutations: BTreeMap<String, InteriorMutation>,
 }
 
 impl KindDecl {
-    /// A kind with no parents, no key and no interior mutations.
+    /// A kind with no parents and no key.
     pub fn new(name: &str) -> Self {
         KindDecl {
             name: name.to_string(),
             parents: Vec::new(),
             key_field: None,
-            mutations: BTreeMap::new(),
         }
     }
     /// Declares a parent kind; `field` is the field of this kind's value that holds the parent's id.
@@ -47,14 +40,10 @@ impl KindDecl {
         self.key_field = Some(field.to_string());
         self
     }
-    /// Declares an interior mutation accepted while the resource is only read-held.
-    pub fn mutation(mut self, name: &str, f: InteriorMutation) -> Self {
-        self.mutations.insert(name.to_string(), f);
-        self
-    }
 }
 
 /// A declared kind with its derived place in the total order.
+#[derive(Debug)]
 pub struct KindInfo {
     /// The kind's name (e.g. `volume`).
     pub name: String,
@@ -66,21 +55,6 @@ pub struct KindInfo {
     pub parents: Vec<(String, String)>,
     /// Field of the value that is a unique second address (backend `name`, volume `internalName`).
     pub key_field: Option<String>,
-    /// Interior mutations by name.
-    pub mutations: BTreeMap<String, InteriorMutation>,
-}
-
-impl fmt::Debug for KindInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KindInfo")
-            .field("name", &self.name)
-            .field("position", &self.position)
-            .field("rank", &self.rank)
-            .field("parents", &self.parents)
-            .field("key_field", &self.key_field)
-            .field("mutations", &self.mutations.keys().collect::<Vec<_>>())
-            .finish()
-    }
 }
 
 impl KindInfo {
@@ -155,7 +129,6 @@ impl Schema {
                     rank: ranks[i],
                     parents: d.parents,
                     key_field: d.key_field,
-                    mutations: d.mutations,
                 })
             })
             .collect();
@@ -245,10 +218,7 @@ pub fn standard_decls() -> Vec<KindDecl> {
         KindDecl::new("device"),
         KindDecl::new("storageClass"),
         KindDecl::new("groupSnapshot"),
-        KindDecl::new("backend")
-            .keyed_by("name")
-            .mutation("reserve_capacity", Arc::new(reserve_capacity))
-            .mutation("release_capacity", Arc::new(release_capacity)),
+        KindDecl::new("backend").keyed_by("name"),
         KindDecl::new("node"),
         KindDecl::new("autogrowPolicy"),
         KindDecl::new("volume")
@@ -260,52 +230,6 @@ pub fn standard_decls() -> Vec<KindDecl> {
             .depends_on("node", "node"),
         KindDecl::new("snapshot").depends_on("volume", "volume"),
     ]
-}
-
-fn bytes_arg(args: &Value) -> Result<u64, String> {
-    args.get("bytes")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| "argument \"bytes\" (unsigned integer) is required".to_string())
-}
-
-/// Backend interior mutation: adds `bytes` to `reservedBytes`, refusing to exceed `capacityBytes`
-/// when the backend declares one.
-fn reserve_capacity(value: &mut Value, args: &Value) -> Result<(), String> {
-    let bytes = bytes_arg(args)?;
-    let obj = value
-        .as_object_mut()
-        .ok_or("backend value is not an object")?;
-    let reserved = obj
-        .get("reservedBytes")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let wanted = reserved.checked_add(bytes).ok_or("reservation overflows")?;
-    if let Some(capacity) = obj.get("capacityBytes").and_then(Value::as_u64)
-        && wanted > capacity
-    {
-        return Err(format!(
-            "{bytes} bytes do not fit: {reserved} of {capacity} reserved"
-        ));
-    }
-    obj.insert("reservedBytes".to_string(), Value::from(wanted));
-    Ok(())
-}
-
-/// Backend interior mutation: subtracts `bytes` from `reservedBytes` (not below zero).
-fn release_capacity(value: &mut Value, args: &Value) -> Result<(), String> {
-    let bytes = bytes_arg(args)?;
-    let obj = value
-        .as_object_mut()
-        .ok_or("backend value is not an object")?;
-    let reserved = obj
-        .get("reservedBytes")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    obj.insert(
-        "reservedBytes".to_string(),
-        Value::from(reserved.saturating_sub(bytes)),
-    );
-    Ok(())
 }
 
 #[cfg(test)]
@@ -371,14 +295,5 @@ mod tests {
             Schema::new(vec![KindDecl::new("x"), KindDecl::new("x")]),
             Err(SchemaError::DuplicateKind { .. })
         ));
-    }
-
-    #[test]
-    fn reserve_capacity_respects_capacity() {
-        let mut v = serde_json::json!({"capacityBytes": 10});
-        reserve_capacity(&mut v, &serde_json::json!({"bytes": 6})).unwrap();
-        assert!(reserve_capacity(&mut v, &serde_json::json!({"bytes": 6})).is_err());
-        release_capacity(&mut v, &serde_json::json!({"bytes": 2})).unwrap();
-        assert_eq!(v["reservedBytes"], 4);
     }
 }

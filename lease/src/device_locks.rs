@@ -23,7 +23,7 @@ use crate::lease_lock::{Acquired, LeaseLock, LeaseSettings};
 use crate::metrics::{DeviceLockMetrics, PriorityLabel};
 use actix::{Actor, Addr};
 use cinder_actors::query::{query, upsert_device};
-use cinder_actors::{CoordinatorHandle, LockContext, Locked, Priority, Query, QueryResult};
+use cinder_actors::{CoordinatorHandle, Locked, Priority, Query, QueryResult};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -164,7 +164,7 @@ impl DeviceLocks {
         &self,
         device_id: &str,
         priority: Priority,
-    ) -> Result<DeviceGuard, DeviceLockError> {
+    ) -> Result<DeviceGuard<'static>, DeviceLockError> {
         self.lock_with_queries(device_id, priority, Vec::new())
             .await
     }
@@ -179,7 +179,7 @@ impl DeviceLocks {
         device_id: &str,
         priority: Priority,
         queries: Vec<Query>,
-    ) -> Result<DeviceGuard, DeviceLockError> {
+    ) -> Result<DeviceGuard<'static>, DeviceLockError> {
         self.lock_in(None, device_id, priority, queries).await
     }
 
@@ -187,34 +187,34 @@ impl DeviceLocks {
     /// takes its Lease: for code that holds a device and needs another one (a second top-level
     /// Lock from it could wait for a device that sorts before the one it holds). Everything new
     /// must sort after `outer`'s last lock (devices sort by id, before backends), else the
-    /// coordinator refuses it (`would_deadlock`) and nothing is taken. Release this guard before
-    /// `outer`: releasing `outer` first ends this phase's in-process locks with it.
-    pub async fn nested_lock_with_queries(
+    /// coordinator refuses it (`would_deadlock`) and nothing is taken. The nested guard borrows
+    /// `outer`, so it is released first.
+    pub async fn nested_lock_with_queries<'a>(
         &self,
-        outer: &DeviceGuard,
+        outer: &'a DeviceGuard<'_>,
         device_id: &str,
         priority: Priority,
         queries: Vec<Query>,
-    ) -> Result<DeviceGuard, DeviceLockError> {
-        let Some(context) = outer.locked().map(|l| &l.context) else {
+    ) -> Result<DeviceGuard<'a>, DeviceLockError> {
+        let Some(parent) = outer.locked() else {
             return Err(DeviceLockError::Interrupted {
                 device: device_id.to_owned(),
             });
         };
-        self.lock_in(Some(context), device_id, priority, queries)
+        self.lock_in(Some(parent), device_id, priority, queries)
             .await
     }
 
     /// A Lock (`nested_in` None) or a NestedLock of the device with `queries`, then its Lease.
     #[tracing::instrument(name = "wait", level = "info", skip_all,
         fields(kind = "device", id = %device_id, priority = ?priority, otel.name = %format!("wait device {device_id}")))]
-    async fn lock_in(
+    async fn lock_in<'a>(
         &self,
-        nested_in: Option<&LockContext>,
+        nested_in: Option<&'a Locked<'_>>,
         device_id: &str,
         priority: Priority,
         queries: Vec<Query>,
-    ) -> Result<DeviceGuard, DeviceLockError> {
+    ) -> Result<DeviceGuard<'a>, DeviceLockError> {
         let requested = Instant::now();
         let interrupted = || DeviceLockError::Interrupted {
             device: device_id.to_owned(),
@@ -233,7 +233,7 @@ impl DeviceLocks {
         let coordinator = &self.inner.coordinator;
         let locked = match nested_in {
             None => coordinator.lock_with(all, priority).await,
-            Some(context) => coordinator.nested_lock_with(context, all, priority).await,
+            Some(parent) => parent.nested_lock_with(all, priority).await,
         }
         .map_err(|source| DeviceLockError::Coordinator {
             device: device_id.to_owned(),
@@ -355,17 +355,18 @@ impl Drop for LeaseAnswer {
 }
 
 /// A held device: the in-process lock (and any other locks taken with it) plus the Lease.
-/// Release with [`DeviceGuard::release`]; dropping it releases too.
-pub struct DeviceGuard {
+/// Release with [`DeviceGuard::release`]; dropping it releases too. `'p` is the guard a nested
+/// device lock extends (`'static` for a top-level one): the nested guard cannot outlive it.
+pub struct DeviceGuard<'p> {
     device_actor: Addr<DeviceActor>,
     device: String,
-    locked: Option<Locked>,
+    locked: Option<Locked<'p>>,
     held: Option<HeldLease>,
     lost: LostSignal,
     taken_over_from: Option<String>,
 }
 
-impl std::fmt::Debug for DeviceGuard {
+impl std::fmt::Debug for DeviceGuard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceGuard")
             .field("device", &self.device)
@@ -375,7 +376,7 @@ impl std::fmt::Debug for DeviceGuard {
     }
 }
 
-impl DeviceGuard {
+impl<'p> DeviceGuard<'p> {
     /// The holder whose expired Lease this lock took over, when it did (a Lease handed over in
     /// process, or free, or created, took nothing over).
     pub fn taken_over_from(&self) -> Option<&str> {
@@ -387,13 +388,14 @@ impl DeviceGuard {
         &self.device
     }
 
-    /// The coordinator results: `[0]` is the device's, then one per extra query.
+    /// The coordinator results: `[0]` is the device's, then one per extra query (typed:
+    /// `results()[1].backend.upsert(v)`), lent out for as long as the guard lives.
     pub fn results(&self) -> &[QueryResult] {
-        self.locked.as_ref().map_or(&[], |l| l.results.as_slice())
+        self.locked.as_ref().map_or(&[], |l| l.results())
     }
 
-    /// The coordinator's outcome (context for a NestedLock, results, plan).
-    pub fn locked(&self) -> Option<&Locked> {
+    /// The coordinator's outcome (context, results, plan).
+    pub fn locked(&self) -> Option<&Locked<'p>> {
         self.locked.as_ref()
     }
 
@@ -450,7 +452,7 @@ impl DeviceGuard {
     }
 }
 
-impl Drop for DeviceGuard {
+impl Drop for DeviceGuard<'_> {
     fn drop(&mut self) {
         // The Lease step is queued first, then the in-process lock is released (dropping `locked`).
         self.end_hold(false);

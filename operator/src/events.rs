@@ -192,7 +192,11 @@ pub(crate) async fn job_finished(
 
 /// Publishes that `guard` took its device over from another holder whose Lease had expired
 /// (nothing when it did not).
-pub(crate) async fn device_taken_over(recorder: &Recorder, cinder: &Cinder, guard: &DeviceGuard) {
+pub(crate) async fn device_taken_over(
+    recorder: &Recorder,
+    cinder: &Cinder,
+    guard: &DeviceGuard<'_>,
+) {
     let Some(previous) = guard.taken_over_from() else {
         return;
     };

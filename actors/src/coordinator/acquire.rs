@@ -1,4 +1,5 @@
-//! The acquisition of one planned phase, driven by the caller's task: asks each resource actor for
+//! The beginning of a phase (a `Begin` message to the coordinator) and the acquisition of the
+//! planned phase, driven by the caller's task: asks each resource actor for
 //! its lock in plan order, waiting for each grant (a message from that actor) before asking for the
 //! next; checks new keys again once their key locks are held; then builds the results (grants'
 //! values as working copies, lists and inconsistent reads from the coordinator's catalog, commit
@@ -9,26 +10,54 @@
 //! given back (the closed reply channel makes the resource actor release it, or the grant that
 //! arrived meanwhile is released here).
 
-use super::actor::{Coordinator, Planned};
-use super::guard::{LockGuard, Locked};
+use super::actor::{Begin, PhaseKind, Planned};
+use super::guard::{CoordinatorLinks, LockGuard, Locked};
 use super::messages::{CheckNewKeys, Collect, Collected, Resolve};
 use super::pending_grant::PendingGrant;
 use crate::error::LockError;
 use crate::lock_queue::Priority;
-use crate::plan::EntryAction;
+use crate::plan::{EntryAction, LockContext};
+use crate::query::Query;
 use crate::resource_actor::Grant;
-use crate::results::{CommitTarget, Listed, QueryResult, ResourceResult};
-use actix::{Addr, Recipient};
+use crate::results::{CommitTarget, Listed, QueryResult};
 use std::collections::HashMap;
-use std::sync::Arc;
+use tokio::sync::oneshot;
+
+impl CoordinatorLinks {
+    /// A Begin message to the coordinator, then the acquisition in the calling task, in a
+    /// `wait` span (the time the caller waits for its locks).
+    #[tracing::instrument(name = "wait", level = "info", skip_all,
+        fields(kind = "lock", queries = queries.len(), priority = ?priority, otel.name = "wait lock"))]
+    pub(crate) async fn begin<'p>(
+        &self,
+        queries: Vec<Query>,
+        context: Option<&LockContext>,
+        priority: Priority,
+        what: PhaseKind,
+        held: Option<&LockContext>,
+    ) -> Result<Locked<'p>, LockError> {
+        let (reply, answer) = oneshot::channel();
+        // A stopped coordinator drops the message, and with it the reply channel.
+        self.addr.do_send(Begin {
+            queries,
+            context: context.cloned(),
+            held: held.cloned(),
+            priority,
+            what,
+            reply,
+        });
+        let planned = answer.await.map_err(|_| LockError::ShuttingDown)??;
+        acquire(self, planned, priority).await
+    }
+}
 
 /// Carries out `planned` in the calling task.
-pub(crate) async fn acquire(
-    coordinator: &Addr<Coordinator>,
-    resolver: &Arc<Recipient<Resolve>>,
+pub(crate) async fn acquire<'p>(
+    links: &CoordinatorLinks,
     planned: Planned,
     priority: Priority,
-) -> Result<Locked, LockError> {
+) -> Result<Locked<'p>, LockError> {
+    let coordinator = &links.addr;
     let Planned {
         mut first,
         ticket,
@@ -112,7 +141,7 @@ pub(crate) async fn acquire(
 
     // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
     let mut covered: Option<HashMap<(&str, &str), usize>> = None;
-    let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::default()).collect();
+    let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::empty()).collect();
     for (at, (e, action)) in plan.entries.iter().zip(&plan.actions).enumerate() {
         let Some(q) = e.query else { continue };
         if e.synthetic {
@@ -144,7 +173,7 @@ pub(crate) async fn acquire(
                     Some(Collected::Value(_, v)) => v,
                     _ => None,
                 };
-                result.set_resource(ResourceResult::new(&e.kind, &e.id, e.op, v, None));
+                result.set_resource(&e.kind, &e.id, e.op, v, None);
                 continue;
             }
             EntryAction::Acquire(i) => acquired(*i),
@@ -170,22 +199,11 @@ pub(crate) async fn acquire(
             },
         };
         let target = CommitTarget {
-            coordinator: resolver.clone(),
+            coordinator: links.resolver.clone(),
             txn,
             resource,
         };
-        result.set_resource(ResourceResult::new(
-            &e.kind,
-            &e.id,
-            e.op,
-            value,
-            Some(target),
-        ));
+        result.set_resource(&e.kind, &e.id, e.op, value, Some(target));
     }
-    Ok(Locked {
-        context,
-        results,
-        guard,
-        plan,
-    })
+    Ok(Locked::new(context, results, plan, guard, links.clone()))
 }

@@ -1,13 +1,14 @@
-//! The cheap cloneable handle callers use: start, load, plan (explain), lock, nested lock,
-//! shutdown, inspect, peek. Every call is a message to the coordinator actor; Lock and NestedLock
-//! then ask the resource actors for their grants from the calling task.
+//! The cheap cloneable handle callers use: start, load, plan (explain), lock, shutdown, inspect,
+//! peek. Every call is a message to the coordinator actor; a Lock then asks the resource actors
+//! for their grants from the calling task. NestedLock is a method of the guard it extends
+//! ([`Locked::nested_lock`]).
 
-use super::acquire::acquire;
-use super::actor::{Begin, Coordinator, CoordinatorConfig, PhaseKind};
-use super::guard::{Locked, ShutdownGuard};
-use super::messages::{Explain, Inspect, Peek, Resolve, Stop};
+use super::actor::{Coordinator, CoordinatorConfig, PhaseKind};
+use super::guard::{CoordinatorLinks, Locked, ShutdownGuard};
+use super::messages::{Explain, Inspect, Peek, Stop};
 use crate::error::LockError;
 use crate::inspect::CoordinatorSnapshot;
+use crate::kind::Kind;
 use crate::lock_queue::Priority;
 use crate::plan::{LockContext, Plan};
 use crate::query::{Query, Subquery};
@@ -15,14 +16,13 @@ use crate::schema::Schema;
 use actix::prelude::*;
 use serde_json::Value;
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
 /// The cheap cloneable handle callers use.
 #[derive(Clone)]
 pub struct CoordinatorHandle {
     addr: Addr<Coordinator>,
-    /// The coordinator as the commit handles of a phase reach it (shared by every phase).
-    resolver: Arc<Recipient<Resolve>>,
+    /// The coordinator as a phase reaches it (shared by every phase).
+    links: CoordinatorLinks,
     schema: Arc<Schema>,
     arbiter: ArbiterHandle,
 }
@@ -41,7 +41,10 @@ impl CoordinatorHandle {
     pub fn start(schema: Arc<Schema>, config: CoordinatorConfig) -> CoordinatorHandle {
         let addr = Coordinator::new(schema.clone(), &config).start();
         CoordinatorHandle {
-            resolver: Arc::new(addr.clone().recipient()),
+            links: CoordinatorLinks {
+                resolver: Arc::new(addr.clone().recipient()),
+                addr: addr.clone(),
+            },
             addr,
             schema,
             arbiter: Arbiter::current(),
@@ -66,25 +69,21 @@ impl CoordinatorHandle {
     /// Sets the value of (kind, id) as a transaction of its own: locks it for write (with its
     /// parents' reads, their ids taken from `value`), commits `value` through its resource actor,
     /// unlocks. For seeding the cache, e.g. with persisted state at start.
-    pub async fn load(&self, kind: &str, id: &str, value: Value) -> Result<(), LockError> {
-        let info = self
-            .schema
-            .kind(kind)
-            .ok_or_else(|| LockError::UnknownKind {
-                kind: kind.to_string(),
-            })?;
-        let mut upsert = Subquery::upsert(kind, id);
+    pub async fn load(&self, kind: Kind, id: &str, value: Value) -> Result<(), LockError> {
+        let unknown = || LockError::UnknownKind {
+            kind: kind.name().to_string(),
+        };
+        let info = self.schema.kind(kind.name()).ok_or_else(unknown)?;
+        let mut upsert = Subquery::upsert(kind.name(), id);
         for (parent, _) in &info.parents {
             if let Some(pid) = info.owner_id(&value, parent) {
                 upsert = upsert.with_owner(parent, &pid);
             }
         }
         let locked = self.lock(vec![Query::new(vec![upsert])]).await?;
-        let committed = match locked.results.first().and_then(|r| r.get(kind)) {
+        let committed = match locked.results().first().and_then(|r| r.resource(kind)) {
             Some(r) => r.upsert(value).await,
-            None => Err(LockError::UnknownKind {
-                kind: kind.to_string(),
-            }),
+            None => Err(unknown()),
         };
         locked.unlock().await;
         committed
@@ -105,34 +104,8 @@ impl CoordinatorHandle {
             .map_err(|_| LockError::ShuttingDown)?
     }
 
-    /// A Begin message to the coordinator, then the acquisition in the calling task, in a
-    /// `wait` span (the time the caller waits for its locks).
-    #[tracing::instrument(name = "wait", level = "info", skip_all,
-        fields(kind = "lock", queries = queries.len(), priority = ?priority, otel.name = "wait lock"))]
-    async fn begin(
-        &self,
-        queries: Vec<Query>,
-        context: Option<&LockContext>,
-        priority: Priority,
-        what: PhaseKind,
-        held: Option<&LockContext>,
-    ) -> Result<Locked, LockError> {
-        let (reply, answer) = oneshot::channel();
-        // A stopped coordinator drops the message, and with it the reply channel.
-        self.addr.do_send(Begin {
-            queries,
-            context: context.cloned(),
-            held: held.cloned(),
-            priority,
-            what,
-            reply,
-        });
-        let planned = answer.await.map_err(|_| LockError::ShuttingDown)??;
-        acquire(&self.addr, &self.resolver, planned, priority).await
-    }
-
     /// Lock with the default priority.
-    pub async fn lock(&self, queries: Vec<Query>) -> Result<Locked, LockError> {
+    pub async fn lock(&self, queries: Vec<Query>) -> Result<Locked<'static>, LockError> {
         self.lock_with(queries, Priority::Default).await
     }
 
@@ -141,8 +114,9 @@ impl CoordinatorHandle {
         &self,
         queries: Vec<Query>,
         priority: Priority,
-    ) -> Result<Locked, LockError> {
-        self.begin(queries, None, priority, PhaseKind::Lock, None)
+    ) -> Result<Locked<'static>, LockError> {
+        self.links
+            .begin(queries, None, priority, PhaseKind::Lock, None)
             .await
     }
 
@@ -150,37 +124,16 @@ impl CoordinatorHandle {
     /// the transaction it holds (`None`: it holds none). Refused with `lock_while_held` while that
     /// transaction still holds locks: a second top-level Lock could wait for a lock that sorts
     /// before one it holds, with a holder of that lock waiting for this transaction. Nested work
-    /// goes through [`CoordinatorHandle::nested_lock`]; a context whose phases were all unlocked
-    /// holds nothing, and the Lock is a new transaction.
+    /// goes through [`Locked::nested_lock`]; a context whose phases were all unlocked holds
+    /// nothing, and the Lock is a new transaction.
     pub async fn lock_from(
         &self,
         held: Option<&LockContext>,
         queries: Vec<Query>,
         priority: Priority,
-    ) -> Result<Locked, LockError> {
-        self.begin(queries, None, priority, PhaseKind::Lock, held)
-            .await
-    }
-
-    /// NestedLock with the default priority: extends `context`, the unchanged context of a phase
-    /// whose locks are still held (any other is refused: `released_context`, `foreign_context`).
-    pub async fn nested_lock(
-        &self,
-        context: &LockContext,
-        queries: Vec<Query>,
-    ) -> Result<Locked, LockError> {
-        self.nested_lock_with(context, queries, Priority::Default)
-            .await
-    }
-
-    /// NestedLock with a priority.
-    pub async fn nested_lock_with(
-        &self,
-        context: &LockContext,
-        queries: Vec<Query>,
-        priority: Priority,
-    ) -> Result<Locked, LockError> {
-        self.begin(queries, Some(context), priority, PhaseKind::Nested, None)
+    ) -> Result<Locked<'static>, LockError> {
+        self.links
+            .begin(queries, None, priority, PhaseKind::Lock, held)
             .await
     }
 
@@ -188,10 +141,11 @@ impl CoordinatorHandle {
     /// new ones until the guard is released.
     pub async fn shutdown(&self) -> Result<ShutdownGuard, LockError> {
         let locked = self
+            .links
             .begin(Vec::new(), None, Priority::High, PhaseKind::Shutdown, None)
             .await?;
         Ok(ShutdownGuard {
-            guard: locked.guard,
+            guard: locked.into_guard(),
         })
     }
 
@@ -211,10 +165,10 @@ impl CoordinatorHandle {
     }
 
     /// An inconsistent copy of one value (no lock): the value the coordinator's catalog has.
-    pub async fn peek(&self, kind: &str, id: &str) -> Option<Arc<Value>> {
+    pub async fn peek(&self, kind: Kind, id: &str) -> Option<Arc<Value>> {
         self.addr
             .send(Peek {
-                kind: kind.to_string(),
+                kind: kind.name().to_string(),
                 id: id.to_string(),
             })
             .await

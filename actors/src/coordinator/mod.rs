@@ -8,7 +8,8 @@
 //!
 //! Files: `actor.rs` the actor, its state and the handlers of its messages; `messages.rs` what
 //! its callers ask it; `pending_grant.rs` a grant asked for and not yet taken; `acquire.rs` the
-//! acquisition; `guard.rs` the outcome and its release; `handle.rs` the callers' handle;
+//! acquisition; `guard.rs` the outcome (the guard lending the typed results, the NestedLock on it)
+//! and its release; `handle.rs` the callers' handle;
 //! `inspect.rs` the transaction table's snapshot. What the resource actors report to it
 //! (commits, key claims, retirements) is declared in `resource_actor.rs`.
 
@@ -21,5 +22,5 @@ pub(crate) mod messages;
 mod pending_grant;
 
 pub use actor::CoordinatorConfig;
-pub use guard::{LockGuard, Locked, ShutdownGuard};
+pub use guard::{Locked, ShutdownGuard};
 pub use handle::CoordinatorHandle;

@@ -3,6 +3,7 @@
 //! read (a shutdown after it is never stalled), and no lock stays held; on one arbiter and on two.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, Locked};
 use proptest::prelude::*;
@@ -13,18 +14,20 @@ use std::time::Duration;
 
 async fn seeded(arbiters: usize) -> CoordinatorHandle {
     let c = coordinator_on(arbiters);
-    c.load("backend", "backend1", json!({"name": "b1"}))
+    c.load(Kind::Backend, "backend1", json!({"name": "b1"}))
         .await
         .unwrap();
-    c.load("node", "node1", json!({})).await.unwrap();
-    c.load("volume", "volume1", json!({"backend": "backend1"}))
+    c.load(Kind::Node, "node1", json!({})).await.unwrap();
+    c.load(Kind::Volume, "volume1", json!({"backend": "backend1"}))
         .await
         .unwrap();
     c
 }
 
 /// The reference design's first worked example: six locks, lists (a message to the coordinator after the grants).
-fn example_one(c: &CoordinatorHandle) -> Pin<Box<dyn Future<Output = Result<Locked, LockError>>>> {
+fn example_one(
+    c: &CoordinatorHandle,
+) -> Pin<Box<dyn Future<Output = Result<Locked<'static>, LockError>>>> {
     let c = c.clone();
     Box::pin(async move {
         c.lock(vec![
@@ -73,7 +76,7 @@ async fn cancel_after(c: &CoordinatorHandle, polls: usize, contended: bool) {
     if let Some(holder) = holder {
         // While the holder still holds the snapshot, the cancelled Lock holds nothing: the root
         // has the holder's read alone, and the volume is free.
-        let holder_txn = holder.context.txn;
+        let holder_txn = holder.context().txn;
         eventually("the cancelled lock released what it held", || {
             let c = c.clone();
             async move {

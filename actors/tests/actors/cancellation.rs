@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use cinder_actors::CoordinatorHandle;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use serde_json::json;
 
@@ -17,7 +18,7 @@ async fn a_cancelled_waiter_never_keeps_the_lock_on_two_arbiters() {
 }
 
 async fn cancelled_waiter(c: CoordinatorHandle) {
-    c.load("node", "n", json!({})).await.unwrap();
+    c.load(Kind::Node, "n", json!({})).await.unwrap();
     for round in 0..40 {
         let holder = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
         let waiter = {
@@ -43,7 +44,7 @@ async fn cancelled_waiter(c: CoordinatorHandle) {
     }
     // The lock is still usable.
     let l = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
-    assert!(l.results[0].read("node").is_some());
+    assert!(l.results()[0].node.read.as_deref().is_some());
     l.unlock().await;
     assert_nothing_held(&c).await;
 }

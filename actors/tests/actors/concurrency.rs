@@ -3,6 +3,7 @@
 //! under write locks keep the total constant.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, Query};
 use rand::rngs::StdRng;
@@ -56,10 +57,7 @@ async fn transfer_in(
     amount: i64,
 ) -> Result<(), LockError> {
     let l = c.lock(queries).await?;
-    let (a, b) = (
-        l.results[0].get("volume").unwrap(),
-        l.results[1].get("volume").unwrap(),
-    );
+    let (a, b) = (&l.results()[0].volume, &l.results()[1].volume);
     let (mut va, mut vb) = (a.read.clone().unwrap(), b.read.clone().unwrap());
     va["counter"] = json!(counter(&va) - amount);
     vb["counter"] = json!(counter(&vb) + amount);
@@ -92,18 +90,12 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
             let outer = c
                 .lock(vec![query([upsert_volume(&vol(first), "")])])
                 .await?;
-            match c
-                .nested_lock(
-                    &outer.context,
-                    vec![query([upsert_volume(&vol(second), "")])],
-                )
+            match outer
+                .nested_lock(vec![query([upsert_volume(&vol(second), "")])])
                 .await
             {
                 Ok(inner) => {
-                    let (a, b) = (
-                        outer.results[0].get("volume").unwrap(),
-                        inner.results[0].get("volume").unwrap(),
-                    );
+                    let (a, b) = (&outer.results()[0].volume, &inner.results()[0].volume);
                     let (mut va, mut vb) = (a.read.clone().unwrap(), b.read.clone().unwrap());
                     va["counter"] = json!(counter(&va) - amount);
                     vb["counter"] = json!(counter(&vb) + amount);
@@ -126,11 +118,12 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
         }
         Txn::InvertedNested { held, backend } => {
             let outer = c.lock(vec![query([upsert_volume(&vol(held), "")])]).await?;
-            let err = c
-                .nested_lock(
-                    &outer.context,
-                    vec![query([upsert_backend(&format!("b{backend}"), "", "")])],
-                )
+            let err = outer
+                .nested_lock(vec![query([upsert_backend(
+                    &format!("b{backend}"),
+                    "",
+                    "",
+                )])])
                 .await
                 .unwrap_err();
             // The held volume's backend is read-held: writing it would be an upgrade.
@@ -150,8 +143,8 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
                     query([read_node(&format!("n{node}"))]),
                 ])
                 .await?;
-            assert!(l.results[0].read("volume").is_some());
-            assert_eq!(l.results[0].list("volume").map(<[_]>::len), Some(VOLUMES));
+            assert!(l.results()[0].volume.read.as_deref().is_some());
+            assert_eq!(l.results()[0].volumes.len(), VOLUMES);
             l.unlock().await;
         }
         Txn::Publish { v, node } => {
@@ -161,7 +154,7 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
                     query([list_volume_publications()]),
                 ])
                 .await?;
-            let p = l.results[0].get("volumePublication").unwrap();
+            let p = &l.results()[0].volume_publication;
             p.upsert(json!({"volume": vol(v), "node": format!("n{node}")}))
                 .await?;
             l.unlock().await;
@@ -170,11 +163,7 @@ async fn run(c: CoordinatorHandle, t: Txn) -> Result<bool, LockError> {
             let l = c
                 .lock(vec![query([read_backend(&format!("b{backend}"))])])
                 .await?;
-            l.results[0]
-                .get("backend")
-                .unwrap()
-                .mutate("reserve_capacity", json!({"bytes": 1}))
-                .await?;
+            l.results()[0].backend.reserve_capacity(1).await?;
             l.unlock().await;
         }
     }
@@ -194,7 +183,7 @@ async fn many_concurrent_transactions_keep_the_invariant_on_two_arbiters() {
 async fn random_transactions(c: CoordinatorHandle, count: usize) {
     for b in 0..3 {
         c.load(
-            "backend",
+            Kind::Backend,
             &format!("b{b}"),
             json!({"name": format!("backend-{b}")}),
         )
@@ -202,11 +191,13 @@ async fn random_transactions(c: CoordinatorHandle, count: usize) {
         .unwrap();
     }
     for n in 0..4 {
-        c.load("node", &format!("n{n}"), json!({})).await.unwrap();
+        c.load(Kind::Node, &format!("n{n}"), json!({}))
+            .await
+            .unwrap();
     }
     for i in 0..VOLUMES {
         c.load(
-            "volume",
+            Kind::Volume,
             &vol(i),
             json!({"backend": format!("b{}", i % 3), "counter": START}),
         )
@@ -282,12 +273,12 @@ async fn random_transactions(c: CoordinatorHandle, count: usize) {
 
     let mut total: i64 = 0;
     for i in 0..VOLUMES {
-        total += counter(&c.peek("volume", &vol(i)).await.unwrap());
+        total += counter(&c.peek(Kind::Volume, &vol(i)).await.unwrap());
     }
     assert_eq!(total, START * VOLUMES as i64, "transfers conserve the sum");
     let mut reserved: u64 = 0;
     for b in 0..3 {
-        reserved += c.peek("backend", &format!("b{b}")).await.unwrap()["reservedBytes"]
+        reserved += c.peek(Kind::Backend, &format!("b{b}")).await.unwrap()["reservedBytes"]
             .as_u64()
             .unwrap_or(0);
     }

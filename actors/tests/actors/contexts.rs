@@ -1,38 +1,22 @@
-//! Lock contexts: a NestedLock accepts only the unchanged context of a phase that still holds its
-//! locks; a context that was unlocked, altered, built by hand or issued by another coordinator is
-//! refused with its code, and takes no lock.
+//! Lock contexts: a NestedLock goes through the guard it extends (so its context is the phase's
+//! own, unchanged, and the phase holds its locks: the compile-time checks are the doc-tests of
+//! `coordinator/guard.rs`), only through the newest phase of its transaction; a context presented
+//! to `lock_from` that was altered, built by hand or issued by another coordinator is refused with
+//! its code, and takes no lock; unlocking an outer phase ends the nested phases still on it.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
-use cinder_actors::{CoordinatorHandle, LockContext, LockError, LockMode};
+use cinder_actors::{CoordinatorHandle, LockContext, LockMode, Priority};
 use serde_json::json;
 
 async fn cache(c: &CoordinatorHandle) {
-    c.load("backend", "b1", json!({"name": "n1"}))
+    c.load(Kind::Backend, "b1", json!({"name": "n1"}))
         .await
         .unwrap();
-    c.load("volume", "v1", json!({"backend": "b1"}))
+    c.load(Kind::Volume, "v1", json!({"backend": "b1"}))
         .await
         .unwrap();
-}
-
-#[actix::test]
-async fn a_context_reused_after_unlock_is_refused() {
-    let c = CoordinatorHandle::start_standard();
-    cache(&c).await;
-    let outer = c
-        .lock(vec![query([upsert_backend("b1", "", "")])])
-        .await
-        .unwrap();
-    let context = outer.context.clone();
-    outer.unlock().await;
-    let err = c
-        .nested_lock(&context, vec![query([upsert_volume("v1", "b1")])])
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LockError::ReleasedContext { .. }), "{err:?}");
-    assert_eq!(err.code(), "released_context");
-    assert_nothing_held(&c).await;
 }
 
 #[actix::test]
@@ -40,19 +24,32 @@ async fn an_altered_context_is_refused() {
     let c = CoordinatorHandle::start_standard();
     cache(&c).await;
     let outer = c.lock(vec![query([read_backend("b1")])]).await.unwrap();
-    // Claiming a write the phase never took would let the nested lock skip the backend's lock.
-    let mut forged = outer.context.clone();
+    // A context claiming a write the phase never took is not the one the coordinator issued.
+    let mut forged = outer.context().clone();
     forged
         .held
         .insert(("backend".to_string(), "b1".to_string()), LockMode::Write);
     let err = c
-        .nested_lock(&forged, vec![query([upsert_backend("b1", "", "")])])
+        .lock_from(
+            Some(&forged),
+            vec![query([upsert_node("n1")])],
+            Priority::Default,
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "foreign_context", "{err}");
-    // The genuine context still works.
-    let nested = c
-        .nested_lock(&outer.context, vec![query([upsert_volume("v1", "b1")])])
+    // The genuine context is the transaction's: refused as held, and the guard still extends it.
+    let err = c
+        .lock_from(
+            Some(outer.context()),
+            vec![query([upsert_node("n1")])],
+            Priority::Default,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "lock_while_held", "{err}");
+    let nested = outer
+        .nested_lock(vec![query([upsert_volume("v1", "b1")])])
         .await
         .unwrap();
     nested.unlock().await;
@@ -67,9 +64,10 @@ async fn a_context_built_by_hand_or_from_another_coordinator_is_refused() {
     cache(&c).await;
     cache(&other).await;
     let err = c
-        .nested_lock(
-            &LockContext::default(),
+        .lock_from(
+            Some(&LockContext::default()),
             vec![query([upsert_volume("v1", "b1")])],
+            Priority::Default,
         )
         .await
         .unwrap_err();
@@ -80,7 +78,11 @@ async fn a_context_built_by_hand_or_from_another_coordinator_is_refused() {
         .await
         .unwrap();
     let err = c
-        .nested_lock(&theirs.context, vec![query([upsert_volume("v1", "b1")])])
+        .lock_from(
+            Some(theirs.context()),
+            vec![query([upsert_volume("v1", "b1")])],
+            Priority::Default,
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "foreign_context", "{err}");
@@ -92,7 +94,9 @@ async fn a_context_built_by_hand_or_from_another_coordinator_is_refused() {
 async fn three_volumes(c: &CoordinatorHandle) {
     cache(c).await;
     for v in ["v2", "v3"] {
-        c.load("volume", v, json!({"backend": "b1"})).await.unwrap();
+        c.load(Kind::Volume, v, json!({"backend": "b1"}))
+            .await
+            .unwrap();
     }
 }
 
@@ -109,14 +113,14 @@ async fn only_the_newest_context_extends_a_transaction() {
     let c = CoordinatorHandle::start_standard();
     three_volumes(&c).await;
     let a = c.lock(vec![query([read_backend("b1")])]).await.unwrap();
-    let b = c
-        .nested_lock(&a.context, vec![query([upsert_volume("v3", "b1")])])
+    let b = a
+        .nested_lock(vec![query([upsert_volume("v3", "b1")])])
         .await
         .unwrap();
     // Through the older context, v1 would sort after A's last lock but before B's (v3): another
     // transaction holding v1 and waiting for v3 would deadlock with this one.
-    let err = c
-        .nested_lock(&a.context, vec![query([upsert_volume("v1", "b1")])])
+    let err = a
+        .nested_lock(vec![query([upsert_volume("v1", "b1")])])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "stale_context", "{err}");
@@ -127,20 +131,20 @@ async fn only_the_newest_context_extends_a_transaction() {
         "a refused lock took v1"
     );
     // The newest context still extends it, in order.
-    let d = c
-        .nested_lock(&b.context, vec![query([upsert_snapshot("v3", "s3")])])
+    let d = b
+        .nested_lock(vec![query([upsert_snapshot("v3", "s3")])])
         .await
         .unwrap();
     // Once the newer phases are unlocked, the older context is the newest again.
     d.unlock().await;
-    let err = c
-        .nested_lock(&a.context, vec![query([upsert_volume("v1", "b1")])])
+    let err = a
+        .nested_lock(vec![query([upsert_volume("v1", "b1")])])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "stale_context", "B still extends A: {err}");
     b.unlock().await;
-    let e = c
-        .nested_lock(&a.context, vec![query([upsert_volume("v1", "b1")])])
+    let e = a
+        .nested_lock(vec![query([upsert_volume("v1", "b1")])])
         .await
         .unwrap();
     e.unlock().await;
@@ -149,55 +153,43 @@ async fn only_the_newest_context_extends_a_transaction() {
 }
 
 #[actix::test]
-async fn unlocking_the_outer_phase_ends_the_nested_one_first() {
+async fn unlocking_the_outer_phase_ends_forgotten_nested_ones() {
     let c = CoordinatorHandle::start_standard();
     three_volumes(&c).await;
     let outer = c
         .lock(vec![query([upsert_backend("b1", "", "")])])
         .await
         .unwrap();
-    let txn = outer.context.txn;
-    let nested = c
-        .nested_lock(&outer.context, vec![query([upsert_volume("v1", "b1")])])
+    let txn = outer.context().txn;
+    let nested = outer
+        .nested_lock(vec![query([upsert_volume("v1", "b1")])])
         .await
         .unwrap();
-    let deeper = c
-        .nested_lock(&nested.context, vec![query([upsert_volume("v2", "b1")])])
+    let deeper = nested
+        .nested_lock(vec![query([upsert_volume("v2", "b1")])])
         .await
         .unwrap();
     let before = c.inspect().await.unwrap();
     assert_eq!(holders_of(&before, "volume", "v1"), vec![txn]);
     assert_eq!(holders_of(&before, "volume", "v2"), vec![txn]);
+    // The borrow rules keep the nested guards from outliving the outer one; a guard that is
+    // forgotten (never unlocked, never dropped) must not leave its locks behind either.
+    let nested_txn = nested.context().txn;
+    std::mem::forget(deeper);
+    std::mem::forget(nested);
     outer.unlock().await;
-    // The nested contexts claimed the backend the transaction no longer holds: they are ended
-    // with the outer phase, and their locks released with it.
-    for ctx in [&nested.context, &deeper.context] {
-        let err = c
-            .nested_lock(ctx, vec![query([upsert_snapshot("v2", "s2")])])
-            .await
-            .unwrap_err();
-        assert_eq!(err.code(), "released_context", "{err}");
-    }
+    // The nested phases claimed the backend the transaction no longer holds: they are ended with
+    // the outer phase, and their locks released with it.
+    assert_eq!(nested_txn, txn);
     let after = c.inspect().await.unwrap();
     assert!(after.transactions.is_empty(), "{:?}", after.transactions);
     assert_nothing_held(&c).await;
-    // Another transaction takes v1 while the old nested guard is still alive; committing through
-    // the old nested result is refused, and dropping the old guard releases nothing of the new one.
     let other = c
         .lock(vec![query([upsert_volume("v1", "b1")])])
         .await
         .unwrap();
-    let err = nested.results[0]
-        .get("volume")
-        .unwrap()
-        .upsert(json!({"backend": "b1", "late": true}))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), "not_held", "{err}");
-    drop(deeper);
-    drop(nested);
     let snap = c.inspect().await.unwrap();
-    assert_eq!(holders_of(&snap, "volume", "v1"), vec![other.context.txn]);
+    assert_eq!(holders_of(&snap, "volume", "v1"), vec![other.context().txn]);
     other.unlock().await;
     assert_nothing_held(&c).await;
 }
@@ -214,24 +206,24 @@ async fn a_top_level_lock_from_a_transaction_that_holds_locks_is_refused() {
     // waits for v2.
     let err = c
         .lock_from(
-            Some(&outer.context),
+            Some(outer.context()),
             vec![query([upsert_volume("v1", "b1")])],
-            cinder_actors::Priority::Default,
+            Priority::Default,
         )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "lock_while_held", "{err}");
     assert!(err.to_string().contains("NestedLock"), "{err}");
     // Through a newer phase's context as well.
-    let nested = c
-        .nested_lock(&outer.context, vec![query([upsert_snapshot("v2", "s2")])])
+    let nested = outer
+        .nested_lock(vec![query([upsert_snapshot("v2", "s2")])])
         .await
         .unwrap();
     let err = c
         .lock_from(
-            Some(&nested.context),
+            Some(nested.context()),
             vec![query([upsert_node("n1")])],
-            cinder_actors::Priority::Default,
+            Priority::Default,
         )
         .await
         .unwrap_err();
@@ -242,37 +234,37 @@ async fn a_top_level_lock_from_a_transaction_that_holds_locks_is_refused() {
         "a refused lock took v1"
     );
     assert_eq!(snap.transactions.len(), 2, "{:?}", snap.transactions);
-    let nested_context = nested.context.clone();
+    let nested_context = nested.context().clone();
     nested.unlock().await;
     // The nested phase is gone, the outer one still holds v2.
     let err = c
         .lock_from(
             Some(&nested_context),
             vec![query([upsert_volume("v1", "b1")])],
-            cinder_actors::Priority::Default,
+            Priority::Default,
         )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "lock_while_held", "{err}");
-    let context = outer.context.clone();
+    let context = outer.context().clone();
     outer.unlock().await;
     // Once unlocked, the transaction holds nothing: the Lock is a new transaction.
     let again = c
         .lock_from(
             Some(&context),
             vec![query([upsert_volume("v1", "b1")])],
-            cinder_actors::Priority::Default,
+            Priority::Default,
         )
         .await
         .unwrap();
-    assert_ne!(again.context.txn, context.txn);
+    assert_ne!(again.context().txn, context.txn);
     again.unlock().await;
     // A context no coordinator issued is refused as such.
     let err = c
         .lock_from(
             Some(&LockContext::default()),
             vec![query([upsert_node("n1")])],
-            cinder_actors::Priority::Default,
+            Priority::Default,
         )
         .await
         .unwrap_err();

@@ -2,6 +2,7 @@
 //! mutation of a read-held backend by concurrent transactions.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorConfig, CoordinatorHandle, Priority, Schema};
 use serde_json::json;
@@ -18,7 +19,7 @@ async fn grant_order(age_step: Duration) -> Vec<&'static str> {
             ..CoordinatorConfig::default()
         },
     );
-    c.load("node", "n", json!({})).await.unwrap();
+    c.load(Kind::Node, "n", json!({})).await.unwrap();
     let holder = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let names: [&'static str; 6] = ["default", "high1", "high2", "high3", "high4", "high5"];
@@ -70,9 +71,13 @@ async fn ageing_lets_default_through_high_contention() {
 #[actix::test]
 async fn interior_mutation_on_read_held_backend_serializes() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "b", json!({"name": "b", "capacityBytes": 100}))
-        .await
-        .unwrap();
+    c.load(
+        Kind::Backend,
+        "b",
+        json!({"name": "b", "capacityBytes": 100}),
+    )
+    .await
+    .unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Twenty transactions read-hold the backend at once and each reserves 5 bytes.
     let gate = c.lock(vec![query([read_backend("b")])]).await.unwrap();
@@ -86,11 +91,7 @@ async fn interior_mutation_on_read_held_backend_serializes() {
                 ])])
                 .await
                 .unwrap();
-            let r = l.results[0]
-                .get("backend")
-                .unwrap()
-                .mutate("reserve_capacity", json!({"bytes": 5}))
-                .await;
+            let r = l.results()[0].backend.reserve_capacity(5).await;
             tx.send(r.map(|_| ())).unwrap();
             l.unlock().await;
         });
@@ -99,23 +100,14 @@ async fn interior_mutation_on_read_held_backend_serializes() {
         rx.recv().await.unwrap().unwrap();
     }
     // All of them ran while the gate still read-held the backend.
-    let b = gate.results[0].get("backend").unwrap();
-    assert_eq!(c.peek("backend", "b").await.unwrap()["reservedBytes"], 100);
-    let err = b
-        .mutate("reserve_capacity", json!({"bytes": 1}))
-        .await
-        .unwrap_err();
+    let b = &gate.results()[0].backend;
+    assert_eq!(
+        c.peek(Kind::Backend, "b").await.unwrap()["reservedBytes"],
+        100
+    );
+    let err = b.reserve_capacity(1).await.unwrap_err();
     assert_eq!(err.code(), "mutation_refused");
-    assert_eq!(
-        b.mutate("release_capacity", json!({"bytes": 10}))
-            .await
-            .unwrap()["reservedBytes"],
-        90
-    );
-    assert_eq!(
-        b.mutate("frobnicate", json!({})).await.unwrap_err().code(),
-        "unknown_mutation"
-    );
+    assert_eq!(b.release_capacity(10).await.unwrap()["reservedBytes"], 90);
     gate.unlock().await;
     // Without a lock, a mutation is refused.
     let free = c
@@ -123,10 +115,9 @@ async fn interior_mutation_on_read_held_backend_serializes() {
         .await
         .unwrap();
     assert_eq!(
-        free.results[0]
-            .get("backend")
-            .unwrap()
-            .mutate("reserve_capacity", json!({"bytes": 1}))
+        free.results()[0]
+            .backend
+            .reserve_capacity(1)
             .await
             .unwrap_err()
             .code(),

@@ -3,6 +3,7 @@
 //! release, and the lock context after each phase.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, LockMode, LockedEntry, Op};
 use serde_json::json;
@@ -21,12 +22,12 @@ fn h(kind: &str, id: &str, m: LockMode) -> (String, String, LockMode) {
 #[actix::test]
 async fn first_example_publish_a_volume() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "backend1", json!({"name": "b1"}))
+    c.load(Kind::Backend, "backend1", json!({"name": "b1"}))
         .await
         .unwrap();
-    c.load("node", "node1", json!({})).await.unwrap();
+    c.load(Kind::Node, "node1", json!({})).await.unwrap();
     c.load(
-        "volume",
+        Kind::Volume,
         "volume1",
         json!({"backend": "backend1", "size": 1}),
     )
@@ -51,7 +52,7 @@ async fn first_example_publish_a_volume() {
         .unwrap();
 
     assert_eq!(
-        entries(&locked.plan.entries),
+        entries(&locked.plan().entries),
         vec![
             entry("read", "root", ".", None, true),
             entry("list", "volume", "", Some(0), false),
@@ -80,19 +81,22 @@ async fn first_example_publish_a_volume() {
         step("write", "volumePublication", "volume1.node1"),
         step("write", "snapshot", "snap1"),
     ];
-    assert_eq!(locked.guard.held(), acquisition);
+    assert_eq!(locked.held(), acquisition);
 
     // Results: what the loaded objects hold (no publication yet, one volume).
-    let (r0, r1) = (&locked.results[0], &locked.results[1]);
-    assert!(r0.read("volumePublication").is_none());
-    assert_eq!(r0.list("volumePublication").map(<[_]>::len), Some(0));
-    assert_eq!(r0.list("volume").map(<[_]>::len), Some(1));
-    assert!(r0.read("backend").is_some());
-    assert!(r1.read("backend").is_some());
-    assert_eq!(r0.read("volume").map(|v| v["size"].clone()), Some(json!(1)));
-    assert!(r1.read("snapshot").is_none());
-    assert!(r1.get("volume").is_none(), "synthetic reads set no result");
-    assert!(r0.get("node").is_none(), "synthetic reads set no result");
+    let (r0, r1) = (&locked.results()[0], &locked.results()[1]);
+    assert!(r0.volume_publication.read.as_deref().is_none());
+    assert_eq!(r0.volume_publications.len(), 0);
+    assert_eq!(r0.volumes.len(), 1);
+    assert!(r0.backend.read.as_deref().is_some());
+    assert!(r1.backend.read.as_deref().is_some());
+    assert_eq!(
+        r0.volume.read.as_deref().map(|v| v["size"].clone()),
+        Some(json!(1))
+    );
+    assert!(r1.snapshot.read.as_deref().is_none());
+    assert!(r1.volume.op().is_none(), "synthetic reads set no result");
+    assert!(r0.node.op().is_none(), "synthetic reads set no result");
 
     // Every held lock is visible through inspection, held by this transaction.
     let snap = c.inspect().await.unwrap();
@@ -104,48 +108,41 @@ async fn first_example_publish_a_volume() {
     assert_eq!(busy.len(), 6);
     assert!(
         busy.iter()
-            .all(|(_, _, _, holders)| holders == &vec![locked.context.txn])
+            .all(|(_, _, _, holders)| holders == &vec![locked.context().txn])
     );
     assert_eq!(snap.transactions.len(), 1);
     assert_eq!(snap.transactions[0].held, acquisition);
 
     // Mutating a copy changes nothing until it is committed through the result.
-    let mut backend = r1.read("backend").cloned().unwrap();
+    let mut backend = r1.backend.read.as_deref().cloned().unwrap();
     backend["state"] = json!("unknown");
     assert!(
-        c.peek("backend", "backend1")
+        c.peek(Kind::Backend, "backend1")
             .await
             .unwrap()
             .get("state")
             .is_none()
     );
-    r1.get("backend").unwrap().upsert(backend).await.unwrap();
+    r1.backend.upsert(backend).await.unwrap();
     assert_eq!(
-        c.peek("backend", "backend1").await.unwrap()["state"],
+        c.peek(Kind::Backend, "backend1").await.unwrap()["state"],
         "unknown"
     );
-    r0.get("volumePublication")
-        .unwrap()
+    r0.volume_publication
         .upsert(json!({"volume": "volume1", "node": "node1"}))
         .await
         .unwrap();
-    r1.get("snapshot")
-        .unwrap()
+    r1.snapshot
         .upsert(json!({"volume": "volume1", "name": "snap1"}))
         .await
         .unwrap();
     // A read result cannot upsert.
-    let err = r0
-        .get("backend")
-        .unwrap()
-        .upsert(json!({}))
-        .await
-        .unwrap_err();
+    let err = r0.backend.upsert(json!({})).await.unwrap_err();
     assert_eq!(err.code(), "wrong_operation");
 
     // The lock context: every held lock, lastLockHeld the snapshot upsert.
     assert_eq!(
-        held(&locked.context),
+        held(locked.context()),
         vec![
             h("backend", "backend1", LockMode::Write),
             h("node", "node1", LockMode::Read),
@@ -155,17 +152,17 @@ async fn first_example_publish_a_volume() {
         ]
     );
     assert_eq!(
-        locked.context.last_lock_held,
+        locked.context().last_lock_held,
         Some(LockedEntry {
             op: Op::Upsert,
             kind: "snapshot".into(),
             id: "snap1".into()
         })
     );
-    assert!(locked.context.holds_root);
+    assert!(locked.context().holds_root);
     // A nested lock on something that sorts before the snapshot upsert is refused.
-    let err = c
-        .nested_lock(&locked.context, vec![query([upsert_node("node2")])])
+    let err = locked
+        .nested_lock(vec![query([upsert_node("node2")])])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
@@ -174,10 +171,7 @@ async fn first_example_publish_a_volume() {
         upsert_volume("volume1", ""),
         upsert_backend("backend1", "", ""),
     ] {
-        let err = c
-            .nested_lock(&locked.context, vec![query([q])])
-            .await
-            .unwrap_err();
+        let err = locked.nested_lock(vec![query([q])]).await.unwrap_err();
         assert_eq!(err.code(), "would_deadlock");
     }
 
@@ -186,11 +180,13 @@ async fn first_example_publish_a_volume() {
     assert_eq!(locked.unlock().await, release);
     assert_nothing_held(&c).await;
     assert_eq!(
-        c.peek("volumePublication", "volume1.node1").await.unwrap()["node"],
+        c.peek(Kind::VolumePublication, "volume1.node1")
+            .await
+            .unwrap()["node"],
         "node1"
     );
     assert_eq!(
-        c.peek("snapshot", "snap1").await.unwrap()["volume"],
+        c.peek(Kind::Snapshot, "snap1").await.unwrap()["volume"],
         "volume1"
     );
 }
@@ -198,15 +194,19 @@ async fn first_example_publish_a_volume() {
 #[actix::test]
 async fn second_example_nested_lock_per_volume() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "backend1", json!({"name": "b1", "uuid": "u-1"}))
-        .await
-        .unwrap();
+    c.load(
+        Kind::Backend,
+        "backend1",
+        json!({"name": "b1", "uuid": "u-1"}),
+    )
+    .await
+    .unwrap();
     for v in ["volume1", "volume2", "volume3"] {
-        c.load("volume", v, json!({"backend": "backend1"}))
+        c.load(Kind::Volume, v, json!({"backend": "backend1"}))
             .await
             .unwrap();
     }
-    c.load("volume", "other", json!({"backend": "backend2"}))
+    c.load(Kind::Volume, "other", json!({"backend": "backend2"}))
         .await
         .unwrap();
 
@@ -219,7 +219,7 @@ async fn second_example_nested_lock_per_volume() {
         .await
         .unwrap();
     assert_eq!(
-        entries(&outer.plan.entries),
+        entries(&outer.plan().entries),
         vec![
             entry("read", "root", ".", None, true),
             entry("list", "volume", "", Some(0), false),
@@ -227,28 +227,27 @@ async fn second_example_nested_lock_per_volume() {
         ]
     );
     assert_eq!(
-        outer.guard.held(),
+        outer.held(),
         vec![
             step("read", "root", "."),
             step("write", "backend", "backend1")
         ]
     );
     assert_eq!(
-        held(&outer.context),
+        held(outer.context()),
         vec![h("backend", "backend1", LockMode::Write)]
     );
     assert_eq!(
-        outer.context.last_lock_held,
+        outer.context().last_lock_held,
         Some(LockedEntry {
             op: Op::Upsert,
             kind: "backend".into(),
             id: "backend1".into()
         })
     );
-    let backend = outer.results[0].read("backend").cloned().unwrap();
-    let mut volumes: Vec<String> = outer.results[0]
-        .list("volume")
-        .unwrap()
+    let backend = outer.results()[0].backend.read.as_deref().cloned().unwrap();
+    let mut volumes: Vec<String> = outer.results()[0]
+        .volumes
         .iter()
         .map(|l| l.id.clone())
         .collect();
@@ -256,9 +255,8 @@ async fn second_example_nested_lock_per_volume() {
     assert_eq!(volumes, vec!["volume1", "volume2", "volume3"]);
 
     // Phase B: one query per volume.
-    let nested = c
+    let nested = outer
         .nested_lock(
-            &outer.context,
             volumes
                 .iter()
                 .map(|v| query([upsert_volume(v, "backend1")]))
@@ -267,7 +265,7 @@ async fn second_example_nested_lock_per_volume() {
         .await
         .unwrap();
     assert_eq!(
-        nested.guard.held(),
+        nested.held(),
         vec![
             step("write", "volume", "volume1"),
             step("write", "volume", "volume2"),
@@ -276,7 +274,7 @@ async fn second_example_nested_lock_per_volume() {
     );
     assert_eq!(
         nested
-            .plan
+            .plan()
             .entries
             .iter()
             .filter(|e| e.kind == "root")
@@ -285,7 +283,7 @@ async fn second_example_nested_lock_per_volume() {
         "no second root read"
     );
     assert_eq!(
-        held(&nested.context),
+        held(nested.context()),
         vec![
             h("backend", "backend1", LockMode::Write),
             h("volume", "volume1", LockMode::Write),
@@ -294,37 +292,31 @@ async fn second_example_nested_lock_per_volume() {
         ]
     );
     assert_eq!(
-        nested.context.last_lock_held,
+        nested.context().last_lock_held,
         Some(LockedEntry {
             op: Op::Upsert,
             kind: "volume".into(),
             id: "volume3".into()
         })
     );
-    for r in &nested.results {
-        let vol = r.get("volume").unwrap();
+    for r in nested.results() {
+        let vol = &r.volume;
         let mut copy = vol.read.clone().unwrap();
         copy["backendUUID"] = backend["uuid"].clone();
         vol.upsert(copy).await.unwrap();
     }
 
     // A third nested lock: the backend sorts before volume3 → refused; a snapshot sorts after → fine.
-    let err = c
-        .nested_lock(
-            &nested.context,
-            vec![query([upsert_backend("backend1", "", "")])],
-        )
+    let err = nested
+        .nested_lock(vec![query([upsert_backend("backend1", "", "")])])
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::WouldDeadlock { .. }), "{err}");
-    let third = c
-        .nested_lock(
-            &nested.context,
-            vec![query([upsert_snapshot("volume1", "s1")])],
-        )
+    let third = nested
+        .nested_lock(vec![query([upsert_snapshot("volume1", "s1")])])
         .await
         .unwrap();
-    assert_eq!(third.guard.held(), vec![step("write", "snapshot", "s1")]);
+    assert_eq!(third.held(), vec![step("write", "snapshot", "s1")]);
     assert_eq!(third.unlock().await, vec![step("write", "snapshot", "s1")]);
 
     // Unlock in two stages.
@@ -358,10 +350,10 @@ async fn second_example_nested_lock_per_volume() {
     );
     assert_nothing_held(&c).await;
     for v in ["volume1", "volume2", "volume3"] {
-        assert_eq!(c.peek("volume", v).await.unwrap()["backendUUID"], "u-1");
+        assert_eq!(c.peek(Kind::Volume, v).await.unwrap()["backendUUID"], "u-1");
     }
     assert!(
-        c.peek("volume", "other")
+        c.peek(Kind::Volume, "other")
             .await
             .unwrap()
             .get("backendUUID")
@@ -372,10 +364,10 @@ async fn second_example_nested_lock_per_volume() {
 #[actix::test]
 async fn dropped_guard_releases_its_locks() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "n", json!({})).await.unwrap();
+    c.load(Kind::Node, "n", json!({})).await.unwrap();
     {
         let locked = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
-        assert_eq!(locked.guard.held().len(), 2);
+        assert_eq!(locked.held().len(), 2);
     }
     let again = c.lock(vec![query([upsert_node("n")])]).await.unwrap();
     drop(again);
@@ -389,11 +381,11 @@ async fn dropped_guard_releases_its_locks() {
 #[actix::test]
 async fn deleted_resource_retires_and_comes_back_empty() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "n", json!({"x": 1})).await.unwrap();
+    c.load(Kind::Node, "n", json!({"x": 1})).await.unwrap();
     let l = c.lock(vec![query([delete_node("n")])]).await.unwrap();
-    l.results[0].get("node").unwrap().delete().await.unwrap();
+    l.results()[0].node.delete().await.unwrap();
     l.unlock().await;
-    assert!(c.peek("node", "n").await.is_none());
+    assert!(c.peek(Kind::Node, "n").await.is_none());
     eventually("node actor retired", || {
         let c = c.clone();
         async move {
@@ -407,5 +399,5 @@ async fn deleted_resource_retires_and_comes_back_empty() {
     })
     .await;
     let l = c.lock(vec![query([read_node("n")])]).await.unwrap();
-    assert!(l.results[0].read("node").is_none());
+    assert!(l.results()[0].node.read.as_deref().is_none());
 }

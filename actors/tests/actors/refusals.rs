@@ -1,23 +1,24 @@
 //! Refusals: each returns its typed error (with its code) and takes no lock.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockError, LockedEntry, Op};
 use serde_json::json;
 
 async fn cache() -> CoordinatorHandle {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "b1", json!({"name": "n1"}))
+    c.load(Kind::Backend, "b1", json!({"name": "n1"}))
         .await
         .unwrap();
-    c.load("backend", "b2", json!({"name": "n2"}))
+    c.load(Kind::Backend, "b2", json!({"name": "n2"}))
         .await
         .unwrap();
-    c.load("node", "node1", json!({})).await.unwrap();
-    c.load("volume", "v1", json!({"backend": "b1"}))
+    c.load(Kind::Node, "node1", json!({})).await.unwrap();
+    c.load(Kind::Volume, "v1", json!({"backend": "b1"}))
         .await
         .unwrap();
-    c.load("volume", "v2", json!({"backend": "b1"}))
+    c.load(Kind::Volume, "v2", json!({"backend": "b1"}))
         .await
         .unwrap();
     c
@@ -62,8 +63,8 @@ async fn nested_lock_sorting_before_last_lock_held() {
         .await
         .unwrap();
     let before = c.inspect().await.unwrap().busy().len();
-    let err = c
-        .nested_lock(&outer.context, vec![query([upsert_backend("b2", "", "")])])
+    let err = outer
+        .nested_lock(vec![query([upsert_backend("b2", "", "")])])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
@@ -72,14 +73,11 @@ async fn nested_lock_sorting_before_last_lock_held() {
         "{err}"
     );
     // v2 sorts after v1, but the node sorts before: the whole nested call is refused.
-    let err = c
-        .nested_lock(
-            &outer.context,
-            vec![
-                query([upsert_volume("v2", "")]),
-                query([read_node("node1")]),
-            ],
-        )
+    let err = outer
+        .nested_lock(vec![
+            query([upsert_volume("v2", "")]),
+            query([read_node("node1")]),
+        ])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
@@ -103,8 +101,8 @@ async fn nested_lock_sorting_before_last_lock_held() {
 async fn nested_read_to_write_upgrade() {
     let c = cache().await;
     let outer = c.lock(vec![query([read_node("node1")])]).await.unwrap();
-    let err = c
-        .nested_lock(&outer.context, vec![query([upsert_node("node1")])])
+    let err = outer
+        .nested_lock(vec![query([upsert_node("node1")])])
         .await
         .unwrap_err();
     assert_eq!(
@@ -123,11 +121,8 @@ async fn nested_read_to_write_upgrade() {
 async fn new_key_in_nested_lock() {
     let c = cache().await;
     let outer = c.lock(vec![query([read_node("node1")])]).await.unwrap();
-    let err = c
-        .nested_lock(
-            &outer.context,
-            vec![query([upsert_backend("b1", "", "renamed")])],
-        )
+    let err = outer
+        .nested_lock(vec![query([upsert_backend("b1", "", "renamed")])])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "key_update_in_nested");
@@ -158,9 +153,9 @@ async fn key_collision() {
         .lock(vec![query([upsert_backend("", "n2", "n3")])])
         .await
         .unwrap();
-    assert_eq!(l.guard.held()[0], step("write", "key:backend", "n3"));
-    let b = l.results[0].get("backend").unwrap();
-    assert_eq!(b.id, "b2");
+    assert_eq!(l.held()[0], step("write", "key:backend", "n3"));
+    let b = &l.results()[0].backend;
+    assert_eq!(b.id(), "b2");
     let err = b.upsert(json!({"name": "n1"})).await.unwrap_err();
     assert_eq!(err.code(), "key_exists");
     b.upsert(json!({"name": "n3"})).await.unwrap();
@@ -169,7 +164,7 @@ async fn key_collision() {
         .lock(vec![query([read_backend_by_name("n3")])])
         .await
         .unwrap();
-    assert_eq!(l.results[0].get("backend").unwrap().id, "b2");
+    assert_eq!(l.results()[0].backend.id(), "b2");
     l.unlock().await;
     assert_nothing_held(&c).await;
 }
@@ -186,26 +181,23 @@ async fn list_only_nested_keeps_last_lock_held() {
         kind: "volume".into(),
         id: "v2".into(),
     });
-    assert_eq!(outer.context.last_lock_held, last);
-    let lists = c
-        .nested_lock(&outer.context, vec![query([list_backends(), list_nodes()])])
+    assert_eq!(outer.context().last_lock_held, last);
+    let lists = outer
+        .nested_lock(vec![query([list_backends(), list_nodes()])])
         .await
         .unwrap();
-    assert!(lists.guard.held().is_empty());
-    assert_eq!(lists.context.last_lock_held, last);
-    assert_eq!(lists.results[0].list("backend").map(<[_]>::len), Some(2));
-    let iread = c
-        .nested_lock(
-            &lists.context,
-            vec![query([inconsistent_read_backend("b2")])],
-        )
+    assert!(lists.held().is_empty());
+    assert_eq!(lists.context().last_lock_held, last);
+    assert_eq!(lists.results()[0].backends.len(), 2);
+    let iread = lists
+        .nested_lock(vec![query([inconsistent_read_backend("b2")])])
         .await
         .unwrap();
-    assert_eq!(iread.context.last_lock_held, last);
-    assert!(iread.results[0].read("backend").is_some());
+    assert_eq!(iread.context().last_lock_held, last);
+    assert!(iread.results()[0].backend.read.as_deref().is_some());
     // A later out-of-order nested lock is still refused.
-    let err = c
-        .nested_lock(&iread.context, vec![query([upsert_volume("v1", "")])])
+    let err = iread
+        .nested_lock(vec![query([upsert_volume("v1", "")])])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "would_deadlock");
@@ -226,5 +218,37 @@ async fn missing_owner_and_unknown_kind() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "unknown_kind");
+    assert_nothing_held(&c).await;
+}
+
+#[actix::test]
+async fn commits_through_a_kind_the_query_did_not_ask_for_or_its_operation_forbids() {
+    let c = cache().await;
+    let l = c.lock(vec![query([read_volume("v1")])]).await.unwrap();
+    let r = &l.results()[0];
+    assert_eq!(r.volume.op(), Some(Op::Read));
+    assert_eq!(r.volume.id(), "v1");
+    // The backend is locked (a synthetic read) but the query did not ask for it: no result.
+    assert_eq!(r.backend.op(), None);
+    assert!(r.backend.read.is_none() && r.snapshot.read.is_none());
+    let err = r.snapshot.upsert(json!({})).await.unwrap_err();
+    assert_eq!(err.code(), "not_asked", "{err}");
+    assert!(err.to_string().contains("snapshot"), "{err}");
+    let err = r.backend.reserve_capacity(1).await.unwrap_err();
+    assert_eq!(err.code(), "not_asked", "{err}");
+    let err = r.volume.delete().await.unwrap_err();
+    assert_eq!(err.code(), "wrong_operation", "{err}");
+    // A working copy is plain data: a clone edited changes nothing in the result or the cache.
+    let mut copy = r.volume.read.clone().unwrap();
+    copy["edited"] = json!(true);
+    assert!(r.volume.read.as_ref().unwrap().get("edited").is_none());
+    assert!(
+        c.peek(Kind::Volume, "v1")
+            .await
+            .unwrap()
+            .get("edited")
+            .is_none()
+    );
+    l.unlock().await;
     assert_nothing_held(&c).await;
 }

@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use cinder_actors::CoordinatorHandle;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use serde_json::json;
 use std::cell::Cell;
@@ -31,10 +32,10 @@ async fn exclusive_across_retirements() {
                     overlaps.set(overlaps.get() + 1);
                 }
                 tokio::task::yield_now().await;
-                let r = l.results[0].get("node").unwrap();
+                let r = &l.results()[0].node;
                 if create {
                     r.upsert(json!({"by": i})).await.unwrap();
-                } else if r.op == cinder_actors::Op::Delete && r.read.is_some() {
+                } else if r.op() == Some(cinder_actors::Op::Delete) && r.read.is_some() {
                     r.delete().await.unwrap();
                 }
                 tokio::task::yield_now().await;
@@ -52,7 +53,7 @@ async fn exclusive_across_retirements() {
         "two transactions held the exclusive lock at once"
     );
     // Absent resources' actors retire once idle.
-    if c.peek("node", "ghost").await.is_none() {
+    if c.peek(Kind::Node, "ghost").await.is_none() {
         eventually("the ghost node's actor retired", || {
             let c = c.clone();
             async move {
@@ -72,7 +73,7 @@ async fn exclusive_across_retirements() {
 #[actix::test]
 async fn a_lock_waiting_elsewhere_re_resolves_a_retired_actor() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "a", json!({})).await.unwrap();
+    c.load(Kind::Node, "a", json!({})).await.unwrap();
     let holder = c.lock(vec![query([upsert_node("a")])]).await.unwrap();
     // B resolves the actors of "a" and "ghost", then waits on "a".
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -106,18 +107,13 @@ async fn a_lock_waiting_elsewhere_re_resolves_a_retired_actor() {
     // re-resolves a new one.
     holder.unlock().await;
     let b = rx.await.unwrap().unwrap();
-    assert!(b.results[1].read("node").is_none());
+    assert!(b.results()[1].node.read.as_deref().is_none());
     let snap = c.inspect().await.unwrap();
     let ghost = snap.resources.iter().find(|r| r.id == "ghost").unwrap();
-    assert_eq!(ghost.holders, vec![b.context.txn]);
-    b.results[1]
-        .get("node")
-        .unwrap()
-        .upsert(json!({"x": 1}))
-        .await
-        .unwrap();
+    assert_eq!(ghost.holders, vec![b.context().txn]);
+    b.results()[1].node.upsert(json!({"x": 1})).await.unwrap();
     b.unlock().await;
-    assert_eq!(c.peek("node", "ghost").await.unwrap()["x"], 1);
+    assert_eq!(c.peek(Kind::Node, "ghost").await.unwrap()["x"], 1);
     assert_nothing_held(&c).await;
 }
 
@@ -128,7 +124,7 @@ fn has_actor(snap: &cinder_actors::CoordinatorSnapshot, id: &str) -> bool {
 #[actix::test]
 async fn actors_a_cancelled_lock_never_asked_retire() {
     let c = CoordinatorHandle::start_standard();
-    c.load("node", "a", json!({})).await.unwrap();
+    c.load(Kind::Node, "a", json!({})).await.unwrap();
     let holder = c.lock(vec![query([upsert_node("a")])]).await.unwrap();
     // The Begin starts the actors of "a", "ghost1" and "ghost2"; the lock waits on "a" and is
     // cancelled there, before it asks the ghosts.
@@ -162,10 +158,10 @@ async fn actors_a_cancelled_lock_never_asked_retire() {
 #[actix::test]
 async fn actors_of_a_lock_refused_after_its_key_lock_retire() {
     let c = CoordinatorHandle::start_standard();
-    c.load("backend", "b1", json!({"name": "one"}))
+    c.load(Kind::Backend, "b1", json!({"name": "one"}))
         .await
         .unwrap();
-    c.load("backend", "b2", json!({"name": "two"}))
+    c.load(Kind::Backend, "b2", json!({"name": "two"}))
         .await
         .unwrap();
     // The rename's key lock is held by another transaction, which gives the name away meanwhile.
@@ -186,9 +182,8 @@ async fn actors_of_a_lock_refused_after_its_key_lock_retire() {
     });
     wait_for_waiters(&c, "key:backend", "taken", 1).await;
     assert!(has_actor(&c.inspect().await.unwrap(), "ghost"));
-    renaming.results[0]
-        .get("backend")
-        .unwrap()
+    renaming.results()[0]
+        .backend
         .upsert(json!({"name": "taken"}))
         .await
         .unwrap();

@@ -1,6 +1,7 @@
 //! The handle, the lock outcome and the lock futures can cross threads (callers run on
 //! multi-threaded tokio runtimes and actix-web workers).
 
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, CoordinatorSnapshot, LockError, Locked};
 use std::future::Future;
@@ -14,17 +15,17 @@ fn types_are_send_and_sync() {
     assert_send_sync::<LockError>();
     assert_send_sync::<CoordinatorSnapshot>();
     fn locked_is_send<T: Send>() {}
-    locked_is_send::<Locked>();
+    locked_is_send::<Locked<'static>>();
     // Compiling this function is the check: every future of the API is Send.
-    let _check: fn(CoordinatorHandle, Locked) = futures_are_send;
+    let _check: fn(CoordinatorHandle, Locked<'static>) = futures_are_send;
 }
 
-fn futures_are_send(c: CoordinatorHandle, l: Locked) {
+fn futures_are_send(c: CoordinatorHandle, l: Locked<'static>) {
     let f = async move {
-        let n = c
-            .nested_lock(&l.context, vec![query([read_node("n")])])
-            .await?;
-        n.results[0].get("node").map(|r| r.read.clone());
+        let n = l.nested_lock(vec![query([upsert_node("n")])]).await?;
+        let node = &n.results()[0].node;
+        node.upsert(serde_json::json!({})).await?;
+        n.results()[0].backend.reserve_capacity(1).await?;
         n.unlock().await;
         l.unlock().await;
         let _ = c.inspect().await?;
@@ -49,7 +50,7 @@ fn handle_works_from_another_thread() {
             .build()
             .unwrap();
         rt.block_on(async move {
-            c2.load("node", "n", serde_json::json!({"v": 1}))
+            c2.load(Kind::Node, "n", serde_json::json!({"v": 1}))
                 .await
                 .unwrap();
             let l = tokio::spawn({
@@ -57,9 +58,8 @@ fn handle_works_from_another_thread() {
                 async move { c2.lock(vec![query([upsert_node("n")])]).await }
             });
             let l = l.await.unwrap().unwrap();
-            l.results[0]
-                .get("node")
-                .unwrap()
+            l.results()[0]
+                .node
                 .upsert(serde_json::json!({"v": 2}))
                 .await
                 .unwrap();
@@ -76,6 +76,6 @@ fn handle_works_from_another_thread() {
         }
     });
     assert_eq!(released, 2);
-    let peeked = system.block_on(async move { c.peek("node", "n").await });
+    let peeked = system.block_on(async move { c.peek(Kind::Node, "n").await });
     assert_eq!(peeked.unwrap()["v"], 2);
 }

@@ -2,6 +2,7 @@
 //! proceed; in-flight locks are waited for.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::*;
 use cinder_actors::{CoordinatorHandle, LockMode};
 use serde_json::json;
@@ -17,8 +18,8 @@ async fn root_write_blocks_consistent_locks_only_on_two_arbiters() {
 }
 
 async fn root_write_blocks(c: CoordinatorHandle) {
-    c.load("node", "n1", json!({"a": 1})).await.unwrap();
-    c.load("node", "n2", json!({"a": 2})).await.unwrap();
+    c.load(Kind::Node, "n1", json!({"a": 1})).await.unwrap();
+    c.load(Kind::Node, "n2", json!({"a": 2})).await.unwrap();
 
     let inflight = c.lock(vec![query([upsert_node("n1")])]).await.unwrap();
 
@@ -71,9 +72,9 @@ async fn root_write_blocks(c: CoordinatorHandle) {
         .lock(vec![query([list_nodes(), inconsistent_read_node("n1")])])
         .await
         .unwrap();
-    assert_eq!(free.results[0].list("node").map(<[_]>::len), Some(2));
-    assert!(free.results[0].read("node").is_some());
-    assert!(free.guard.held().is_empty());
+    assert_eq!(free.results()[0].nodes.len(), 2);
+    assert!(free.results()[0].node.read.as_deref().is_some());
+    assert!(free.held().is_empty());
 
     // The in-flight lock finishes; shutdown gets the root write; the new lock still waits.
     inflight.unlock().await;
@@ -90,12 +91,12 @@ async fn root_write_blocks(c: CoordinatorHandle) {
         .lock(vec![query([list_nodes(), inconsistent_read_node("n2")])])
         .await
         .unwrap();
-    assert_eq!(during.results[0].read("node").unwrap()["a"], 2);
+    assert_eq!(during.results()[0].node.read.as_deref().unwrap()["a"], 2);
 
     // Releasing the shutdown lets the waiting lock through.
     shutdown.release().await;
     let l = lock_rx.await.unwrap().unwrap();
-    assert_eq!(l.results[0].read("node").unwrap()["a"], 2);
+    assert_eq!(l.results()[0].node.read.as_deref().unwrap()["a"], 2);
     l.unlock().await;
     assert_nothing_held(&c).await;
 }
@@ -111,7 +112,7 @@ async fn a_stopped_coordinator_answers_shutting_down_on_two_arbiters() {
 }
 
 async fn stopped_coordinator(c: CoordinatorHandle) {
-    c.load("node", "n1", json!({})).await.unwrap();
+    c.load(Kind::Node, "n1", json!({})).await.unwrap();
     let g = c.shutdown().await.unwrap();
     g.release().await;
     c.stop().await;

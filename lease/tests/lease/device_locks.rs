@@ -398,7 +398,7 @@ async fn device_and_resource_locks_mix_in_one_lock_call_without_deadlock() {
                     .await
                     .unwrap();
                 assert_eq!(guard.results().len(), 2);
-                assert!(guard.results()[1].get("backend").is_some());
+                assert!(guard.results()[1].backend.op().is_some());
                 guard.release().await;
             } else {
                 // The backend alone, then the device nested after it is refused as out of order;
@@ -449,7 +449,7 @@ async fn a_second_device_is_taken_nested_after_the_first_and_refused_out_of_orde
         .await
         .unwrap();
     assert_eq!(nested.device(), "dev-c");
-    assert!(nested.results()[1].get("backend").is_some());
+    assert!(nested.results()[1].backend.op().is_some());
     let snap = locks.coordinator().inspect().await.unwrap();
     let held: Vec<_> = snap
         .resources

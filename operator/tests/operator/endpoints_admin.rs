@@ -4,6 +4,7 @@
 //! the bounds on list views and answer sizes, readiness, and the OpenMetrics text.
 
 use crate::support::*;
+use cinder_actors::Kind;
 use cinder_actors::query::{query, upsert_backend};
 use cinder_lease::{DeviceLockMetrics, DeviceLocks, DeviceLocksConfig, Priority};
 use cinder_operator::http::{
@@ -46,7 +47,7 @@ async fn fixture_with(pipelines: PipelinesSource) -> Fixture {
     let coordinator = coordinator();
     coordinator
         .load(
-            "backend",
+            Kind::Backend,
             "openstack/nfs",
             json!({"name": "nfs", "type": "NFS", "password": SECRET,
                    "broker": format!("rabbit://cinder:{URL_PASSWORD}@rabbit:5672/")}),
@@ -55,7 +56,7 @@ async fn fixture_with(pipelines: PipelinesSource) -> Fixture {
         .unwrap();
     coordinator
         .load(
-            "backend",
+            Kind::Backend,
             "openstack/ceph",
             json!({"name": "ceph", "type": "RBD", "key": SECRET}),
         )
@@ -203,7 +204,7 @@ async fn list_views_and_answers_are_bounded() {
     for i in 0..extra {
         let id = format!("bulk/b{i}");
         f.coordinator
-            .load("backend", &id, json!({"name": format!("b{i}")}))
+            .load(Kind::Backend, &id, json!({"name": format!("b{i}")}))
             .await
             .unwrap();
         let touched = f

@@ -235,12 +235,12 @@ async fn backup_backends_project_one_and_refuse_two() {
     eventually("both backup targets have actors", || async {
         (h.ctx
             .coordinator
-            .peek("backend", &id("target1"))
+            .peek(cinder_actors::Kind::Backend, &id("target1"))
             .await
             .is_some()
             && h.ctx
                 .coordinator
-                .peek("backend", &id("target2"))
+                .peek(cinder_actors::Kind::Backend, &id("target2"))
                 .await
                 .is_some())
         .then_some(())
@@ -263,7 +263,7 @@ async fn backup_backends_project_one_and_refuse_two() {
     eventually("the leaver's actor is forgotten", || async {
         h.ctx
             .coordinator
-            .peek("backend", &id("target2"))
+            .peek(cinder_actors::Kind::Backend, &id("target2"))
             .await
             .is_none()
             .then_some(())
@@ -273,7 +273,7 @@ async fn backup_backends_project_one_and_refuse_two() {
     assert!(
         h.ctx
             .coordinator
-            .peek("backend", &id("target1"))
+            .peek(cinder_actors::Kind::Backend, &id("target1"))
             .await
             .is_some()
     );

@@ -97,7 +97,10 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
     let value = eventually("the backend actor holds the child", || async {
         h.ctx
             .coordinator
-            .peek("backend", &format!("CinderBackend/{NS}/child"))
+            .peek(
+                cinder_actors::Kind::Backend,
+                &format!("CinderBackend/{NS}/child"),
+            )
             .await
             .filter(|v| v["conditions"]["Ready"]["status"] == "True")
     })
@@ -108,7 +111,10 @@ async fn orphans_wait_and_release_their_finalizer_when_the_parent_is_gone() {
     assert!(
         h.ctx
             .coordinator
-            .peek("backend", &format!("CinderBackend/{NS}/orphan"))
+            .peek(
+                cinder_actors::Kind::Backend,
+                &format!("CinderBackend/{NS}/orphan")
+            )
             .await
             .is_none()
     );

@@ -1,12 +1,14 @@
 //! The engine under test: the project's actor lock coordinator (`cinder_actors`), driven through
-//! its public API — `CoordinatorHandle::lock` / `nested_lock`, results with working copies,
-//! commits and interior mutations as messages to the owning resource actor, `Locked::unlock`.
+//! its public API — `CoordinatorHandle::lock` / `Locked::nested_lock`, typed results with working
+//! copies, commits and interior mutations as messages to the owning resource actor,
+//! `Locked::unlock`.
 
 use cinder_actors::query as actor_query;
 use cinder_actors::{
-    CoordinatorConfig, CoordinatorHandle, LockError, Locked, Query as ActorQuery, Schema, Subquery,
+    CoordinatorConfig, CoordinatorHandle, Kind as ActorKind, LockError, Locked,
+    Query as ActorQuery, QueryResult, ResourceResult, Schema, Subquery,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::engine::{Engine, EngineError, EngineResult, Txn};
 use crate::query::{Kind, Op, Query, Sub};
@@ -75,21 +77,30 @@ fn queries(queries: &[Query]) -> Vec<ActorQuery> {
         .collect()
 }
 
-impl Engine for Actors {
-    type Txn = ActorsTxn;
+/// The coordinator's kind of one of the benchmark's kinds.
+fn actor_kind(kind: Kind) -> ActorKind {
+    match kind {
+        Kind::Root => ActorKind::Root,
+        Kind::Backend => ActorKind::Backend,
+        Kind::Node => ActorKind::Node,
+        Kind::Volume => ActorKind::Volume,
+        Kind::VolumePublication => ActorKind::VolumePublication,
+        Kind::Snapshot => ActorKind::Snapshot,
+    }
+}
 
-    async fn lock(&self, qs: &[Query]) -> EngineResult<ActorsTxn> {
+impl Engine for Actors {
+    type Txn = ActorsTxn<'static>;
+
+    async fn lock(&self, qs: &[Query]) -> EngineResult<ActorsTxn<'static>> {
         let locked = self.handle.lock(queries(qs)).await.map_err(failed)?;
-        Ok(ActorsTxn {
-            handle: self.handle.clone(),
-            locked,
-        })
+        Ok(ActorsTxn { locked })
     }
 
     async fn preload(&self, kind: Kind, values: Vec<(String, Value)>) -> EngineResult<()> {
         for (id, value) in values {
             self.handle
-                .load(kind.name(), &id, value)
+                .load(actor_kind(kind), &id, value)
                 .await
                 .map_err(failed)?;
         }
@@ -97,51 +108,50 @@ impl Engine for Actors {
     }
 }
 
-/// One Lock / NestedLock of the coordinator.
-pub struct ActorsTxn {
-    handle: CoordinatorHandle,
-    locked: Locked,
+/// One Lock / NestedLock of the coordinator (a NestedLock borrows the transaction it extends).
+pub struct ActorsTxn<'p> {
+    locked: Locked<'p>,
 }
 
-impl ActorsTxn {
-    fn resource(&self, query: usize, kind: Kind) -> EngineResult<&cinder_actors::ResourceResult> {
-        self.locked
-            .results
-            .get(query)
-            .and_then(|r| r.get(kind.name()))
+impl ActorsTxn<'_> {
+    fn result(&self, query: usize) -> Option<&QueryResult> {
+        self.locked.results().get(query)
+    }
+
+    fn resource(&self, query: usize, kind: Kind) -> EngineResult<&ResourceResult> {
+        self.result(query)
+            .and_then(|r| r.resource(actor_kind(kind)))
+            .filter(|r| r.op().is_some())
             .ok_or_else(|| EngineError(format!("actors: query {query} holds no {kind}")))
+    }
+
+    fn listed(&self, query: usize, kind: Kind) -> &[cinder_actors::Listed] {
+        self.result(query)
+            .map_or(&[], |r| r.listed(actor_kind(kind)))
     }
 }
 
-impl Txn for ActorsTxn {
+impl Txn for ActorsTxn<'_> {
     fn read(&self, query: usize, kind: Kind) -> Option<&Value> {
-        self.locked.results.get(query)?.read(kind.name())
+        self.result(query)?
+            .resource(actor_kind(kind))?
+            .read
+            .as_deref()
     }
 
     fn list_ids(&self, query: usize, kind: Kind) -> Vec<String> {
-        self.locked
-            .results
-            .get(query)
-            .and_then(|r| r.list(kind.name()))
-            .map(|listed| listed.iter().map(|l| l.id.clone()).collect())
-            .unwrap_or_default()
+        self.listed(query, kind)
+            .iter()
+            .map(|l| l.id.clone())
+            .collect()
     }
 
     fn list_values(&self, query: usize, kind: Kind) -> Vec<&Value> {
-        self.locked
-            .results
-            .get(query)
-            .and_then(|r| r.list(kind.name()))
-            .map(|listed| listed.iter().map(|l| &*l.value).collect())
-            .unwrap_or_default()
+        self.listed(query, kind).iter().map(|l| &*l.value).collect()
     }
 
     fn list_len(&self, query: usize, kind: Kind) -> usize {
-        self.locked
-            .results
-            .get(query)
-            .and_then(|r| r.list(kind.name()))
-            .map_or(0, <[_]>::len)
+        self.listed(query, kind).len()
     }
 
     async fn upsert(&self, query: usize, kind: Kind, value: Value) -> EngineResult<()> {
@@ -152,23 +162,26 @@ impl Txn for ActorsTxn {
     }
 
     async fn reserve_on_backend(&self, query: usize, bytes: u64) -> EngineResult<()> {
-        self.resource(query, Kind::Backend)?
-            .mutate("reserve_capacity", json!({ "bytes": bytes }))
+        let result = self
+            .result(query)
+            .filter(|r| r.backend.op().is_some())
+            .ok_or_else(|| EngineError(format!("actors: query {query} holds no backend")))?;
+        result
+            .backend
+            .reserve_capacity(bytes)
             .await
             .map(|_| ())
             .map_err(failed)
     }
 
-    async fn nested(&self, qs: &[Query]) -> EngineResult<ActorsTxn> {
-        let locked = self
-            .handle
-            .nested_lock(&self.locked.context, queries(qs))
-            .await
-            .map_err(failed)?;
-        Ok(ActorsTxn {
-            handle: self.handle.clone(),
-            locked,
-        })
+    type Nested<'a>
+        = ActorsTxn<'a>
+    where
+        Self: 'a;
+
+    async fn nested<'a>(&'a self, qs: &[Query]) -> EngineResult<ActorsTxn<'a>> {
+        let locked = self.locked.nested_lock(queries(qs)).await.map_err(failed)?;
+        Ok(ActorsTxn { locked })
     }
 
     async fn unlock(self) {

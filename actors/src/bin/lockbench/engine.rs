@@ -68,8 +68,17 @@ pub trait Txn: Sized + Send + Sync {
         bytes: u64,
     ) -> impl Future<Output = EngineResult<()>> + Send;
 
+    /// The transaction of a NestedLock on this one (it may borrow this one: a nested guard
+    /// cannot outlive the guard it extends).
+    type Nested<'a>: Txn
+    where
+        Self: 'a;
+
     /// NestedLock: extend the held locks; the returned transaction owns only the new locks.
-    fn nested(&self, queries: &[Query]) -> impl Future<Output = EngineResult<Self>> + Send;
+    fn nested<'a>(
+        &'a self,
+        queries: &[Query],
+    ) -> impl Future<Output = EngineResult<Self::Nested<'a>>> + Send;
 
     /// Release the locks of this call in reverse acquisition order.
     fn unlock(self) -> impl Future<Output = ()> + Send;

@@ -123,7 +123,12 @@ async fn write_status<S: SatelliteKind>(
     let name = obj.name_any();
     let id = actor_id(S::KIND, &ns, &name);
     let changed = obj.status() != Some(status);
-    let in_actor = !refresh_actor || ctx.coordinator.peek("backend", &id).await.is_some();
+    let in_actor = !refresh_actor
+        || ctx
+            .coordinator
+            .peek(cinder_actors::Kind::Backend, &id)
+            .await
+            .is_some();
     if !changed && in_actor {
         return Ok(());
     }

@@ -107,15 +107,13 @@ where
         .await
         .map_err(|e| anyhow::anyhow!("locking backend actor {id}: {e}"))?;
     let result = write.await;
-    let committed = match (
-        &result,
-        locked.results.first().and_then(|r| r.get("backend")),
-    ) {
-        (Ok(_), Some(backend)) => backend
+    let committed = match &result {
+        Ok(_) => locked.results()[0]
+            .backend
             .upsert(value)
             .await
             .map_err(|e| anyhow::anyhow!("committing backend actor {id}: {e}")),
-        _ => Ok(()),
+        Err(_) => Ok(()),
     };
     locked.unlock().await;
     let out = result?;
@@ -129,12 +127,13 @@ pub(crate) async fn forget_actor(coordinator: &CoordinatorHandle, id: &str) -> a
         .lock(vec![query([delete_backend(id)])])
         .await
         .map_err(|e| anyhow::anyhow!("locking backend actor {id}: {e}"))?;
-    let deleted = match locked.results.first().and_then(|r| r.get("backend")) {
-        Some(backend) if backend.read.is_some() => backend
+    let backend = &locked.results()[0].backend;
+    let deleted = match backend.read {
+        Some(_) => backend
             .delete()
             .await
             .map_err(|e| anyhow::anyhow!("deleting backend actor {id}: {e}")),
-        _ => Ok(()),
+        None => Ok(()),
     };
     locked.unlock().await;
     deleted

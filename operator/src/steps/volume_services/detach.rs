@@ -127,7 +127,7 @@ pub(crate) fn service_id(namespace: &str, cinder: &str, backend: &str) -> String
 
 /// What taking a backend's lock came to.
 pub(crate) enum Locked {
-    Guard(Box<cinder_lease::DeviceGuard>),
+    Guard(Box<cinder_lease::DeviceGuard<'static>>),
     /// Another replica holds the device: retry after this.
     Busy(Duration),
 }
@@ -153,19 +153,21 @@ pub(crate) async fn lock_backend(
     }
 }
 
-/// The backend's device and volume-service entry together with the database's device, each
-/// device with its Lease, deadlock-free: the device that sorts first (devices sort by id) is
-/// taken by a Lock, the other with the backend's entry by a NestedLock after it. A Lock of the
-/// database while the backend is held could wait for a device that sorts before one it holds.
-/// Returns the guards in release order (nested first), or the retry delay of a busy device.
-pub(crate) async fn lock_backend_with_database(
+/// Runs `work` holding the backend's device and volume-service entry together with the
+/// database's device, each device with its Lease, deadlock-free: the device that sorts first
+/// (devices sort by id) is taken by a Lock, the other with the backend's entry by a NestedLock
+/// after it (which borrows the first, so it is released first). A Lock of the database while the
+/// backend is held could wait for a device that sorts before one it holds. `work` gets the
+/// database's guard; the answer is its outcome, or the retry delay of a busy device.
+pub(crate) async fn with_backend_and_database<T>(
     locks: &DeviceLocks,
     device: &str,
     service: &str,
     priority: Priority,
     database: &str,
     database_priority: Priority,
-) -> Result<Result<[DeviceGuard; 2], Duration>, String> {
+    work: impl AsyncFnOnce(&DeviceGuard<'_>) -> T,
+) -> Result<Result<T, Duration>, String> {
     let (first, first_priority, second, second_priority) = if database < device {
         (database, database_priority, device, priority)
     } else {
@@ -176,7 +178,7 @@ pub(crate) async fn lock_backend_with_database(
         Err(DeviceLockError::DeviceBusy { retry_after, .. }) => return Ok(Err(retry_after)),
         Err(e) => return Err(e.to_string()),
     };
-    match locks
+    let refused = match locks
         .nested_lock_with_queries(
             &outer,
             second,
@@ -185,16 +187,21 @@ pub(crate) async fn lock_backend_with_database(
         )
         .await
     {
-        Ok(nested) => Ok(Ok([nested, outer])),
-        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => {
-            outer.release().await;
-            Ok(Err(retry_after))
+        Ok(nested) => {
+            let held = if nested.device() == database {
+                &nested
+            } else {
+                &outer
+            };
+            let outcome = work(held).await;
+            nested.release().await;
+            Ok(Ok(outcome))
         }
-        Err(e) => {
-            outer.release().await;
-            Err(e.to_string())
-        }
-    }
+        Err(DeviceLockError::DeviceBusy { retry_after, .. }) => Ok(Err(retry_after)),
+        Err(e) => Err(e.to_string()),
+    };
+    outer.release().await;
+    refused
 }
 
 /// What one detach pass came to.
@@ -391,33 +398,28 @@ pub(crate) async fn detach_pass(
         let database_priority =
             crate::device_retry::priority(memory, &database, DatabaseJob::ServiceRemove.priority())
                 .await;
-        let guards = match lock_backend_with_database(
+        let applied = with_backend_and_database(
             &op.device_locks,
             &device,
             &service,
             BACKEND_CHANGE_PRIORITY,
             &database,
             database_priority,
+            async |held| apply(clusters, reporting, Some(held), cinder, backend, config_map).await,
         )
         .await
-        .map_err(DetachError::Lock)?
-        {
-            Ok(guards) => guards,
+        .map_err(DetachError::Lock)?;
+        return match applied {
+            Ok(result) => result,
             Err(after) => {
                 // The next pass asks for the database one level higher.
                 crate::device_retry::refused(memory, &database);
-                return Ok(DetachOutcome::Busy {
+                Ok(DetachOutcome::Busy {
                     backend: bname,
                     after,
-                });
+                })
             }
         };
-        let held = guards.iter().find(|g| g.device() == database);
-        let result = apply(clusters, reporting, held, cinder, backend, config_map).await;
-        for g in guards {
-            g.release().await;
-        }
-        return result;
     }
     let guard = match lock_backend(&op.device_locks, &device, &service, BACKEND_CHANGE_PRIORITY)
         .await
@@ -508,7 +510,7 @@ async fn record_service_remove(
 async fn apply(
     clusters: &Clusters,
     reporting: &JobReporting,
-    database: Option<&DeviceGuard>,
+    database: Option<&DeviceGuard<'_>>,
     cinder: &Cinder,
     backend: &CinderBackend,
     config_map: Option<&str>,
@@ -592,7 +594,7 @@ async fn apply(
 /// launch the Job: the next pass takes it).
 async fn launch_under_database_lock(
     clusters: &Clusters,
-    database: Option<&DeviceGuard>,
+    database: Option<&DeviceGuard<'_>>,
     recorder: &kube::runtime::events::Recorder,
     cinder: &Cinder,
     job: &Job,

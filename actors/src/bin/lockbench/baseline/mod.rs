@@ -243,6 +243,8 @@ impl Txn for BaselineTxn {
         })
     }
 
+    type Nested<'a> = BaselineTxn;
+
     async fn nested(&self, queries: &[Query]) -> EngineResult<BaselineTxn> {
         self.engine.run(queries, Some(self)).await
     }
