@@ -97,10 +97,10 @@ pub fn on_write(
                 .unwrap_or_else(meta::now);
             obj["status"] = crd_status(obj, &since);
         }
-        ("", "namespaces") => {
-            if old.is_none_or(|o| o.pointer("/metadata/deletionTimestamp").is_none()) {
-                obj["status"] = json!({"phase": "Active"});
-            }
+        ("", "namespaces")
+            if old.is_none_or(|o| o.pointer("/metadata/deletionTimestamp").is_none()) =>
+        {
+            obj["status"] = json!({"phase": "Active"});
         }
         ("", "services") => {
             if obj.get("spec").is_none_or(|s| !s.is_object()) {

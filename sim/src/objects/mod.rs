@@ -659,7 +659,7 @@ impl Engine {
                     sub,
                     &now,
                 )
-                .map_err(|c| ApiError::apply_conflict(c))?;
+                .map_err(ApiError::apply_conflict)?;
                 let mut obj = merged;
                 obj["metadata"]["name"] = json!(t.name);
                 let obj = self.prepare_create(t, obj)?;
@@ -675,7 +675,7 @@ impl Engine {
                     sub,
                     &now,
                 )
-                .map_err(|c| ApiError::apply_conflict(c))?;
+                .map_err(ApiError::apply_conflict)?;
                 self.commit_update(txn, t, &old, merged, opts, false)
             }
         }
