@@ -37,7 +37,7 @@ fn cinder_manifest() -> serde_json::Value {
                 "projectName": "service",
                 "userDomainName": "Default",
                 "projectDomainName": "Default",
-                "secretRef": {"name": "cinder-service-user", "key": "password"}
+                "secretRef": {"name": "keystone-cinder", "key": "password"}
             },
             "keystoneEndpoint": "https://keystone.openstack.svc:5000/v3",
             "region": "RegionOne"
