@@ -14,7 +14,9 @@
 //! - the real `cinder-manage service list` has the scheduler, `cinder-volume` on host
 //!   `cinder@ceph` and `cinder-backup`, each registered by its real process (the RBD drivers
 //!   cannot reach a Ceph cluster: what the services then report is printed);
-//! - the Cinder reaches Ready, and the time from applying the samples is printed.
+//! - the Cinder reaches Ready, and the time from applying the samples is printed;
+//! - the Cinder user's connections on the server (sampled every 2 s during the convergence and
+//!   after it) stay within its MAX_USER_CONNECTIONS, and no service logs MySQL error 1226.
 //!
 //! Needs root, the roots and the Debian servers: without them it says so and passes, except
 //! under `CI=true`, where it fails.
@@ -218,9 +220,15 @@ async fn the_samples_converge_on_real_cinder_mariadb_and_rabbitmq() {
         .find(|r| r.release == release)
         .expect("the sample's release has a root");
 
-    // Until Ready (or the time is up), a line every 20 s.
+    // Until Ready (or the time is up), a line every 20 s; the Cinder user's connections on the
+    // server sampled every 2 s.
+    let connections = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'cinder'";
+    let mut peak = 0usize;
     let mut last = Instant::now() - Duration::from_secs(60);
     let ready = loop {
+        if let Ok(n) = db.sql(connections).await {
+            peak = peak.max(n.trim().parse().unwrap_or(0));
+        }
         let cs = cinder_e2e::waiting::cinder_conditions_in(&client, SAMPLES_NS, CINDER).await;
         if cs.iter().any(|c| c.type_ == "Ready" && c.status == "True") {
             break true;
@@ -240,6 +248,22 @@ async fn the_samples_converge_on_real_cinder_mariadb_and_rabbitmq() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
     let took = applied.elapsed();
+    // Some more samples with everything up.
+    for _ in 0..5 {
+        if let Ok(n) = db.sql(connections).await {
+            peak = peak.max(n.trim().parse().unwrap_or(0));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let cap: usize = db
+        .sql("SELECT max_user_connections FROM mysql.user WHERE User = 'cinder'")
+        .await
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eprintln!("connections of the Cinder user: peak {peak} (sampled every 2 s), cap {cap}");
+    assert!(peak > 0 && peak <= cap, "peak {peak} within the cap {cap}");
     eprintln!(
         "after {:.1} s: ready={ready}\n  {}\n  pods: {}",
         took.as_secs_f64(),
@@ -340,6 +364,10 @@ async fn the_samples_converge_on_real_cinder_mariadb_and_rabbitmq() {
             .take(6)
             .collect();
         eprintln!("{name}:\n  {}", driver.join("\n  "));
+        assert!(
+            !text.contains("1226"),
+            "{name} hit max_user_connections:\n{text}"
+        );
     }
 
     harness.stop().await.unwrap();
