@@ -1,5 +1,5 @@
 //! The first convergence on real parts: the operator (in-process) on an embedded cluster whose
-//! only node is a process node, the Cinder image of the sample's release mapped to that
+//! only node is a process node, the Cinder image of each supported release in turn mapped to that
 //! release's real Cinder root (tests/real-cinder/setup.sh), the mariadb-operator fixture on a
 //! real MariaDB server and the sample's broker a real RabbitMQ, both reached by the pods through
 //! their Services. deploy/samples is applied as a user applies it, with one API replica of one
@@ -138,6 +138,15 @@ async fn the_samples_converge_on_real_cinder_mariadb_and_rabbitmq() {
         eprintln!("skipping {test}: {why}");
         return;
     }
+    for root in &roots {
+        converge(root).await;
+    }
+}
+
+/// The samples at `root`'s release, from nothing to Ready and checked; everything stopped after.
+async fn converge(root: &Root) {
+    let release = root.release;
+    eprintln!("== {release} (cinder {})", root.cinder);
     let started = Instant::now();
     let (db, broker) = tokio::join!(
         tokio::task::spawn_blocking(|| MariaDbServer::start(500)),
@@ -185,6 +194,8 @@ async fn the_samples_converge_on_real_cinder_mariadb_and_rabbitmq() {
     });
     for m in &mut manifests {
         if m.gvk.kind == "Cinder" {
+            m.object.data["spec"]["openStackRelease"] = release.into();
+            m.object.data["spec"]["image"]["tag"] = release.into();
             m.object.data["spec"]["api"] = serde_json::json!({
                 "replicas": 1, "uwsgi": {"processes": 1, "threads": 1}
             });
@@ -214,11 +225,10 @@ async fn the_samples_converge_on_real_cinder_mariadb_and_rabbitmq() {
         .await
         .unwrap();
     let cinder: Api<Cinder> = Api::namespaced(client.clone(), SAMPLES_NS);
-    let release = cinder.get(CINDER).await.unwrap().spec.open_stack_release;
-    let root = roots
-        .iter()
-        .find(|r| r.release == release)
-        .expect("the sample's release has a root");
+    assert_eq!(
+        cinder.get(CINDER).await.unwrap().spec.open_stack_release,
+        release
+    );
 
     // Until Ready (or the time is up), a line every 20 s; the Cinder user's connections on the
     // server sampled every 2 s.
