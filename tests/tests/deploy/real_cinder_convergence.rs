@@ -2,11 +2,12 @@
 //! only node is a process node, the Cinder image of each supported release in turn mapped to that
 //! release's real Cinder root (tests/real-cinder/setup.sh), the mariadb-operator fixture on a
 //! real MariaDB server and the sample's broker a real RabbitMQ, both reached by the pods through
-//! their Services. deploy/samples is applied as a user applies it, with one API replica of one
-//! uWSGI process (so the 2-core machine holds it) and without its NFS parts: there is no NFS
-//! server here, and a kubelet cannot mount the NFS backend's export, so that backend's pod stays
-//! ContainerCreating (FailedMount) and the sequential steps after VolumeServices never run. The
-//! RBD backend stays, and an RBD backup target replaces the NFS one. Then:
+//! their Services. The samples of `run --embedded --real-cinder` (tests/real-cinder/samples: the
+//! deploy/samples Cinder with one API replica of one uWSGI process, so the 2-core machine holds
+//! it, the RBD backend and an RBD backup target; no NFS parts, as there is no NFS server here and
+//! a kubelet cannot mount the NFS backend's export, so that backend's pod would stay
+//! ContainerCreating with FailedMount and the steps after VolumeServices would wait for it) are
+//! applied at each release. Then:
 //!
 //! - the schema Jobs ran the real `cinder-manage db sync`: `cinder-manage db version` on the
 //!   server is the release's alembic head;
@@ -185,41 +186,14 @@ async fn converge(root: &Root) {
         .await
         .unwrap();
     let mut manifests =
-        cinder_operator::embedded::read_bootstrap(&repo_root().join("deploy/samples")).unwrap();
-    manifests.retain(|m| {
-        !matches!(
-            (m.gvk.kind.as_str(), m.object.metadata.name.as_deref()),
-            ("CinderBackend", Some("nfs")) | ("CinderBackupBackend", Some("nfs-backup"))
-        )
-    });
+        cinder_operator::embedded::read_bootstrap(&repo_root().join("tests/real-cinder/samples"))
+            .unwrap();
     for m in &mut manifests {
         if m.gvk.kind == "Cinder" {
             m.object.data["spec"]["openStackRelease"] = release.into();
             m.object.data["spec"]["image"]["tag"] = release.into();
-            m.object.data["spec"]["api"] = serde_json::json!({
-                "replicas": 1, "uwsgi": {"processes": 1, "threads": 1}
-            });
         }
     }
-    let rbd_backup = manifests
-        .iter()
-        .find(|m| m.gvk.kind == "CinderBackend")
-        .map(|m| {
-            let mut backup = m.clone();
-            backup.gvk.kind = "CinderBackupBackend".into();
-            backup.object.types.as_mut().unwrap().kind = "CinderBackupBackend".into();
-            backup.object.metadata.name = Some("ceph-backup".into());
-            backup.object.data["spec"] = serde_json::json!({
-                "cinderRef": {"name": CINDER}, "type": "RBD",
-                "rbd": {"pool": "backups", "user": "cinder-backup",
-                        "monitors": ["192.0.2.10:6789"],
-                        "keySecretRef": {"name": "ceph-cinder-key", "key": "key"}},
-                "compression": "zlib"
-            });
-            backup
-        })
-        .expect("the samples have an RBD backend");
-    manifests.push(rbd_backup);
     let applied = Instant::now();
     cinder_operator::embedded::apply(&client, &manifests)
         .await
