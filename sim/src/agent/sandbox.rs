@@ -745,8 +745,9 @@ unsafe fn keep(init: libc::pid_t) -> ! {
     }
 }
 
-/// PID 1 of the container whose keeper is `pid` (the keeper itself when it has no child):
-/// the process whose environment and namespaces `exec` uses.
+/// The host pid of PID 1 of the container whose keeper is `pid` (the keeper itself when it has
+/// no child): what `containerID` names, and the process whose environment and namespaces `exec`
+/// uses.
 pub fn container_init(pid: u32) -> u32 {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .ok()
