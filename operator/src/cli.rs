@@ -153,6 +153,12 @@ pub struct RunArgs {
     /// With --embedded: the folder of sample manifests applied after the CRDs.
     #[arg(long, default_value = "deploy/samples")]
     pub samples: PathBuf,
+    /// With --embedded: run the real parts (needs root and tests/real-cinder/setup.sh): a
+    /// process node running the real Cinder of each release, a real MariaDB behind the
+    /// mariadb-operator fixture, a real RabbitMQ as the sample store's broker. Use it with
+    /// `--samples tests/real-cinder/samples` (no NFS server here).
+    #[arg(long, requires = "embedded")]
+    pub real_cinder: bool,
     /// Duration, in seconds, of the leader-election Lease and of every device Lease (renewed every
     /// third of it while held).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -176,18 +176,43 @@ async fn serve_until(
     } else {
         None
     };
-    let cluster = start_embedded(args).await?;
+    let (cluster, real) = start_embedded(args, samples.as_deref()).await?;
     let result = serve_on(args, cluster.as_ref(), samples.as_deref(), signalled).await;
     if let Some(cluster) = cluster {
         cluster.shutdown().await;
     }
+    if let Some(real) = real {
+        real.stop().await;
+    }
     result
 }
 
-/// With `--embedded`: the embedded cluster, started with its kubeconfig written.
+/// The servers behind `--real-cinder` (none in a build without the embedded cluster).
 #[cfg(feature = "embedded")]
-async fn start_embedded(args: &RunArgs) -> anyhow::Result<Option<EmbeddedCluster>> {
-    Ok(if args.embedded {
+type RealServers = crate::embedded_real::RealServers;
+#[cfg(not(feature = "embedded"))]
+enum RealServers {}
+#[cfg(not(feature = "embedded"))]
+impl RealServers {
+    async fn stop(self) {
+        match self {}
+    }
+}
+
+/// With `--embedded`: the embedded cluster, started with its kubeconfig written, and with
+/// `--real-cinder` the real servers behind it.
+#[cfg(feature = "embedded")]
+async fn start_embedded(
+    args: &RunArgs,
+    samples: Option<&[embedded::Manifest]>,
+) -> anyhow::Result<(Option<EmbeddedCluster>, Option<RealServers>)> {
+    let real = if args.real_cinder {
+        println!("starting a real MariaDB and RabbitMQ (--real-cinder) ...");
+        Some(RealServers::start().await?)
+    } else {
+        None
+    };
+    let cluster = if args.embedded {
         let kubeconfig = args
             .kubeconfig_out
             .clone()
@@ -197,12 +222,15 @@ async fn start_embedded(args: &RunArgs) -> anyhow::Result<Option<EmbeddedCluster
         } else {
             cinder_sim::auth::AuthorizationMode::AlwaysAllow
         };
-        let config = ClusterConfig {
+        let mut config = ClusterConfig {
             port: args.sim_port,
             kubeconfig_path: Some(kubeconfig),
             authorization,
             ..ClusterConfig::default()
         };
+        if let Some(real) = &real {
+            real.configure(&mut config);
+        }
         Some(
             EmbeddedCluster::start(config)
                 .await
@@ -210,7 +238,15 @@ async fn start_embedded(args: &RunArgs) -> anyhow::Result<Option<EmbeddedCluster
         )
     } else {
         None
-    })
+    };
+    let real = match (real, &cluster) {
+        (Some(real), Some(cluster)) => Some(
+            real.serve_broker(&cluster.client().await, samples.unwrap_or_default())
+                .await?,
+        ),
+        (real, _) => real,
+    };
+    Ok((cluster, real))
 }
 
 /// A build without the `embedded` feature refuses `--embedded` before anything starts.
@@ -225,8 +261,11 @@ fn refuse_embedded_without_it(args: &RunArgs) -> anyhow::Result<()> {
 
 /// A build without the embedded cluster starts none (`--embedded` was refused before).
 #[cfg(not(feature = "embedded"))]
-async fn start_embedded(_args: &RunArgs) -> anyhow::Result<Option<EmbeddedCluster>> {
-    Ok(None)
+async fn start_embedded(
+    _args: &RunArgs,
+    _samples: Option<&[embedded::Manifest]>,
+) -> anyhow::Result<(Option<EmbeddedCluster>, Option<RealServers>)> {
+    Ok((None, None))
 }
 
 /// The embedded cluster in a build without it: a type with no value, so every use of one is
@@ -339,6 +378,13 @@ async fn bootstrap_embedded(
         samples.len(),
         args.samples.display()
     );
+    if args.real_cinder {
+        println!(
+            "real Cinder (--real-cinder): once Ready, the API answers on its Service from this host: \
+             curl http://$(kubectl -n openstack get svc cinder-api -o jsonpath='{{.spec.clusterIP}}'):8776/ \
+             (the version list and /healthcheck need no token; the rest needs the sample's Keystone, which does not run here)"
+        );
+    }
     Ok(())
 }
 

@@ -27,6 +27,8 @@ pub mod crd;
 pub mod credentials;
 pub mod device_retry;
 pub mod embedded;
+#[cfg(feature = "embedded")]
+pub(crate) mod embedded_real;
 pub mod entry;
 pub mod events;
 pub mod http;

@@ -20,6 +20,7 @@ pub mod kubeconfig;
 pub mod netproxy;
 pub mod objects;
 pub mod patch;
+pub mod real_servers;
 pub mod registry;
 pub mod requests;
 pub mod schema;

@@ -32,12 +32,15 @@ pub struct ProjectedBackend {
     pub deleting: bool,
 }
 
-/// Where a volume backend's Secret is mounted: `/etc/cinder/backends/{backend}`.
+/// Where a volume backend's Secret is mounted: `/etc/cinder-backends/{backend}`, beside the
+/// ConfigMap's read-only `/etc/cinder`, not under it: a container runtime cannot create a mount
+/// point inside a read-only mount (runc's mkdir fails with EROFS and the container never starts).
 pub(crate) fn backend_mount_dir(backend: &str) -> String {
-    format!("/etc/cinder/backends/{backend}")
+    format!("/etc/cinder-backends/{backend}")
 }
-/// Where the backup target's Secret is mounted.
-pub(crate) const BACKUP_MOUNT_DIR: &str = "/etc/cinder/backup-backend";
+/// Where the backup target's Secret is mounted (outside `/etc/cinder`, as
+/// [`backend_mount_dir`]).
+pub(crate) const BACKUP_MOUNT_DIR: &str = "/etc/cinder-backup-backend";
 /// The cinder.conf fragment key of a volume backend Secret (loaded with `--config-dir`).
 pub const BACKEND_CONF_KEY: &str = "backend.conf";
 /// The cinder.conf fragment key of the backup Secret.
@@ -334,7 +337,7 @@ mod tests {
         let conf = &p.data[BACKEND_CONF_KEY];
         assert!(conf.contains("enabled_backends = nfs1"));
         assert!(conf.contains("volume_driver = cinder.volume.drivers.nfs.NfsDriver"));
-        assert!(conf.contains("nfs_shares_config = /etc/cinder/backends/nfs1/nfs_shares"));
+        assert!(conf.contains("nfs_shares_config = /etc/cinder-backends/nfs1/nfs_shares"));
         assert!(conf.contains("nfs_mount_options = vers=4.1,hard"));
         assert!(p.secret_name.starts_with("c1-backend-nfs1-"));
         assert_eq!(p.summary.nfs_server.as_deref(), Some("10.0.0.5"));
@@ -357,11 +360,11 @@ mod tests {
         }
         assert!(
             volume.data[BACKEND_CONF_KEY]
-                .contains("rbd_ceph_conf = /etc/cinder/backends/ceph1/ceph.cfg")
+                .contains("rbd_ceph_conf = /etc/cinder-backends/ceph1/ceph.cfg")
         );
         assert!(
             backup.data[BACKUP_CONF_KEY]
-                .contains("backup_ceph_conf = /etc/cinder/backup-backend/ceph.cfg")
+                .contains("backup_ceph_conf = /etc/cinder-backup-backend/ceph.cfg")
         );
     }
 

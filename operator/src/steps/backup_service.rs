@@ -273,7 +273,7 @@ mod tests {
             mounts(&volumes),
             [
                 ("backup-target".into(), BACKUP_MOUNT_DIR.into()),
-                ("backend-ceph1".into(), "/etc/cinder/backends/ceph1".into()),
+                ("backend-ceph1".into(), "/etc/cinder-backends/ceph1".into()),
                 ("nfs-nfs1".into(), "/var/lib/cinder/mnt/nfs1".into()),
             ]
         );
@@ -322,7 +322,7 @@ mod tests {
             [
                 "cinder-backup",
                 "--config-dir",
-                "/etc/cinder/backup-backend"
+                "/etc/cinder-backup-backend"
             ]
         );
     }

@@ -39,6 +39,8 @@ struct RuleText {
     tree: Option<PathBuf>,
     #[serde(default)]
     default_command: Vec<String>,
+    #[serde(default)]
+    prepared_by: Option<String>,
 }
 
 impl TryFrom<RuleText> for ImageRule {
@@ -50,12 +52,16 @@ impl TryFrom<RuleText> for ImageRule {
             (false, None, Some(p)) => ImageRoot::Tree(p),
             _ => return Err("exactly one of host: true, program and tree must be given".to_owned()),
         };
+        if t.prepared_by.is_some() && !matches!(root, ImageRoot::Tree(_)) {
+            return Err("preparedBy goes with tree".to_owned());
+        }
         Ok(ImageRule {
             exact: t.exact,
             repository: t.repository,
             tag: t.tag,
             root,
             default_command: t.default_command,
+            prepared_by: t.prepared_by,
         })
     }
 }
@@ -76,7 +82,23 @@ pub struct ImageRule {
     /// The image's default command (its ENTRYPOINT + CMD), used when a container has neither
     /// `command` nor, for [`ImageRoot::Program`], a program.
     pub default_command: Vec<String>,
+    /// With a [`ImageRoot::Tree`]: the command that prepares the tree. The tree is then usable
+    /// only once that command has left its stamp (a `.prepared` file) in it; until then the
+    /// image fails to pull with a message naming the command.
+    pub prepared_by: Option<String>,
 }
+
+/// The file a setup command leaves in a tree it has prepared completely.
+pub const PREPARED_STAMP: &str = ".prepared";
+
+/// The OpenStack releases whose Cinder the real-Cinder roots hold (`tests/real-cinder/setup.sh`).
+pub const REAL_CINDER_RELEASES: [&str; 2] = ["2026.1", "2026.2"];
+
+/// The command that prepares the real-Cinder roots (relative to the repository).
+pub const REAL_CINDER_SETUP: &str = "tests/real-cinder/setup.sh";
+
+/// The repository of the Cinder images the operator's samples and defaults name.
+pub const CINDER_IMAGE_REPOSITORY: &str = "ghcr.io/c5c3/cinder";
 
 mod tag_pattern {
     use regex::Regex;
@@ -185,7 +207,54 @@ impl ImageRule {
             tag: None,
             root: ImageRoot::Host,
             default_command: default_command.iter().map(|s| (*s).to_owned()).collect(),
+            prepared_by: None,
         }
+    }
+
+    /// The rules mapping the Cinder image of each of [`REAL_CINDER_RELEASES`] (tag `<release>`
+    /// or `<release>-<anything>`, as the operator's release check reads tags) to the root
+    /// `<roots>/<release>` that [`REAL_CINDER_SETUP`] prepares.
+    pub fn real_cinder(roots: &std::path::Path) -> Vec<ImageRule> {
+        REAL_CINDER_RELEASES
+            .iter()
+            .map(|release| ImageRule {
+                exact: None,
+                repository: Some(CINDER_IMAGE_REPOSITORY.to_owned()),
+                tag: Some(
+                    Regex::new(&format!("^(?:{}(?:-.*)?)$", regex::escape(release)))
+                        .expect("a release's tag pattern is a valid regex"),
+                ),
+                root: ImageRoot::Tree(roots.join(release)),
+                default_command: Vec::new(),
+                prepared_by: Some(REAL_CINDER_SETUP.to_owned()),
+            })
+            .collect()
+    }
+
+    /// Why this rule's root cannot be used yet, as the pull error's message.
+    fn unprepared(&self, image: &ImageRef) -> Option<PullError> {
+        let (ImageRoot::Tree(dir), Some(command)) = (&self.root, &self.prepared_by) else {
+            return None;
+        };
+        if dir.join(PREPARED_STAMP).is_file() {
+            return None;
+        }
+        Some(PullError(format!(
+            "failed to pull and unpack image \"{}\": its root {} is not prepared: run {command}",
+            image.full(),
+            dir.display()
+        )))
+    }
+}
+
+impl ImageMap {
+    /// The default map with the real-Cinder rules ([`ImageRule::real_cinder`]) first.
+    pub fn with_real_cinder(roots: &std::path::Path) -> ImageMap {
+        let mut map = ImageMap::default();
+        let mut images = ImageRule::real_cinder(roots);
+        images.append(&mut map.images);
+        map.images = images;
+        map
     }
 }
 
@@ -237,7 +306,8 @@ impl ImageMap {
                 "Failed to apply default image tag \"{reference}\": couldn't parse image name \"{reference}\": invalid reference format"
             )));
         };
-        self.images
+        let rule = self
+            .images
             .iter()
             .find(|rule| rule.matches(&image))
             .ok_or_else(|| {
@@ -247,7 +317,11 @@ impl ImageMap {
                     image.full(),
                     image.full()
                 ))
-            })
+            })?;
+        match rule.unprepared(&image) {
+            Some(error) => Err(error),
+            None => Ok(rule),
+        }
     }
 }
 
@@ -316,7 +390,41 @@ images:
     }
 
     #[test]
+    fn real_cinder_images_map_to_prepared_roots_only() {
+        let roots = tempfile::tempdir().unwrap();
+        let map = ImageMap::with_real_cinder(roots.path());
+        let prepared = roots.path().join("2026.1");
+        std::fs::create_dir_all(&prepared).unwrap();
+        std::fs::write(prepared.join(PREPARED_STAMP), "x").unwrap();
+        assert_eq!(
+            map.resolve("ghcr.io/c5c3/cinder:2026.1").unwrap().root,
+            ImageRoot::Tree(prepared.clone())
+        );
+        assert_eq!(
+            map.resolve("ghcr.io/c5c3/cinder:2026.1-p1").unwrap().root,
+            ImageRoot::Tree(prepared)
+        );
+        // 2026.2's root has no stamp: the pull fails naming the setup command.
+        std::fs::create_dir_all(roots.path().join("2026.2/bin")).unwrap();
+        let error = map.resolve("ghcr.io/c5c3/cinder:2026.2").unwrap_err();
+        assert!(error.0.contains(REAL_CINDER_SETUP), "{error:?}");
+        assert!(error.0.contains("2026.2"), "{error:?}");
+        // A release without a root is not in the map at all.
+        assert!(
+            map.resolve("ghcr.io/c5c3/cinder:2025.2")
+                .unwrap_err()
+                .0
+                .contains("not found in the process runtime's image map")
+        );
+        assert!(map.resolve("ghcr.io/c5c3/cinder:2026.10").is_err());
+        assert!(map.resolve("busybox").is_ok());
+    }
+
+    #[test]
     fn bad_mappings_are_refused() {
+        assert!(
+            ImageMap::from_yaml("images: [{repository: a, host: true, preparedBy: x}]").is_err()
+        );
         assert!(ImageMap::from_yaml("images: [{host: true}]").is_err());
         assert!(ImageMap::from_yaml("images: [{exact: a, repository: b, host: true}]").is_err());
         assert!(ImageMap::from_yaml("images: [{repository: a, tag: '(', host: true}]").is_err());

@@ -71,6 +71,9 @@ struct Ctr {
     ready: bool,
     started: bool,
     pid: Option<u32>,
+    /// The host pid of the container's PID 1 (its command), which `containerID` names; `pid`
+    /// is its keeper's (see `sandbox::enter_pid_namespace`).
+    init_pid: Option<u32>,
     started_at: Option<Instant>,
     /// When the container may start (again).
     not_before: Option<Instant>,
@@ -106,6 +109,7 @@ impl Ctr {
             ready: false,
             started: false,
             pid: None,
+            init_pid: None,
             started_at: None,
             not_before: None,
             kill_at: None,
@@ -127,10 +131,14 @@ impl Ctr {
             restarts: self.restarts,
             ready: self.ready,
             started: self.started,
-            container_id: self.pid.map(|pid| format!("process://{pid}")).or_else(|| {
-                matches!(self.state, State::Terminated { .. })
-                    .then(|| "process://exited".to_owned())
-            }),
+            container_id: self
+                .pid
+                .and(self.init_pid)
+                .map(|pid| format!("process://{pid}"))
+                .or_else(|| {
+                    matches!(self.state, State::Terminated { .. })
+                        .then(|| "process://exited".to_owned())
+                }),
         }
     }
 
@@ -538,7 +546,7 @@ impl Worker {
             State::Running { .. } => {
                 if let (Some(at), Some(pid)) = (c.kill_at, c.pid) {
                     if at <= now_i {
-                        kill_group(pid, libc::SIGKILL);
+                        kill_container(pid, c.init_pid);
                         return Some(now_i + Duration::from_millis(500));
                     }
                     return Some(at);
@@ -868,9 +876,11 @@ impl Worker {
             }
         };
         let pid = child.id();
-        if let Some(pid) = pid {
+        // The spawn returned once PID 1 exec'd the command, so the keeper's child is there.
+        let init_pid = pid.map(sandbox::container_init);
+        if let Some(init) = init_pid {
             // Where exec finds the running process ([`super::exec`]).
-            let _ = std::fs::write(logs.join(format!("{attempt}.pid")), pid.to_string());
+            let _ = std::fs::write(logs.join(format!("{attempt}.pid")), init.to_string());
         }
         self.event(
             "Normal",
@@ -916,6 +926,7 @@ impl Worker {
             started_at: started_text,
         };
         c.pid = pid;
+        c.init_pid = init_pid;
         c.started_at = Some(now_i);
         c.termination_file = Some(termination);
         c.cgroup = cgroup;
@@ -1233,7 +1244,7 @@ impl Worker {
         // StopContainer.
         for c in self.ctrs.iter().filter(|c| c.running()) {
             if let Some(pid) = c.pid {
-                kill_group(pid, libc::SIGKILL);
+                kill_container(pid, c.init_pid);
             }
         }
         self.wait_for_exits(rx, Instant::now() + KILLED_REAP_WAIT)
@@ -1286,7 +1297,7 @@ impl Worker {
     fn teardown(&mut self) {
         for c in &mut self.ctrs {
             if let Some(pid) = c.pid.take() {
-                kill_group(pid, libc::SIGKILL);
+                kill_container(pid, c.init_pid.take());
             }
         }
         if let Some(net) = self.net.take() {
@@ -1338,7 +1349,25 @@ fn text_map(data: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Sends `signal` to the process group of `pid` (each container process leads its own).
+/// SIGKILLs the container whose keeper is `pid` and whose PID 1 is `init`: PID 1 alone when it
+/// has its own (the kernel then kills every process of its PID namespace, and the keeper reaps
+/// PID 1 and ends by the same signal, so nothing is left for the host's init to reap), else the
+/// keeper's process group.
+pub fn kill_container(pid: u32, init: Option<u32>) {
+    match init
+        .filter(|i| *i != pid)
+        .and_then(|i| i32::try_from(i).ok())
+    {
+        // SAFETY: kill has no memory-safety preconditions.
+        Some(init) => unsafe {
+            libc::kill(init, libc::SIGKILL);
+        },
+        None => kill_group(pid, libc::SIGKILL),
+    }
+}
+
+/// Sends `signal` to the process group of `pid` (each container's keeper leads its own, PID 1
+/// is in it).
 pub fn kill_group(pid: u32, signal: i32) {
     if let Ok(pid) = i32::try_from(pid) {
         // SAFETY: kill has no memory-safety preconditions.

@@ -3,8 +3,9 @@
 //! and the launch of a container process into its memory cgroup and its pod's network namespace with a private mount
 //! namespace and UTS namespace (the pod's hostname): a tmpfs root holding the host's top-level directories (bound, or overlaid when a
 //! volume or working directory must be created under one), the volumes at their mountPaths,
-//! the pod's /etc/hosts, /etc/hostname and /etc/resolv.conf, then chroot, working directory,
-//! user and group. Mounts live only in the container's mount namespace, so they vanish with its
+//! the pod's /etc/hosts, /etc/hostname and /etc/resolv.conf, then chroot, working directory, a
+//! PID namespace whose PID 1 is the command (with its own /proc; a keeper outside relays its
+//! end), user and group. Mounts live only in the container's mount namespace, so they vanish with its
 //! processes; the host objects made here are the bridge, veths and network namespaces, removed
 //! by [`Network::remove_blocking`] and [`PodNetwork::remove_blocking`] (the cgroups are
 //! [`super::cgroups`]'s).
@@ -665,8 +666,97 @@ pub fn resolve(path: &Path) -> PathBuf {
     out
 }
 
-/// Starts the container process in the pod's network namespace `netns` with its own mount
-/// namespace and session (its process group is its pid).
+/// Gives the container a PID namespace of its own, between fork and exec (after its root is
+/// built, before the user changes): this process forks; the child, PID 1 inside, goes on to
+/// exec the container's command over a `/proc` of the new namespace (so `/proc/1` is the
+/// command, as in a container), and dies with its parent; the parent stays outside as the
+/// container's keeper, the pid the agent knows ([`keep`]). Both share the session, process
+/// group, mount, network and UTS namespaces, cgroup and root.
+///
+/// # Safety
+/// Only between fork and exec: system calls on no shared data.
+unsafe fn enter_pid_namespace() -> std::io::Result<()> {
+    // SAFETY: system calls only, in the forked child before exec.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWPID) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let init = libc::fork();
+        if init < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if init > 0 {
+            keep(init);
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+            || libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// The keeper of a container whose PID 1 is `init`: it holds only stdio (so whoever waits for
+/// the exec of the container's command sees it when PID 1 execs), ignores the signals a
+/// container is stopped with (they reach PID 1 through the process group), and ends as PID 1
+/// ended: its exit code, or killed by its signal.
+///
+/// # Safety
+/// Only in the forked child before exec; never returns.
+unsafe fn keep(init: libc::pid_t) -> ! {
+    // SAFETY: system calls only, on this process's own descriptors and child.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        for signal in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGPIPE,
+        ] {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+        let mut status = 0;
+        loop {
+            let rc = libc::waitpid(init, &mut status, 0);
+            if rc == init {
+                break;
+            }
+            if rc < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(libc::WEXITSTATUS(status))
+    }
+}
+
+/// The host pid of PID 1 of the container whose keeper is `pid` (the keeper itself when it has
+/// no child): what `containerID` names, and the process whose environment and namespaces `exec`
+/// uses.
+pub fn container_init(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()
+        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()))
+        .unwrap_or(pid)
+}
+
+/// Starts the container process in the pod's network namespace `netns` with its own mount,
+/// UTS and PID namespaces and session (its process group is its pid).
 pub fn spawn(mut launch: Launch, netns: &Path) -> Result<tokio::process::Child, String> {
     for mount in &mut launch.mounts {
         mount.target = resolve(&mount.target);
@@ -723,6 +813,7 @@ pub fn spawn(mut launch: Launch, netns: &Path) -> Result<tokio::process::Child, 
                 return Err(std::io::Error::last_os_error());
             }
             run_ops(&ops)?;
+            enter_pid_namespace()?;
             if let Some(gid) = gid.or(uid.map(|_| 0))
                 && (libc::setgroups(groups.len(), groups.as_ptr()) != 0 || libc::setgid(gid) != 0)
             {

@@ -221,6 +221,11 @@ pub struct MariaDbConfig {
     pub not_ready: NameSet,
     /// How long a deleted object keeps the operator's finalizer.
     pub finalizer_delay: Duration,
+    /// A real server to reconcile against (`controllers/mariadb_real.rs`): every MariaDB
+    /// cluster is this server (its Service leads there), Databases, Users and Grants are
+    /// created on it and dropped from it, and Ready says what the server answered. The delays
+    /// and `not_ready` do not apply then.
+    pub real: Option<std::sync::Arc<crate::real_servers::MariaDbServer>>,
 }
 
 impl Default for MariaDbConfig {
@@ -229,6 +234,7 @@ impl Default for MariaDbConfig {
             switch: Switch::default(),
             not_ready: NameSet::new(),
             finalizer_delay: DEFAULT_DELAY,
+            real: None,
         }
     }
 }

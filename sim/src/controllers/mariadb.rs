@@ -2,6 +2,8 @@
 //! config holds them not ready; Database, User and Grant get the operator's finalizer, become
 //! Ready once their spec.mariaDbRef MariaDB exists and is Ready, and when deleted keep that
 //! finalizer for `finalizer_delay` before releasing it (so a deleting client sees them live).
+//! With a real server in the config ([`super::config::MariaDbConfig::real`]) they are
+//! reconciled against it instead (`mariadb_real.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,11 +15,17 @@ use serde_json::{Value, json};
 
 use super::dynamic::{api_for, run as run_dynamic, set_finalizers, spec_str, status_of, timer_key};
 use super::kinds::{self, Kind};
+use super::mariadb_real;
 use super::runtime::{FirstSeen, ReconcileError, Shared, patch_status};
 use super::status::{Wanted, already_applied, condition_status, conditions};
 
 /// How often an object waiting on its MariaDB looks again.
 const WAIT_POLL: Duration = Duration::from_millis(500);
+/// How often an object on a real server is applied again (a changed Secret, a dropped user, a
+/// server that went away).
+const REAL_POLL: Duration = Duration::from_secs(5);
+/// How soon an object the real server refused is tried again.
+const REAL_RETRY: Duration = Duration::from_secs(2);
 
 struct Context {
     shared: Arc<Shared>,
@@ -88,6 +96,24 @@ pub fn cluster_status(name: &str, ready: bool, previous: Option<&Value>, generat
     })
 }
 
+/// The status of a MariaDB cluster that is the real server: Ready when it answered.
+fn real_cluster_status(
+    name: &str,
+    outcome: &Result<(), String>,
+    previous: Option<&Value>,
+    generation: i64,
+) -> Value {
+    let wanted = match outcome {
+        Ok(()) => Wanted::new("Ready", true, "StatefulSetReady", "Running"),
+        Err(e) => Wanted::new("Ready", false, "StatefulSetNotReady", e),
+    };
+    json!({
+        "conditions": conditions(previous.and_then(|s| s.get("conditions")), &[wanted], Some(generation)),
+        "currentPrimary": format!("{name}-0"),
+        "currentPrimaryPodIndex": 0,
+    })
+}
+
 async fn reconcile_cluster(
     object: Arc<DynamicObject>,
     ctx: Arc<Context>,
@@ -104,6 +130,30 @@ async fn reconcile_cluster(
         return Ok(Action::await_change());
     }
     let generation = object.metadata.generation.unwrap_or(1);
+    if let Some(server) = ctx.shared.read(|c| c.mariadb.real.clone()) {
+        let outcome = mariadb_real::serve_cluster(
+            &server,
+            &ctx.shared.client,
+            namespace.as_deref().unwrap_or("default"),
+            &name,
+        )
+        .await;
+        let previous = status_of(&object);
+        let status = real_cluster_status(&name, &outcome, previous, generation);
+        if !already_applied(&status, previous) {
+            patch_status(
+                &api_for(&ctx.shared, ctx.kind, namespace.as_deref()),
+                &name,
+                status,
+            )
+            .await?;
+        }
+        return Ok(Action::requeue(if outcome.is_ok() {
+            REAL_POLL
+        } else {
+            REAL_RETRY
+        }));
+    }
     let wait = if held {
         None
     } else {
@@ -143,6 +193,27 @@ pub fn sql_status(
     })
 }
 
+/// The reason of a Database, User or Grant the real server refused.
+const REAL_FAILED: &str = "Failed";
+
+/// The status of a Database, User or Grant on the real server: Ready once applied, else the
+/// reason and the server's (or the spec's) error.
+fn real_sql_status(
+    kind: Kind,
+    outcome: &Result<(), (&str, String)>,
+    previous: Option<&Value>,
+    generation: i64,
+) -> Value {
+    let created = format!("{} created", kind.kind);
+    let wanted = match outcome {
+        Ok(()) => Wanted::new("Ready", true, "Created", &created),
+        Err((reason, message)) => Wanted::new("Ready", false, reason, message),
+    };
+    json!({
+        "conditions": conditions(previous.and_then(|s| s.get("conditions")), &[wanted], Some(generation)),
+    })
+}
+
 async fn reconcile_sql(
     object: Arc<DynamicObject>,
     ctx: Arc<Context>,
@@ -160,6 +231,15 @@ async fn reconcile_sql(
     let finalizers = object.finalizers().to_vec();
     if object.metadata.deletion_timestamp.is_some() {
         if !finalizers.contains(&finalizer) {
+            return Ok(Action::await_change());
+        }
+        if let Some(server) = ctx.shared.read(|c| c.mariadb.real.clone()) {
+            if let Err(error) = mariadb_real::remove(&server, ctx.kind, &object).await {
+                tracing::warn!(kind = ctx.kind.kind, %name, %error, "dropping from the real MariaDB");
+                return Ok(Action::requeue(REAL_RETRY));
+            }
+            let rest: Vec<String> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
+            set_finalizers(&api, &object, &rest).await?;
             return Ok(Action::await_change());
         }
         let key = format!("{}/delete", timer_key(&object));
@@ -197,13 +277,35 @@ async fn reconcile_sql(
                     == Some("True")
             })
     };
+    let generation = object.metadata.generation.unwrap_or(1);
+    if let Some(server) = ctx.shared.read(|c| c.mariadb.real.clone()) {
+        let outcome = if mariadb_ready {
+            mariadb_real::apply(&server, &ctx.shared.client, ctx.kind, &object)
+                .await
+                .map_err(|e| (REAL_FAILED, e))
+        } else {
+            Err((
+                "MariaDBNotReady",
+                format!("MariaDB {mariadb_name} not ready"),
+            ))
+        };
+        let previous = status_of(&object);
+        let status = real_sql_status(ctx.kind, &outcome, previous, generation);
+        if !already_applied(&status, previous) {
+            patch_status(&api, &name, status).await?;
+        }
+        return Ok(Action::requeue(if outcome.is_ok() {
+            REAL_POLL
+        } else {
+            REAL_RETRY
+        }));
+    }
     let wait = if mariadb_ready {
         ctx.seen.remaining(&timer_key(&object), 0, switch.delay)
     } else {
         Some(WAIT_POLL)
     };
     let ready = mariadb_ready && wait.is_none();
-    let generation = object.metadata.generation.unwrap_or(1);
     let previous = status_of(&object);
     let status = sql_status(ctx.kind, ready, &mariadb_name, previous, generation);
     if !already_applied(&status, previous) {

@@ -25,6 +25,7 @@ pub mod job_runs;
 pub mod jobs;
 pub mod kinds;
 pub mod mariadb;
+pub mod mariadb_real;
 pub mod nodes;
 mod owner_index;
 pub mod pod_template;

@@ -879,3 +879,68 @@ async fn a_failing_liveness_probe_restarts_the_container_with_back_off() {
     assert_eq!((code, previous.as_str()), (200, "start\n"));
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_s_command_is_pid_1_of_its_own_pid_namespace() {
+    let Some(cluster) = process_cluster().await else {
+        return;
+    };
+    let client = cluster.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    // What a container sees: its command is PID 1 and /proc holds only its own processes
+    // (`$$$$` is `$$` after the kubelet's `$(VAR)` expansion).
+    let script =
+        "echo $$$$; tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'; exit 4";
+    create(
+        &pods,
+        pod_manifest(
+            "pid1",
+            "Never",
+            json!([{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]),
+        ),
+    )
+    .await;
+    // An exec readiness probe reads the container's /proc, as a kubelet's runs in the container.
+    create(
+        &pods,
+        pod_manifest(
+            "probed",
+            "Always",
+            json!([{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                    "readinessProbe": {"exec": {"command": ["sh", "-c", "grep -q sleep /proc/1/cmdline"]},
+                                       "periodSeconds": 1}}]),
+        ),
+    )
+    .await;
+    let done = wait_phase(&cluster, "pid1", "Failed").await;
+    assert_eq!(
+        terminated(&done, 0)["exitCode"],
+        4,
+        "the keeper ends as PID 1 ended"
+    );
+    let (_, text) = log(&cluster, "pid1", "").await;
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first().copied(), Some("1"), "{text}");
+    assert!(
+        lines.get(1).is_some_and(|l| l.starts_with("sh -c")),
+        "{text}"
+    );
+    let count: usize = lines
+        .get(2)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(99);
+    assert!(
+        count <= 4,
+        "only the container's processes in /proc: {text}"
+    );
+    eventually("the exec probe sees PID 1 and the pod is Ready", || async {
+        pod_of(&cluster, "probed")["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    })
+    .await;
+    cluster.shutdown().await;
+}
