@@ -11,8 +11,7 @@ pub mod optional;
 pub mod projection;
 
 pub(crate) use create::{
-    child_meta, ensure_config_map, ensure_derived_secret, ensure_secret, management_child_meta,
-    secret,
+    child_meta, ensure_config_map, ensure_derived_secret, management_child_meta,
 };
 pub use list::{list_children, selector};
 pub(crate) use mounts::Mounts;
