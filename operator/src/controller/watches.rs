@@ -12,6 +12,7 @@
 //! [`TARGET_CLUSTER_LABEL`], which their users set.
 
 use super::index::IndexHandle;
+use crate::children::kinds::with_child_kinds;
 use crate::children::projection::parent_field;
 use crate::context::WatchSelection;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
@@ -27,21 +28,16 @@ use crate::steps::database::provisioning::SqlKind;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Controller;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use std::sync::Arc;
 
-/// Declares [`Owned`] from the one list of the kinds the operator creates, with what is done to
-/// each of them alike: its watch by the managed-by label, its store serving reads, its run, and
-/// the Cinder controller owning it.
+/// Declares [`Owned`] from the list of the kinds the operator creates ([`with_child_kinds!`]),
+/// with what is done to each of them alike: its watch by the managed-by label, its store serving
+/// reads, its run, and the Cinder controller owning it.
 macro_rules! owned_watches {
     ($($(#[$doc:meta])* $field:ident: $kind:ty,)*) => {
         /// The watches of the kinds the operator creates, one per kind.
@@ -72,18 +68,7 @@ macro_rules! owned_watches {
     };
 }
 
-owned_watches! {
-    deployments: Deployment,
-    services: Service,
-    config_maps: ConfigMap,
-    /// The Secrets the operator creates.
-    secrets: Secret,
-    pod_disruption_budgets: PodDisruptionBudget,
-    autoscalers: HorizontalPodAutoscaler,
-    network_policies: NetworkPolicy,
-    jobs: Job,
-    cron_jobs: CronJob,
-}
+with_child_kinds!(owned_watches);
 
 /// Every watch of the management cluster, one per kind.
 pub(crate) struct Watches {

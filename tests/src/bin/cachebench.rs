@@ -14,10 +14,10 @@
 //! selected.
 
 use anyhow::{Context as _, bail};
-use cinder_e2e::create_namespace;
 use cinder_e2e::bench_cluster::{
     create_bench_cinder, prepare_management, ready_count, scaled_controllers,
 };
+use cinder_e2e::create_namespace;
 use cinder_e2e::operator_replica::{Replica, ReplicaOptions, bench_main};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use clap::Parser;
