@@ -190,6 +190,25 @@ pub(crate) async fn job_finished(
     publish(recorder, cinder, &event).await;
 }
 
+/// Publishes a Warning with `reason` and `note` under `action` (a step's own trouble, such as a
+/// failed purge Job or an HPA that cannot scale).
+pub(crate) async fn warning(
+    recorder: &Recorder,
+    cinder: &Cinder,
+    reason: &str,
+    action: &str,
+    text: String,
+) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: note(text),
+        action: action.to_string(),
+        secondary: None,
+    };
+    publish(recorder, cinder, &event).await;
+}
+
 /// Publishes that `guard` took its device over from another holder whose Lease had expired
 /// (nothing when it did not).
 pub(crate) async fn device_taken_over(

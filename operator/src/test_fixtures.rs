@@ -1,6 +1,7 @@
 //! Fixtures of the crate's unit tests.
 
 use crate::crd::Cinder;
+use crate::pipeline::Artefacts;
 
 /// A minimal valid Cinder `namespace/name` (release and image tag 2026.1, a managed MariaDB and
 /// RabbitMQ), without UID or resourceVersion.
@@ -22,6 +23,17 @@ pub(crate) fn cinder() -> Cinder {
     let mut c = cinder_named("ns", "c");
     c.metadata.uid = Some("u".to_string());
     c
+}
+
+/// The artefacts of a pass whose credential steps ran: the authtoken, database connection and
+/// transport URL digests `a1`, `d1` and `t1`.
+pub(crate) fn artefacts() -> Artefacts {
+    Artefacts {
+        authtoken_hash: Some("a1".into()),
+        db_connection_hash: Some("d1".into()),
+        transport_url_hash: Some("t1".into()),
+        ..Default::default()
+    }
 }
 
 /// A scratch directory holding a stand-in `program` that exits with `code`, removed on drop.

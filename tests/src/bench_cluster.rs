@@ -1,10 +1,12 @@
-//! The embedded cluster of the benchmarks (`fleetbench`, `soakbench`) and the fleet tests: the
+//! The embedded cluster of the benchmarks (`fleetbench`, `soakbench`, `cachebench`) and the fleet
+//! tests: what its management cluster holds before the first Cinder ([`prepare_management`]), the
 //! simulated controllers with every delay (Job runs, roll-outs, readiness) multiplied by one
 //! scale, so a benchmark can run its passes faster or slower than the defaults, and a fleet's
 //! Cinder (its own credential Secrets and schema in the shared MariaDB, NFS backends on its own
 //! server; every object it brings is named after it).
 
-use crate::{NS, cinder_json, put_secret};
+use crate::database_helpers::create_mariadb;
+use crate::{NS, cinder_json, create_cluster_store, create_namespace, install_crds, put_secret};
 use cinder_operator::crd::{Cinder, CinderBackend};
 use cinder_sim::controllers::config::{ControllersConfig, Switch};
 use kube::api::{ListParams, PostParams};
@@ -27,6 +29,16 @@ pub fn scaled_controllers(scale: f64) -> ControllersConfig {
     c.gateways.switch = scaled(&c.gateways.switch, scale);
     c.autoscalers = scaled(&c.autoscalers, scale);
     c
+}
+
+/// Prepares the management cluster behind `client` for benchmark Cinders: the CRDs, the
+/// namespace [`NS`], and what the Cinders share there (the ClusterSecretStore and the MariaDB
+/// cluster `mariadb`).
+pub async fn prepare_management(client: &Client) -> anyhow::Result<()> {
+    install_crds(client).await?;
+    create_namespace(client, NS).await?;
+    create_cluster_store(client).await?;
+    create_mariadb(client, "mariadb").await
 }
 
 /// The names of the three credential Secrets of benchmark Cinder `name`: database, service

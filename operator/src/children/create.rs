@@ -8,6 +8,7 @@ use crate::crd::Cinder;
 use crate::kube_ext::reader::ClusterStores;
 use crate::kube_ext::{create_if_absent, replace_unless_changed};
 use crate::names;
+use crate::pipeline::{Doing, StepContext, StepError};
 use k8s_openapi::ByteString;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -74,18 +75,21 @@ pub(crate) fn secret(
     }
 }
 
-/// Ensures the Cinder's derived Secret `name` holding `value` under `key` (one value the
-/// workloads mount, such as the database connection or the transport URL).
+/// Ensures the pass's Cinder's derived Secret `name` holding `value` under `key`, on the cluster
+/// the workloads run on (one value they mount, such as the database connection or the
+/// transport URL).
 pub(crate) async fn ensure_derived_secret(
     client: &Client,
-    reads: &ClusterStores,
-    cinder: &Cinder,
+    ctx: &StepContext,
     name: &str,
     key: &str,
     value: &str,
-) -> Result<bool, kube::Error> {
+) -> Result<bool, StepError> {
     let data = [(key.to_string(), value.as_bytes().to_vec())].into();
-    ensure_secret(client, reads, secret(cinder, name, &[], data, false)).await
+    let desired = secret(&ctx.cinder, name, &[], data, false);
+    ensure_secret(&ctx.children(client), ctx.children_reads(), desired)
+        .await
+        .doing(format_args!("writing Secret {name}"))
 }
 
 /// Creates `desired`, or replaces the existing Secret when its data or labels differ.

@@ -135,16 +135,10 @@ fn cinder_controller(
     admitted: futures::channel::mpsc::UnboundedReceiver<CinderKey>,
     stop: satellites::StopSignal,
 ) -> Controller<Cinder> {
-    let mut cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store())
-        .owns_shared_stream(w.deployments.subscribe())
-        .owns_shared_stream(w.services.subscribe())
-        .owns_shared_stream(w.config_maps.subscribe())
-        .owns_shared_stream(w.secrets.subscribe())
-        .owns_shared_stream(w.pod_disruption_budgets.subscribe())
-        .owns_shared_stream(w.autoscalers.subscribe())
-        .owns_shared_stream(w.network_policies.subscribe())
-        .owns_shared_stream(w.jobs.subscribe())
-        .owns_shared_stream(w.cron_jobs.subscribe())
+    let cinders = Controller::for_shared_stream(w.cinders.subscribe(), w.cinders.store());
+    let mut cinders = w
+        .owned
+        .owned_by(cinders)
         .reconcile_on(woken)
         .reconcile_on(gained)
         .reconcile_on(admitted.map(|k| ObjectRef::new(&k.name).within(&k.namespace)));

@@ -12,6 +12,7 @@
 //! [`TARGET_CLUSTER_LABEL`], which their users set.
 
 use super::index::IndexHandle;
+use crate::children::kinds::with_child_kinds;
 use crate::children::projection::parent_field;
 use crate::context::WatchSelection;
 use crate::crd::{Cinder, CinderBackend, CinderBackupBackend};
@@ -24,39 +25,63 @@ use crate::kube_ext::shared_watch::SharedWatch;
 use crate::kube_ext::{scoped, scoped_dynamic};
 use crate::names::{LABEL_CREDENTIAL, LABEL_MANAGED_BY, MANAGED_BY, TARGET_CLUSTER_LABEL};
 use crate::steps::database::provisioning::SqlKind;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
+use kube::runtime::controller::Controller;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use std::sync::Arc;
+
+/// Declares [`Owned`] from the list of the kinds the operator creates ([`with_child_kinds!`]),
+/// with what is done to each of them alike: its watch by the managed-by label, its store serving
+/// reads, its run, and the Cinder controller owning it.
+macro_rules! owned_watches {
+    ($($(#[$doc:meta])* $field:ident: $kind:ty,)*) => {
+        /// The watches of the kinds the operator creates, one per kind.
+        pub(crate) struct Owned {
+            $($(#[$doc])* pub $field: SharedWatch<$kind>,)*
+        }
+
+        impl Owned {
+            fn new(client: &Client, ns: Option<&str>, config: impl Fn() -> watcher::Config) -> Self {
+                Owned {
+                    $($field: SharedWatch::new(scoped(client, ns), config()),)*
+                }
+            }
+
+            fn serve_reads(&mut self, stores: &ClusterStores) {
+                $(stores.add(&mut self.$field);)*
+            }
+
+            fn runs(self) -> Vec<BoxFuture<'static, ()>> {
+                vec![$(self.$field.run().boxed(),)*]
+            }
+
+            /// `controller` owning every kind: a change to a child wakes the Cinder controlling it.
+            pub(crate) fn owned_by(&mut self, controller: Controller<Cinder>) -> Controller<Cinder> {
+                controller$(.owns_shared_stream(self.$field.subscribe()))*
+            }
+        }
+    };
+}
+
+with_child_kinds!(owned_watches);
 
 /// Every watch of the management cluster, one per kind.
 pub(crate) struct Watches {
     pub cinders: SharedWatch<Cinder>,
     pub backends: SharedWatch<CinderBackend>,
     pub backup_backends: SharedWatch<CinderBackupBackend>,
-    pub deployments: SharedWatch<Deployment>,
-    pub services: SharedWatch<Service>,
-    pub config_maps: SharedWatch<ConfigMap>,
-    /// The Secrets the operator creates.
-    pub secrets: SharedWatch<Secret>,
+    /// The kinds the operator creates.
+    pub owned: Owned,
     /// The Secrets users create that the operator reads: the credentials the specs name
     /// (labelled [`LABEL_CREDENTIAL`]) and the target-cluster registrations (labelled
     /// [`TARGET_CLUSTER_LABEL`]); none when [`WatchSelection::Everything`] has `secrets` watch
     /// every Secret.
     pub user_secrets: Vec<SharedWatch<Secret>>,
-    pub pod_disruption_budgets: SharedWatch<PodDisruptionBudget>,
-    pub autoscalers: SharedWatch<HorizontalPodAutoscaler>,
-    pub network_policies: SharedWatch<NetworkPolicy>,
-    pub jobs: SharedWatch<Job>,
-    pub cron_jobs: SharedWatch<CronJob>,
     pub secret_stores: SharedWatch<DynamicObject>,
     /// Absent with `--namespace` (a namespaced operator does not read cluster-scoped stores).
     pub cluster_secret_stores: Option<SharedWatch<DynamicObject>>,
@@ -108,16 +133,8 @@ impl Watches {
             cinders,
             backends,
             backup_backends,
-            deployments: SharedWatch::new(scoped(client, ns), owned()),
-            services: SharedWatch::new(scoped(client, ns), owned()),
-            config_maps: SharedWatch::new(scoped(client, ns), owned()),
-            secrets: SharedWatch::new(scoped(client, ns), owned()),
+            owned: Owned::new(client, ns, owned),
             user_secrets,
-            pod_disruption_budgets: SharedWatch::new(scoped(client, ns), owned()),
-            autoscalers: SharedWatch::new(scoped(client, ns), owned()),
-            network_policies: SharedWatch::new(scoped(client, ns), owned()),
-            jobs: SharedWatch::new(scoped(client, ns), owned()),
-            cron_jobs: SharedWatch::new(scoped(client, ns), owned()),
             secret_stores: dynamic(secret_store_resource(), wc()),
             cluster_secret_stores,
             mariadbs: dynamic(mariadb_resource(), wc()),
@@ -131,7 +148,7 @@ impl Watches {
 
     /// A trigger stream of every Secret the watches touch (the operator's and the users').
     pub(crate) fn secret_triggers(&mut self) -> BoxStream<'static, Arc<Secret>> {
-        let mut all = vec![self.secrets.subscribe().boxed()];
+        let mut all = vec![self.owned.secrets.subscribe().boxed()];
         all.extend(self.user_secrets.iter_mut().map(|w| w.subscribe().boxed()));
         futures::stream::select_all(all).boxed()
     }
@@ -141,15 +158,7 @@ impl Watches {
         stores.add(&mut self.cinders);
         stores.add_indexed(&mut self.backends, vec![parent_field()]);
         stores.add_indexed(&mut self.backup_backends, vec![parent_field()]);
-        stores.add(&mut self.deployments);
-        stores.add(&mut self.services);
-        stores.add(&mut self.config_maps);
-        stores.add(&mut self.secrets);
-        stores.add(&mut self.pod_disruption_budgets);
-        stores.add(&mut self.autoscalers);
-        stores.add(&mut self.network_policies);
-        stores.add(&mut self.jobs);
-        stores.add(&mut self.cron_jobs);
+        self.owned.serve_reads(stores);
         stores.add(&mut self.secret_stores);
         stores.add(&mut self.mariadbs);
         for w in [
@@ -175,18 +184,10 @@ impl Watches {
             self.cinders.run().boxed(),
             self.backends.run().boxed(),
             self.backup_backends.run().boxed(),
-            self.deployments.run().boxed(),
-            self.services.run().boxed(),
-            self.config_maps.run().boxed(),
-            self.secrets.run().boxed(),
-            self.pod_disruption_budgets.run().boxed(),
-            self.autoscalers.run().boxed(),
-            self.network_policies.run().boxed(),
-            self.jobs.run().boxed(),
-            self.cron_jobs.run().boxed(),
             self.secret_stores.run().boxed(),
             self.mariadbs.run().boxed(),
         ];
+        all.extend(self.owned.runs());
         for w in [self.cluster_secret_stores, self.http_routes]
             .into_iter()
             .flatten()

@@ -2,122 +2,96 @@
 //! service per backend, backup service, database and purge), and its status.
 
 use super::common::{ClusterRef, NamedRef, SecretRef, SecretStoreRef};
+use super::resource::{cinder_resource, status_with_conditions};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::api::networking::v1::{NetworkPolicyEgressRule, NetworkPolicyIngressRule};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, KubeSchema};
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The desired state of a Cinder deployment.
-// clippy reads the repeated `type_ = "string"` of the printer columns as duplicated attributes.
-#[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "cinder.openstack.c5c3.io",
-    version = "v1alpha1",
-    kind = "Cinder",
-    plural = "cinders",
-    shortname = "cdr",
-    category = "openstack",
-    category = "cinder",
-    namespaced,
-    status = "CinderStatus",
-    derive = "PartialEq",
-    // The name limit of `crate::names::MAX_CINDER_NAME_LEN` (a test holds the two together); the
-    // cause names the field rather than the object's root.
-    validation = Rule::new("self.metadata.name.size() <= 43")
-        .message("metadata.name must be at most 43 characters")
-        .field_path(".metadata.name"),
-    // The Secret the operator writes beside the workloads (`crate::names::service_user_secret`)
-    // cannot be the credential Secret it reads on the same cluster.
-    validation = Rule::new(
-        "has(self.spec.targetClusterRef) || self.spec.serviceUser.secretRef.name != self.metadata.name + '-service-user'"
+cinder_resource! {
+    /// The desired state of a Cinder deployment.
+    kind = "Cinder", plural = "cinders", shortname = "cdr", status = "CinderStatus",
+    kube(
+        // The name limit of `crate::names::MAX_CINDER_NAME_LEN` (a test holds the two
+        // together); the cause names the field rather than the object's root.
+        validation = Rule::new("self.metadata.name.size() <= 43")
+            .message("metadata.name must be at most 43 characters")
+            .field_path(".metadata.name"),
+        // The Secret the operator writes beside the workloads (`crate::names::service_user_secret`)
+        // cannot be the credential Secret it reads on the same cluster.
+        validation = Rule::new(
+            "has(self.spec.targetClusterRef) || self.spec.serviceUser.secretRef.name != self.metadata.name + '-service-user'"
+        )
+            .message("spec.serviceUser.secretRef.name must not name <name>-service-user, the Secret the operator writes for this Cinder")
+            .field_path(".spec.serviceUser.secretRef.name"),
+        printcolumn(
+            name = "Release",
+            type_ = "string",
+            json_path = ".status.installedRelease"
+        ),
+        printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint"),
     )
-        .message("spec.serviceUser.secretRef.name must not name <name>-service-user, the Secret the operator writes for this Cinder")
-        .field_path(".spec.serviceUser.secretRef.name"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Release",
-        type_ = "string",
-        json_path = ".status.installedRelease"
-    ),
-    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct CinderSpec {
-    /// The OpenStack release this Cinder runs, `YYYY.1` or `YYYY.2` (e.g. `2026.1`). Bumping it
-    /// by one step runs the expand-migrate-contract upgrade.
-    #[schemars(regex(pattern = r"^\d{4}\.[12]$"))]
-    pub open_stack_release: String,
-    /// The Cinder container image every workload and Job runs.
-    pub image: ImageSpec,
-    /// The MariaDB database Cinder keeps its state in.
-    pub database: DatabaseSpec,
-    /// The RabbitMQ broker of Cinder's RPC.
-    pub messaging: MessagingSpec,
-    /// The Keystone service user Cinder authenticates as.
-    pub service_user: ServiceUserSpec,
-    /// The Keystone endpoint the service user authenticates against (`http(s)://…`).
-    #[schemars(regex(pattern = r"^https?://"), length(min = 8, max = 2048))]
-    pub keystone_endpoint: String,
-    /// The Keystone region of the endpoints Cinder uses and registers (`RegionOne` when unset).
-    #[serde(default = "default_region")]
-    #[schemars(length(min = 1, max = 255))]
-    pub region: String,
-    /// The cinder-api Deployment.
-    #[serde(default)]
-    pub api: ApiSpec,
-    /// The cinder-scheduler Deployment.
-    #[serde(default)]
-    pub scheduler: SchedulerSpec,
-    /// Settings shared by the volume services (one Deployment per attached CinderBackend).
-    #[serde(default)]
-    pub volume: VolumeSpec,
-    /// Settings of the backup service (runs when a CinderBackupBackend is attached).
-    #[serde(default)]
-    pub backup: BackupSpec,
-    /// The recurring purge of soft-deleted database rows.
-    #[serde(default)]
-    pub db_purge: DbPurgeSpec,
-    /// Expose the API through a Gateway API HTTPRoute.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<GatewaySpec>,
-    /// Restrict traffic with a NetworkPolicy (egress derived, ingress given here, never empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_policy: Option<NetworkPolicySpec>,
-    /// Let a HorizontalPodAutoscaler own the API replica count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autoscaling: Option<AutoscalingSpec>,
-    /// VerticalPodAutoscalers for the API, scheduler, volume and backup Deployments. Under an
-    /// HPA the API's VPA controls memory only, so the two never act on the same CPU.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vertical_autoscaling: Option<VerticalAutoscalingSpec>,
-    /// Overlay on the rendered cinder.conf: section → key → value. The reserved section `policy`
-    /// (rule → check string) renders policy.yaml instead.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra_config: BTreeMap<String, BTreeMap<String, String>>,
-    /// The external-secrets store the credential Secrets come from.
-    #[serde(default)]
-    pub secret_store_ref: SecretStoreRef,
-    /// Project the workloads onto a registered target cluster instead of this one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_cluster_ref: Option<NamedRef>,
+    pub struct CinderSpec {
+        /// The OpenStack release this Cinder runs, `YYYY.1` or `YYYY.2` (e.g. `2026.1`). Bumping it
+        /// by one step runs the expand-migrate-contract upgrade.
+        #[schemars(regex(pattern = r"^\d{4}\.[12]$"))]
+        pub open_stack_release: String,
+        /// The Cinder container image every workload and Job runs.
+        pub image: ImageSpec,
+        /// The MariaDB database Cinder keeps its state in.
+        pub database: DatabaseSpec,
+        /// The RabbitMQ broker of Cinder's RPC.
+        pub messaging: MessagingSpec,
+        /// The Keystone service user Cinder authenticates as.
+        pub service_user: ServiceUserSpec,
+        /// The Keystone endpoint the service user authenticates against (`http(s)://…`).
+        #[schemars(regex(pattern = r"^https?://"), length(min = 8, max = 2048))]
+        pub keystone_endpoint: String,
+        /// The Keystone region of the endpoints Cinder uses and registers (`RegionOne` when unset).
+        #[serde(default = "default_region")]
+        #[schemars(length(min = 1, max = 255))]
+        pub region: String,
+        /// The cinder-api Deployment.
+        #[serde(default)]
+        pub api: ApiSpec,
+        /// The cinder-scheduler Deployment.
+        #[serde(default)]
+        pub scheduler: SchedulerSpec,
+        /// Settings shared by the volume services (one Deployment per attached CinderBackend).
+        #[serde(default)]
+        pub volume: VolumeSpec,
+        /// Settings of the backup service (runs when a CinderBackupBackend is attached).
+        #[serde(default)]
+        pub backup: BackupSpec,
+        /// The recurring purge of soft-deleted database rows.
+        #[serde(default)]
+        pub db_purge: DbPurgeSpec,
+        /// Expose the API through a Gateway API HTTPRoute.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub gateway: Option<GatewaySpec>,
+        /// Restrict traffic with a NetworkPolicy (egress derived, ingress given here, never empty).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub network_policy: Option<NetworkPolicySpec>,
+        /// Let a HorizontalPodAutoscaler own the API replica count.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub autoscaling: Option<AutoscalingSpec>,
+        /// VerticalPodAutoscalers for the API, scheduler, volume and backup Deployments. Under an
+        /// HPA the API's VPA controls memory only, so the two never act on the same CPU.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub vertical_autoscaling: Option<VerticalAutoscalingSpec>,
+        /// Overlay on the rendered cinder.conf: section → key → value. The reserved section `policy`
+        /// (rule → check string) renders policy.yaml instead.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub extra_config: BTreeMap<String, BTreeMap<String, String>>,
+        /// The external-secrets store the credential Secrets come from.
+        #[serde(default)]
+        pub secret_store_ref: SecretStoreRef,
+        /// Project the workloads onto a registered target cluster instead of this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub target_cluster_ref: Option<NamedRef>,
+    }
 }
 
 fn default_region() -> String {
@@ -515,31 +489,26 @@ pub struct VolumeServiceStatus {
     pub host: String,
 }
 
-/// The observed state of a Cinder.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CinderStatus {
-    /// `Ready` and one condition per pipeline step (SecretsReady, DatabaseReady, …), one per
-    /// type.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
-    pub conditions: Vec<Condition>,
-    /// The `metadata.generation` the conditions describe.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// The URL of the Cinder API (the HTTPRoute's when a gateway is set, else the Service's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// The release whose schema and services are fully rolled out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installed_release: Option<String>,
-    /// The release an upgrade in progress moves to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_release: Option<String>,
-    /// The phase of the upgrade in progress: Expanding, Migrating, RollingUpdate, Contracting.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upgrade_phase: Option<UpgradePhase>,
-    /// The volume services running, one per attached CinderBackend.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_services: Vec<VolumeServiceStatus>,
+status_with_conditions! {
+    /// The observed state of a Cinder.
+    pub struct CinderStatus {
+        /// `Ready` and one condition per pipeline step (SecretsReady, DatabaseReady, …), one per
+        /// type.
+        conditions,
+        /// The URL of the Cinder API (the HTTPRoute's when a gateway is set, else the Service's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub endpoint: Option<String>,
+        /// The release whose schema and services are fully rolled out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub installed_release: Option<String>,
+        /// The release an upgrade in progress moves to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub target_release: Option<String>,
+        /// The phase of the upgrade in progress: Expanding, Migrating, RollingUpdate, Contracting.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub upgrade_phase: Option<UpgradePhase>,
+        /// The volume services running, one per attached CinderBackend.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub volume_services: Vec<VolumeServiceStatus>,
+    }
 }

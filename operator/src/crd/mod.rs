@@ -6,6 +6,7 @@ pub mod backend;
 pub mod backup_backend;
 pub mod cinder;
 pub mod common;
+pub(crate) mod resource;
 pub mod satellite;
 pub mod schema_rules;
 pub mod validation;

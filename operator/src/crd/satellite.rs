@@ -1,9 +1,9 @@
 //! What the two satellite kinds (CinderBackend, CinderBackupBackend) have in common: the spec
 //! fields naming their parent and their storage, the status they report, and the resource
-//! declaration (group, status, printer columns) through [`satellite_resource!`].
+//! declaration (status, printer columns, storage-block rules) through [`satellite_resource!`].
 
 use super::common::{BackendType, NamedRef, NfsSpec, RbdSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use super::resource::status_with_conditions;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
@@ -32,78 +32,40 @@ pub trait Satellite {
     fn satellite(&self) -> &SatelliteSpec;
 }
 
-/// The status both satellite kinds report: CredentialsReady, ConfigProjected and Ready.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SatelliteStatus {
-    /// CredentialsReady, ConfigProjected and Ready, one per type.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
-    pub conditions: Vec<Condition>,
-    /// The `metadata.generation` the conditions describe.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+status_with_conditions! {
+    /// The status both satellite kinds report: CredentialsReady, ConfigProjected and Ready.
+    pub struct SatelliteStatus {
+        /// CredentialsReady, ConfigProjected and Ready, one per type.
+        conditions,
+    }
 }
 
-/// Declares the spec of a satellite kind with what both kinds share: group and version, the
-/// [`SatelliteStatus`] subresource, the printer columns (Ready, Reason, Type, Cinder, Age), the
-/// categories, and the storage-block rules: exactly one block is set (a structural `oneOf`) and
-/// it is the one matching `type` (a CEL rule). The kind's name, plural and short name are its own.
+/// Declares the spec of a satellite kind through [`cinder_resource!`], with what both satellite
+/// kinds share: the [`SatelliteStatus`] subresource, the printer columns Type and Cinder, and the
+/// storage-block rules: exactly one block is set (a structural `oneOf`) and it is the one
+/// matching `type` (a CEL rule). The kind's name, plural and short name are its own.
 macro_rules! satellite_resource {
     (
-        $(#[$meta:meta])*
+        $(#[doc = $doc:expr])*
         kind = $kind:tt, plural = $plural:tt, shortname = $shortname:tt,
         pub struct $spec:ident { $($fields:tt)* }
     ) => {
-        $(#[$meta])*
-        // clippy reads the repeated `type_ = "string"` of the printer columns as duplicated attributes.
-        #[allow(clippy::duplicated_attributes)]
-        #[derive(
-            kube::CustomResource,
-            Clone,
-            Debug,
-            PartialEq,
-            serde::Serialize,
-            serde::Deserialize,
-            kube::KubeSchema,
-        )]
-        #[kube(
-            group = "cinder.openstack.c5c3.io",
-            version = "v1alpha1",
-            kind = $kind,
-            plural = $plural,
-            shortname = $shortname,
-            category = "openstack",
-            category = "cinder",
-            namespaced,
+        $crate::crd::resource::cinder_resource! {
+            $(#[doc = $doc])*
+            kind = $kind, plural = $plural, shortname = $shortname,
             status = "crate::crd::SatelliteStatus",
-            derive = "PartialEq",
-            printcolumn(
-                name = "Ready",
-                type_ = "string",
-                json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-            ),
-            printcolumn(
-                name = "Reason",
-                type_ = "string",
-                json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-            ),
-            printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
-            printcolumn(name = "Cinder", type_ = "string", json_path = ".spec.cinderRef.name"),
-            printcolumn(
-                name = "Age",
-                type_ = "date",
-                json_path = ".metadata.creationTimestamp"
+            kube(
+                printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
+                printcolumn(name = "Cinder", type_ = "string", json_path = ".spec.cinderRef.name"),
             )
-        )]
-        #[serde(rename_all = "camelCase")]
-        // Exactly one storage block, structurally; which one `type` asks for only CEL can say
-        // (kube's structural transform refuses `oneOf` branches that restate `type`).
-        #[schemars(extend("oneOf" = [{"required": ["nfs"]}, {"required": ["rbd"]}]))]
-        #[x_kube(validation = Rule::new(
-            "self.type == 'NFS' ? (has(self.nfs) && !has(self.rbd)) : (has(self.rbd) && !has(self.nfs))"
-        ).message("exactly the block matching type (nfs for NFS, rbd for RBD) must be set"))]
-        pub struct $spec { $($fields)* }
+            // Exactly one storage block, structurally; which one `type` asks for only CEL can say
+            // (kube's structural transform refuses `oneOf` branches that restate `type`).
+            #[schemars(extend("oneOf" = [{"required": ["nfs"]}, {"required": ["rbd"]}]))]
+            #[x_kube(validation = Rule::new(
+                "self.type == 'NFS' ? (has(self.nfs) && !has(self.rbd)) : (has(self.rbd) && !has(self.nfs))"
+            ).message("exactly the block matching type (nfs for NFS, rbd for RBD) must be set"))]
+            pub struct $spec { $($fields)* }
+        }
     };
 }
 pub(crate) use satellite_resource;

@@ -112,8 +112,18 @@ impl IniDoc {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// (section, key, value) with a control character in one of them, each refused wherever it
+    /// stands (shared with the config render's tests).
+    pub(crate) const CONTROL_CHARACTERS: [(&str, &str, &str); 5] = [
+        ("a\nb", "k", "v"),
+        ("s", "k\r", "v"),
+        ("s", "k\u{7f}", "v"),
+        ("s", "k", "v\n[evil]"),
+        ("s", "k", "tab\there"),
+    ];
 
     #[test]
     fn renders_default_first_and_replaces_in_place() {
@@ -130,12 +140,7 @@ mod tests {
 
     #[test]
     fn control_characters_are_refused_anywhere() {
-        for (s, k, v) in [
-            ("a\nb", "k", "v"),
-            ("s", "k\r", "v"),
-            ("s", "k", "v\n[evil]"),
-            ("s", "k", "tab\there"),
-        ] {
+        for (s, k, v) in CONTROL_CHARACTERS {
             let mut d = IniDoc::new();
             d.set(s, k, v);
             assert!(d.render().is_err(), "{s:?} {k:?} {v:?}");

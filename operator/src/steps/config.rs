@@ -199,21 +199,17 @@ mod tests {
             "spec.extraConfig: config refused: value of debug in section [DEFAULT] carries a \
              control character; keeping the last-good config (c-config-1234)"
         );
-        // An owned key overridden with a refused value: the override is what was refused.
-        let mut spec = crate::test_fixtures::cinder().spec;
-        overlay(&mut spec, "keystone_authtoken", "username", "a\nb");
-        assert!(
-            refusal(&spec, None)
-                .message
-                .starts_with("spec.extraConfig: ")
-        );
-        let mut spec = crate::test_fixtures::cinder().spec;
-        overlay(&mut spec, "bad\nsection", "k", "v");
-        assert!(
-            refusal(&spec, None)
-                .message
-                .starts_with("spec.extraConfig: ")
-        );
+        // An owned key overridden with a refused value (the override is what was refused), and a
+        // refused section name.
+        for (section, key, value) in [
+            ("keystone_authtoken", "username", "a\nb"),
+            ("bad\nsection", "k", "v"),
+        ] {
+            let mut spec = crate::test_fixtures::cinder().spec;
+            overlay(&mut spec, section, key, value);
+            let message = refusal(&spec, None).message;
+            assert!(message.starts_with("spec.extraConfig: "), "{message}");
+        }
     }
 
     #[test]

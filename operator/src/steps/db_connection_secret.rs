@@ -8,7 +8,7 @@
 //! credentials. The pass's spec validation refuses such a spec ahead of the steps; the step
 //! does not rely on that.
 
-use super::secrets::DB_KEYS;
+use super::secrets::{DB_KEYS, materialized};
 use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
 use crate::context::OperatorContext;
@@ -78,7 +78,6 @@ fn connection(
 
 /// Runs the step once for one Cinder.
 pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let ns = ctx.namespace().to_string();
     let endpoint = database_endpoint(&cinder).with_reason(reason::INVALID_SPEC)?;
@@ -97,23 +96,10 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         Ok(dsn) => dsn,
         Err(c) => return ctx.requeue(c, REQUEUE_SECRET_POLLING),
     };
-    let digest = dsn.digest();
     let name = names::db_connection_secret(ctx.name());
-    let written = ensure_derived_secret(
-        &children,
-        ctx.children_reads(),
-        &cinder,
-        &name,
-        DB_CONNECTION_KEY,
-        dsn.expose(),
-    );
-    written.await.doing(format_args!("writing Secret {name}"))?;
-    ctx.artefacts.db_connection_hash = Some(digest);
-    ctx.proceed(Cond::true_(
-        kind::SECRETS_READY,
-        reason::SECRETS_AVAILABLE,
-        format!("database connection materialized in Secret {name}"),
-    ))
+    ensure_derived_secret(&op.client, ctx, &name, DB_CONNECTION_KEY, dsn.expose()).await?;
+    ctx.artefacts.db_connection_hash = Some(dsn.digest());
+    ctx.proceed(materialized("database connection", &name))
 }
 
 #[cfg(test)]

@@ -31,8 +31,7 @@ use crate::workloads::{
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::events::{Event, EventType};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,16 +116,6 @@ async fn ensure_cron_job(
     }
 }
 
-/// The purge Jobs of Cinder `cinder` (common labels and the db-purge component).
-async fn purge_jobs(
-    client: &Client,
-    reads: &ClusterStores,
-    ns: &str,
-    cinder: &str,
-) -> Result<Vec<Job>, kube::Error> {
-    list_children(client, reads, ns, cinder, Some(Component::DbPurge)).await
-}
-
 fn summary(job: &Job) -> (JobSummary, Duration) {
     let observed = observe(job);
     let status = job.status.as_ref();
@@ -192,7 +181,8 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
             "writing CronJob {}",
             names::db_purge_cronjob(&name)
         ))?;
-    let jobs = purge_jobs(&children, ctx.children_reads(), &ns, &name)
+    let purge = Some(Component::DbPurge);
+    let jobs: Vec<Job> = list_children(&children, ctx.children_reads(), &ns, &name, purge)
         .await
         .doing("listing purge Jobs")?;
     let mut durations = HashMap::new();
@@ -239,20 +229,9 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         && let Some(newest) = crate::planning::db_purge::newest_terminal(&summaries)
         && reporting.first_time(&format!("event/{}", newest.uid)).await
     {
-        let event = Event {
-            type_: EventType::Warning,
-            reason: event_reason::DB_PURGE_JOB_FAILED.to_string(),
-            note: Some(format!("purge Job {} failed", newest.name)),
-            action: "Purge".to_string(),
-            secondary: None,
-        };
-        if let Err(e) = reporting
-            .recorder
-            .publish(&event, &ctx.cinder.object_ref(&()))
-            .await
-        {
-            tracing::warn!(cinder = %name, error = %e, "publishing DBPurgeJobFailed failed");
-        }
+        let note = format!("purge Job {} failed", newest.name);
+        let reason = event_reason::DB_PURGE_JOB_FAILED;
+        crate::events::warning(&reporting.recorder, &ctx.cinder, reason, "Purge", note).await;
     }
     ctx.proceed(condition)
 }

@@ -20,8 +20,7 @@ use k8s_openapi::api::autoscaling::v2::{
     MetricTarget, ResourceMetricSource,
 };
 use kube::Api;
-use kube::Resource as _;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use std::sync::Arc;
 
 /// The desired HPA of `cinder`.
@@ -107,23 +106,9 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
             .first_time(&format!("hpa-trouble/{}", trouble.key))
             .await
     {
-        let event = Event {
-            type_: EventType::Warning,
-            reason: event_reason::HPA_SCALING_INACTIVE.to_string(),
-            note: Some(format!(
-                "HPA {hpa_name} cannot scale the API: {}",
-                trouble.text
-            )),
-            action: "Autoscale".to_string(),
-            secondary: None,
-        };
-        if let Err(e) = events
-            .recorder
-            .publish(&event, &ctx.cinder.object_ref(&()))
-            .await
-        {
-            tracing::warn!(cinder = %ctx.name(), error = %e, "publishing HPAScalingInactive failed");
-        }
+        let note = format!("HPA {hpa_name} cannot scale the API: {}", trouble.text);
+        let reason = event_reason::HPA_SCALING_INACTIVE;
+        crate::events::warning(&events.recorder, &ctx.cinder, reason, "Autoscale", note).await;
     }
     ctx.proceed(hpa_condition(&summary, trouble.as_ref()))
 }

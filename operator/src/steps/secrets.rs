@@ -25,6 +25,15 @@ use kube::api::DynamicObject;
 use kube::{Api, Client};
 use std::sync::Arc;
 
+/// SecretsReady=True once `what` is materialized in the derived Secret `name`.
+pub(crate) fn materialized(what: &str, name: &str) -> Cond {
+    Cond::true_(
+        kind::SECRETS_READY,
+        reason::SECRETS_AVAILABLE,
+        format!("{what} materialized in Secret {name}"),
+    )
+}
+
 /// Keys of the database credential Secret.
 pub(crate) const DB_KEYS: [&str; 2] = ["username", "password"];
 /// Default key of the service-user Secret.
@@ -231,19 +240,15 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
     // the cluster they run on; it reaches oslo.config as OS_KEYSTONE_AUTHTOKEN__PASSWORD, hence
     // written as an oslo.config literal.
     let derived = names::service_user_secret(ctx.name());
-    let children = ctx.children(&op.client);
     let delivered = oslo_config_literal(password.as_deref().unwrap_or_default());
-    let written = ensure_derived_secret(
-        &children,
-        ctx.children_reads(),
-        &cinder,
+    ensure_derived_secret(
+        &op.client,
+        ctx,
         &derived,
         SERVICE_USER_PASSWORD_KEY,
         &delivered,
-    );
-    written
-        .await
-        .doing(format_args!("writing Secret {derived}"))?;
+    )
+    .await?;
     ctx.artefacts.authtoken_hash = password_hash;
     ctx.proceed(Cond::true_(
         kind::SECRETS_READY,

@@ -4,7 +4,7 @@
 //! `cinder.c5c3.io/transport-url-hash` artefact and resolves the broker port the NetworkPolicy
 //! member opens. Reports through SecretsReady.
 
-use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, messaging_secret};
+use super::secrets::{MESSAGING_KEYS, MESSAGING_OPTIONAL_KEYS, materialized, messaging_secret};
 use crate::children::ensure_derived_secret;
 use crate::conditions::{Cond, kind, reason};
 use crate::context::OperatorContext;
@@ -50,7 +50,6 @@ fn transport_url(values: &SecretData) -> Result<(u16, Sensitive), CredentialErro
 
 /// Runs the step once for one Cinder.
 pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> StepResult {
-    let children = ctx.children(&op.client);
     let cinder = ctx.cinder.clone();
     let Some((msg_ns, msg_name)) = messaging_secret(&cinder) else {
         return waiting(
@@ -76,24 +75,11 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         Ok(v) => v,
         Err(e) => return waiting(ctx, format!("Secret {msg_name:?}: {e}")),
     };
-    let digest = url.digest();
     let name = names::transport_url_secret(ctx.name());
-    let written = ensure_derived_secret(
-        &children,
-        ctx.children_reads(),
-        &cinder,
-        &name,
-        TRANSPORT_URL_KEY,
-        url.expose(),
-    );
-    written.await.doing(format_args!("writing Secret {name}"))?;
-    ctx.artefacts.transport_url_hash = Some(digest);
+    ensure_derived_secret(&op.client, ctx, &name, TRANSPORT_URL_KEY, url.expose()).await?;
+    ctx.artefacts.transport_url_hash = Some(url.digest());
     ctx.artefacts.broker_port = Some(port);
-    ctx.proceed(Cond::true_(
-        kind::SECRETS_READY,
-        reason::SECRETS_AVAILABLE,
-        format!("transport URL materialized in Secret {name}"),
-    ))
+    ctx.proceed(materialized("transport URL", &name))
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@ use crate::children::list_children;
 use crate::conditions::{Cond, kind, reason};
 use crate::context::OperatorContext;
 use crate::crd::{CinderBackend, UpgradePhase, VolumeServiceStatus};
-use crate::kube_ext::reader::ClusterStores;
 use crate::metrics::JobKind;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
@@ -74,15 +73,6 @@ async fn still_attached(management: &Client, ns: &str, backend: &str) -> Result<
         .get_opt(backend)
         .await?
         .is_some_and(|b| b.metadata.deletion_timestamp.is_none()))
-}
-
-async fn volume_deployments(
-    client: &Client,
-    reads: &ClusterStores,
-    ns: &str,
-    cinder: &str,
-) -> Result<Vec<Deployment>, kube::Error> {
-    list_children(client, reads, ns, cinder, Some(Component::Volume)).await
 }
 
 fn backend_label(d: &Deployment) -> Option<&str> {
@@ -381,9 +371,11 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
     let attached = attached_backends(&op.client, ctx.management_reads(), &ns, &name)
         .await
         .doing("listing CinderBackends")?;
-    let existing = volume_deployments(&children, ctx.children_reads(), &ns, &name)
-        .await
-        .doing("listing volume Deployments")?;
+    let volume = Some(Component::Volume);
+    let existing: Vec<Deployment> =
+        list_children(&children, ctx.children_reads(), &ns, &name, volume)
+            .await
+            .doing("listing volume Deployments")?;
     let config_map = ctx.artefacts.config_map_name.clone();
     let active: Vec<_> = ctx
         .artefacts

@@ -4,6 +4,7 @@
 //! wakes the Cinder its label names.
 
 use super::abort_on_drop::AbortOnDrop;
+use crate::children::kinds::with_child_kinds;
 use crate::crd::Cinder;
 use crate::kube_ext::ownership::{OWNER_LABEL, owner_of};
 use crate::kube_ext::reader::ClusterStores;
@@ -11,12 +12,6 @@ use crate::kube_ext::shared_watch::SharedWatch;
 use futures::channel::mpsc::UnboundedSender;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -66,17 +61,12 @@ pub(crate) fn start(
     wake: UnboundedSender<ObjectRef<Cinder>>,
 ) -> TargetWatches {
     let stores = ClusterStores::default();
-    let kinds = [
-        watch_kind::<Deployment>(client, namespace, &stores),
-        watch_kind::<Service>(client, namespace, &stores),
-        watch_kind::<ConfigMap>(client, namespace, &stores),
-        watch_kind::<Secret>(client, namespace, &stores),
-        watch_kind::<PodDisruptionBudget>(client, namespace, &stores),
-        watch_kind::<HorizontalPodAutoscaler>(client, namespace, &stores),
-        watch_kind::<NetworkPolicy>(client, namespace, &stores),
-        watch_kind::<Job>(client, namespace, &stores),
-        watch_kind::<CronJob>(client, namespace, &stores),
-    ];
+    macro_rules! watch_each {
+        ($($(#[$doc:meta])* $field:ident: $kind:ty,)*) => {
+            [$(watch_kind::<$kind>(client, namespace, &stores),)*]
+        };
+    }
+    let kinds = with_child_kinds!(watch_each);
     let (runs, owners): (Vec<Run>, Vec<_>) = kinds.into_iter().unzip();
     let mut owners = futures::stream::select_all(owners);
     let task = tokio::spawn(async move {

@@ -17,47 +17,34 @@ pub(crate) struct WorkloadCondition {
     waiting: &'static str,
 }
 
-impl WorkloadCondition {
-    /// SchedulerReady: SchedulerReady / WaitingForScheduler.
-    pub(crate) const SCHEDULER: Self = Self::new(
-        kind::SCHEDULER_READY,
-        reason::SCHEDULER_READY,
-        reason::WAITING_FOR_SCHEDULER,
-    );
-
-    /// BackupServiceReady: BackupServiceReady / WaitingForBackupService.
-    pub(crate) const BACKUP_SERVICE: Self = Self::new(
-        kind::BACKUP_SERVICE_READY,
-        reason::BACKUP_SERVICE_READY,
-        reason::WAITING_FOR_BACKUP_SERVICE,
-    );
-
-    /// DeploymentReady: DeploymentReady / WaitingForDeployment.
-    pub(crate) const API: Self = Self::new(
-        kind::DEPLOYMENT_READY,
-        reason::DEPLOYMENT_READY,
-        reason::WAITING_FOR_DEPLOYMENT,
-    );
-
-    /// VolumeServicesReady: AllVolumeServicesReady / WaitingForVolumeServices.
-    pub(crate) const VOLUME_SERVICES: Self = Self::new(
-        kind::VOLUME_SERVICES_READY,
-        reason::ALL_VOLUME_SERVICES_READY,
-        reason::WAITING_FOR_VOLUME_SERVICES,
-    );
-
-    pub(crate) const fn new(
-        kind: &'static str,
-        ready: &'static str,
-        waiting: &'static str,
-    ) -> Self {
-        WorkloadCondition {
-            kind,
-            ready,
-            waiting,
+/// Declares each workload step's [`WorkloadCondition`] as one row: `NAME = TYPE: READY / WAITING`
+/// (a condition type and two reasons of [`kind`] and [`reason`]).
+macro_rules! workload_conditions {
+    ($($name:ident = $kind:ident: $ready:ident / $waiting:ident;)*) => {
+        impl WorkloadCondition {
+            $(
+                #[doc = concat!(
+                    "`kind::", stringify!($kind), "`: `reason::", stringify!($ready),
+                    "` / `reason::", stringify!($waiting), "`."
+                )]
+                pub(crate) const $name: Self = WorkloadCondition {
+                    kind: kind::$kind,
+                    ready: reason::$ready,
+                    waiting: reason::$waiting,
+                };
+            )*
         }
-    }
+    };
+}
 
+workload_conditions! {
+    SCHEDULER = SCHEDULER_READY: SCHEDULER_READY / WAITING_FOR_SCHEDULER;
+    BACKUP_SERVICE = BACKUP_SERVICE_READY: BACKUP_SERVICE_READY / WAITING_FOR_BACKUP_SERVICE;
+    API = DEPLOYMENT_READY: DEPLOYMENT_READY / WAITING_FOR_DEPLOYMENT;
+    VOLUME_SERVICES = VOLUME_SERVICES_READY: ALL_VOLUME_SERVICES_READY / WAITING_FOR_VOLUME_SERVICES;
+}
+
+impl WorkloadCondition {
     /// True with the ready reason.
     pub(crate) fn ready(&self, message: impl Into<String>) -> Cond {
         Cond::true_(self.kind, self.ready, message)

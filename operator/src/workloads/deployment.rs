@@ -310,19 +310,7 @@ pub(crate) async fn ensure_converged(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cinder() -> Cinder {
-        crate::test_fixtures::cinder()
-    }
-
-    fn artefacts() -> Artefacts {
-        Artefacts {
-            authtoken_hash: Some("a1".into()),
-            db_connection_hash: Some("d1".into()),
-            transport_url_hash: Some("t1".into()),
-            ..Default::default()
-        }
-    }
+    use crate::test_fixtures::{artefacts, cinder};
 
     fn spec(component: Component, artefacts: &Artefacts) -> WorkloadSpec {
         WorkloadSpec {
@@ -345,7 +333,7 @@ mod tests {
     #[test]
     fn an_hpa_owned_deployment_carries_no_replica_count() {
         let a = artefacts();
-        let c = crate::test_fixtures::cinder();
+        let c = cinder();
         let mut s = spec(Component::Api, &a);
         assert_eq!(desired_deployment(&c, &s).spec.replicas, Some(1));
         s.hpa_owns_replicas = true;

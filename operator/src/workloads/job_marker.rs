@@ -31,38 +31,6 @@ pub(crate) fn is_counted(job: &Job) -> bool {
         .is_some_and(|a| a.contains_key(COUNTED_ANNOTATION))
 }
 
-/// Claims the count of Job `name` with UID `uid` in `namespace`, marking it with `result`.
-pub(crate) async fn claim(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    uid: &str,
-    result: &str,
-) -> Result<Claim, kube::Error> {
-    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
-    let Some(job) = api.get_opt(name).await? else {
-        return Ok(Claim::Counted);
-    };
-    if job.metadata.uid.as_deref() != Some(uid) || is_counted(&job) {
-        return Ok(Claim::Counted);
-    }
-    let patch = serde_json::json!({
-        "metadata": {
-            "resourceVersion": job.metadata.resource_version,
-            "annotations": {COUNTED_ANNOTATION: result},
-        }
-    });
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(Claim::Mine),
-        Err(e) if e.is_conflict() => Ok(Claim::Retry),
-        Err(e) if e.is_not_found() => Ok(Claim::Counted),
-        Err(e) => Err(e),
-    }
-}
-
 /// A terminal Job to count once: where it lives and who it is.
 pub(crate) struct CountedJob<'a> {
     pub client: &'a Client,
@@ -71,13 +39,35 @@ pub(crate) struct CountedJob<'a> {
 }
 
 impl CountedJob<'_> {
-    /// [`claim`]s this Job's count, marking it with `result`.
+    /// Claims the count of this Job in `namespace` (the one of its name with its UID), marking
+    /// it with `result`.
     pub(crate) async fn claim(
         &self,
         namespace: &str,
         result: crate::metrics::JobResult,
     ) -> Result<Claim, kube::Error> {
-        claim(self.client, namespace, self.name, self.uid, result.as_str()).await
+        let api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
+        let Some(job) = api.get_opt(self.name).await? else {
+            return Ok(Claim::Counted);
+        };
+        if job.metadata.uid.as_deref() != Some(self.uid) || is_counted(&job) {
+            return Ok(Claim::Counted);
+        }
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": job.metadata.resource_version,
+                "annotations": {COUNTED_ANNOTATION: result.as_str()},
+            }
+        });
+        match api
+            .patch(self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(Claim::Mine),
+            Err(e) if e.is_conflict() => Ok(Claim::Retry),
+            Err(e) if e.is_not_found() => Ok(Claim::Counted),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -213,19 +213,7 @@ pub(crate) fn env_from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cinder() -> Cinder {
-        crate::test_fixtures::cinder()
-    }
-
-    fn artefacts() -> Artefacts {
-        Artefacts {
-            authtoken_hash: Some("a1".into()),
-            db_connection_hash: Some("d1".into()),
-            transport_url_hash: Some("t1".into()),
-            ..Default::default()
-        }
-    }
+    use crate::test_fixtures::{artefacts, cinder};
 
     #[test]
     fn authtoken_only_on_the_api_installed_release_only_on_rpc_services() {

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use actix_web::{HttpRequest, HttpResponse};
 
 use super::context::AppState;
-use super::pod_subresources::{container_name, process_node_endpoint};
+use super::pod_subresources::{
+    container_name, node_answer_body, node_answer_head, process_node_endpoint,
+};
 use crate::error::ApiError;
 
 /// Whether `req` is a WebSocket upgrade of `pods/{name}/exec` (its body is the upgraded
@@ -34,7 +36,7 @@ pub(super) async fn answer(
     q: &HashMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
     use futures::StreamExt;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let pod = app
         .engine
         .store
@@ -71,25 +73,7 @@ pub(super) async fn answer(
         .write_all(head.as_bytes())
         .await
         .map_err(unavailable)?;
-    let mut answer = Vec::new();
-    let mut byte = [0u8; 1];
-    while !answer.ends_with(b"\r\n\r\n") && answer.len() < 16 * 1024 {
-        if stream.read(&mut byte).await.map_err(unavailable)? == 0 {
-            break;
-        }
-        answer.push(byte[0]);
-    }
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let code: u16 = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(502);
-    if code != 101 {
-        let mut body = String::new();
-        let _ = stream.read_to_string(&mut body).await;
-        return Err(ApiError::bad_request(body));
-    }
+    let answer = node_answer_head(&mut stream, 101, unavailable).await?;
     let mut response = HttpResponse::build(actix_web::http::StatusCode::SWITCHING_PROTOCOLS);
     response.upgrade("websocket");
     for line in answer.lines().skip(1) {
@@ -110,15 +94,6 @@ pub(super) async fn answer(
         }
         let _ = writer.shutdown().await;
     });
-    let body = futures::stream::unfold(reader, |mut reader| async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), reader))
-            }
-        }
-    });
+    let body = node_answer_body(reader);
     Ok(response.streaming(body))
 }

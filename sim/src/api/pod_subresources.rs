@@ -111,6 +111,57 @@ pub async fn answer(
     }
 }
 
+/// Reads the head of a node agent's answer from `stream` (up to its blank line, at most 16 KiB)
+/// and returns it when its status is `expected`; any other status is refused with 400 carrying
+/// the body the agent sent (`unavailable` says a broken connection).
+pub(super) async fn node_answer_head(
+    stream: &mut tokio::net::TcpStream,
+    expected: u16,
+    unavailable: impl Fn(std::io::Error) -> ApiError,
+) -> Result<String, ApiError> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+        if stream.read(&mut byte).await.map_err(&unavailable)? == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(502);
+    if code != expected {
+        let mut body = String::new();
+        let _ = stream.read_to_string(&mut body).await;
+        return Err(ApiError::bad_request(body));
+    }
+    Ok(head)
+}
+
+/// The rest of a node agent's answer read from `reader`, chunk by chunk, until it closes.
+pub(super) fn node_answer_body<R>(
+    reader: R,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>>
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    futures::stream::unfold(reader, |mut reader| async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), reader))
+            }
+        }
+    })
+}
+
 /// `address:port` of the log endpoint of the process node `pod` is bound to, if it is on one.
 pub(super) fn process_node_endpoint(app: &AppState, pod: &Value) -> Option<String> {
     let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str)?;
@@ -176,7 +227,7 @@ async fn forward_log(
     pod: &Value,
     q: &HashMap<String, String>,
 ) -> Result<HttpResponse, ApiError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let text = |p: &str| {
         pod.pointer(p)
             .and_then(Value::as_str)
@@ -206,36 +257,8 @@ async fn forward_log(
         .write_all(format!("GET {path} HTTP/1.0\r\nHost: {endpoint}\r\n\r\n").as_bytes())
         .await
         .map_err(unavailable)?;
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        let n = stream.read(&mut byte).await.map_err(unavailable)?;
-        if n == 0 {
-            break;
-        }
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let code: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(502);
-    if code != 200 {
-        let mut body = String::new();
-        let _ = stream.read_to_string(&mut body).await;
-        return Err(ApiError::bad_request(body));
-    }
-    let body = futures::stream::unfold(stream, |mut stream| async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(buf)), stream))
-            }
-        }
-    });
+    node_answer_head(&mut stream, 200, unavailable).await?;
+    let body = node_answer_body(stream);
     Ok(HttpResponse::Ok()
         .content_type("text/plain")
         .streaming(body))

@@ -36,6 +36,21 @@ async fn process_cluster() -> Option<EmbeddedCluster> {
     )
 }
 
+/// [`process_cluster`] and its pods in `default`.
+async fn process_cluster_pods() -> Option<(EmbeddedCluster, Api<Pod>)> {
+    let cluster = process_cluster().await?;
+    let pods = Api::namespaced(cluster.client().await, "default");
+    Some((cluster, pods))
+}
+
+/// The agent's memory cgroup directory (CI machines have a memory controller).
+fn agent_cgroups(cluster: &EmbeddedCluster) -> std::path::PathBuf {
+    let agent = cluster.agent().expect("the process node's agent");
+    let dir = agent.cgroup_dir();
+    dir.expect("the agent's memory cgroup (CI machines have a memory controller)")
+        .to_path_buf()
+}
+
 fn pod_manifest(name: &str, restart: &str, containers: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -47,6 +62,20 @@ fn pod_manifest(name: &str, restart: &str, containers: Value) -> Value {
             "containers": containers,
         }
     })
+}
+
+/// One container `c` running `image`, with its other `fields` (command, probes, limits, …).
+fn one(image: &str, fields: Value) -> Value {
+    let mut container = json!({"name": "c", "image": image});
+    if let (Some(c), Value::Object(f)) = (container.as_object_mut(), fields) {
+        c.extend(f);
+    }
+    json!([container])
+}
+
+/// Creates the pod `name` (restartPolicy `restart`) running `containers`.
+async fn start(pods: &Api<Pod>, name: &str, restart: &str, containers: Value) -> Pod {
+    create(pods, pod_manifest(name, restart, containers)).await
 }
 
 async fn create<K>(api: &Api<K>, object: Value) -> K
@@ -118,32 +147,24 @@ fn terminated(pod: &Value, index: usize) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_run_for_real_with_their_exit_codes_ips_and_logs() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
     let script = "echo hello from $HOSTNAME; echo second line; exit 3";
-    create(
+    start(
         &pods,
-        pod_manifest(
-            "fails",
-            "Never",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", script]}]),
-        ),
+        "fails",
+        "Never",
+        one("busybox", json!({"command": ["sh", "-c", script]})),
     )
     .await;
-    create(
-        &pods,
-        pod_manifest(
-            "works",
-            "Never",
-            json!([{"name": "c", "image": "debian:12",
-        "command": ["sh", "-c", "test \"$(hostname)\" = works && exit 0; exit 9"]}]),
-        ),
-    )
-    .await;
+    let c = one(
+        "debian:12",
+        json!({
+            "command": ["sh", "-c", "test \"$(hostname)\" = works && exit 0; exit 9"]
+        }),
+    );
+    start(&pods, "works", "Never", c).await;
     let failed = wait_phase(&cluster, "fails", "Failed").await;
     assert_eq!(terminated(&failed, 0)["exitCode"], 3, "{failed}");
     assert_eq!(terminated(&failed, 0)["reason"], "Error");
@@ -287,11 +308,9 @@ echo all-good > /dev/termination-log
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_the_kubelet_reasons_and_events() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
     let sleep = |name: &str, image: &str| json!([{"name": name, "image": image, "command": ["sleep", "60"]}]);
     create(
         &pods,
@@ -310,27 +329,16 @@ async fn bad_input_gets_the_kubelet_reasons_and_events() {
     );
     missing_volume["spec"]["volumes"] = json!([{"name": "v", "configMap": {"name": "absent"}}]);
     create(&pods, missing_volume).await;
-    create(
-        &pods,
-        pod_manifest(
-            "missing-key",
-            "Never",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "60"],
-        "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}]}]),
-        ),
-    )
-    .await;
-    create(
-        &pods,
-        pod_manifest(
-            "no-command",
-            "Never",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["no-such-program-anywhere"]}]),
-        ),
-    )
-    .await;
+    let c = one(
+        "busybox",
+        json!({
+            "command": ["sleep", "60"],
+            "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}]
+        }),
+    );
+    start(&pods, "missing-key", "Never", c).await;
+    let c = one("busybox", json!({"command": ["no-such-program-anywhere"]}));
+    start(&pods, "no-command", "Never", c).await;
     create(&pods, pod_manifest("port-taken", "Never", json!([
         {"name": "a", "image": "python", "command": ["python3", "-m", "http.server", "8080"]},
         {"name": "b", "image": "python", "command": ["sh", "-c", "sleep 1; exec python3 -m http.server 8080"]},
@@ -410,11 +418,9 @@ async fn bad_input_gets_the_kubelet_reasons_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_restarts_and_pod_to_pod_traffic() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
     let server = |name: &str| {
         pod_manifest(
             name,
@@ -427,27 +433,19 @@ async fn probes_restarts_and_pod_to_pod_traffic() {
     };
     create(&pods, server("web-a")).await;
     create(&pods, server("web-b")).await;
-    create(
-        &pods,
-        pod_manifest(
-            "never-ready",
-            "Always",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "600"],
-        "readinessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1}}]),
-        ),
-    )
-    .await;
-    create(
-        &pods,
-        pod_manifest(
-            "crashes",
-            "Always",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", "echo run; exit 1"]}]),
-        ),
-    )
-    .await;
+    let c = one(
+        "busybox",
+        json!({
+            "command": ["sleep", "600"],
+            "readinessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1}
+        }),
+    );
+    start(&pods, "never-ready", "Always", c).await;
+    let c = one(
+        "busybox",
+        json!({"command": ["sh", "-c", "echo run; exit 1"]}),
+    );
+    start(&pods, "crashes", "Always", c).await;
     let ready = |name: &'static str| {
         let cluster = &cluster;
         async move {
@@ -606,49 +604,33 @@ fn sleeping(seconds: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
     let id = cluster.agent().unwrap().network().id.clone();
-    let cgroups = cluster
-        .agent()
-        .unwrap()
-        .cgroup_dir()
-        .expect("the agent's memory cgroup (CI machines have a memory controller)")
-        .to_path_buf();
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let cgroups = agent_cgroups(&cluster);
     // The first pod handles SIGTERM; the second ignores it and leaves a child behind.
-    create(
-        &pods,
-        pod_manifest(
-            "polite",
-            "Always",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; sleep 1000 & wait"]}]),
-        ),
-    )
-    .await;
-    create(
-        &pods,
-        pod_manifest(
-            "stubborn",
-            "Always",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sh", "-c", "trap '' TERM; (sleep 1001 &); sleep 1002"]}]),
-        ),
-    )
-    .await;
-    create(
-        &pods,
-        pod_manifest(
-            "stays",
-            "Always",
-            json!([{"name": "c", "image": "busybox",
-        "command": ["sleep", "1003"], "resources": {"limits": {"memory": "64Mi"}}}]),
-        ),
-    )
-    .await;
+    let c = one(
+        "busybox",
+        json!({
+            "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; sleep 1000 & wait"]
+        }),
+    );
+    start(&pods, "polite", "Always", c).await;
+    let c = one(
+        "busybox",
+        json!({
+            "command": ["sh", "-c", "trap '' TERM; (sleep 1001 &); sleep 1002"]
+        }),
+    );
+    start(&pods, "stubborn", "Always", c).await;
+    let c = one(
+        "busybox",
+        json!({
+            "command": ["sleep", "1003"], "resources": {"limits": {"memory": "64Mi"}}
+        }),
+    );
+    start(&pods, "stays", "Always", c).await;
     for name in ["polite", "stubborn", "stays"] {
         wait_phase(&cluster, name, "Running").await;
     }
@@ -695,17 +677,10 @@ async fn graceful_deletion_and_shutdown_leave_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_limit_is_enforced_by_a_cgroup_and_its_kill_is_oom_killed() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
-    let cgroups = cluster
-        .agent()
-        .unwrap()
-        .cgroup_dir()
-        .expect("the agent's memory cgroup (CI machines have a memory controller)")
-        .to_path_buf();
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let cgroups = agent_cgroups(&cluster);
     // 256 MiB touched page by page under a 64 MiB limit; 16 MiB is within it.
     let allocate = |mib: u32| {
         format!(
@@ -713,17 +688,14 @@ async fn a_memory_limit_is_enforced_by_a_cgroup_and_its_kill_is_oom_killed() {
         )
     };
     for (name, mib) in [("greedy", 256), ("modest", 16)] {
-        create(
-            &pods,
-            pod_manifest(
-                name,
-                "Never",
-                json!([{"name": "c", "image": "python:3.12",
-                    "command": ["python3", "-c", allocate(mib)],
-                    "resources": {"limits": {"memory": "64Mi"}}}]),
-            ),
-        )
-        .await;
+        let c = one(
+            "python:3.12",
+            json!({
+                "command": ["python3", "-c", allocate(mib)],
+                "resources": {"limits": {"memory": "64Mi"}}
+            }),
+        );
+        start(&pods, name, "Never", c).await;
     }
     let greedy = wait_phase(&cluster, "greedy", "Failed").await;
     let ended = terminated(&greedy, 0);
@@ -753,11 +725,9 @@ fn stamped(file: &std::path::Path) -> Vec<(String, u128)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_stop_runs_before_sigterm_and_sigkill_comes_after_the_grace_period() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
     // A host directory the pod writes its record to (it outlives the pod's sandbox).
     let record = tempfile::tempdir().unwrap();
     let log = record.path().join("log");
@@ -822,24 +792,19 @@ async fn pre_stop_runs_before_sigterm_and_sigkill_comes_after_the_grace_period()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_liveness_probe_restarts_the_container_with_back_off() {
-    let Some(cluster) = process_cluster().await else {
+    let Some((cluster, pods)) = process_cluster_pods().await else {
         return;
     };
-    let client = cluster.client().await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
     // Healthy for a second after each start, then the probe's file is gone.
-    create(
-        &pods,
-        pod_manifest(
-            "unhealthy",
-            "Always",
-            json!([{"name": "c", "image": "busybox",
-                "command": ["sh", "-c", "echo start; touch /tmp/healthy; sleep 1; rm /tmp/healthy; exec sleep 600"],
-                "livenessProbe": {"exec": {"command": ["test", "-f", "/tmp/healthy"]},
-                                  "periodSeconds": 1, "failureThreshold": 2}}]),
-        ),
-    )
-    .await;
+    let c = one(
+        "busybox",
+        json!({
+            "command": ["sh", "-c", "echo start; touch /tmp/healthy; sleep 1; rm /tmp/healthy; exec sleep 600"],
+            "livenessProbe": {"exec": {"command": ["test", "-f", "/tmp/healthy"]},
+            "periodSeconds": 1, "failureThreshold": 2}
+        }),
+    );
+    start(&pods, "unhealthy", "Always", c).await;
     eventually("restarted twice by its liveness probe", || async {
         let pod = pod_of(&cluster, "unhealthy");
         pod["status"]["containerStatuses"][0]["restartCount"]

@@ -14,10 +14,11 @@
 //! selected.
 
 use anyhow::{Context as _, bail};
-use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count, scaled_controllers};
-use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::bench_cluster::{
+    create_bench_cinder, prepare_management, ready_count, scaled_controllers,
+};
+use cinder_e2e::create_namespace;
 use cinder_e2e::operator_replica::{Replica, ReplicaOptions, bench_main};
-use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
@@ -153,10 +154,7 @@ async fn run(args: &Args) -> anyhow::Result<String> {
         .await
         .context("cannot start the embedded cluster")?;
     let client = cluster.client().await;
-    install_crds(&client).await?;
-    create_namespace(&client, NS).await?;
-    create_cluster_store(&client).await?;
-    create_mariadb(&client, "mariadb").await?;
+    prepare_management(&client).await?;
     create_bench_cinder(&client, "c0", 1, None, "bench-db", serde_json::json!({})).await?;
 
     eprintln!("cachebench: selected watches, no unrelated objects");

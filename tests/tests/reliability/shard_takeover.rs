@@ -7,8 +7,7 @@
 //! windows of the two replicas on one shard never overlap ([`check_exclusion`]).
 
 use anyhow::Context as _;
-use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count};
-use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::bench_cluster::{create_bench_cinder, prepare_management, ready_count};
 use cinder_e2e::operator_process::OperatorProcess;
 use cinder_e2e::write_checks::{Guard, Writer, check_exclusion};
 use cinder_e2e::*;
@@ -130,10 +129,7 @@ where
 
 async fn scenario(cluster: &EmbeddedCluster, kubeconfig: &Path, logs: &Path) -> anyhow::Result<()> {
     let client = cluster.client().await;
-    install_crds(&client).await?;
-    create_namespace(&client, NS).await?;
-    create_cluster_store(&client).await?;
-    create_mariadb(&client, "mariadb").await?;
+    prepare_management(&client).await?;
     let shards = SHARDS.to_string();
     let flags = ["--shards", shards.as_str()];
     let mut survivor =

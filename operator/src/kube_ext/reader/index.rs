@@ -184,26 +184,11 @@ impl<K: ResourceExt> StoreIndex<K> {
         fewest.map(|names| names.iter().cloned().collect())
     }
 
-    /// How many objects the live index files (for tests).
+    /// How many objects the live index files and how many postings it holds (for tests).
     #[cfg(test)]
-    fn filed(&self) -> usize {
-        self.postings
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .live
-            .filed
-            .len()
-    }
-
-    /// How many postings the live index holds (for tests).
-    #[cfg(test)]
-    fn postings(&self) -> usize {
-        self.postings
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .live
-            .names
-            .len()
+    fn size(&self) -> (usize, usize) {
+        let postings = self.postings.read().unwrap_or_else(PoisonError::into_inner);
+        (postings.live.filed.len(), postings.live.names.len())
     }
 }
 
@@ -212,6 +197,7 @@ pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
+    use watcher::Event::{self, Apply, Delete, Init, InitApply, InitDone};
 
     const LABELS: &[&str] = &["instance", "owner"];
 
@@ -252,106 +238,87 @@ pub(crate) mod tests {
         index.candidates(ns, terms).unwrap_or_default()
     }
 
+    /// A ConfigMap `a/name` labelled `instance={cinder}`.
+    fn instance(name: &str, cinder: &str) -> ConfigMap {
+        cm("a", name, &[("instance", cinder)])
+    }
+
+    /// The names the index files in namespace `a` under `instance={cinder}`.
+    fn of(index: &StoreIndex<ConfigMap>, cinder: &str) -> Vec<String> {
+        names(index, "a", &[(By::Label("instance"), cinder)])
+    }
+
+    /// An index that has seen `events`, in order.
+    fn index_after(events: impl IntoIterator<Item = Event<ConfigMap>>) -> StoreIndex<ConfigMap> {
+        let index = index();
+        for e in events {
+            index.apply(&e);
+        }
+        index
+    }
+
     #[test]
     fn an_applied_object_is_found_by_each_indexed_label_in_its_namespace_only() {
-        let index = index();
-        index.apply(&watcher::Event::Apply(cm(
+        let x = cm(
             "a",
             "x",
             &[("instance", "c1"), ("owner", "a.c1"), ("other", "v")],
-        )));
-        index.apply(&watcher::Event::Apply(cm("a", "y", &[("instance", "c2")])));
-        index.apply(&watcher::Event::Apply(cm("b", "z", &[("instance", "c1")])));
-        assert_eq!(names(&index, "a", &[(By::Label("instance"), "c1")]), ["x"]);
+        );
+        let z = cm("b", "z", &[("instance", "c1")]);
+        let index = index_after([Apply(x), Apply(instance("y", "c2")), Apply(z)]);
+        assert_eq!(of(&index, "c1"), ["x"]);
         assert_eq!(names(&index, "b", &[(By::Label("instance"), "c1")]), ["z"]);
         assert_eq!(names(&index, "a", &[(By::Label("owner"), "a.c1")]), ["x"]);
-        assert!(names(&index, "a", &[(By::Label("instance"), "c3")]).is_empty());
+        assert!(of(&index, "c3").is_empty());
         // A label the index does not cover cannot answer; alongside a covered one it is ignored.
         assert_eq!(index.candidates("a", &[(By::Label("other"), "v")]), None);
-        assert_eq!(
-            names(
-                &index,
-                "a",
-                &[(By::Label("other"), "v"), (By::Label("instance"), "c2")]
-            ),
-            ["y"]
-        );
+        let other_and_c2 = [(By::Label("other"), "v"), (By::Label("instance"), "c2")];
+        assert_eq!(names(&index, "a", &other_and_c2), ["y"]);
         // Two covered terms: a value nobody carries answers none.
-        assert!(
-            names(
-                &index,
-                "a",
-                &[
-                    (By::Label("instance"), "c1"),
-                    (By::Label("owner"), "nobody")
-                ]
-            )
-            .is_empty()
-        );
+        let c1_and_nobody = [
+            (By::Label("instance"), "c1"),
+            (By::Label("owner"), "nobody"),
+        ];
+        assert!(names(&index, "a", &c1_and_nobody).is_empty());
     }
 
     #[test]
     fn an_update_that_changes_labels_leaves_no_stale_posting() {
-        let index = index();
-        index.apply(&watcher::Event::Apply(cm("a", "x", &[("instance", "c1")])));
-        index.apply(&watcher::Event::Apply(cm("a", "x", &[("instance", "c2")])));
-        assert!(names(&index, "a", &[(By::Label("instance"), "c1")]).is_empty());
-        assert_eq!(names(&index, "a", &[(By::Label("instance"), "c2")]), ["x"]);
-        index.apply(&watcher::Event::Apply(cm("a", "x", &[])));
-        assert!(names(&index, "a", &[(By::Label("instance"), "c2")]).is_empty());
-        assert_eq!((index.filed(), index.postings()), (0, 0));
+        let index = index_after([Apply(instance("x", "c1")), Apply(instance("x", "c2"))]);
+        assert!(of(&index, "c1").is_empty());
+        assert_eq!(of(&index, "c2"), ["x"]);
+        index.apply(&Apply(cm("a", "x", &[])));
+        assert!(of(&index, "c2").is_empty());
+        assert_eq!(index.size(), (0, 0));
     }
 
     #[test]
     fn a_deleted_object_leaves_no_posting() {
-        let index = index();
-        index.apply(&watcher::Event::Apply(cm("a", "x", &[("instance", "c1")])));
-        index.apply(&watcher::Event::Apply(cm("a", "y", &[("instance", "c1")])));
-        index.apply(&watcher::Event::Delete(cm("a", "x", &[("instance", "c1")])));
-        assert_eq!(names(&index, "a", &[(By::Label("instance"), "c1")]), ["y"]);
-        index.apply(&watcher::Event::Delete(cm("a", "y", &[("instance", "c1")])));
-        assert_eq!((index.filed(), index.postings()), (0, 0));
+        let (x, y) = (instance("x", "c1"), instance("y", "c1"));
+        let index = index_after([Apply(x.clone()), Apply(y.clone()), Delete(x)]);
+        assert_eq!(of(&index, "c1"), ["y"]);
+        index.apply(&Delete(y.clone()));
+        assert_eq!(index.size(), (0, 0));
         // Deleting what the index never held changes nothing.
-        index.apply(&watcher::Event::Delete(cm("a", "y", &[("instance", "c1")])));
-        assert_eq!((index.filed(), index.postings()), (0, 0));
+        index.apply(&Delete(y));
+        assert_eq!(index.size(), (0, 0));
     }
 
     #[test]
     fn a_relist_replaces_the_index_at_its_end() {
-        let index = index();
-        index.apply(&watcher::Event::Apply(cm(
-            "a",
-            "gone",
-            &[("instance", "c1")],
-        )));
-        index.apply(&watcher::Event::Apply(cm(
-            "a",
-            "kept",
-            &[("instance", "c1")],
-        )));
-        index.apply(&watcher::Event::Init);
-        index.apply(&watcher::Event::InitApply(cm(
-            "a",
-            "kept",
-            &[("instance", "c2")],
-        )));
-        index.apply(&watcher::Event::InitApply(cm(
-            "a",
-            "new",
-            &[("instance", "c2")],
-        )));
+        let index = index_after([
+            Apply(instance("gone", "c1")),
+            Apply(instance("kept", "c1")),
+            Init,
+            InitApply(instance("kept", "c2")),
+            InitApply(instance("new", "c2")),
+        ]);
         // Until the relist completes, the index answers as the store does: from the old list.
-        assert_eq!(
-            names(&index, "a", &[(By::Label("instance"), "c1")]),
-            ["gone", "kept"]
-        );
-        index.apply(&watcher::Event::InitDone);
-        assert!(names(&index, "a", &[(By::Label("instance"), "c1")]).is_empty());
-        assert_eq!(
-            names(&index, "a", &[(By::Label("instance"), "c2")]),
-            ["kept", "new"]
-        );
-        assert_eq!((index.filed(), index.postings()), (2, 1));
+        assert_eq!(of(&index, "c1"), ["gone", "kept"]);
+        index.apply(&InitDone);
+        assert!(of(&index, "c1").is_empty());
+        assert_eq!(of(&index, "c2"), ["kept", "new"]);
+        assert_eq!(index.size(), (2, 1));
     }
 
     #[test]
@@ -359,16 +326,16 @@ pub(crate) mod tests {
         let index = index();
         let mut x = cm("a", "x", &[]);
         x.data = Some([("parent".to_string(), "c1".to_string())].into());
-        index.apply(&watcher::Event::Apply(x.clone()));
+        index.apply(&Apply(x.clone()));
         assert_eq!(
             names(&index, "a", &[(By::Field("data.parent"), "c1")]),
             ["x"]
         );
         x.data = None;
-        index.apply(&watcher::Event::Apply(x));
+        index.apply(&Apply(x));
         assert!(names(&index, "a", &[(By::Field("data.parent"), "c1")]).is_empty());
         assert!(index.covers(By::Field("data.parent")));
         assert!(!index.covers(By::Field("spec.other")));
-        assert_eq!((index.filed(), index.postings()), (0, 0));
+        assert_eq!(index.size(), (0, 0));
     }
 }

@@ -9,11 +9,11 @@ use crate::measure::{
 use crate::report::{ReplicaFigures, Report};
 use anyhow::{Context as _, bail};
 use chrono::Utc;
-use cinder_e2e::bench_cluster::{create_bench_cinder, ready_count, scaled_controllers};
-use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::bench_cluster::{
+    create_bench_cinder, prepare_management, ready_count, scaled_controllers,
+};
 use cinder_e2e::operator_replica::{Replica, ReplicaOptions};
 use cinder_e2e::target_helpers::register_with;
-use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
 use cinder_operator::context::ACTOR_THREAD_NAME as ACTOR_THREAD;
 use cinder_sim::controllers::config::ControllersConfig;
 use cinder_sim::faults::RateLimit;
@@ -138,8 +138,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         .await
         .context("cannot start the management cluster")?;
     let client = management.client().await;
-    install_crds(&client).await?;
-    create_namespace(&client, NS).await?;
+    prepare_management(&client).await?;
     let mut targets = Vec::new();
     for t in 0..args.targets {
         let target = EmbeddedCluster::start(config.clone())
@@ -148,8 +147,6 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         register_with(&client, &format!("t{t}"), target.kubeconfig_yaml()).await?;
         targets.push(target);
     }
-    create_cluster_store(&client).await?;
-    create_mariadb(&client, "mariadb").await?;
 
     let options = ReplicaOptions {
         kube_qps: args.kube_qps,

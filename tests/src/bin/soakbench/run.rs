@@ -5,10 +5,9 @@ use crate::args::Args;
 use crate::churn::Churn;
 use crate::curve::{Sample, table, verdict, verdict_line};
 use anyhow::{Context as _, bail};
-use cinder_e2e::bench_cluster::scaled_controllers;
-use cinder_e2e::database_helpers::create_mariadb;
+use cinder_e2e::NS;
+use cinder_e2e::bench_cluster::{prepare_management, scaled_controllers};
 use cinder_e2e::operator_replica::{Replica, ReplicaOptions};
-use cinder_e2e::{NS, create_cluster_store, create_namespace, install_crds};
 use cinder_operator::crd::Cinder;
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use kube::Api;
@@ -67,10 +66,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         .await
         .context("cannot start the embedded cluster")?;
     let client = cluster.client().await;
-    install_crds(&client).await?;
-    create_namespace(&client, NS).await?;
-    create_cluster_store(&client).await?;
-    create_mariadb(&client, "mariadb").await?;
+    prepare_management(&client).await?;
     let options = ReplicaOptions {
         kube_qps: args.kube_qps,
         kube_burst: args.kube_burst,
