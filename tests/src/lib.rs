@@ -21,7 +21,6 @@ pub mod operator_process;
 pub mod operator_replica;
 pub mod real_cinder;
 pub mod real_cluster;
-pub mod real_services;
 pub mod request_checks;
 pub mod target_helpers;
 pub mod test_env;

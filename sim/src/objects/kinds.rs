@@ -7,7 +7,7 @@
 
 use super::service_ips::{self, ServiceCidr};
 use super::target::Target;
-use super::{builtin_rules, defaults, meta};
+use super::{api_services, builtin_rules, defaults, event_views, meta};
 use crate::error::ApiError;
 use crate::registry::crd_status;
 use crate::registry::{Registry, ResourceInfo};
@@ -265,20 +265,27 @@ fn is_empty_status(obj: &Value) -> bool {
 /// Follow-ups of a stored write (CRD registration).
 pub fn after_write(
     registry: &Registry,
-    _txn: &mut Txn<'_>,
+    txn: &mut Txn<'_>,
     t: &Target,
     stored: &Value,
 ) -> Result<(), ApiError> {
     if t.info.is(CRD_GROUP, "customresourcedefinitions")
         && stored.pointer("/metadata/deletionTimestamp").is_none()
     {
-        registry.register_crd(stored)?;
+        let info = registry.register_crd(stored)?;
+        api_services::put_custom(txn, &info.group, &info.versions);
+    }
+    if event_views::is_event(&t.info.group, &t.info.resource) {
+        event_views::mirror(txn, &t.info.group, stored);
     }
     Ok(())
 }
 
 /// Follow-ups of a removal: a CRD takes its resource and every instance with it.
 pub fn after_delete(registry: &Registry, txn: &mut Txn<'_>, t: &Target, gone: &Value) {
+    if event_views::is_event(&t.info.group, &t.info.resource) {
+        event_views::forget(txn, &t.info.group, gone);
+    }
     if t.info.is(CRD_GROUP, "customresourcedefinitions") {
         let group = gone
             .pointer("/spec/group")
@@ -291,6 +298,17 @@ pub fn after_delete(registry: &Registry, txn: &mut Txn<'_>, t: &Target, gone: &V
             .unwrap_or_default()
             .to_string();
         registry.unregister_crd(&group, &plural);
+        let versions: Vec<String> = gone
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(|vs| {
+                vs.iter()
+                    .filter_map(|v| v.get("name").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        api_services::remove_unserved(txn, registry, &group, &versions);
         let keys: Vec<ObjKey> = txn
             .list(&group, &plural, None)
             .map(|(key, _)| key.clone())

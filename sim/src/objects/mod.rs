@@ -4,9 +4,11 @@
 //! deletecollection, and the per-kind rules (CRD registration, schema validation and defaults,
 //! Namespace phase, Secret stringData, Service clusterIP).
 
+mod api_services;
 mod builtin_rules;
 mod defaults;
 pub mod disruption;
+mod event_views;
 pub mod graceful;
 pub(crate) mod kinds;
 pub mod managed_fields;
@@ -161,6 +163,7 @@ impl Engine {
                 });
                 txn.put(ObjKey::new("", "namespaces", "", ns), obj);
             }
+            api_services::put_local(txn, &engine.registry);
         });
         engine
     }

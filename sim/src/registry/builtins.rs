@@ -226,6 +226,16 @@ const BUILTINS: &[B] = &[
         status: false,
     },
     B {
+        group: "apiregistration.k8s.io",
+        version: "v1",
+        resource: "apiservices",
+        kind: "APIService",
+        namespaced: false,
+        short: &[],
+        all_category: false,
+        status: true,
+    },
+    B {
         group: "coordination.k8s.io",
         version: "v1",
         resource: "leases",

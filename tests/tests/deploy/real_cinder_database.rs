@@ -1,4 +1,5 @@
-//! The schema Jobs' commands of each release on a real MariaDB (tests/src/real_services.rs),
+//! The schema Jobs' commands of each release on a real MariaDB (the embedded cluster's starter,
+//! `cinder_sim::real_servers`),
 //! with the DSN the operator renders for a user whose password carries `$`, `:`, `/`, `@`, `?`,
 //! `#` and `%`, and the user's MAX_USER_CONNECTIONS as the mariadb-operator's User sets it:
 //!
@@ -9,11 +10,12 @@
 //!   expand (db sync), migrate (upgrade check) and contract (online data migrations).
 
 use cinder_e2e::real_cinder::{Root, prepared_roots};
-use cinder_e2e::real_services::MariaDb;
 use cinder_operator::planning::config::ENV_DB_CONNECTION;
 use cinder_operator::planning::connection_urls::{DbEndpoint, pymysql_dsn};
 use cinder_operator::planning::upgrade_check::parse_exit_code;
 use cinder_operator::steps::database::jobs::{SchemaJob, TERMINATION_MESSAGE_PATH};
+use cinder_sim::real_servers::MariaDbServer as MariaDb;
+use cinder_sim::real_servers::mariadb::{quote_identifier, quote_string};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -82,13 +84,22 @@ fn head(root: &Root, dir: &Path) -> String {
     heads[0].as_str().unwrap().to_string()
 }
 
+/// `CREATE DATABASE`, and a user of it with `MAX_USER_CONNECTIONS 20` granted all on it, as
+/// the mariadb-operator's Database, User and Grant do; the DSN the operator renders for it.
 fn database(db: &MariaDb, name: &str) -> String {
     let user = format!("u_{name}");
-    db.create_database(name, &user, PASSWORD, 20).unwrap();
+    let (database, account) = (quote_identifier(name), quote_string(&user));
+    db.sql_blocking(&format!(
+        "CREATE DATABASE {database}; \
+         CREATE USER {account}@'%' IDENTIFIED BY {password} WITH MAX_USER_CONNECTIONS 20; \
+         GRANT ALL PRIVILEGES ON {database}.* TO {account}@'%';",
+        password = quote_string(PASSWORD),
+    ))
+    .unwrap();
     pymysql_dsn(
         &DbEndpoint {
             host: "127.0.0.1".into(),
-            port: db.port,
+            port: db.port(),
             database: name.into(),
         },
         &user,
@@ -110,7 +121,7 @@ fn each_release_syncs_to_its_head_and_29_upgrades_28_on_a_real_mariadb() {
         eprintln!("skipping: {why}");
         return;
     }
-    let db = MariaDb::start().unwrap();
+    let db = MariaDb::start(100).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     for root in &roots {
@@ -156,7 +167,7 @@ fn each_release_syncs_to_its_head_and_29_upgrades_28_on_a_real_mariadb() {
     println!("upgrade 2026.1 -> 2026.2 on MariaDB: {}", took.join(", "));
     // No connection of the Cinder users outlives the commands.
     let left = db
-        .sql("SELECT COUNT(*) FROM information_schema.processlist WHERE user LIKE 'u\\_%'")
+        .sql_blocking("SELECT COUNT(*) FROM information_schema.processlist WHERE user LIKE 'u\\_%'")
         .unwrap();
     assert_eq!(left.trim(), "0");
 }
