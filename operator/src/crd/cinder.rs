@@ -26,6 +26,18 @@ cinder_resource! {
         )
             .message("spec.serviceUser.secretRef.name must not name <name>-service-user, the Secret the operator writes for this Cinder")
             .field_path(".spec.serviceUser.secretRef.name"),
+        // Nor can the database and messaging credential Secrets be the ones it derives from them
+        // beside the workloads (`crate::names::db_connection_secret`, `transport_url_secret`).
+        validation = Rule::new(
+            "has(self.spec.targetClusterRef) || !has(self.spec.database.secretRef) || self.spec.database.secretRef.name != self.metadata.name + '-db-connection'"
+        )
+            .message("spec.database.secretRef.name must not name <name>-db-connection, the Secret the operator writes for this Cinder")
+            .field_path(".spec.database.secretRef.name"),
+        validation = Rule::new(
+            "has(self.spec.targetClusterRef) || !has(self.spec.messaging.secretRef) || self.spec.messaging.secretRef.name != self.metadata.name + '-transport-url'"
+        )
+            .message("spec.messaging.secretRef.name must not name <name>-transport-url, the Secret the operator writes for this Cinder")
+            .field_path(".spec.messaging.secretRef.name"),
         printcolumn(
             name = "Release",
             type_ = "string",

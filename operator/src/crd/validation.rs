@@ -6,7 +6,9 @@
 use super::cinder::CinderSpec;
 use super::common::{BackendType, NfsSpec, RbdSpec};
 use super::satellite::SatelliteSpec;
-use crate::names::{MAX_CINDER_NAME_LEN, service_user_secret};
+use crate::names::{
+    MAX_CINDER_NAME_LEN, db_connection_secret, service_user_secret, transport_url_secret,
+};
 
 /// Everything wrong with one spec, one line per problem.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -86,6 +88,29 @@ pub fn validate_cinder(name: &str, spec: &CinderSpec) -> Result<(), SpecError> {
             "spec.serviceUser.secretRef.name {derived:?} names the Secret the operator writes for \
              this Cinder; name the Secret that holds the service user's password"
         ));
+    }
+    // `{name}-db-connection` and `{name}-transport-url` are written beside the workloads: on this
+    // cluster, where the database and messaging credential Secrets are read, naming one of them
+    // as the credential Secret would have the operator overwrite the user's credentials.
+    let same_cluster = spec.target_cluster_ref.is_none();
+    for (field, given, derived) in [
+        (
+            "spec.database.secretRef.name",
+            Some(spec.database.secret_ref.name.as_str()),
+            db_connection_secret(name),
+        ),
+        (
+            "spec.messaging.secretRef.name",
+            spec.messaging.secret_ref.as_ref().map(|r| r.name.as_str()),
+            transport_url_secret(name),
+        ),
+    ] {
+        if same_cluster && given == Some(derived.as_str()) {
+            p.push(format!(
+                "{field} {derived:?} names the Secret the operator writes for this Cinder; name \
+                 the Secret that holds the credentials"
+            ));
+        }
     }
     if spec.api.replicas < 0 || spec.scheduler.replicas < 0 {
         p.push("replica counts must not be negative".into());

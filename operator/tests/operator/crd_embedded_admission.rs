@@ -134,6 +134,20 @@ async fn cel_rules_refuse_long_names_cross_field_specs_and_type_changes() {
     let mut another = cinder("another");
     another["spec"]["serviceUser"]["secretRef"]["name"] = json!("own-service-user");
     create(&cluster, another).await.unwrap();
+    let mut dsn = cinder("dsn");
+    dsn["spec"]["database"]["secretRef"]["name"] = json!("dsn-db-connection");
+    assert_refused_naming(
+        create(&cluster, dsn).await,
+        "spec.database.secretRef.name",
+        "the Secret the operator writes",
+    );
+    let mut broker = cinder("broker");
+    broker["spec"]["messaging"] = json!({"secretRef": {"name": "broker-transport-url"}});
+    assert_refused_naming(
+        create(&cluster, broker).await,
+        "spec.messaging.secretRef.name",
+        "the Secret the operator writes",
+    );
 
     create(&cluster, backend("typed", json!({"cinderRef": {"name": "c"}, "type": "NFS", "nfs": {"server": "s", "path": "/e"}})))
         .await

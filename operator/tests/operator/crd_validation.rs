@@ -59,6 +59,29 @@ fn the_service_user_secret_cannot_be_the_one_the_operator_writes() {
 }
 
 #[test]
+fn the_credential_secrets_cannot_be_the_ones_the_operator_derives() {
+    let mut s = minimal();
+    s.database.secret_ref.name = "cinder-db-connection".into();
+    let err = validate_cinder("cinder", &s).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.database.secretRef.name \"cinder-db-connection\""),
+        "{err}"
+    );
+    assert!(validate_cinder("other", &s).is_ok());
+    let mut s = minimal();
+    s.messaging.cluster_ref = None;
+    s.messaging.secret_ref = Some(serde_norway::from_str("{name: cinder-transport-url}").unwrap());
+    let err = validate_cinder("cinder", &s).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.messaging.secretRef.name \"cinder-transport-url\""),
+        "{err}"
+    );
+    // On a target cluster the operator writes the derived Secrets there.
+    s.target_cluster_ref = Some(serde_norway::from_str("{name: edge}").unwrap());
+    assert!(validate_cinder("cinder", &s).is_ok());
+}
+
+#[test]
 fn image_needs_exactly_one_of_tag_and_digest() {
     let mut s = minimal();
     s.image.digest = Some(format!("sha256:{}", "a".repeat(64)));
