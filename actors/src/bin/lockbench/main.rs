@@ -18,6 +18,11 @@ mod workload;
 
 use std::process::{Command, ExitCode};
 
+/// The allocator of the operator's binaries (`operator/src/lib.rs`), so the lock core is measured
+/// as the operator runs it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use actors_engine::Actors;
 use args::{Options, Parsed};
 use baseline::{Baseline, Flavor};
