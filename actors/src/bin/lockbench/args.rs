@@ -11,7 +11,8 @@ usage: lockbench [--json] [--quick] [flags]
   --json                     print one JSON object with every figure instead of the table
   --quick                    small sizes (a smoke run of a few seconds)
   --engines LIST             comma-separated: global,ordered_rwlock,actors (default: all)
-  --workloads LIST           comma-separated: overhead,create_publish,backend_update,scale (default: all)
+  --workloads LIST           comma-separated: overhead,create_publish,backend_update,scale,throughput
+                             (default: all)
   --overhead-txns N          overhead: uncontended transactions (default 100000)
   --volumes N                create-publish: volumes (default 1000)
   --backends N               backends / devices (default 10)
@@ -24,9 +25,13 @@ usage: lockbench [--json] [--quick] [flags]
   --update-volumes N         backend-update: existing volumes updated by nested locks (default 1000)
   --update-creates N         backend-update: creates running meanwhile (default 1000)
   --scale-volumes N          scale: resident volumes (default 100000)
+  --throughput-volumes N     throughput: create_publish volumes with calls of no time, on 1, 2
+                             and 4 arbiters / workers (default 10000)
   --arbiters N               actors: arbiters (threads) the resource actors are spread over, the
                              coordinator on its own; baselines: with N >= 2 a multi-thread
-                             runtime of N workers; 1 = everything on one thread (default 1)
+                             runtime of N workers; 1 = everything on one thread (default 1).
+                             With N >= 2 the run also measures ordered_rwlock and actors on one
+                             thread, so the N-arbiter figures are compared with one arbiter's
   --help                     this text
 ";
 
@@ -49,13 +54,20 @@ pub struct Options {
     pub update_volumes: usize,
     pub update_creates: usize,
     pub scale_volumes: usize,
+    pub throughput_volumes: usize,
     pub arbiters: usize,
     /// Internal: run only the scale measurement of this engine and print one JSON line.
     pub scale_child: Option<String>,
 }
 
 pub const ENGINES: [&str; 3] = ["global", "ordered_rwlock", "actors"];
-pub const WORKLOADS: [&str; 4] = ["overhead", "create_publish", "backend_update", "scale"];
+pub const WORKLOADS: [&str; 5] = [
+    "overhead",
+    "create_publish",
+    "backend_update",
+    "scale",
+    "throughput",
+];
 
 impl Default for Options {
     fn default() -> Self {
@@ -76,6 +88,7 @@ impl Default for Options {
             update_volumes: 1000,
             update_creates: 1000,
             scale_volumes: 100_000,
+            throughput_volumes: 10_000,
             arbiters: 1,
             scale_child: None,
         }
@@ -158,18 +171,23 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                 o.scale_volumes = number(&flag, args.next())?;
                 explicit.push("scale_volumes");
             }
+            "--throughput-volumes" => {
+                o.throughput_volumes = number(&flag, args.next())?;
+                explicit.push("throughput_volumes");
+            }
             "--scale-child" => o.scale_child = Some(list(&flag, args.next(), &ENGINES)?.join("")),
             other => return Err(format!("unknown flag {other:?} (see --help)")),
         }
     }
     if o.quick {
-        let small: [(&str, &mut usize, usize); 6] = [
+        let small: [(&str, &mut usize, usize); 7] = [
             ("overhead_txns", &mut o.overhead_txns, 2000),
             ("volumes", &mut o.volumes, 200),
             ("nodes", &mut o.nodes, 10),
             ("update_volumes", &mut o.update_volumes, 200),
             ("update_creates", &mut o.update_creates, 200),
             ("scale_volumes", &mut o.scale_volumes, 5000),
+            ("throughput_volumes", &mut o.throughput_volumes, 1000),
         ];
         for (name, slot, value) in small {
             if !explicit.contains(&name) {

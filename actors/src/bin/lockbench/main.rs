@@ -31,6 +31,7 @@ use report::Report;
 use runtime::Runtimes;
 use workload::create_publish::{self, Shape};
 use workload::scale::Scale;
+use workload::throughput::{self, Throughput};
 use workload::{backend_update, overhead, scale};
 
 /// Run `$body` with `$e` bound to a fresh engine named `$name`, each engine on its runtime
@@ -38,11 +39,11 @@ use workload::{backend_update, overhead, scale};
 macro_rules! with_engine {
     ($runtimes:expr, $name:expr, $arbiters:expr, |$e:ident| $body:expr) => {
         match $name {
-            "global" => $runtimes.baseline(async {
+            "global" => $runtimes.baseline($arbiters, async {
                 let $e = Baseline::new(Flavor::Global);
                 $body.await
             }),
-            "ordered_rwlock" => $runtimes.baseline(async {
+            "ordered_rwlock" => $runtimes.baseline($arbiters, async {
                 let $e = Baseline::new(Flavor::OrderedRwLock);
                 $body.await
             }),
@@ -115,9 +116,52 @@ fn run_in_process(runtimes: &Runtimes, o: &Options, report: &mut Report) {
     }
 }
 
+/// The throughput workload: create_publish with calls of no time on every setting of
+/// [`throughput::SETTINGS`], the actors on that many arbiters and the baselines on that many
+/// workers (the global engine is left out: serial by construction).
+fn run_throughput(runtimes: &Runtimes, o: &Options, report: &mut Report) {
+    let shape = throughput::shape(Shape::from_options(o), o.throughput_volumes);
+    for n in throughput::SETTINGS {
+        for name in o.engines.iter().filter(|n| *n != "global") {
+            let outcome: EngineResult<Throughput> =
+                with_engine!(runtimes, name.as_str(), n, |e| throughput::run(&e, shape));
+            match outcome {
+                Ok(r) => {
+                    report.throughput.insert((n, name.clone()), r);
+                }
+                Err(e) => report
+                    .errors
+                    .push(format!("throughput on {name} with {n} arbiter(s): {e}")),
+            }
+        }
+    }
+}
+
+/// With `--arbiters N` (N >= 2): ordered_rwlock and actors again on one thread (the whole
+/// in-process set and the scale children), so that the N-arbiter figures are compared with one
+/// arbiter's of the same build in the same process.
+fn run_one_arbiter(runtimes: &Runtimes, o: &Options) -> Report {
+    let one = Options {
+        arbiters: 1,
+        engines: o
+            .engines
+            .iter()
+            .filter(|n| *n != "global")
+            .cloned()
+            .collect(),
+        ..o.clone()
+    };
+    let mut report = Report::default();
+    run_in_process(runtimes, &one, &mut report);
+    if one.workloads.iter().any(|w| w == "scale") {
+        run_scale(&one, &mut report);
+    }
+    report
+}
+
 /// Scale of one engine in this (child) process; prints one JSON line.
 fn scale_child(o: &Options, engine: &str) -> ExitCode {
-    let outcome: EngineResult<Scale> = Runtimes::new(o.arbiters)
+    let outcome: EngineResult<Scale> = Runtimes::new(&[o.arbiters])
         .map_err(|e| EngineError(format!("cannot start a runtime: {e}")))
         .and_then(|runtimes| {
             with_engine!(runtimes, engine, o.arbiters, |e| scale::run(
@@ -192,7 +236,11 @@ fn main() -> ExitCode {
         load: (stats::load_average(), None),
         ..Report::default()
     };
-    let runtimes = match Runtimes::new(options.arbiters) {
+    let mut workers = vec![options.arbiters];
+    if options.workloads.iter().any(|w| w == "throughput") {
+        workers.extend(throughput::SETTINGS);
+    }
+    let runtimes = match Runtimes::new(&workers) {
         Ok(runtimes) => runtimes,
         Err(e) => {
             eprintln!("lockbench: cannot start a runtime: {e}");
@@ -202,6 +250,18 @@ fn main() -> ExitCode {
     run_in_process(&runtimes, &options, &mut report);
     if options.workloads.iter().any(|w| w == "scale") {
         run_scale(&options, &mut report);
+    }
+    if options.arbiters >= 2 {
+        let one = run_one_arbiter(&runtimes, &options);
+        report.errors.extend(
+            one.errors
+                .iter()
+                .map(|e| format!("(one-arbiter comparison) {e}")),
+        );
+        report.one_arbiter = Some(Box::new(one));
+    }
+    if options.workloads.iter().any(|w| w == "throughput") {
+        run_throughput(&runtimes, &options, &mut report);
     }
     report.load.1 = stats::load_average();
     if options.json {

@@ -10,6 +10,7 @@ use crate::workload::backend_update::BackendUpdate;
 use crate::workload::create_publish::{CreatePublish, Limit};
 use crate::workload::overhead::{LOCKS_PER_TXN, Overhead};
 use crate::workload::scale::Scale;
+use crate::workload::throughput::{self, Throughput};
 
 /// Everything measured in one run, per workload and engine.
 #[derive(Default)]
@@ -19,6 +20,11 @@ pub struct Report {
     pub limit: Option<Limit>,
     pub backend_update: BTreeMap<String, BackendUpdate>,
     pub scale: BTreeMap<String, Scale>,
+    /// Throughput by (arbiters / workers, engine).
+    pub throughput: BTreeMap<(usize, String), Throughput>,
+    /// With `--arbiters N` (N >= 2): the same workloads of ordered_rwlock and actors on one
+    /// thread, measured in the same process.
+    pub one_arbiter: Option<Box<Report>>,
     /// Engines or workloads that failed, with why.
     pub errors: Vec<String>,
     /// 1-minute load average before and after the run.
@@ -51,6 +57,9 @@ impl Target {
     }
 }
 
+/// One figure of a report (e.g. the actors' overhead), when measured.
+type Figure = dyn Fn(&Report) -> Option<f64>;
+
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
@@ -71,68 +80,145 @@ impl Report {
         self.overhead.get(engine).map(|o| o.ns_per_txn)
     }
 
-    /// The lock core's targets, evaluated on this run.
-    pub fn targets(&self) -> Vec<Target> {
-        let actors_scale = self.scale.get("actors");
-        let listed = actors_scale.map(|s| s.volumes).unwrap_or(0);
-        vec![
+    fn sc(&self, engine: &str) -> Option<&Scale> {
+        self.scale.get(engine)
+    }
+
+    fn tp(&self, n: usize, engine: &str) -> Option<f64> {
+        self.throughput
+            .get(&(n, engine.to_string()))
+            .map(|t| t.txns_per_sec)
+    }
+
+    /// The figures on one thread: this run's with `--arbiters 1`, else the comparison run's.
+    fn one(&self, arbiters: usize) -> Option<&Report> {
+        if arbiters >= 2 {
+            self.one_arbiter.as_deref()
+        } else {
+            Some(self)
+        }
+    }
+
+    /// The lock core's targets (issue 32), evaluated on this run: the one-arbiter targets (from
+    /// this run with `--arbiters 1`, from its one-thread comparison run with `--arbiters N`), the
+    /// N-arbiter targets (N/A with `--arbiters 1`) and the throughput targets.
+    pub fn targets(&self, arbiters: usize) -> Vec<Target> {
+        let one = self.one(arbiters);
+        let from = if arbiters >= 2 {
+            " (the one-thread comparison run)"
+        } else {
+            ""
+        };
+        let one_f = |f: &Figure| one.and_then(f);
+        let listed = one.and_then(|r| r.sc("actors")).map_or(0, |s| s.volumes);
+        let oh_ratio = one_f(&|r| ratio(r.oh("actors"), r.oh("ordered_rwlock")));
+        let mut targets = vec![
             Target {
-                name: "create_publish: actors makespan <= 1.25 x physical limit".into(),
-                value: ratio(self.cp("actors"), self.limit.map(|l| l.limit_ms)),
-                threshold: 1.25,
+                name: format!("1 arbiter: overhead <= 10 us per txn ({LOCKS_PER_TXN} locks)"),
+                value: one_f(&|r| r.oh("actors").map(|ns| ns / 1e3)),
+                threshold: 10.0,
                 at_least: false,
-                note: "ratio makespan / limit".into(),
-            },
-            Target {
-                name: "create_publish: actors >= 50 x faster than global".into(),
-                value: ratio(self.cp("global"), self.cp("actors")),
-                threshold: 50.0,
-                at_least: true,
-                note: "speed-up global / actors (global scaled from its sample)".into(),
-            },
-            Target {
-                name: "create_publish: actors <= 1.1 x ordered_rwlock makespan".into(),
-                value: ratio(self.cp("actors"), self.cp("ordered_rwlock")),
-                threshold: 1.1,
-                at_least: false,
-                note: "ratio actors / ordered_rwlock".into(),
-            },
-            Target {
-                name: "backend_update: actors <= 1.1 x ordered_rwlock makespan".into(),
-                value: ratio(self.bu("actors"), self.bu("ordered_rwlock")),
-                threshold: 1.1,
-                at_least: false,
-                note: "ratio actors / ordered_rwlock".into(),
-            },
-            Target {
-                name: format!("overhead: actors <= 25 us per txn ({LOCKS_PER_TXN} locks)"),
-                value: self.oh("actors").map(|ns| ns / 1e3),
-                threshold: 25.0,
-                at_least: false,
-                note: match ratio(self.oh("actors"), self.oh("ordered_rwlock")) {
-                    Some(r) => format!("us per txn; {r:.2} x ordered_rwlock"),
-                    None => "us per txn".into(),
+                note: match oh_ratio {
+                    Some(r) => format!("us per txn; {r:.2} x ordered_rwlock{from}"),
+                    None => format!("us per txn{from}"),
                 },
             },
             Target {
-                name: "scale: <= 2 KiB resident per idle volume beyond its value".into(),
-                value: actors_scale.map(|s| s.bytes_per_volume),
-                threshold: 2048.0,
+                name: "1 arbiter: overhead <= 1.0 x ordered_rwlock".into(),
+                value: oh_ratio,
+                threshold: 1.0,
                 at_least: false,
-                note: format!("bytes per volume, {listed} volumes"),
+                note: format!("ratio actors / ordered_rwlock{from}"),
             },
             Target {
-                name: "scale: list 100000 volumes within 100 ms".into(),
-                value: actors_scale.map(|s| s.list_all_ms),
+                name: "1 arbiter: create_publish <= 1.1 x physical limit".into(),
+                value: one_f(&|r| ratio(r.cp("actors"), r.limit.map(|l| l.limit_ms))),
+                threshold: 1.1,
+                at_least: false,
+                note: format!("ratio makespan / limit{from}"),
+            },
+            Target {
+                name: "1 arbiter: create_publish <= 1.0 x ordered_rwlock".into(),
+                value: one_f(&|r| ratio(r.cp("actors"), r.cp("ordered_rwlock"))),
+                threshold: 1.0,
+                at_least: false,
+                note: format!("ratio of makespans actors / ordered_rwlock{from}"),
+            },
+            Target {
+                name: "1 arbiter: backend_update <= 1.0 x ordered_rwlock".into(),
+                value: one_f(&|r| ratio(r.bu("actors"), r.bu("ordered_rwlock"))),
+                threshold: 1.0,
+                at_least: false,
+                note: format!("ratio of makespans actors / ordered_rwlock{from}"),
+            },
+            Target {
+                name: "1 arbiter: <= 2 KiB resident per idle volume beyond its value".into(),
+                value: one_f(&|r| r.sc("actors").map(|s| s.bytes_per_volume)),
+                threshold: 2048.0,
+                at_least: false,
+                note: format!("bytes per volume, {listed} volumes{from}"),
+            },
+            Target {
+                name: "1 arbiter: list 100000 volumes within 100 ms".into(),
+                value: one_f(&|r| r.sc("actors").map(|s| s.list_all_ms)),
                 threshold: 100.0,
                 at_least: false,
-                note: format!("ms to list {listed} volumes"),
+                note: format!("ms to list {listed} volumes{from}"),
             },
-        ]
+        ];
+        // N arbiters against one: each figure a ratio N / 1 that must not exceed 1.
+        let n = arbiters.max(2);
+        let many = (arbiters >= 2).then_some(self);
+        let vs_one = |f: &Figure| match (many, one) {
+            (Some(m), Some(o)) if arbiters >= 2 => ratio(f(m), f(o)),
+            _ => None,
+        };
+        let na = if arbiters >= 2 {
+            String::new()
+        } else {
+            format!("; N/A: run with --arbiters {n}")
+        };
+        let compared: [(&str, &Figure); 5] = [
+            ("overhead us per txn", &|r| r.oh("actors")),
+            ("create_publish makespan", &|r| r.cp("actors")),
+            ("backend_update makespan", &|r| r.bu("actors")),
+            ("bytes per idle volume", &|r| {
+                r.sc("actors").map(|s| s.bytes_per_volume)
+            }),
+            ("list all volumes ms", &|r| {
+                r.sc("actors").map(|s| s.list_all_ms)
+            }),
+        ];
+        for (what, f) in compared {
+            targets.push(Target {
+                name: format!("{n} arbiters: {what} <= 1.0 x 1 arbiter"),
+                value: vs_one(f),
+                threshold: 1.0,
+                at_least: false,
+                note: format!("ratio {n} arbiters / 1 arbiter{na}"),
+            });
+        }
+        targets.push(Target {
+            name: format!("{n} arbiters: create_publish <= 1.0 x ordered_rwlock on {n} workers"),
+            value: many.and_then(|m| ratio(m.cp("actors"), m.cp("ordered_rwlock"))),
+            threshold: 1.0,
+            at_least: false,
+            note: format!("ratio of makespans actors / ordered_rwlock{na}"),
+        });
+        for n in throughput::SETTINGS.into_iter().filter(|n| *n >= 2) {
+            targets.push(Target {
+                name: format!("throughput: actors ahead of ordered_rwlock on {n} arbiters"),
+                value: ratio(self.tp(n, "actors"), self.tp(n, "ordered_rwlock")),
+                threshold: 1.0,
+                at_least: true,
+                note: format!("ratio of txns/s actors / ordered_rwlock ({n} workers)"),
+            });
+        }
+        targets
     }
 
-    /// The JSON object of `--json`.
-    pub fn to_json(&self, o: &Options) -> Value {
+    /// The figures of the in-process workloads and scale, as JSON sections.
+    fn sections(&self, o: &Options) -> Map<String, Value> {
         let mut overhead = Map::new();
         overhead.insert("txns".into(), json!(o.overhead_txns));
         overhead.insert("locks_per_txn".into(), json!(LOCKS_PER_TXN));
@@ -199,33 +285,64 @@ impl Report {
             );
         }
 
+        let mut out = Map::new();
+        out.insert("overhead".into(), Value::Object(overhead));
+        out.insert("create_publish".into(), Value::Object(cp));
+        out.insert("backend_update".into(), Value::Object(bu));
+        out.insert("scale".into(), Value::Object(scale));
+        out
+    }
+
+    /// The JSON object of `--json`.
+    pub fn to_json(&self, o: &Options) -> Value {
         let targets: Vec<Value> = self
-            .targets()
+            .targets(o.arbiters)
             .iter()
             .map(|t| {
                 json!({"name": t.name, "value": t.value, "threshold": t.threshold,
                             "status": t.status(), "note": t.note})
             })
             .collect();
-        json!({
-            "machine": {
+        let mut tp = Map::new();
+        if !self.throughput.is_empty() {
+            tp.insert("volumes".into(), json!(o.throughput_volumes));
+            tp.insert("call_ms".into(), json!(0));
+        }
+        for ((n, engine), t) in &self.throughput {
+            let setting = tp
+                .entry(n.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(map) = setting.as_object_mut() {
+                map.insert(
+                    engine.clone(),
+                    json!({"txns": t.txns, "measured_ms": t.measured_ms,
+                           "txns_per_sec": t.txns_per_sec, "cpu_ms": t.cpu_ms}),
+                );
+            }
+        }
+        let mut out = Map::new();
+        out.insert(
+            "machine".into(),
+            json!({
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
                 "load_average_before": self.load.0,
                 "load_average_after": self.load.1,
-            },
-            "arbiters": o.arbiters,
-            "quick": o.quick,
-            "overhead": overhead,
-            "create_publish": cp,
-            "backend_update": bu,
-            "scale": scale,
-            "targets": targets,
-            "errors": self.errors,
-        })
+            }),
+        );
+        out.insert("arbiters".into(), json!(o.arbiters));
+        out.insert("quick".into(), json!(o.quick));
+        out.extend(self.sections(o));
+        if let Some(one) = &self.one_arbiter {
+            out.insert("one_arbiter".into(), Value::Object(one.sections(o)));
+        }
+        out.insert("throughput".into(), Value::Object(tp));
+        out.insert("targets".into(), Value::Array(targets));
+        out.insert("errors".into(), json!(self.errors));
+        Value::Object(out)
     }
 
-    /// The human-readable table.
-    pub fn to_table(&self, o: &Options) -> String {
+    /// The table of the in-process workloads and scale.
+    fn figures_table(&self, o: &Options) -> String {
         let mut out = String::new();
         let mut line = |s: String| {
             out.push_str(&s);
@@ -329,6 +446,46 @@ impl Report {
             }
             line(String::new());
         }
+        out
+    }
+
+    /// The human-readable table.
+    pub fn to_table(&self, o: &Options) -> String {
+        let mut out = self.figures_table(o);
+        if let Some(one) = &self.one_arbiter {
+            out.push_str(
+                "the same on one thread (ordered_rwlock and actors, for the N-arbiter targets):\n",
+            );
+            let one_o = Options {
+                arbiters: 1,
+                ..o.clone()
+            };
+            for l in one.figures_table(&one_o).lines() {
+                out.push_str("  ");
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        if !self.throughput.is_empty() {
+            line(format!(
+                "throughput: create_publish of {} volumes, calls of no time (actors on N arbiters, baselines on N workers)",
+                o.throughput_volumes
+            ));
+            for ((n, engine), t) in &self.throughput {
+                line(format!(
+                    "  N = {n}  {engine:<16} {:>10.0} txns/s  ({} txns in {:.1} ms, cpu {} ms)",
+                    t.txns_per_sec,
+                    t.txns,
+                    t.measured_ms,
+                    t.cpu_ms.map_or("-".into(), |v| format!("{v:.0}"))
+                ));
+            }
+            line(String::new());
+        }
         let baselines = if o.arbiters >= 2 {
             format!("a multi-thread runtime of {} workers", o.arbiters)
         } else {
@@ -343,7 +500,7 @@ impl Report {
         ));
         line(String::new());
         line("targets:".into());
-        for t in self.targets() {
+        for t in self.targets(o.arbiters) {
             let value = t
                 .value
                 .map(|v| format!("{v:.2}"))

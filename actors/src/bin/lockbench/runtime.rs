@@ -3,6 +3,7 @@
 //! `--arbiters N` (N ≥ 2) a multi-thread tokio runtime of N workers for the baselines. Owns
 //! the spawn and CPU-time helpers the workloads use so that they run the same code on both.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -18,24 +19,26 @@ const WORKER_NAME: &str = "baseline-worker";
 /// The runtimes of one run.
 pub struct Runtimes {
     actix: SystemRunner,
-    /// The baselines' multi-thread runtime, with `--arbiters N` for N ≥ 2.
-    threads: Option<Runtime>,
+    /// The baselines' multi-thread runtimes, by worker count (each count of 2 or more asked for).
+    threads: BTreeMap<usize, Runtime>,
 }
 
 impl Runtimes {
-    /// The actix system, and for `arbiters` ≥ 2 a multi-thread runtime with that many workers.
-    pub fn new(arbiters: usize) -> std::io::Result<Self> {
-        let threads = if arbiters >= 2 {
-            Some(
-                Builder::new_multi_thread()
-                    .worker_threads(arbiters)
-                    .thread_name(WORKER_NAME)
-                    .enable_all()
-                    .build()?,
-            )
-        } else {
-            None
-        };
+    /// The actix system, and for every count of `workers` that is 2 or more a multi-thread
+    /// runtime with that many workers.
+    pub fn new(workers: &[usize]) -> std::io::Result<Self> {
+        let mut threads = BTreeMap::new();
+        for &n in workers.iter().filter(|n| **n >= 2) {
+            if threads.contains_key(&n) {
+                continue;
+            }
+            let runtime = Builder::new_multi_thread()
+                .worker_threads(n)
+                .thread_name(WORKER_NAME)
+                .enable_all()
+                .build()?;
+            threads.insert(n, runtime);
+        }
         Ok(Runtimes {
             actix: actix::System::new(),
             threads,
@@ -47,10 +50,10 @@ impl Runtimes {
         self.actix.block_on(workload)
     }
 
-    /// Run a workload of a baseline: on the multi-thread runtime when there is one, otherwise on
-    /// the actix system like the actor engine.
-    pub fn baseline<F: Future>(&self, workload: F) -> F::Output {
-        match &self.threads {
+    /// Run a workload of a baseline: for `workers` of 2 or more on the multi-thread runtime of
+    /// that many workers, otherwise on the actix system like the actor engine.
+    pub fn baseline<F: Future>(&self, workers: usize, workload: F) -> F::Output {
+        match self.threads.get(&workers) {
             Some(threads) => threads.block_on(workload),
             None => self.actix.block_on(workload),
         }
