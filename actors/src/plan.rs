@@ -418,11 +418,15 @@ fn plan_query(
     // Caller entries, with ids resolved from keys; key locks for renames. They are visited in a
     // canonical order (declared kind position, then operation: unique once deduped), so nothing
     // below depends on the order of the subqueries.
-    let mut canonical: Vec<&Subquery> = q.0.iter().collect();
-    canonical.sort_by_key(|s| (kind_place(schema, &s.kind).1, s.op));
+    // Each kind is looked up once, not on every comparison of the sort (stable, as before).
+    let mut canonical: Vec<(usize, Op, &Subquery)> =
+        q.0.iter()
+            .map(|s| (kind_place(schema, &s.kind).1, s.op, s))
+            .collect();
+    canonical.sort_by_key(|&(pos, op, _)| (pos, op));
     let mut keys = Vec::new();
     let mut caller: Vec<(&Subquery, PlanEntry)> = Vec::with_capacity(q.0.len());
-    for s in canonical {
+    for (_, _, s) in canonical {
         let mut id = s.id.clone();
         if id.is_empty()
             && s.op != Op::List
@@ -484,9 +488,12 @@ fn plan_query(
     // id is filled in); otherwise a synthetic read is appended. A synthetic read brings the reads
     // of its own parents, as the reference cache's buildTrees does, unless the query already has
     // that parent (a caller read of the parent without an id is filled in and serves instead).
-    let max_rank = caller
+    // The declaration of each caller entry's kind, looked up once (the kinds were checked above).
+    let caller_kinds: Vec<Option<&Arc<crate::schema::KindInfo>>> =
+        caller.iter().map(|(_, e)| schema.kind(&e.kind)).collect();
+    let max_rank = caller_kinds
         .iter()
-        .map(|(_, e)| kind_place(schema, &e.kind).0)
+        .filter_map(|k| k.map(|k| k.rank))
         .max()
         .unwrap_or(0);
     let mut synthetic: Vec<PlanEntry> = Vec::new();
@@ -496,7 +503,7 @@ fn plan_query(
             if !op.is_consistent() {
                 continue;
             }
-            let Some(kind) = schema.kind(&caller[i].1.kind) else {
+            let Some(kind) = caller_kinds[i] else {
                 continue;
             };
             if kind.rank != rank {

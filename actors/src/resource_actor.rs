@@ -3,7 +3,7 @@
 //!
 //! | message | sent | effect |
 //! |---|---|---|
-//! | [`Acquire`] | fire-and-forget, with a reply channel | grants at once (the grant is the reply) or queues the request; a grant whose requester went away is released at once |
+//! | [`Acquire`] | fire-and-forget, carrying a [`Chain`] | grants at once or queues the request; once granted, forwards the chain to the next actor of the phase or answers the caller at its end; a grant whose requester went away is released at once |
 //! | [`Release`] | fire-and-forget | releases the transaction's lock, grants the next waiters, retires the actor when it is idle |
 //! | [`Withdraw`] | fire-and-forget | removes the transaction's queued request (its caller was cancelled) and grants the next waiters |
 //! | [`Commit`] | awaited | sets or removes the value (exclusive holder only), reports it to the coordinator's catalog |
@@ -92,19 +92,101 @@ pub(crate) trait CoordinatorLink: Send + 'static {
     fn unclaim_key(&self, msg: UnclaimKey);
 }
 
-/// Ask for the lock in `mode`. The grant (the value at grant time) is sent on `reply`, at once when
-/// the lock is free, else when the queue grants it. A closed `reply` gives the lock back.
-#[derive(Message, Debug)]
+/// The locks of one phase, asked for by forwarding: the message travels along the phase's actors
+/// in plan order; each grants its lock (at once, or when its queue grants it), records its value
+/// and forwards the rest of the chain to the next actor, and the last one answers the caller. One
+/// hop per lock instead of a round trip through the caller.
+///
+/// A chain that cannot go on (the next actor stopped, or retired before granting) is dropped, and
+/// its drop answers the caller with [`ChainEnd::Broken`]: the locks before the broken step are
+/// held, and the caller asks the broken step's successor actor to go on. A chain whose caller went
+/// away (its reply closed) is not granted further, and an actor that granted it releases its lock
+/// at once; the caller releases the locks it may hold along the chain (see `pending_chain.rs`).
+pub(crate) struct Chain {
+    pub(crate) txn: u64,
+    pub(crate) priority: Priority,
+    /// The phase's actors with the mode of each lock, in acquisition order.
+    pub(crate) links: Arc<[(ResourceRef, LockMode)]>,
+    /// The step this message asks for.
+    pub(crate) at: usize,
+    /// One past the last step of this chain.
+    pub(crate) end: usize,
+    /// The values granted so far along this chain, in order.
+    pub(crate) grants: Vec<Grant>,
+    reply: Option<oneshot::Sender<ChainEnd>>,
+}
+
+/// How a [`Chain`] ended.
+pub(crate) enum ChainEnd {
+    /// Every step of the chain was granted: the values, in order.
+    Granted(Vec<Grant>),
+    /// The actor of step `at` stopped: the steps before it are held (`grants`, in order).
+    Broken { at: usize, grants: Vec<Grant> },
+}
+
+impl Chain {
+    /// A chain over `links[start..end]` whose end is sent on `reply`.
+    pub(crate) fn new(
+        txn: u64,
+        priority: Priority,
+        links: Arc<[(ResourceRef, LockMode)]>,
+        start: usize,
+        end: usize,
+        reply: oneshot::Sender<ChainEnd>,
+    ) -> Self {
+        Chain {
+            txn,
+            priority,
+            links,
+            at: start,
+            end,
+            grants: Vec::with_capacity(end.saturating_sub(start)),
+            reply: Some(reply),
+        }
+    }
+
+    /// The mode of the lock this message asks for.
+    fn mode(&self) -> LockMode {
+        self.links
+            .get(self.at)
+            .map_or(LockMode::Write, |(_, mode)| *mode)
+    }
+
+    /// The caller went away (its end of the reply is closed).
+    fn abandoned(&self) -> bool {
+        self.reply.as_ref().is_none_or(|r| r.is_closed())
+    }
+
+    /// Sends the chain to the actor of its current step.
+    pub(crate) fn send(self) {
+        match self.links.get(self.at) {
+            Some((next, _)) => {
+                let next = next.addr.clone();
+                // A stopped actor drops the message, and the chain's drop reports it broken.
+                next.do_send(Acquire { chain: self });
+            }
+            None => drop(self),
+        }
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        if let Some(reply) = self.reply.take() {
+            // The caller may have gone away; then it releases what the chain holds itself.
+            let _ = reply.send(ChainEnd::Broken {
+                at: self.at,
+                grants: std::mem::take(&mut self.grants),
+            });
+        }
+    }
+}
+
+/// Ask for the lock of a [`Chain`]'s current step, and forward the chain once it is granted.
+#[derive(Message)]
 #[rtype(result = "()")]
-pub struct Acquire {
-    /// The transaction.
-    pub txn: u64,
-    /// Shared or exclusive.
-    pub mode: LockMode,
-    /// Priority in the waiter queue.
-    pub priority: Priority,
-    /// Where the grant goes.
-    pub reply: oneshot::Sender<Grant>,
+pub(crate) struct Acquire {
+    pub(crate) chain: Chain,
 }
 
 /// Release the lock held by `txn` (a no-op when it holds none).
@@ -165,7 +247,7 @@ pub struct ResourceActor {
     /// The kind's declaration (absent for key locks).
     info: Option<Arc<KindInfo>>,
     value: Option<Arc<Value>>,
-    queue: LockQueue<oneshot::Sender<Grant>>,
+    queue: LockQueue<Chain>,
     generation: u64,
     coordinator: Box<dyn CoordinatorLink>,
     /// Set when the actor decided to retire: nothing is granted after it.
@@ -239,24 +321,6 @@ impl ResourceRef {
         }
     }
 
-    /// Asks for the lock; the receiver yields the grant, or an error when the actor stopped
-    /// before granting.
-    pub(crate) fn acquire(
-        &self,
-        txn: u64,
-        mode: LockMode,
-        priority: Priority,
-    ) -> oneshot::Receiver<Grant> {
-        let (reply, rx) = oneshot::channel();
-        self.addr.do_send(Acquire {
-            txn,
-            mode,
-            priority,
-            reply,
-        });
-        rx
-    }
-
     /// Releases `txn`'s lock (fire-and-forget; later messages to the actor are handled after it).
     pub(crate) fn release(&self, txn: u64) {
         self.addr.do_send(Release { txn });
@@ -293,8 +357,7 @@ impl ResourceActor {
             }
             let mut abandoned = false;
             for w in granted {
-                if w.payload.send(self.value.clone()).is_err() {
-                    self.queue.release(w.txn);
+                if !self.pass_on(w.payload) {
                     abandoned = true;
                 }
             }
@@ -304,8 +367,34 @@ impl ResourceActor {
         }
     }
 
+    /// The lock of `chain`'s current step was just granted here: records the value and forwards
+    /// the chain to its next actor, or answers the caller at its end. Returns false, with the
+    /// lock released again, when the caller went away.
+    fn pass_on(&mut self, mut chain: Chain) -> bool {
+        let txn = chain.txn;
+        if chain.abandoned() {
+            self.queue.release(txn);
+            return false;
+        }
+        chain.grants.push(self.value.clone());
+        chain.at += 1;
+        if chain.at < chain.end {
+            chain.send();
+            return true;
+        }
+        let grants = std::mem::take(&mut chain.grants);
+        let answered = chain
+            .reply
+            .take()
+            .is_some_and(|reply| reply.send(ChainEnd::Granted(grants)).is_ok());
+        if !answered {
+            self.queue.release(txn);
+        }
+        answered
+    }
+
     fn retire_if_idle(&mut self, ctx: &mut Context<Self>) {
-        self.queue.drop_waiters(|w| w.payload.is_closed());
+        self.queue.drop_waiters(|w| w.payload.abandoned());
         self.pump();
         if self.queue.is_idle() && self.value.is_none() {
             self.retired = true;
@@ -342,27 +431,30 @@ impl ResourceActor {
 
 impl Handler<Acquire> for ResourceActor {
     type Result = ();
-    fn handle(&mut self, msg: Acquire, _ctx: &mut Context<Self>) {
-        let Acquire {
-            txn,
-            mode,
-            priority,
-            reply,
-        } = msg;
+    fn handle(&mut self, msg: Acquire, ctx: &mut Context<Self>) {
+        let chain = msg.chain;
         if self.retired {
-            // Dropping the reply channel sends the requester to this actor's successor.
+            // Dropping the chain sends the caller to this actor's successor.
             return;
         }
-        // Nobody waits and the holders are compatible: granted in the reply.
+        if chain.abandoned() {
+            // The caller went away before this step was asked: nothing to grant; an actor started
+            // for it alone retires.
+            drop(chain);
+            self.retire_if_idle(ctx);
+            return;
+        }
+        let (txn, mode) = (chain.txn, chain.mode());
+        // Nobody waits and the holders are compatible: granted and passed on at once.
         if self.queue.try_grant(txn, mode) {
-            if reply.send(self.value.clone()).is_err() {
-                self.queue.release(txn);
+            if !self.pass_on(chain) {
                 self.pump();
             }
             return;
         }
+        let priority = chain.priority;
         self.queue
-            .enqueue(txn, mode, priority, Instant::now(), reply);
+            .enqueue(txn, mode, priority, Instant::now(), chain);
         self.pump();
     }
 }

@@ -13,14 +13,14 @@
 use super::actor::{Begin, PhaseKind, Planned};
 use super::guard::{CoordinatorLinks, LockGuard, Locked};
 use super::messages::{CheckNewKeys, Collect, Collected, Resolve};
-use super::pending_grant::PendingGrant;
+use super::pending_chain::PendingChain;
 use crate::error::LockError;
+use crate::fast_hash::FxHashMap;
 use crate::lock_queue::Priority;
 use crate::plan::{EntryAction, LockContext};
 use crate::query::Query;
-use crate::resource_actor::Grant;
+use crate::resource_actor::{ChainEnd, Grant};
 use crate::results::{CommitTarget, Listed, QueryResult};
-use std::collections::HashMap;
 use tokio::sync::oneshot;
 
 impl CoordinatorLinks {
@@ -64,7 +64,8 @@ pub(crate) async fn acquire<'p>(
         plan,
         context,
         steps,
-        mut refs,
+        links: mut actors,
+        mut unasked,
         txn,
         check_keys,
         collect,
@@ -73,44 +74,65 @@ pub(crate) async fn acquire<'p>(
     let key_locks = plan.key_locks.len();
     let mut guard = LockGuard::new(txn, steps.clone(), ticket);
     let mut grants: Vec<Grant> = Vec::with_capacity(steps.len());
-    // `refs` is drained one actor at a time: the actors not reached yet when this returns early
-    // or is cancelled are told by its drop.
-    for (i, mut r) in refs.by_ref().enumerate() {
-        let step = &steps[i];
+    // The chains of the phase: every lock at once, or the key locks, a check of the new keys,
+    // then the others. `unasked` tells the actors of a chain never started when this returns
+    // early or is cancelled.
+    let mut start = 0;
+    while start < actors.len() {
+        let end = if check_keys && start < key_locks {
+            key_locks
+        } else {
+            actors.len()
+        };
+        unasked.from = end;
+        let mut pending = match first.take() {
+            Some(started) => started,
+            None => PendingChain::start(&actors, txn, priority, start, end),
+        };
         loop {
-            // The first lock was asked for by the coordinator with its answer to Begin.
-            let mut pending = match first.take() {
-                Some(asked) => asked,
-                None => PendingGrant::ask(&r, txn, step, priority),
+            let outcome = pending.wait().await.ok_or(LockError::ShuttingDown)?;
+            let (at, granted) = match outcome {
+                ChainEnd::Granted(granted) => (end, granted),
+                ChainEnd::Broken { at, grants } => (at, grants),
             };
-            if let Some(grant) = pending.wait().await {
-                grants.push(grant);
-                guard.push_held(r);
+            for (r, _) in actors.get(start..at).unwrap_or(&[]) {
+                guard.push_held(r.clone());
+            }
+            grants.extend(granted);
+            if at >= end {
                 break;
             }
-            // The actor retired before granting: its successor is asked instead.
+            // The actor of step `at` retired before granting: its successor goes on.
+            let step = &steps[at];
             tracing::trace!(kind = %step.kind, id = %step.id, "resolving a retired resource actor again");
-            r = coordinator
+            let stale = actors[at].0.generation;
+            let fresh = coordinator
                 .send(Resolve {
                     kind: step.kind.clone(),
                     id: step.id.clone(),
-                    stale: Some(r.generation),
+                    stale: Some(stale),
                 })
                 .await
                 .map_err(|_| LockError::ShuttingDown)?;
+            let mut renewed = actors.to_vec();
+            renewed[at].0 = fresh;
+            actors = renewed.into();
+            start = at;
+            pending = PendingChain::start(&actors, txn, priority, start, end);
         }
-        if check_keys && i + 1 == key_locks {
+        if check_keys && end == key_locks {
             coordinator
                 .send(CheckNewKeys { phase })
                 .await
                 .map_err(|_| LockError::ShuttingDown)??;
         }
+        start = end;
     }
-    drop(refs);
+    drop(unasked);
 
     // Lists, inconsistent reads and values of locks an earlier phase holds come from the catalog,
     // read after every lock of the phase is granted.
-    let mut from_catalog: HashMap<usize, Collected> = HashMap::new();
+    let mut from_catalog: FxHashMap<usize, Collected> = FxHashMap::default();
     if collect {
         let entries = plan
             .entries
@@ -140,7 +162,7 @@ pub(crate) async fn acquire<'p>(
     }
 
     // (kind, id) -> position in `plan.acquire`, built only when an entry is covered.
-    let mut covered: Option<HashMap<(&str, &str), usize>> = None;
+    let mut covered: Option<FxHashMap<(&str, &str), usize>> = None;
     let mut results: Vec<QueryResult> = (0..plan.queries).map(|_| QueryResult::empty()).collect();
     for (at, (e, action)) in plan.entries.iter().zip(&plan.actions).enumerate() {
         let Some(q) = e.query else { continue };
@@ -180,7 +202,8 @@ pub(crate) async fn acquire<'p>(
             EntryAction::Covered => {
                 let found = covered
                     .get_or_insert_with(|| {
-                        let mut m = HashMap::with_capacity(plan.acquire.len());
+                        let mut m = FxHashMap::default();
+                        m.reserve(plan.acquire.len());
                         for (i, s) in plan.acquire.iter().enumerate() {
                             m.entry((s.kind.as_str(), s.id.as_str())).or_insert(i);
                         }

@@ -2,7 +2,7 @@
 //! planning of a phase (`Begin`) and the handlers of every message it receives.
 
 use super::messages::{CheckNewKeys, Collect, Collected, Explain, Peek, PhaseDone, Resolve, Stop};
-use super::pending_grant::PendingGrant;
+use super::pending_chain::{Links, PendingChain};
 use crate::catalog::Catalog;
 use crate::error::LockError;
 use crate::fast_hash::FxHashMap;
@@ -93,7 +93,7 @@ pub struct Coordinator {
     /// The arbiters resource actors are spread over (empty: the coordinator's own).
     arbiters: Vec<Arbiter>,
     /// The key of the seal of issued lock contexts (random per coordinator).
-    seal_key: std::collections::hash_map::RandomState,
+    seal_key: u64,
 }
 
 impl Coordinator {
@@ -120,14 +120,17 @@ impl Coordinator {
             next_phase: 0,
             phases: BTreeMap::new(),
             arbiters,
-            seal_key: Default::default(),
+            seal_key: std::collections::hash_map::RandomState::new().hash_one(0u64),
         }
     }
 
-    /// The seal of a context: a keyed hash of everything it says (transaction, phase, held locks,
-    /// last lock held, root), so a context altered or built outside this coordinator does not match.
+    /// The seal of a context: a hash keyed by a random per-coordinator key of everything it says
+    /// (transaction, phase, held locks, last lock held, root), so a context altered or built
+    /// outside this coordinator does not match. It guards against misuse of the API, not against
+    /// an adversary in the process (who could read the key), so the hash is the fast Fx hash.
     fn seal(&self, c: &LockContext) -> u64 {
-        let mut h = self.seal_key.build_hasher();
+        let mut h = crate::fast_hash::FxHasher::default();
+        h.write_u64(self.seal_key);
         (c.txn, c.phase, c.holds_root).hash(&mut h);
         c.held.hash(&mut h);
         c.last_lock_held
@@ -145,6 +148,7 @@ impl Coordinator {
         kind: &str,
         id: &str,
         stale: Option<u64>,
+        queries: &[Query],
         ctx: &mut Context<Self>,
     ) -> ResourceRef {
         if let Some(r) = self.registry.get(kind).and_then(|ids| ids.get(id))
@@ -171,18 +175,59 @@ impl Coordinator {
             generation: self.next_generation,
             coordinator: Box::new(ctx.address()),
         };
-        let arbiter = (!self.arbiters.is_empty()).then(|| {
-            let mut h = crate::fast_hash::FxHasher::default();
-            kind.hash(&mut h);
-            id.hash(&mut h);
-            self.arbiters[(h.finish() % self.arbiters.len() as u64) as usize].handle()
-        });
+        let arbiter = self.placement(kind, id, queries);
         let r = ResourceRef::start(spec, arbiter.as_ref());
         self.registry
             .entry(kind.to_string())
             .or_default()
             .insert(id.to_string(), r.clone());
         r
+    }
+
+    /// The arbiter a new actor of (kind, id) runs on (`None`: the coordinator's own). With
+    /// arbiters of their own: the root's actor on the coordinator's arbiter (every consistent
+    /// Lock starts its chain there, right after the Begin); a resource with parents on the arbiter
+    /// of its tree (a volume with its backend, a snapshot or publication with its volume's
+    /// backend), so a transaction's chain crosses fewer threads; the tree's top is found through
+    /// the first parent of each kind, from the cached value or, for a resource not cached yet,
+    /// from the parent ids of `queries`; the others by a hash of (kind, id).
+    fn placement(&self, kind: &str, id: &str, queries: &[Query]) -> Option<ArbiterHandle> {
+        if self.arbiters.is_empty() || kind == ROOT {
+            return None;
+        }
+        let schema = self.catalog.schema();
+        let (mut top_kind, mut top_id) = (kind.to_string(), id.to_string());
+        // At most one step per kind of the schema (its ranks make the walk finite anyway).
+        for _ in 0..schema.kinds().len() {
+            let Some(info) = schema.kind(&top_kind) else {
+                break;
+            };
+            let Some((parent, _)) = info.parents.first() else {
+                break;
+            };
+            let parent_id = self
+                .catalog
+                .get(&top_kind, &top_id)
+                .and_then(|v| info.owner_id(&v, parent))
+                .or_else(|| {
+                    queries
+                        .iter()
+                        .flat_map(|q| &q.0)
+                        .filter(|s| s.kind == top_kind && s.id == top_id)
+                        .find_map(|s| s.owner(parent).map(str::to_string))
+                });
+            match parent_id {
+                Some(pid) if !pid.is_empty() => {
+                    top_kind = parent.clone();
+                    top_id = pid;
+                }
+                _ => break,
+            }
+        }
+        let mut h = crate::fast_hash::FxHasher::default();
+        top_kind.hash(&mut h);
+        top_id.hash(&mut h);
+        Some(self.arbiters[(h.finish() % self.arbiters.len() as u64) as usize].handle())
     }
 
     /// Checks a presented lock context: sealed by this coordinator, unchanged, issued by a phase
@@ -283,16 +328,27 @@ impl Coordinator {
             .chain(&plan.acquire)
             .cloned()
             .collect();
-        let refs: Vec<ResourceRef> = steps
+        let links: Links = steps
             .iter()
-            .map(|s| self.resolve(&s.kind, &s.id, None, ctx))
+            .map(|s| {
+                (
+                    self.resolve(&s.kind, &s.id, None, &msg.queries, ctx),
+                    s.mode,
+                )
+            })
             .collect();
-        let first = refs
-            .first()
-            .zip(steps.first())
-            .map(|(r, step)| PendingGrant::ask(r, txn, step, msg.priority));
         let new_keys = self.new_keys(&msg.queries);
         let check_keys = !new_keys.is_empty();
+        // The first chain: every lock, or the key locks alone when the new keys are checked again
+        // once those are held.
+        let key_locks = plan.key_locks.len();
+        let first_end = if check_keys && key_locks > 0 {
+            key_locks
+        } else {
+            links.len()
+        };
+        let first = (!links.is_empty())
+            .then(|| PendingChain::start(&links, txn, msg.priority, 0, first_end));
         // The context moves to the caller's `Locked::context`; the plan keeps the default.
         let mut context = std::mem::take(&mut plan.context_after);
         context.txn = txn;
@@ -332,10 +388,12 @@ impl Coordinator {
             plan,
             context,
             steps,
-            refs: Unasked {
-                refs: refs.into_iter(),
+            unasked: Unasked {
+                links: links.clone(),
+                from: first_end,
                 txn,
             },
+            links,
             txn,
             check_keys,
             collect,
@@ -375,17 +433,22 @@ impl Actor for Coordinator {
     }
 }
 
-/// What a Begin hands to the caller: the plan, the actors to ask, and the phase's ticket (whose
-/// drop ends the phase in the transaction table).
+/// What a Begin hands to the caller: the plan, the actors of its locks, the chain of grants the
+/// coordinator started, and the phase's ticket (whose drop ends the phase in the transaction
+/// table).
 pub(crate) struct Planned {
-    /// The first lock of the plan, asked for by the coordinator itself (saves the caller a round
-    /// trip). Declared before the ticket: dropped unused, it is given back before the phase ends.
-    pub(crate) first: Option<PendingGrant>,
+    /// The chain over the phase's first locks (all of them, or the key locks of a rename),
+    /// started by the coordinator itself (saves the caller a round trip). Declared before the
+    /// ticket: dropped unanswered, its locks are given back before the phase ends.
+    pub(crate) first: Option<PendingChain>,
     pub(crate) ticket: PhaseTicket,
     pub(crate) plan: Plan,
     pub(crate) context: LockContext,
     pub(crate) steps: Arc<[LockStep]>,
-    pub(crate) refs: Unasked,
+    /// The actors of `steps`, with the mode of each lock.
+    pub(crate) links: Links,
+    /// The steps no chain was started for yet.
+    pub(crate) unasked: Unasked,
     pub(crate) txn: u64,
     /// The plan renames: check the new keys again once the key locks are held.
     pub(crate) check_keys: bool,
@@ -393,26 +456,20 @@ pub(crate) struct Planned {
     pub(crate) collect: bool,
 }
 
-/// The resource actors of a phase not asked for their lock yet, in plan order. The actors were
+/// The steps of a phase, from `from` on, that no chain was started for yet. The actors were
 /// started (or found) by the Begin; those never asked because the phase ended early (cancelled,
 /// refused once its key locks were held, abandoned before its answer was read) are told so when
 /// this is dropped (a `Withdraw`), so an actor of an absent resource that nobody else uses
 /// retires instead of living on unasked.
 pub(crate) struct Unasked {
-    refs: std::vec::IntoIter<ResourceRef>,
+    links: Links,
+    pub(crate) from: usize,
     txn: u64,
-}
-
-impl Iterator for Unasked {
-    type Item = ResourceRef;
-    fn next(&mut self) -> Option<ResourceRef> {
-        self.refs.next()
-    }
 }
 
 impl Drop for Unasked {
     fn drop(&mut self) {
-        for r in self.refs.by_ref() {
+        for (r, _) in self.links.get(self.from..).unwrap_or(&[]) {
             r.withdraw(self.txn);
         }
     }
@@ -470,7 +527,7 @@ impl Handler<PhaseDone> for Coordinator {
 impl Handler<Resolve> for Coordinator {
     type Result = MessageResult<Resolve>;
     fn handle(&mut self, msg: Resolve, ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.resolve(&msg.kind, &msg.id, msg.stale, ctx))
+        MessageResult(self.resolve(&msg.kind, &msg.id, msg.stale, &[], ctx))
     }
 }
 

@@ -7,7 +7,7 @@
 //! caller's task then asks each resource actor for its grant in plan order (see `acquire.rs`).
 //!
 //! Files: `actor.rs` the actor, its state and the handlers of its messages; `messages.rs` what
-//! its callers ask it; `pending_grant.rs` a grant asked for and not yet taken; `acquire.rs` the
+//! its callers ask it; `pending_chain.rs` a chain of grants asked for and not yet answered; `acquire.rs` the
 //! acquisition; `guard.rs` the outcome (the guard lending the typed results, the NestedLock on it)
 //! and its release; `handle.rs` the callers' handle;
 //! `inspect.rs` the transaction table's snapshot. What the resource actors report to it
@@ -19,7 +19,7 @@ mod guard;
 mod handle;
 mod inspect;
 pub(crate) mod messages;
-mod pending_grant;
+mod pending_chain;
 
 pub use actor::CoordinatorConfig;
 pub use guard::{Locked, ShutdownGuard};
