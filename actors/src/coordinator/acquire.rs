@@ -1,14 +1,14 @@
 //! The beginning of a phase (a `Begin` message to the coordinator) and the acquisition of the
-//! planned phase, driven by the caller's task: asks each resource actor for
-//! its lock in plan order, waiting for each grant (a message from that actor) before asking for the
-//! next; checks new keys again once their key locks are held; then builds the results (grants'
-//! values as working copies, lists and inconsistent reads from the coordinator's catalog, commit
-//! handles).
+//! planned phase, awaited by the caller's task: the locks are asked for in plan order by a chain
+//! that travels from resource actor to resource actor (each grants its lock before it forwards
+//! the chain to the next; the coordinator sends it to the first while it answers the Begin), and
+//! the last actor answers the caller. A rename's phase runs two chains, with a check of the new
+//! keys in between. Then the results are built (grants' values as working copies, lists and
+//! inconsistent reads from the coordinator's catalog, commit handles).
 //!
 //! Cancellation at any await releases at once what is held: the guard is built before the first
-//! request and releases its locks when dropped, and a grant that was asked for but not yet taken is
-//! given back (the closed reply channel makes the resource actor release it, or the grant that
-//! arrived meanwhile is released here).
+//! chain is awaited and releases its locks when dropped, and a chain that was sent but not yet
+//! answered is closed and released along its actors (`pending_chain.rs`).
 
 use super::actor::{Begin, PhaseKind, Planned};
 use super::guard::{CoordinatorLinks, LockGuard, Locked};

@@ -3,12 +3,13 @@
 //! (every Lock / NestedLock / shutdown phase not yet released, with the lock context it issued)
 //! and the stop. Every Lock and NestedLock is a `Begin` message: the coordinator checks the lock
 //! context against the live phase that issued it, plans the queries with the pure planner against
-//! its catalog, records the phase and replies with the plan and the resource actors to ask. The
-//! caller's task then asks each resource actor for its grant in plan order (see `acquire.rs`).
+//! its catalog, records the phase, sends the chain of the phase's grants to the first resource
+//! actor and replies with the plan; the chain travels from actor to actor in plan order and the
+//! last one answers the caller (see `acquire.rs`).
 //!
 //! Files: `actor.rs` the actor, its state and the handlers of its messages; `messages.rs` what
-//! its callers ask it; `pending_chain.rs` a chain of grants asked for and not yet answered; `acquire.rs` the
-//! acquisition; `guard.rs` the outcome (the guard lending the typed results, the NestedLock on it)
+//! its callers ask it; `pending_chain.rs` a chain of grants asked for and not yet answered;
+//! `acquire.rs` the acquisition; `guard.rs` the outcome (the guard lending the typed results, the NestedLock on it)
 //! and its release; `handle.rs` the callers' handle;
 //! `inspect.rs` the transaction table's snapshot. What the resource actors report to it
 //! (commits, key claims, retirements) is declared in `resource_actor.rs`.
