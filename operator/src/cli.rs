@@ -174,7 +174,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_otlp_endpoint)]
     pub otlp_endpoint: Option<String>,
     /// How many arbiters (one thread each) the lock coordinator spreads its resource actors over
-    /// (1: the coordinator's own thread). Default: the number of cores.
+    /// (1: the coordinator's own thread, which measured best; docs/performance.md).
     #[arg(long, default_value_t = crate::context::default_lock_arbiters(),
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub lock_arbiters: u16,

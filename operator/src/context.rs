@@ -75,11 +75,12 @@ pub enum WatchSelection {
     Everything,
 }
 
-/// The default of `--lock-arbiters`: the number of cores.
+/// The default of `--lock-arbiters`: 1, the whole lock core on the coordinator's thread. It measured
+/// best on the 2-core machines the docs size the operator for (docs/performance.md, "The
+/// operator's `--lock-arbiters`"): with 2 or 4 arbiters every grant, commit and reply crosses
+/// threads, and the lock core's throughput and latency were lower than on one thread.
 pub(crate) fn default_lock_arbiters() -> u16 {
-    std::thread::available_parallelism()
-        .map(|n| u16::try_from(n.get()).unwrap_or(u16::MAX).min(256))
-        .unwrap_or(1)
+    1
 }
 
 impl Default for OperatorOptions {
