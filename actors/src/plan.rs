@@ -5,7 +5,7 @@
 use crate::error::LockError;
 use crate::fast_hash::FxHashMap;
 use crate::query::{Op, Query, Subquery};
-use crate::schema::{ROOT, ROOT_ID, Schema};
+use crate::schema::{KindInfo, ROOT, ROOT_ID, Schema};
 use serde::Serialize;
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -179,13 +179,7 @@ fn order_key<'a>(
     schema: &Schema,
     (op, kind, id): (Op, &str, &'a str),
 ) -> (u8, u32, usize, &'a str, Op) {
-    let class = if kind == ROOT && op != Op::List {
-        0
-    } else if op == Op::List {
-        1
-    } else {
-        2
-    };
+    let class = order_class(op, kind);
     let (rank, pos) = schema
         .kind(kind)
         .map(|k| (k.rank, k.position))
@@ -193,12 +187,15 @@ fn order_key<'a>(
     (class, rank, pos, id, op)
 }
 
-/// (rank, declared position) of a kind; unknown kinds sort last.
-fn kind_place(schema: &Schema, kind: &str) -> (u32, usize) {
-    schema
-        .kind(kind)
-        .map(|k| (k.rank, k.position))
-        .unwrap_or((u32::MAX, usize::MAX))
+/// The first part of the order key: the root's lock first, then lists, then everything else.
+fn order_class(op: Op, kind: &str) -> u8 {
+    if kind == ROOT && op != Op::List {
+        0
+    } else if op == Op::List {
+        1
+    } else {
+        2
+    }
 }
 
 /// The name of the key-lock "kind" of `kind`.
@@ -214,10 +211,13 @@ pub fn plan(
     context: Option<&LockContext>,
 ) -> Result<Plan, LockError> {
     let mut merged: Vec<PlanEntry> = Vec::new();
+    // (rank, declared position) of each merged entry's kind, from the lookups of `plan_query`.
+    let mut places: Vec<(u32, usize)> = Vec::new();
     let mut key_locks: Vec<LockStep> = Vec::new();
     for (qi, q) in queries.iter().enumerate() {
-        let (entries, keys) = plan_query(schema, view, qi, q, context.is_some())?;
+        let (entries, entry_places, keys) = plan_query(schema, view, qi, q, context.is_some())?;
         merged.extend(entries);
+        places.extend(entry_places);
         key_locks.extend(keys);
     }
     key_locks.sort();
@@ -230,10 +230,8 @@ pub fn plan(
     // same as sorting the entries with `compare_entries`.
     let keys: Vec<(u8, u32, usize)> = merged
         .iter()
-        .map(|e| {
-            let (class, rank, pos, _, _) = order_key(schema, (e.op, &e.kind, ""));
-            (class, rank, pos)
-        })
+        .zip(&places)
+        .map(|(e, &(rank, pos))| (order_class(e.op, &e.kind), rank, pos))
         .collect();
     let mut order: Vec<usize> = (0..merged.len()).collect();
     order.sort_by(|&a, &b| {
@@ -382,17 +380,20 @@ fn plan_query(
     qi: usize,
     q: &Query,
     nested: bool,
-) -> Result<(Vec<PlanEntry>, Vec<LockStep>), LockError> {
+) -> Result<QueryPlan, LockError> {
     // Kinds exist; dedupe.
     // (Queries are small: linear scans, no maps.)
     let mut lists: Vec<&str> = Vec::new();
     let mut ops: Vec<(&str, Op)> = Vec::with_capacity(q.0.len());
+    // The declaration of each subquery's kind, looked up once.
+    let mut infos: Vec<&Arc<KindInfo>> = Vec::with_capacity(q.0.len());
     for s in &q.0 {
-        if schema.kind(&s.kind).is_none() {
+        let Some(info) = schema.kind(&s.kind) else {
             return Err(LockError::UnknownKind {
                 kind: s.kind.clone(),
             });
-        }
+        };
+        infos.push(info);
         if s.op == Op::List {
             if lists.contains(&s.kind.as_str()) {
                 return Err(LockError::DuplicateList {
@@ -419,14 +420,17 @@ fn plan_query(
     // canonical order (declared kind position, then operation: unique once deduped), so nothing
     // below depends on the order of the subqueries.
     // Each kind is looked up once, not on every comparison of the sort (stable, as before).
-    let mut canonical: Vec<(usize, Op, &Subquery)> =
+    let mut canonical: Vec<(usize, Op, &Subquery, &Arc<KindInfo>)> =
         q.0.iter()
-            .map(|s| (kind_place(schema, &s.kind).1, s.op, s))
+            .zip(&infos)
+            .map(|(s, info)| (info.position, s.op, s, *info))
             .collect();
-    canonical.sort_by_key(|&(pos, op, _)| (pos, op));
+    canonical.sort_by_key(|&(pos, op, _, _)| (pos, op));
     let mut keys = Vec::new();
     let mut caller: Vec<(&Subquery, PlanEntry)> = Vec::with_capacity(q.0.len());
-    for (_, _, s) in canonical {
+    // The declaration of each caller entry's kind.
+    let mut caller_kinds: Vec<&Arc<KindInfo>> = Vec::with_capacity(q.0.len());
+    for (_, _, s, info) in canonical {
         let mut id = s.id.clone();
         if id.is_empty()
             && s.op != Op::List
@@ -476,6 +480,7 @@ fn plan_query(
             filter: s.filter.clone(),
         };
         caller.push((s, entry));
+        caller_kinds.push(info);
     }
 
     // Synthetic parent reads and id fill-in, children before parents: entries are visited by
@@ -488,24 +493,17 @@ fn plan_query(
     // id is filled in); otherwise a synthetic read is appended. A synthetic read brings the reads
     // of its own parents, as the reference cache's buildTrees does, unless the query already has
     // that parent (a caller read of the parent without an id is filled in and serves instead).
-    // The declaration of each caller entry's kind, looked up once (the kinds were checked above).
-    let caller_kinds: Vec<Option<&Arc<crate::schema::KindInfo>>> =
-        caller.iter().map(|(_, e)| schema.kind(&e.kind)).collect();
-    let max_rank = caller_kinds
-        .iter()
-        .filter_map(|k| k.map(|k| k.rank))
-        .max()
-        .unwrap_or(0);
+    let max_rank = caller_kinds.iter().map(|k| k.rank).max().unwrap_or(0);
     let mut synthetic: Vec<PlanEntry> = Vec::new();
+    // The declaration of each synthetic entry's kind (a declared parent kind).
+    let mut synthetic_kinds: Vec<Option<&Arc<KindInfo>>> = Vec::new();
     for rank in (0..=max_rank).rev() {
         for i in 0..caller.len() {
             let (s, op) = (caller[i].0, caller[i].1.op);
             if !op.is_consistent() {
                 continue;
             }
-            let Some(kind) = caller_kinds[i] else {
-                continue;
-            };
+            let kind = caller_kinds[i];
             if kind.rank != rank {
                 continue;
             }
@@ -531,14 +529,17 @@ fn plan_query(
                         }
                     }
                     (Some(_), None) => {}
-                    (None, Some(pid)) => synthetic.push(PlanEntry {
-                        op: Op::Read,
-                        kind: parent.clone(),
-                        id: pid,
-                        query: Some(qi),
-                        synthetic: true,
-                        filter: None,
-                    }),
+                    (None, Some(pid)) => {
+                        synthetic.push(PlanEntry {
+                            op: Op::Read,
+                            kind: parent.clone(),
+                            id: pid,
+                            query: Some(qi),
+                            synthetic: true,
+                            filter: None,
+                        });
+                        synthetic_kinds.push(schema.kind(parent));
+                    }
                     (None, None) if op == Op::Upsert => {
                         return Err(LockError::NotFound {
                             kind: kind.name.clone(),
@@ -556,20 +557,19 @@ fn plan_query(
         }
         // The synthetic reads of this rank are complete: every entry that appends one has a
         // higher rank and was visited already.
-        let mut level: Vec<(usize, String, String)> = synthetic
+        // (position, id) identifies a synthetic read: the position fixes the kind.
+        let mut level: Vec<(usize, String, &Arc<KindInfo>)> = synthetic
             .iter()
-            .filter_map(|e| {
-                let (r, pos) = kind_place(schema, &e.kind);
-                (r == rank).then(|| (pos, e.id.clone(), e.kind.clone()))
+            .zip(&synthetic_kinds)
+            .filter_map(|(e, k)| {
+                let k = (*k)?;
+                (k.rank == rank).then(|| (k.position, e.id.clone(), k))
             })
             .collect();
-        level.sort();
-        level.dedup();
-        for (_, id, kind_name) in level {
-            let Some(kind) = schema.kind(&kind_name) else {
-                continue;
-            };
-            let Some(cached) = view.get(&kind_name, &id) else {
+        level.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        level.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+        for (_, id, kind) in level {
+            let Some(cached) = view.get(&kind.name, &id) else {
                 continue;
             };
             for (parent, _) in &kind.parents {
@@ -596,12 +596,14 @@ fn plan_query(
                         synthetic: true,
                         filter: None,
                     });
+                    synthetic_kinds.push(schema.kind(parent));
                 }
             }
         }
     }
     let mut out: Vec<PlanEntry> = Vec::with_capacity(caller.len() + synthetic.len());
-    for (_, e) in caller {
+    let mut places: Vec<(u32, usize)> = Vec::with_capacity(out.capacity());
+    for ((_, e), kind) in caller.into_iter().zip(&caller_kinds) {
         if e.id.is_empty() && e.op != Op::List {
             return Err(LockError::MissingId {
                 op: e.op,
@@ -610,10 +612,20 @@ fn plan_query(
             });
         }
         out.push(e);
+        places.push((kind.rank, kind.position));
     }
     out.extend(synthetic);
-    Ok((out, keys))
+    places.extend(
+        synthetic_kinds
+            .iter()
+            .map(|k| k.map_or((u32::MAX, usize::MAX), |k| (k.rank, k.position))),
+    );
+    Ok((out, places, keys))
 }
+
+/// What `plan_query` gives for one query: its entries, the (rank, declared position) of each
+/// entry's kind, and the key locks of its renames.
+type QueryPlan = (Vec<PlanEntry>, Vec<(u32, usize)>, Vec<LockStep>);
 
 /// A cache view over plain maps, for tests and `lock-plan`.
 #[derive(Debug, Default, Clone)]

@@ -93,6 +93,17 @@ impl KindInfo {
 pub struct Schema {
     kinds: Vec<Arc<KindInfo>>,
     by_name: FxHashMap<String, usize>,
+    /// Per kind, in declaration order: the name's length and its first eight bytes (the scan of
+    /// [`Schema::kind`] compares these before the names).
+    scan: Vec<(usize, u64)>,
+}
+
+/// The length of `name` and its first eight bytes, zero-padded.
+fn scan_key(name: &str) -> (usize, u64) {
+    let mut prefix = [0u8; 8];
+    let n = name.len().min(8);
+    prefix[..n].copy_from_slice(&name.as_bytes()[..n]);
+    (name.len(), u64::from_le_bytes(prefix))
 }
 
 impl Schema {
@@ -122,7 +133,7 @@ impl Schema {
             }
         }
         let ranks = compute_ranks(&decls, &by_name)?;
-        let kinds = decls
+        let kinds: Vec<Arc<KindInfo>> = decls
             .into_iter()
             .enumerate()
             .map(|(i, d)| {
@@ -135,7 +146,12 @@ impl Schema {
                 })
             })
             .collect();
-        Ok(Schema { kinds, by_name })
+        let scan = kinds.iter().map(|k| scan_key(&k.name)).collect();
+        Ok(Schema {
+            kinds,
+            by_name,
+            scan,
+        })
     }
 
     /// The standard schema of the operator (design section 3), shared.
@@ -155,10 +171,13 @@ impl Schema {
     /// less than hashing the name.
     pub fn kind(&self, name: &str) -> Option<&Arc<KindInfo>> {
         if self.kinds.len() <= SCAN_KINDS_UP_TO {
+            let key = scan_key(name);
             return self
-                .kinds
+                .scan
                 .iter()
-                .find(|k| k.name.len() == name.len() && k.name == name);
+                .zip(&self.kinds)
+                .find(|(k, info)| **k == key && info.name == name)
+                .map(|(_, info)| info);
         }
         self.by_name.get(name).map(|&i| &self.kinds[i])
     }
