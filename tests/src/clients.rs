@@ -1,12 +1,12 @@
-//! Clients of an embedded cluster that say who they are: their own user agent (the request
-//! record tells them apart) and, optionally, a bearer token.
+//! Clients of a test cluster (embedded or real) that say who they are: their own user agent
+//! (the request record tells them apart) and, optionally, a bearer token.
 
-use cinder_sim::EmbeddedCluster;
+use crate::test_cluster::TestCluster;
 use kube::Client;
 
 /// A client for `cluster` that sends `user_agent` on every request.
 pub async fn client_with_user_agent(
-    cluster: &EmbeddedCluster,
+    cluster: &TestCluster,
     user_agent: &str,
 ) -> anyhow::Result<Client> {
     client_with_token(cluster, user_agent, None).await
@@ -15,14 +15,11 @@ pub async fn client_with_user_agent(
 /// A client for `cluster` sending `user_agent` and authenticating with `token` (None: the
 /// administrator of the cluster's kubeconfig).
 pub async fn client_with_token(
-    cluster: &EmbeddedCluster,
+    cluster: &TestCluster,
     user_agent: &str,
     token: Option<&str>,
 ) -> anyhow::Result<Client> {
-    let yaml = match token {
-        Some(token) => cinder_sim::kubeconfig::kubeconfig_yaml(&cluster.url(), token),
-        None => cluster.kubeconfig_yaml(),
-    };
+    let yaml = cluster.kubeconfig_yaml_with(token)?;
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml)?;
     let mut config = kube::Config::from_custom_kubeconfig(
         kubeconfig,

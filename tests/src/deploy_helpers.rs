@@ -8,6 +8,7 @@
 pub use crate::clients::{client_with_token, client_with_user_agent};
 use crate::fixtures::{create_namespace, install_crds};
 use crate::harness::HarnessConfig;
+use crate::test_cluster::TestCluster;
 use crate::test_env::{EVENTUALLY, NS};
 use crate::waiting::eventually;
 use anyhow::Context as _;
@@ -19,7 +20,6 @@ use cinder_operator::http::access::AccessReviewer;
 use cinder_operator::http::tls::ServingCert;
 use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint, Security};
 use cinder_operator::metrics::Metrics;
-use cinder_sim::EmbeddedCluster;
 use cinder_sim::requests::RequestRecord;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Client;
@@ -340,11 +340,12 @@ pub async fn https_get(
     Ok((code.trim().parse().unwrap_or(0), body.to_string()))
 }
 
-/// An embedded cluster (the e2e defaults) with the CRDs and [`NS`], and the operator running
-/// in-process on its own client ([`OPERATOR_USER_AGENT`]) with its metrics / probe / admin
-/// endpoints on free ports of 127.0.0.1.
+/// A cluster (the e2e defaults; a real control plane when `CINDER_E2E_CLUSTER=real`) with the
+/// CRDs and [`NS`], and the operator running in-process on its own client
+/// ([`OPERATOR_USER_AGENT`]) with its metrics / probe / admin endpoints on free ports of
+/// 127.0.0.1.
 pub struct DeployedOperator {
-    pub cluster: EmbeddedCluster,
+    pub cluster: TestCluster,
     /// The test's client (no user agent).
     pub client: Client,
     pub ctx: Arc<OperatorContext>,
@@ -366,7 +367,7 @@ impl DeployedOperator {
         if setup.under_rbac {
             config.authorization = cinder_sim::auth::AuthorizationMode::Rbac;
         }
-        let cluster = EmbeddedCluster::start(config).await?;
+        let cluster = TestCluster::start(config).await?;
         let client = cluster.client().await;
         install_crds(&client).await?;
         create_namespace(&client, NS).await?;

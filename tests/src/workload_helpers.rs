@@ -4,10 +4,10 @@
 
 use crate::database_helpers::*;
 use crate::fixtures::{Credentials, create_cinder, create_nfs_backend, put_secret};
+use crate::test_cluster::HasControllers;
 use crate::test_env::NS;
 use crate::waiting::{eventually, wait_cinder_condition};
 use cinder_operator::crd::CinderBackend;
-use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::FiringOutcome;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -64,7 +64,7 @@ pub async fn template_annotations(client: &Client, name: &str) -> BTreeMap<Strin
 }
 
 /// Puts a Job rule first: purge Jobs (`<cinder>-db-purge-<n>`) end with `outcome`.
-pub fn purge_rule(cluster: &EmbeddedCluster, outcome: PodOutcome) -> anyhow::Result<()> {
+pub fn purge_rule(cluster: &impl HasControllers, outcome: PodOutcome) -> anyhow::Result<()> {
     let pattern = regex::Regex::new(r"-db-purge-[0-9]+$")?;
     let controllers = cluster
         .controllers()
@@ -93,7 +93,7 @@ pub async fn rotate_service_user_password(client: &Client, password: &str) -> an
 
 /// Puts a Job rule first: the service-remove Jobs end with `outcome` after `delay`.
 pub fn service_remove_rule(
-    cluster: &EmbeddedCluster,
+    cluster: &impl HasControllers,
     outcome: PodOutcome,
     delay: std::time::Duration,
 ) -> anyhow::Result<()> {
@@ -101,7 +101,7 @@ pub fn service_remove_rule(
 }
 
 /// Makes CronJob `name` fire once.
-pub fn trigger(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<()> {
+pub fn trigger(cluster: &impl HasControllers, name: &str) -> anyhow::Result<()> {
     cluster
         .controllers()
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?
@@ -113,7 +113,7 @@ pub fn trigger(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<()> {
 /// CronJob controller still counts its previous Job as active (concurrencyPolicy Forbid: the
 /// controller decides from its watch cache, which can be a moment behind the Job's end).
 /// Returns the spawned Job's name.
-pub async fn run_cronjob_now(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<String> {
+pub async fn run_cronjob_now(cluster: &impl HasControllers, name: &str) -> anyhow::Result<String> {
     let controllers = cluster
         .controllers()
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?;
