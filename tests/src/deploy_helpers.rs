@@ -323,6 +323,48 @@ pub async fn apply_service_account(
         .context("the TokenRequest answer holds no token")
 }
 
+/// What a client-side record says of one answer, worded as [`describe_request`] words a
+/// request of the embedded cluster's record: the verb from the method, the path and the
+/// `watch` query; group, version, resource (with subresource), namespace and name from the
+/// path.
+pub fn describe_answer(a: &crate::clients::ClientAnswer) -> String {
+    let (path, query) = a.path.split_once('?').unwrap_or((&a.path, ""));
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match parts.as_slice() {
+        ["api", version, rest @ ..] => ("core", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => ("", "", &parts[..0]),
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (*ns, rest),
+        _ => ("", rest),
+    };
+    let (resource, name) = match rest {
+        [resource] => (resource.to_string(), ""),
+        [resource, name] => (resource.to_string(), *name),
+        [resource, name, sub @ ..] => (format!("{resource}/{}", sub.join("/")), *name),
+        _ => (String::new(), ""),
+    };
+    let watch = query
+        .split('&')
+        .any(|q| q == "watch=true" || q == "watch=1");
+    let verb = match (a.method.as_str(), name.is_empty()) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "list",
+        ("GET", false) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "deletecollection",
+        ("DELETE", false) => "delete",
+        (other, _) => other,
+    };
+    format!(
+        "{verb} {group}/{version} {resource} namespace={namespace:?} name={name:?} ({} {}) -> {}",
+        a.method, a.path, a.status
+    )
+}
+
 /// `curl -sk` of `https://addr/path` with an optional bearer token: the status and body.
 pub async fn https_get(
     addr: &str,
@@ -350,6 +392,8 @@ pub struct DeployedOperator {
     pub client: Client,
     pub ctx: Arc<OperatorContext>,
     pub endpoints: Endpoints,
+    /// On a real control plane: what the operator's client got (no request record there).
+    record: Option<crate::clients::ClientRecord>,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -372,7 +416,7 @@ impl DeployedOperator {
         install_crds(&client).await?;
         create_namespace(&client, NS).await?;
 
-        let (op_client, lease_namespace) = if setup.under_rbac {
+        let (token, lease_namespace) = if setup.under_rbac {
             let mut rbac: Vec<Manifest> = deploy_manifests()?
                 .into_iter()
                 .filter(|m| RBAC_KINDS.contains(&m.gvk.kind.as_str()))
@@ -390,15 +434,24 @@ impl DeployedOperator {
                 DEPLOY_ACCOUNT,
             )
             .await?;
-            (
-                client_with_token(&cluster, OPERATOR_USER_AGENT, Some(&token)).await?,
-                DEPLOY_NAMESPACE,
-            )
+            (Some(token), DEPLOY_NAMESPACE)
         } else {
-            (
-                client_with_user_agent(&cluster, OPERATOR_USER_AGENT).await?,
-                NS,
-            )
+            (None, NS)
+        };
+        let (op_client, record) = match cluster.embedded() {
+            Some(_) => (
+                client_with_token(&cluster, OPERATOR_USER_AGENT, token.as_deref()).await?,
+                None,
+            ),
+            None => {
+                let (client, record) = crate::clients::recording_client(
+                    &cluster,
+                    OPERATOR_USER_AGENT,
+                    token.as_deref(),
+                )
+                .await?;
+                (client, Some(record))
+            }
         };
         let (mut registry, metrics) = Metrics::new_registry();
         // As `cinder-operator run` wires them.
@@ -443,6 +496,7 @@ impl DeployedOperator {
             client,
             ctx,
             endpoints,
+            record,
             shutdown,
             task: Some(task),
         };
@@ -462,6 +516,26 @@ impl DeployedOperator {
             .into_iter()
             .filter(|r| r.user_agent == OPERATOR_USER_AGENT)
             .collect()
+    }
+
+    /// The operator's requests the API server refused (401 or 403), described: from the
+    /// embedded cluster's request record ([`describe_request`]), or on a real control plane
+    /// from what the operator's client recorded (`METHOD path -> status`).
+    pub fn operator_refusals(&self) -> Vec<String> {
+        match &self.record {
+            None => self
+                .operator_requests()
+                .iter()
+                .filter(|r| r.status == 401 || r.status == 403)
+                .map(describe_request)
+                .collect(),
+            Some(record) => record
+                .answers()
+                .into_iter()
+                .filter(|a| a.status == 401 || a.status == 403)
+                .map(|a| describe_answer(&a))
+                .collect(),
+        }
     }
 
     /// Stops the operator (draining), its endpoints and the cluster.
