@@ -404,7 +404,8 @@ impl ControllersConfig {
         config.replica_sets = Switch::off();
         config.daemon_sets = Switch::off();
         config.stateful_sets = Switch::off();
-        config.deployments.switch = Switch::off();
+        // Off, but its delay stays: how long a ReplicaSet's pod takes to start.
+        config.deployments.switch.enabled = false;
         config.cronjobs.switch = Switch::off();
         config.endpoints = Switch::off();
         config

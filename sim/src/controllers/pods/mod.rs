@@ -489,7 +489,9 @@ async fn start(
     }
     let delay = ctx.shared.read(|c| match owner_kind(pod) {
         Some("Job") => Duration::ZERO,
-        Some("ReplicaSet") if c.deployments.switch.enabled => c.deployments.switch.delay,
+        Some("ReplicaSet") if c.deployments.switch.enabled || c.real_control_plane => {
+            c.deployments.switch.delay
+        }
         _ => c.pods.delay,
     });
     if let Some(left) = ctx.seen.remaining(uid, 0, delay) {
