@@ -233,11 +233,24 @@ fn token_kubeconfig(path: &Path, token: &str) -> anyhow::Result<String> {
 pub trait HasControllers {
     /// The simulated controllers, if they run.
     fn controllers(&self) -> Option<&ControllersHandle>;
+
+    /// On a real control plane, an admin client of it (its kube-controller-manager runs the
+    /// CronJobs: a helper fires one as `kubectl create job --from=cronjob/...` does).
+    fn real_client(&self) -> Option<Client> {
+        None
+    }
 }
 
 impl HasControllers for TestCluster {
     fn controllers(&self) -> Option<&ControllersHandle> {
         TestCluster::controllers(self)
+    }
+
+    fn real_client(&self) -> Option<Client> {
+        match self {
+            TestCluster::Embedded(_) => None,
+            TestCluster::Real(r) => Some(r.client.clone()),
+        }
     }
 }
 

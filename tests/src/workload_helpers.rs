@@ -114,6 +114,9 @@ pub fn trigger(cluster: &impl HasControllers, name: &str) -> anyhow::Result<()> 
 /// controller decides from its watch cache, which can be a moment behind the Job's end).
 /// Returns the spawned Job's name.
 pub async fn run_cronjob_now(cluster: &impl HasControllers, name: &str) -> anyhow::Result<String> {
+    if let Some(client) = cluster.real_client() {
+        return job_from_cronjob(&client, name).await;
+    }
     let controllers = cluster
         .controllers()
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?;
@@ -137,6 +140,56 @@ pub async fn run_cronjob_now(cluster: &impl HasControllers, name: &str) -> anyho
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     anyhow::bail!("CronJob {name} skipped every firing for 60 tries")
+}
+
+/// On a real control plane: a Job from CronJob `name`'s template as `kubectl create job
+/// --from=cronjob/NAME` makes it (the template's labels and annotations,
+/// `cronjob.kubernetes.io/instantiate: manual`, the CronJob as its controller), named
+/// `NAME-<milliseconds>`, once the CronJob exists; returns its name.
+async fn job_from_cronjob(client: &Client, name: &str) -> anyhow::Result<String> {
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    let cronjobs = Api::<CronJob>::namespaced(client.clone(), NS);
+    let cronjob = eventually(&format!("CronJob {name}"), || {
+        let cronjobs = cronjobs.clone();
+        async move { cronjobs.get_opt(name).await.ok().flatten() }
+    })
+    .await?;
+    let template = cronjob.spec.job_template.clone();
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis();
+    let job_name = format!("{name}-{millis}");
+    let meta = template.metadata.unwrap_or_default();
+    let mut annotations = meta.annotations.unwrap_or_default();
+    annotations.insert(
+        "cronjob.kubernetes.io/instantiate".to_string(),
+        "manual".to_string(),
+    );
+    let job = Job {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(job_name.clone()),
+            namespace: Some(NS.to_string()),
+            labels: meta.labels,
+            annotations: Some(annotations),
+            owner_references: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "batch/v1".to_string(),
+                    kind: "CronJob".to_string(),
+                    name: name.to_string(),
+                    uid: cronjob.metadata.uid.clone().unwrap_or_default(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                },
+            ]),
+            ..Default::default()
+        },
+        spec: template.spec,
+        ..Default::default()
+    };
+    Api::<Job>::namespaced(client.clone(), NS)
+        .create(&Default::default(), &job)
+        .await?;
+    Ok(job_name)
 }
 
 /// Deletes CinderBackend `name`.
