@@ -5,10 +5,10 @@
 //! Job run record.
 
 use crate::fixtures::{Credentials, create_cluster_store, create_credentials};
+use crate::test_cluster::HasControllers;
 use crate::test_env::NS;
 use crate::waiting::eventually;
 use cinder_operator::crd::{Cinder, CinderStatus};
-use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::JobRun;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};
 use k8s_openapi::api::events::v1::Event;
@@ -82,7 +82,7 @@ pub async fn wait_user_cap(client: &Client, name: &str, cap: i64) -> anyhow::Res
 /// Adds a Job rule to the simulated Job controller: Jobs whose name ends with `suffix` end with
 /// `outcome` after `delay`.
 pub fn job_rule(
-    cluster: &EmbeddedCluster,
+    cluster: &impl HasControllers,
     suffix: &str,
     outcome: PodOutcome,
     delay: Duration,
@@ -163,7 +163,7 @@ pub async fn cinder_events(client: &Client, name: &str, reason: &str) -> Vec<Eve
 
 /// The runs of the database Jobs of Cinder `cinder` (db-sync, expand, migrate, contract,
 /// service-remove) in the simulator's run record.
-pub fn database_job_runs(cluster: &EmbeddedCluster, cinder: &str) -> Vec<JobRun> {
+pub fn database_job_runs(cluster: &impl HasControllers, cinder: &str) -> Vec<JobRun> {
     let names =
         ["db-sync", "db-expand", "db-migrate", "db-contract"].map(|s| format!("{cinder}-{s}"));
     cluster
@@ -206,7 +206,7 @@ pub fn assert_serial_runs(runs: &[JobRun], expected: &[&str]) {
 }
 
 /// Rules that make the schema Jobs (db-sync, expand, migrate, contract) succeed after 700 ms.
-pub fn quick_schema_jobs(cluster: &EmbeddedCluster) -> anyhow::Result<()> {
+pub fn quick_schema_jobs(cluster: &impl HasControllers) -> anyhow::Result<()> {
     for suffix in ["-db-sync", "-db-expand", "-db-migrate", "-db-contract"] {
         job_rule(
             cluster,

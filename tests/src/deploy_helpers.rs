@@ -8,6 +8,7 @@
 pub use crate::clients::{client_with_token, client_with_user_agent};
 use crate::fixtures::{create_namespace, install_crds};
 use crate::harness::HarnessConfig;
+use crate::test_cluster::TestCluster;
 use crate::test_env::{EVENTUALLY, NS};
 use crate::waiting::eventually;
 use anyhow::Context as _;
@@ -19,7 +20,6 @@ use cinder_operator::http::access::AccessReviewer;
 use cinder_operator::http::tls::ServingCert;
 use cinder_operator::http::{Binds, Endpoints, MetricsEndpoint, Security};
 use cinder_operator::metrics::Metrics;
-use cinder_sim::EmbeddedCluster;
 use cinder_sim::requests::RequestRecord;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Client;
@@ -323,6 +323,48 @@ pub async fn apply_service_account(
         .context("the TokenRequest answer holds no token")
 }
 
+/// What a client-side record says of one answer, worded as [`describe_request`] words a
+/// request of the embedded cluster's record: the verb from the method, the path and the
+/// `watch` query; group, version, resource (with subresource), namespace and name from the
+/// path.
+pub fn describe_answer(a: &crate::clients::ClientAnswer) -> String {
+    let (path, query) = a.path.split_once('?').unwrap_or((&a.path, ""));
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match parts.as_slice() {
+        ["api", version, rest @ ..] => ("core", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => ("", "", &parts[..0]),
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (*ns, rest),
+        _ => ("", rest),
+    };
+    let (resource, name) = match rest {
+        [resource] => (resource.to_string(), ""),
+        [resource, name] => (resource.to_string(), *name),
+        [resource, name, sub @ ..] => (format!("{resource}/{}", sub.join("/")), *name),
+        _ => (String::new(), ""),
+    };
+    let watch = query
+        .split('&')
+        .any(|q| q == "watch=true" || q == "watch=1");
+    let verb = match (a.method.as_str(), name.is_empty()) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "list",
+        ("GET", false) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "deletecollection",
+        ("DELETE", false) => "delete",
+        (other, _) => other,
+    };
+    format!(
+        "{verb} {group}/{version} {resource} namespace={namespace:?} name={name:?} ({} {}) -> {}",
+        a.method, a.path, a.status
+    )
+}
+
 /// `curl -sk` of `https://addr/path` with an optional bearer token: the status and body.
 pub async fn https_get(
     addr: &str,
@@ -340,15 +382,18 @@ pub async fn https_get(
     Ok((code.trim().parse().unwrap_or(0), body.to_string()))
 }
 
-/// An embedded cluster (the e2e defaults) with the CRDs and [`NS`], and the operator running
-/// in-process on its own client ([`OPERATOR_USER_AGENT`]) with its metrics / probe / admin
-/// endpoints on free ports of 127.0.0.1.
+/// A cluster (the e2e defaults; a real control plane when `CINDER_E2E_CLUSTER=real`) with the
+/// CRDs and [`NS`], and the operator running in-process on its own client
+/// ([`OPERATOR_USER_AGENT`]) with its metrics / probe / admin endpoints on free ports of
+/// 127.0.0.1.
 pub struct DeployedOperator {
-    pub cluster: EmbeddedCluster,
+    pub cluster: TestCluster,
     /// The test's client (no user agent).
     pub client: Client,
     pub ctx: Arc<OperatorContext>,
     pub endpoints: Endpoints,
+    /// On a real control plane: what the operator's client got (no request record there).
+    record: Option<crate::clients::ClientRecord>,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -366,12 +411,12 @@ impl DeployedOperator {
         if setup.under_rbac {
             config.authorization = cinder_sim::auth::AuthorizationMode::Rbac;
         }
-        let cluster = EmbeddedCluster::start(config).await?;
+        let cluster = TestCluster::start(config).await?;
         let client = cluster.client().await;
         install_crds(&client).await?;
         create_namespace(&client, NS).await?;
 
-        let (op_client, lease_namespace) = if setup.under_rbac {
+        let (token, lease_namespace) = if setup.under_rbac {
             let mut rbac: Vec<Manifest> = deploy_manifests()?
                 .into_iter()
                 .filter(|m| RBAC_KINDS.contains(&m.gvk.kind.as_str()))
@@ -389,15 +434,24 @@ impl DeployedOperator {
                 DEPLOY_ACCOUNT,
             )
             .await?;
-            (
-                client_with_token(&cluster, OPERATOR_USER_AGENT, Some(&token)).await?,
-                DEPLOY_NAMESPACE,
-            )
+            (Some(token), DEPLOY_NAMESPACE)
         } else {
-            (
-                client_with_user_agent(&cluster, OPERATOR_USER_AGENT).await?,
-                NS,
-            )
+            (None, NS)
+        };
+        let (op_client, record) = match cluster.embedded() {
+            Some(_) => (
+                client_with_token(&cluster, OPERATOR_USER_AGENT, token.as_deref()).await?,
+                None,
+            ),
+            None => {
+                let (client, record) = crate::clients::recording_client(
+                    &cluster,
+                    OPERATOR_USER_AGENT,
+                    token.as_deref(),
+                )
+                .await?;
+                (client, Some(record))
+            }
         };
         let (mut registry, metrics) = Metrics::new_registry();
         // As `cinder-operator run` wires them.
@@ -442,6 +496,7 @@ impl DeployedOperator {
             client,
             ctx,
             endpoints,
+            record,
             shutdown,
             task: Some(task),
         };
@@ -461,6 +516,26 @@ impl DeployedOperator {
             .into_iter()
             .filter(|r| r.user_agent == OPERATOR_USER_AGENT)
             .collect()
+    }
+
+    /// The operator's requests the API server refused (401 or 403), described: from the
+    /// embedded cluster's request record ([`describe_request`]), or on a real control plane
+    /// from what the operator's client recorded (`METHOD path -> status`).
+    pub fn operator_refusals(&self) -> Vec<String> {
+        match &self.record {
+            None => self
+                .operator_requests()
+                .iter()
+                .filter(|r| r.status == 401 || r.status == 403)
+                .map(describe_request)
+                .collect(),
+            Some(record) => record
+                .answers()
+                .into_iter()
+                .filter(|a| a.status == 401 || a.status == 403)
+                .map(|a| describe_answer(&a))
+                .collect(),
+        }
     }
 
     /// Stops the operator (draining), its endpoints and the cluster.

@@ -6,10 +6,10 @@
 use crate::database_helpers::database_environment;
 use crate::fixtures::{create_cinder, create_nfs_backend};
 use crate::harness::{Harness, HarnessConfig};
+use crate::test_cluster::TestCluster;
 use crate::test_env::NS;
 use crate::waiting::eventually;
 use cinder_operator::crd::Cinder;
-use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::config::FixtureSet;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -122,7 +122,7 @@ pub async fn vpa_names(client: &Client) -> Vec<String> {
 }
 
 /// The /healthcheck probes of Cinder `name` the simulator served, in order.
-pub fn health_probes(cluster: &EmbeddedCluster, name: &str) -> Vec<cinder_sim::RequestRecord> {
+pub fn health_probes(cluster: &TestCluster, name: &str) -> Vec<cinder_sim::RequestRecord> {
     let needle = format!("/namespaces/{NS}/services/{name}-api:8776/proxy/healthcheck");
     cluster
         .requests()

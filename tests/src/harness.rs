@@ -1,23 +1,26 @@
-//! An embedded cluster with the CRDs and the test namespace, and the operator running
-//! in-process ([`Harness`]); a second operator against the same cluster ([`SecondOperator`]).
+//! A cluster with the CRDs and the test namespace, and the operator running in-process
+//! ([`Harness`]); a second operator against the same cluster ([`SecondOperator`]). The cluster
+//! is the embedded one, or a real control plane when `CINDER_E2E_CLUSTER=real`
+//! ([`crate::test_cluster`]).
 
 use crate::clients::client_with_user_agent;
 use crate::fixtures::{create_namespace, install_crds};
 use crate::log_capture::{LogCapture, capture_logs};
+use crate::test_cluster::TestCluster;
 use crate::test_env::{EVENTUALLY, NS};
 use crate::waiting::eventually;
 use anyhow::Context as _;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::controller::run_operator;
 use cinder_operator::metrics::Metrics;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use cinder_sim::ClusterConfig;
 use kube::{Api, Client};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// An embedded cluster with the CRDs installed and the operator running in-process.
+/// A cluster with the CRDs installed and the operator running in-process.
 pub struct Harness {
-    pub cluster: EmbeddedCluster,
+    pub cluster: TestCluster,
     pub client: Client,
     pub ctx: Arc<OperatorContext>,
     pub logs: LogCapture,
@@ -63,7 +66,7 @@ impl Harness {
     /// until it reports ready.
     pub async fn start_with(config: HarnessConfig) -> anyhow::Result<Harness> {
         let logs = capture_logs();
-        let cluster = EmbeddedCluster::start(config.cluster).await?;
+        let cluster = TestCluster::start(config.cluster).await?;
         let client = cluster.client().await;
         install_crds(&client).await?;
         create_namespace(&client, NS).await?;

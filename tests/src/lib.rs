@@ -6,7 +6,8 @@
 //! in-process ([`Harness`]), the usual fixtures (store, credential Secrets, a Cinder,
 //! satellites), polling waits with generous timeouts, and a capture of every tracing line the
 //! process emits (to prove no secret value is logged), and a real Kubernetes control plane
-//! started from tests/control-plane/'s binary ([`real_cluster::RealControlPlane`]).
+//! started from tests/control-plane/'s binary ([`real_cluster::RealControlPlane`]), under the
+//! end-to-end scenarios too when `CINDER_E2E_CLUSTER=real` ([`test_cluster::TestCluster`]).
 
 pub mod bench_cluster;
 pub mod clients;
@@ -23,6 +24,7 @@ pub mod real_cinder;
 pub mod real_cluster;
 pub mod request_checks;
 pub mod target_helpers;
+pub mod test_cluster;
 pub mod test_env;
 pub mod waiting;
 pub mod workload_helpers;
@@ -35,6 +37,7 @@ pub use fixtures::{
 };
 pub use harness::{Harness, HarnessConfig, SecondOperator};
 pub use log_capture::{LogCapture, capture_logs};
+pub use test_cluster::TestCluster;
 pub use test_env::{EVENTUALLY, NS};
 pub use waiting::{
     assert_ready_consistent, cinder_conditions, condition, eventually, wait_cinder_condition,

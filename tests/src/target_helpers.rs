@@ -1,12 +1,14 @@
-//! Helpers of the target-cluster tests: a second embedded cluster to project onto, and the
+//! Helpers of the target-cluster tests: a second cluster to project onto (embedded, or a
+//! second real control plane when `CINDER_E2E_CLUSTER=real`), and the
 //! labelled kubeconfig Secret that registers it on the management cluster, and the Secret /
 //! ConfigMap references of the pod templates a cluster holds, checked against that cluster.
 
 use crate::fixtures::create_namespace;
 use crate::harness::Harness;
+use crate::test_cluster::TestCluster;
 use crate::test_env::NS;
 use cinder_operator::target_cluster::{TARGET_CLUSTER_KUBECONFIG_KEY, TARGET_CLUSTER_LABEL};
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use cinder_sim::ClusterConfig;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -15,11 +17,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 
-/// A second embedded cluster and a client of it; with `with_namespace`, [`NS`] exists on it.
-pub async fn target_cluster(
-    with_namespace: bool,
-) -> anyhow::Result<(EmbeddedCluster, kube::Client)> {
-    let target = EmbeddedCluster::start(ClusterConfig::default()).await?;
+/// A second cluster of the same kind as the management cluster and a client of it; with
+/// `with_namespace`, [`NS`] exists on it.
+pub async fn target_cluster(with_namespace: bool) -> anyhow::Result<(TestCluster, kube::Client)> {
+    let target = TestCluster::start(ClusterConfig::default()).await?;
     let client = target.client().await;
     if with_namespace {
         create_namespace(&client, NS).await?;

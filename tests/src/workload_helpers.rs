@@ -4,10 +4,10 @@
 
 use crate::database_helpers::*;
 use crate::fixtures::{Credentials, create_cinder, create_nfs_backend, put_secret};
+use crate::test_cluster::HasControllers;
 use crate::test_env::NS;
 use crate::waiting::{eventually, wait_cinder_condition};
 use cinder_operator::crd::CinderBackend;
-use cinder_sim::EmbeddedCluster;
 use cinder_sim::controllers::FiringOutcome;
 use cinder_sim::controllers::config::{JobRule, PodOutcome};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -64,7 +64,7 @@ pub async fn template_annotations(client: &Client, name: &str) -> BTreeMap<Strin
 }
 
 /// Puts a Job rule first: purge Jobs (`<cinder>-db-purge-<n>`) end with `outcome`.
-pub fn purge_rule(cluster: &EmbeddedCluster, outcome: PodOutcome) -> anyhow::Result<()> {
+pub fn purge_rule(cluster: &impl HasControllers, outcome: PodOutcome) -> anyhow::Result<()> {
     let pattern = regex::Regex::new(r"-db-purge-[0-9]+$")?;
     let controllers = cluster
         .controllers()
@@ -93,7 +93,7 @@ pub async fn rotate_service_user_password(client: &Client, password: &str) -> an
 
 /// Puts a Job rule first: the service-remove Jobs end with `outcome` after `delay`.
 pub fn service_remove_rule(
-    cluster: &EmbeddedCluster,
+    cluster: &impl HasControllers,
     outcome: PodOutcome,
     delay: std::time::Duration,
 ) -> anyhow::Result<()> {
@@ -101,7 +101,7 @@ pub fn service_remove_rule(
 }
 
 /// Makes CronJob `name` fire once.
-pub fn trigger(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<()> {
+pub fn trigger(cluster: &impl HasControllers, name: &str) -> anyhow::Result<()> {
     cluster
         .controllers()
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?
@@ -113,7 +113,10 @@ pub fn trigger(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<()> {
 /// CronJob controller still counts its previous Job as active (concurrencyPolicy Forbid: the
 /// controller decides from its watch cache, which can be a moment behind the Job's end).
 /// Returns the spawned Job's name.
-pub async fn run_cronjob_now(cluster: &EmbeddedCluster, name: &str) -> anyhow::Result<String> {
+pub async fn run_cronjob_now(cluster: &impl HasControllers, name: &str) -> anyhow::Result<String> {
+    if let Some(client) = cluster.real_client() {
+        return job_from_cronjob(&client, name).await;
+    }
     let controllers = cluster
         .controllers()
         .ok_or_else(|| anyhow::anyhow!("the simulated controllers are off"))?;
@@ -137,6 +140,56 @@ pub async fn run_cronjob_now(cluster: &EmbeddedCluster, name: &str) -> anyhow::R
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     anyhow::bail!("CronJob {name} skipped every firing for 60 tries")
+}
+
+/// On a real control plane: a Job from CronJob `name`'s template as `kubectl create job
+/// --from=cronjob/NAME` makes it (the template's labels and annotations,
+/// `cronjob.kubernetes.io/instantiate: manual`, the CronJob as its controller), named
+/// `NAME-<milliseconds>`, once the CronJob exists; returns its name.
+async fn job_from_cronjob(client: &Client, name: &str) -> anyhow::Result<String> {
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    let cronjobs = Api::<CronJob>::namespaced(client.clone(), NS);
+    let cronjob = eventually(&format!("CronJob {name}"), || {
+        let cronjobs = cronjobs.clone();
+        async move { cronjobs.get_opt(name).await.ok().flatten() }
+    })
+    .await?;
+    let template = cronjob.spec.job_template.clone();
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis();
+    let job_name = format!("{name}-{millis}");
+    let meta = template.metadata.unwrap_or_default();
+    let mut annotations = meta.annotations.unwrap_or_default();
+    annotations.insert(
+        "cronjob.kubernetes.io/instantiate".to_string(),
+        "manual".to_string(),
+    );
+    let job = Job {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(job_name.clone()),
+            namespace: Some(NS.to_string()),
+            labels: meta.labels,
+            annotations: Some(annotations),
+            owner_references: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "batch/v1".to_string(),
+                    kind: "CronJob".to_string(),
+                    name: name.to_string(),
+                    uid: cronjob.metadata.uid.clone().unwrap_or_default(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                },
+            ]),
+            ..Default::default()
+        },
+        spec: template.spec,
+        ..Default::default()
+    };
+    Api::<Job>::namespaced(client.clone(), NS)
+        .create(&Default::default(), &job)
+        .await?;
+    Ok(job_name)
 }
 
 /// Deletes CinderBackend `name`.

@@ -77,7 +77,9 @@ async fn reconcile_hpa(
     hpa: Arc<HorizontalPodAutoscaler>,
     shared: Arc<Shared>,
 ) -> Result<Action, ReconcileError> {
-    if !shared.read(|c| c.autoscalers.enabled) || hpa.metadata.deletion_timestamp.is_some() {
+    // Beside a real control plane its kube-controller-manager's HPA controller writes status.
+    let off = shared.read(|c| !c.autoscalers.enabled || c.real_control_plane);
+    if off || hpa.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     let namespace = hpa

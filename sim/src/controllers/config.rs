@@ -335,6 +335,13 @@ pub struct ControllersConfig {
     /// How often every controller re-reads its objects against the config, as a backstop for
     /// config edits made without [`crate::controllers::ControllersHandle::update_config`].
     pub resync: Duration,
+    /// The API server is a real control plane, whose kube-controller-manager and
+    /// kube-scheduler do their own work: the simulated scheduler binds nothing, the Job
+    /// controller only ends the pods of Jobs on simulated nodes (as their kubelet would, with
+    /// the outcome [`JobsConfig::rules`] give) and leaves creating pods and the Jobs' status to
+    /// the real one, and HorizontalPodAutoscaler status is left to the real one. Set by
+    /// [`ControllersConfig::beside_real_control_plane`].
+    pub real_control_plane: bool,
 }
 
 impl Default for ControllersConfig {
@@ -356,6 +363,7 @@ impl Default for ControllersConfig {
             endpoints: Switch::default(),
             fixtures: FixtureSet::ALL,
             resync: Duration::from_secs(5),
+            real_control_plane: false,
         }
     }
 }
@@ -376,6 +384,29 @@ impl ControllersConfig {
         config.secret_stores.switch = Switch::off();
         config.gateways.switch = Switch::off();
         config.autoscalers = Switch::off();
+        config.endpoints = Switch::off();
+        config
+    }
+
+    /// What runs beside a real control plane (kube-apiserver, kube-controller-manager,
+    /// kube-scheduler): the simulated nodes and their kubelet (pods started, made ready,
+    /// stopped; Job pods ended as the Job rules say), and the fixture controllers of the
+    /// third-party kinds no real controller serves there (mariadb-operator, external-secrets
+    /// stores, Gateway API, VPA). The simulated counterparts of kube-controller-manager's
+    /// controllers (ReplicaSets, ReplicationControllers, DaemonSets, StatefulSets, Deployments,
+    /// CronJobs, EndpointSlices, the Jobs' pods and status, HPA status) and of kube-scheduler
+    /// are off: two controllers writing one object's status would fight.
+    /// Applied to a config a test chose (Job rules, delays, fixtures), it keeps those and
+    /// switches the rest as said.
+    pub fn beside_real_control_plane(self) -> Self {
+        let mut config = self;
+        config.real_control_plane = true;
+        config.replica_sets = Switch::off();
+        config.daemon_sets = Switch::off();
+        config.stateful_sets = Switch::off();
+        // Off, but its delay stays: how long a ReplicaSet's pod takes to start.
+        config.deployments.switch.enabled = false;
+        config.cronjobs.switch = Switch::off();
         config.endpoints = Switch::off();
         config
     }
@@ -444,5 +475,26 @@ mod tests {
         assert!(!config.gateways.switch.enabled);
         assert!(!config.autoscalers.enabled);
         assert!(!config.endpoints.enabled);
+    }
+
+    #[test]
+    fn beside_a_real_control_plane_only_nodes_kubelets_and_fixtures_run() {
+        let config = ControllersConfig::default().beside_real_control_plane();
+        assert!(config.real_control_plane);
+        assert!(config.pods.enabled && config.jobs.switch.enabled);
+        assert!(config.nodes.count > 0);
+        assert!(config.mariadb.switch.enabled && config.secret_stores.switch.enabled);
+        assert!(config.gateways.switch.enabled && config.autoscalers.enabled);
+        for (name, on) in [
+            ("replica_sets", config.replica_sets.enabled),
+            ("daemon_sets", config.daemon_sets.enabled),
+            ("stateful_sets", config.stateful_sets.enabled),
+            ("deployments", config.deployments.switch.enabled),
+            ("cronjobs", config.cronjobs.switch.enabled),
+            ("endpoints", config.endpoints.enabled),
+        ] {
+            assert!(!on, "{name} runs beside a real control plane");
+        }
+        assert!(!ControllersConfig::default().real_control_plane);
     }
 }

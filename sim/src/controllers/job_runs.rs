@@ -122,6 +122,12 @@ impl JobRuns {
         }
     }
 
+    /// Whether the run of the Job `uid` records the pod `pod`.
+    pub fn knows_pod(&self, uid: &str, pod: &str) -> bool {
+        self.with_run(uid, |run| run.attempts.iter().any(|a| a.pod == pod))
+            .unwrap_or(false)
+    }
+
     /// Records the termination of `pod` of the Job `uid` (the first record stays).
     pub fn pod_finished(&self, uid: &str, pod: &str, exit_code: i32, message: &str) {
         self.with_run(uid, |run| {

@@ -11,7 +11,9 @@
 //! are deleted; Terminating pods are not active and show in status.terminating, and are
 //! replaced at once (podReplacementPolicy TerminatingOrFailed). spec.ttlSecondsAfterFinished
 //! deletes a finished Job. Every run is recorded in [`JobRuns`], including Jobs deleted before
-//! they finished.
+//! they finished. Beside a real control plane
+//! ([`super::ControllersConfig::real_control_plane`]) only the pods' ends are simulated here
+//! ([`end_pods_as_kubelet`]); kube-controller-manager does the rest.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,6 +161,9 @@ fn facts(job: &Job) -> Result<JobFacts, ReconcileError> {
 
 async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let facts = facts(&job)?;
+    if ctx.shared.read(|c| c.real_control_plane) {
+        return end_pods_as_kubelet(&facts, &ctx).await;
+    }
     if terminal_result(facts.previous.as_ref()).is_some() {
         return expire_finished(&job, &facts, &ctx).await;
     }
@@ -338,6 +343,79 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Reconcile
             wake.unwrap_or(run_for).max(Duration::from_millis(10)),
         )),
     }
+}
+
+/// Beside a real control plane: kube-controller-manager's Job controller creates the pods and
+/// writes the Job's status, so this only ends the Job's pods that run on simulated nodes, as
+/// their kubelet would: each running pod terminates after the run time with the outcome the
+/// Job's rule gives for its attempt (its place among the Job's pods by creation). Every pod
+/// and the Job's terminal condition go into the run record.
+async fn end_pods_as_kubelet(facts: &JobFacts, ctx: &Context) -> Result<Action, ReconcileError> {
+    if let Some(result) = terminal_result(facts.previous.as_ref()) {
+        ctx.runs.job_finished(&facts.uid, result);
+        return Ok(Action::await_change());
+    }
+    let (switch, rule) = ctx
+        .shared
+        .read(|c| (c.jobs.switch.clone(), c.jobs.rule_for(&facts.name).cloned()));
+    if !switch.enabled {
+        return Ok(Action::await_change());
+    }
+    let run_for = rule.as_ref().and_then(|r| r.delay).unwrap_or(switch.delay);
+    let pods_api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &facts.namespace);
+    let selector = format!("{CONTROLLER_UID_LABEL}={}", facts.uid);
+    let mut pods: Vec<Pod> = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|pod| pod.owner_references().iter().any(|o| o.uid == facts.uid))
+        .collect();
+    pods.sort_by(|a, b| {
+        let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        created(a)
+            .cmp(&created(b))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
+    let mut wake: Option<Duration> = None;
+    for (attempt, pod) in pods.iter().enumerate() {
+        let name = pod.name_any();
+        let pod_uid = pod.uid().unwrap_or_else(|| name.clone());
+        if !ctx.runs.knows_pod(&facts.uid, &name) {
+            ctx.runs
+                .pod_started(&facts.namespace, &facts.name, &facts.uid, &name, attempt);
+        }
+        if is_terminal_phase(pod_phase(pod)) {
+            if let Some((code, message)) = real_exit(pod) {
+                ctx.runs.pod_finished(&facts.uid, &name, code, &message);
+            }
+            continue;
+        }
+        if pod.metadata.deletion_timestamp.is_some() || pod_phase(pod) != "Running" {
+            continue;
+        }
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        if let Some(node) = node
+            && super::pods::is_process_node(&ctx.shared.informers, &node).await
+        {
+            continue;
+        }
+        match ctx.seen.remaining(&pod_uid, 0, run_for) {
+            Some(left) => wake = Some(wake.map_or(left, |w| w.min(left))),
+            None => {
+                let outcome = rule
+                    .as_ref()
+                    .map_or_else(PodOutcome::success, |r| r.outcome_for(attempt));
+                patch_status(&pods_api, &name, terminated_pod_status(pod, &outcome)).await?;
+                ctx.runs
+                    .pod_finished(&facts.uid, &name, outcome.exit_code, &outcome.message);
+                ctx.seen.forget(&pod_uid);
+            }
+        }
+    }
+    Ok(wake.map_or_else(Action::await_change, |left| {
+        Action::requeue(left.max(Duration::from_millis(10)))
+    }))
 }
 
 /// The exit code and termination message of a finished pod's first container as its kubelet

@@ -4,20 +4,22 @@
 //! whose parent Cinder is gone releases its finalizer with ServiceRemoveSkipped.
 
 use cinder_e2e::database_helpers::*;
+use cinder_e2e::test_cluster::TestCluster;
 use cinder_e2e::*;
 use cinder_operator::context::{OperatorContext, OperatorOptions};
 use cinder_operator::controller::run_operator;
 use cinder_operator::crd::{Cinder, CinderBackend};
 use cinder_operator::metrics::{JobKind, JobResult, Metrics, encode_openmetrics};
 use cinder_operator::names;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
+use cinder_sim::ClusterConfig;
 use kube::Api;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// An embedded cluster and an in-process operator whose metrics registry the test keeps.
+/// A cluster (embedded, or real with `CINDER_E2E_CLUSTER=real`) and an in-process operator
+/// whose metrics registry the test keeps.
 struct Operator {
-    cluster: EmbeddedCluster,
+    cluster: TestCluster,
     client: kube::Client,
     ctx: Arc<OperatorContext>,
     /// The operator's metrics registry as OpenMetrics text.
@@ -32,7 +34,7 @@ async fn start(finalizer_delay: Duration) -> Operator {
     config.controllers.secret_stores.switch =
         cinder_sim::controllers::config::Switch::on(Duration::from_millis(50));
     config.controllers.mariadb.finalizer_delay = finalizer_delay;
-    let cluster = EmbeddedCluster::start(config).await.unwrap();
+    let cluster = TestCluster::start(config).await.unwrap();
     let client = cluster.client().await;
     install_crds(&client).await.unwrap();
     create_namespace(&client, NS).await.unwrap();

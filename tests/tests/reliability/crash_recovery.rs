@@ -2,8 +2,9 @@
 //! at seeded random moments of the first twenty seconds of a first convergence (restarted at
 //! once each time), then left alone; the Cinder must be Ready within [`RECOVERY_BOUND`] of the
 //! last kill. Three seeds for each of two topologies (the fixture Cinder with one backend, and
-//! `deploy/samples`), each run on its own embedded cluster, whose db-sync Job (10 s) and
-//! rollouts (5 s each) make the convergence outlast the kill window. What a killed process
+//! `deploy/samples`), each run on its own cluster (embedded, or real with
+//! `CINDER_E2E_CLUSTER=real`), whose db-sync Job (10 s) and rollouts (5 s each; on a real
+//! control plane each ReplicaSet pod's start) make the convergence outlast the kill window. What a killed process
 //! leaves behind is bounded: its device Leases expire one Lease duration after its last renewal,
 //! a Job it created is found by name and waited for by its successor, and back-off state lives
 //! in the process only. The bound leaves twice the convergence (about 30 s) for it.
@@ -13,11 +14,12 @@
 use cinder_e2e::database_helpers::*;
 use cinder_e2e::deploy_helpers::repo_root;
 use cinder_e2e::operator_process::*;
+use cinder_e2e::test_cluster::TestCluster;
 use cinder_e2e::*;
 use cinder_operator::embedded::{apply, read_bootstrap};
+use cinder_sim::ClusterConfig;
 use cinder_sim::controllers::PodOutcome;
 use cinder_sim::controllers::config::Switch;
-use cinder_sim::{ClusterConfig, EmbeddedCluster};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
@@ -80,17 +82,19 @@ async fn run(seed: u64, topology: Topology) -> anyhow::Result<Duration> {
         Topology::Samples => ClusterConfig::default(),
     };
     config.kubeconfig_path = Some(kubeconfig.clone());
-    // A convergence longer than the kill window: every kill lands in it.
+    // A convergence longer than the kill window: every kill lands in it (on a real control
+    // plane the delay is how long a ReplicaSet's pod takes to start).
     config.controllers.deployments.switch = Switch::on(ROLLOUT);
-    let cluster = EmbeddedCluster::start(config).await?;
-    let outcome = converge_through_kills(&cluster, &kubeconfig, seed, topology).await;
+    let cluster = TestCluster::start(config).await?;
+    let outcome =
+        converge_through_kills(&cluster, &cluster.kubeconfig_path(), seed, topology).await;
     cluster.shutdown().await;
     let _ = std::fs::remove_file(&kubeconfig);
     outcome
 }
 
 async fn converge_through_kills(
-    cluster: &EmbeddedCluster,
+    cluster: &TestCluster,
     kubeconfig: &std::path::Path,
     seed: u64,
     topology: Topology,

@@ -14,9 +14,13 @@
 //! after its grace period (scaled by `grace_second`) the kubelet removes it.
 //!
 //! Pods bound to a node of runtime `process` belong to the node agent (`crate::agent`): this
-//! kubelet leaves them alone (the scheduler still places pods on such nodes).
+//! kubelet leaves them alone (the scheduler still places pods on such nodes). Beside a real
+//! control plane ([`super::ControllersConfig::real_control_plane`]) the scheduler is off:
+//! kube-scheduler binds the pods, this kubelet starts them, and each running pod gets an
+//! address the real API server can reach ([`network`]).
 
 pub mod needs;
+pub mod network;
 pub mod pod_status;
 pub mod quantity;
 pub mod scheduling;
@@ -49,6 +53,8 @@ struct Context {
     /// One scheduling decision at a time (each sees the bindings before it), as one
     /// kube-scheduler places pods; it holds the scheduler's cache.
     scheduling: tokio::sync::Mutex<SchedulerCache>,
+    /// Beside a real control plane: the pods' reachable addresses.
+    network: Option<network::PodNetwork>,
 }
 
 /// What the scheduler remembers between decisions.
@@ -140,6 +146,25 @@ impl Context {
         true
     }
 
+    /// The pod's IP: an address that answers on its ports beside a real control plane,
+    /// else (or when none can be had) the made-up one.
+    async fn pod_address(&self, pod: &Value, uid: &str, ready: bool) -> String {
+        let Some(network) = &self.network else {
+            return pod_status::pod_ip(uid);
+        };
+        network
+            .attach(uid, &network::tcp_ports(pod), ready)
+            .await
+            .map_or_else(|| pod_status::pod_ip(uid), |ip| ip.to_string())
+    }
+
+    /// Gives the pod's reachable address back, if it had one.
+    async fn release_address(&self, uid: &str) {
+        if let Some(network) = &self.network {
+            network.detach(uid).await;
+        }
+    }
+
     fn forget(&self, uid: &str) {
         self.reported
             .lock()
@@ -152,11 +177,23 @@ impl Context {
 /// Runs the scheduler and kubelet until the task is aborted.
 pub async fn run(shared: Arc<Shared>) {
     let pods = &shared.informers.pods;
+    let network = if shared.read(|c| c.real_control_plane) {
+        match network::PodNetwork::claim() {
+            Ok(network) => Some(network),
+            Err(error) => {
+                tracing::warn!(%error, "simulated pods get addresses that lead nowhere");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let context = Arc::new(Context {
         shared: Arc::clone(&shared),
         seen: FirstSeen::default(),
         reported: Mutex::default(),
         scheduling: tokio::sync::Mutex::default(),
+        network,
     });
     let stream = Controller::for_shared_stream(pods.subscribe(), pods.store())
         .reconcile_all_on(shared.triggers())
@@ -201,12 +238,15 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Reconcile
     }
     if matches!(phase(&object), "Succeeded" | "Failed") {
         ctx.forget(&uid);
+        ctx.release_address(&uid).await;
         return Ok(Action::await_change());
     }
     if !enabled {
         return Ok(Action::await_change());
     }
     match object.pointer("/spec/nodeName").and_then(Value::as_str) {
+        // A real control plane's kube-scheduler binds it.
+        None if ctx.shared.read(|c| c.real_control_plane) => Ok(Action::await_change()),
         None => schedule(&object, &api, &ctx).await,
         Some(node) if phase(&object) == "Pending" => start(&object, node, &api, &ctx).await,
         Some(node) => probe(&object, node, &api, &ctx).await,
@@ -449,7 +489,9 @@ async fn start(
     }
     let delay = ctx.shared.read(|c| match owner_kind(pod) {
         Some("Job") => Duration::ZERO,
-        Some("ReplicaSet") if c.deployments.switch.enabled => c.deployments.switch.delay,
+        Some("ReplicaSet") if c.deployments.switch.enabled || c.real_control_plane => {
+            c.deployments.switch.delay
+        }
         _ => c.pods.delay,
     });
     if let Some(left) = ctx.seen.remaining(uid, 0, delay) {
@@ -460,7 +502,7 @@ async fn start(
         return Ok(Action::requeue(left));
     }
     let ready = pod_status::probes_pass(pod);
-    let ip = pod_status::pod_ip(uid);
+    let ip = ctx.pod_address(pod, uid, ready).await;
     patch_status(api, pod, pod_status::running(pod, ready, &at, &host, &ip)).await?;
     ctx.forget(uid);
     let message = format!("Started container {}", container_names(pod));
@@ -503,6 +545,7 @@ async fn terminate(
         // Removed already, or waiting for its finalizers only.
         ctx.forget(uid);
         ctx.forget(&key);
+        ctx.release_address(uid).await;
         return Ok(Action::await_change());
     }
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
@@ -521,6 +564,7 @@ async fn terminate(
     }
     ctx.forget(uid);
     ctx.forget(&key);
+    ctx.release_address(uid).await;
     Ok(Action::await_change())
 }
 
@@ -539,7 +583,7 @@ async fn probe(
         return Ok(Action::await_change());
     };
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
-    let ip = pod_status::pod_ip(uid);
+    let ip = ctx.pod_address(pod, uid, ready).await;
     patch_status(
         api,
         pod,
