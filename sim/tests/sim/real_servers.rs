@@ -298,6 +298,8 @@ async fn a_real_rabbitmq_serves_its_user_and_vhost_behind_a_service() {
         .unwrap()
         .unwrap();
     let pid = broker.pid().unwrap();
+    // This instance's processes name its own data directory; other brokers may run beside it.
+    let dir = broker.dir().display().to_string();
     let broker = tokio::task::spawn_blocking(move || {
         broker.add_user("cinder", "mq$p@ss/w", "cinder").unwrap();
         // A second pass changes the password of the user that exists.
@@ -371,10 +373,7 @@ async fn a_real_rabbitmq_serves_its_user_and_vhost_behind_a_service() {
         .await
         .unwrap();
     assert!(!alive(pid), "rabbitmq-server {pid} stopped");
-    let left = Command::new("pgrep")
-        .args(["-f", "cinder-sim-rabbitmq-"])
-        .output()
-        .unwrap();
+    let left = Command::new("pgrep").args(["-f", &dir]).output().unwrap();
     assert!(
         left.stdout.is_empty(),
         "left behind: {}",
