@@ -18,4 +18,5 @@ mod real_cinder_config;
 mod real_cinder_convergence;
 mod real_cinder_database;
 mod real_cinder_jobs;
+mod real_cinder_upgrade;
 mod real_control_plane;
