@@ -15,6 +15,7 @@ mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;
 mod real_cinder_config;
+mod real_cinder_connection_cap;
 mod real_cinder_convergence;
 mod real_cinder_database;
 mod real_cinder_jobs;
