@@ -21,6 +21,7 @@ pub mod observability_helpers;
 pub mod operator_process;
 pub mod operator_replica;
 pub mod real_cinder;
+pub mod real_cinder_cluster;
 pub mod real_cluster;
 pub mod request_checks;
 pub mod target_helpers;

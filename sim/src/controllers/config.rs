@@ -226,6 +226,9 @@ pub struct MariaDbConfig {
     /// created on it and dropped from it, and Ready says what the server answered. The delays
     /// and `not_ready` do not apply then.
     pub real: Option<std::sync::Arc<crate::real_servers::MariaDbServer>>,
+    /// With `real`: the MAX_USER_CONNECTIONS every User gets on the server in place of its
+    /// spec's `maxUserConnections` (a test lowering the cap below what its processes open).
+    pub user_cap: Option<i64>,
 }
 
 impl Default for MariaDbConfig {
@@ -235,6 +238,7 @@ impl Default for MariaDbConfig {
             not_ready: NameSet::new(),
             finalizer_delay: DEFAULT_DELAY,
             real: None,
+            user_cap: None,
         }
     }
 }

@@ -65,7 +65,33 @@ async fn reconcile(
         .map(|rs| serde_json::to_value(rs.as_ref()))
         .collect::<Result<_, _>>()?;
     let owned = rollout::owned(&object, &all);
-    let plan = rollout::plan(&object, &owned, held);
+    // Recreate: whether a pod of an old ReplicaSet still runs (terminating ones included).
+    let recreate = object.pointer("/spec/strategy/type") == Some(&json!("Recreate"));
+    let template = object
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut old_pods_running = false;
+    if recreate {
+        for rs in owned
+            .iter()
+            .filter(|rs| !rollout::carries_template(rs, &template))
+        {
+            let Some(rs_uid) = rs.pointer("/metadata/uid").and_then(Value::as_str) else {
+                continue;
+            };
+            let running = shared
+                .informers
+                .pods
+                .owned_by(Some(&namespace), rs_uid, |pod| {
+                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                    !matches!(phase, Some("Succeeded" | "Failed"))
+                })
+                .await;
+            old_pods_running |= !running.is_empty();
+        }
+    }
+    let plan = rollout::plan_with_old_pods(&object, &owned, held, old_pods_running);
     let scaled = |rs: &str, from: i64, to: i64| {
         let verb = if to > from { "up" } else { "down" };
         format!("Scaled {verb} replica set {rs} from {from} to {to}")
@@ -119,8 +145,15 @@ async fn reconcile(
     if !already_applied(&plan.status, object.get("status")) {
         patch_status(&api, &name, plan.status).await?;
     }
+    if old_pods_running {
+        // A pod going away changes no ReplicaSet's status: look again.
+        return Ok(Action::requeue(OLD_PODS_POLL));
+    }
     Ok(Action::await_change())
 }
+
+/// How often a Recreate roll-out waiting for its old pods looks again.
+const OLD_PODS_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn scaling(message: &str) -> Note<'_> {
     Note {

@@ -279,8 +279,9 @@ async fn reconcile_sql(
     };
     let generation = object.metadata.generation.unwrap_or(1);
     if let Some(server) = ctx.shared.read(|c| c.mariadb.real.clone()) {
+        let user_cap = ctx.shared.read(|c| c.mariadb.user_cap);
         let outcome = if mariadb_ready {
-            mariadb_real::apply(&server, &ctx.shared.client, ctx.kind, &object)
+            mariadb_real::apply(&server, &ctx.shared.client, ctx.kind, &object, user_cap)
                 .await
                 .map_err(|e| (REAL_FAILED, e))
         } else {

@@ -219,16 +219,28 @@ async fn password(
         .map_err(|_| format!("Secret {namespace}/{secret} key {key} is not UTF-8"))
 }
 
-/// Makes `object` (of `kind`) exist on `server`: `Err` is the message of its Ready=False.
+/// Makes `object` (of `kind`) exist on `server`, a User with `user_cap` in place of its spec's
+/// cap when given: `Err` is the message of its Ready=False.
 pub async fn apply(
     server: &MariaDbServer,
     client: &kube::Client,
     kind: Kind,
     object: &DynamicObject,
+    user_cap: Option<i64>,
 ) -> Result<(), String> {
     let namespace = object.namespace().unwrap_or_default();
     let spec = object.data.get("spec").cloned().unwrap_or(Value::Null);
-    let sql = parse(kind, &object.name_any(), &spec)?;
+    let mut sql = parse(kind, &object.name_any(), &spec)?;
+    if let (
+        SqlObject::User {
+            max_user_connections,
+            ..
+        },
+        Some(cap),
+    ) = (&mut sql, user_cap)
+    {
+        *max_user_connections = cap;
+    }
     let password = password(client, &namespace, &sql).await?;
     let (create, _) = statements(&sql, password.as_deref());
     server

@@ -224,8 +224,21 @@ fn new_replica_set(deployment: &Value, template: &Value, replicas: i64, revision
 }
 
 /// One step of the roll-out of `deployment` over the ReplicaSets it controls; `held` stops the
-/// roll-out where it is (status still reported).
+/// roll-out where it is (status still reported). No pod of an old ReplicaSet is running.
 pub fn plan(deployment: &Value, replica_sets: &[&Value], held: bool) -> Plan {
+    plan_with_old_pods(deployment, replica_sets, held, false)
+}
+
+/// [`plan`], with `old_pods_running` saying whether a pod of an old ReplicaSet still runs
+/// (terminating included: a ReplicaSet's `status.replicas` no longer counts a pod once it is
+/// being deleted). Recreate starts the new pods only when none does, as the real controller's
+/// `oldPodsRunning` check does: the old processes have exited before a new one starts.
+pub fn plan_with_old_pods(
+    deployment: &Value,
+    replica_sets: &[&Value],
+    held: bool,
+    old_pods_running: bool,
+) -> Plan {
     let template = deployment
         .pointer("/spec/template")
         .cloned()
@@ -289,7 +302,8 @@ pub fn plan(deployment: &Value, replica_sets: &[&Value], held: bool) -> Plan {
                 for rs in old.iter().filter(|rs| spec_of(rs) > 0) {
                     out.scale.push((str_at(rs, "/metadata/name").to_owned(), 0));
                 }
-            } else if old.iter().all(|rs| i64_at(rs, "/status/replicas") == 0) {
+            } else if !old_pods_running && old.iter().all(|rs| i64_at(rs, "/status/replicas") == 0)
+            {
                 new_target = replicas;
             }
         } else if new_spec > replicas {
@@ -604,6 +618,22 @@ mod tests {
             p.scale,
             vec![(old["metadata"]["name"].as_str().unwrap().to_owned(), 0)]
         );
+    }
+
+    #[test]
+    fn recreate_waits_for_the_old_pods_to_be_gone() {
+        let mut old = settled(
+            &plan(&deployment(1, "img:1", 1), &[], false).create.unwrap(),
+            1,
+        );
+        old["spec"]["replicas"] = json!(0);
+        old["status"]["replicas"] = json!(0);
+        let mut recreate = deployment(1, "img:2", 2);
+        recreate["spec"]["strategy"] = json!({"type": "Recreate"});
+        let p = plan_with_old_pods(&recreate, &[&old], false, true);
+        assert_eq!(p.create.unwrap()["spec"]["replicas"], 0, "an old pod runs");
+        let p = plan_with_old_pods(&recreate, &[&old], false, false);
+        assert_eq!(p.create.unwrap()["spec"]["replicas"], 1);
     }
 
     #[test]
