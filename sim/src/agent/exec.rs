@@ -126,8 +126,9 @@ fn running_pid(root: &Path, q: &ExecQuery) -> Result<u32, String> {
         .ok_or_else(not_running)
 }
 
-/// The environment of process `pid`.
-fn environment(pid: u32) -> Vec<(String, String)> {
+/// The environment of process `pid` (what the kubelet gives a command run in the container:
+/// `kubectl exec` and exec probes).
+pub(crate) fn environment(pid: u32) -> Vec<(String, String)> {
     std::fs::read(format!("/proc/{pid}/environ"))
         .unwrap_or_default()
         .split(|b| *b == 0)

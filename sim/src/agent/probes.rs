@@ -1,6 +1,7 @@
 //! Probes and lifecycle hooks run for real, as the kubelet runs them: httpGet and tcpSocket
 //! from the host against the pod's IP, exec inside the container's namespaces (`nsenter` into
-//! its network and mount namespaces and root). Each answers success or the kubelet's failure
+//! its network, mount and UTS namespaces and root) with the container's environment, as a
+//! kubelet's exec probe gets it. Each answers success or the kubelet's failure
 //! message; timings (initialDelaySeconds, periodSeconds, timeoutSeconds, thresholds) are read
 //! by [`Timing`].
 
@@ -167,8 +168,12 @@ pub async fn run(
         child
             .arg("-t")
             .arg(pid.to_string())
-            .args(["-n", "-m", "-r", "-w", "--"])
+            .args(["-n", "-m", "-u", "-r", "-w", "--"])
             .args(&command)
+            .env_clear()
+            // `pid` is the container's keeper; its first child is the container's process,
+            // whose environment a command run in the container gets (as `kubectl exec` does).
+            .envs(super::exec::environment(super::sandbox::container_init(pid)))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         let output = tokio::time::timeout(timeout, child.output()).await;
