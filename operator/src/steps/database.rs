@@ -198,6 +198,26 @@ async fn drive_job(
     driven.doing("running the database Job")
 }
 
+/// Adds to `condition` what the newest failed pod of a running or failed schema Job (UID
+/// `uid`) ended with ([`jobs::last_failure`]: the real error, e.g. "Can't connect to MySQL
+/// server"), so a database that cannot be reached, or a migration that fails, says why while the
+/// Job retries and once it gave up.
+async fn with_last_failure(
+    clusters: &Clusters,
+    cinder: &Cinder,
+    state: JobState,
+    uid: &str,
+    condition: &mut Cond,
+) {
+    if uid.is_empty() || !matches!(state, JobState::Running | JobState::Failed { .. }) {
+        return;
+    }
+    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+    if let Some(error) = jobs::last_failure(&clusters.children, ns, uid).await {
+        condition.message = format!("{}; last failed attempt: {error}", condition.message);
+    }
+}
+
 /// Reports `condition`, then continues or requeues after `requeue`.
 fn settle(ctx: &mut StepContext, condition: Cond, requeue: Option<Duration>) -> StepResult {
     ctx.set(condition);
@@ -220,11 +240,12 @@ async fn steady(
         Driven::Wait(after, note) => {
             ctx.requeue(db_cond(false, reason::DB_SYNC_IN_PROGRESS, note), after)
         }
-        Driven::State(state, _uid) => {
-            let step = db_sync_step(ctx.name(), &release, state);
+        Driven::State(state, uid) => {
+            let mut step = db_sync_step(ctx.name(), &release, state);
             if step.promote {
                 ctx.status.installed_release = Some(release);
             }
+            with_last_failure(clusters, &cinder, state, &uid, &mut step.condition).await;
             settle(ctx, step.condition, step.requeue)
         }
     }
@@ -272,7 +293,8 @@ async fn upgrade_phase(
                 upgrade_flow::report_upgrade_check(&clusters.children, services, &cinder, &uid)
                     .await;
             }
-            let step = phase_step(ctx.name(), &target, phase, state);
+            let mut step = phase_step(ctx.name(), &target, phase, state);
+            with_last_failure(clusters, &cinder, state, &uid, &mut step.condition).await;
             ctx.status.upgrade_phase = step.phase;
             ctx.status.target_release = Some(target.clone());
             if step.promote {

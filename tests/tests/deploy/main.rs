@@ -18,6 +18,7 @@ mod real_cinder_config;
 mod real_cinder_connection_cap;
 mod real_cinder_convergence;
 mod real_cinder_database;
+mod real_cinder_db_errors;
 mod real_cinder_detach;
 mod real_cinder_jobs;
 mod real_cinder_purge;

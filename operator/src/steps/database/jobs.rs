@@ -30,7 +30,7 @@ use crate::names::{self, Component};
 use crate::pipeline::Clusters;
 use crate::planning::config::ENV_DB_CONNECTION;
 use crate::planning::digest::sha256_hex;
-use crate::planning::job::JobState;
+use crate::planning::job::{JobState, error_line};
 use crate::workloads::{config_mount, env_from_secret};
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
@@ -169,7 +169,9 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
         )]),
         volume_mounts: Some(vec![config_mount()]),
         termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_string()),
-        termination_message_policy: Some("File".to_string()),
+        // A failure that writes no message (cinder-manage's traceback) leaves the tail of its
+        // log there: DatabaseReady quotes its error.
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         ..Default::default()
     };
     let spec = JobSpec {
@@ -321,6 +323,30 @@ pub(crate) async fn failed_exit_code(client: &Client, namespace: &str, uid: &str
                 .terminated
                 .as_ref()
                 .map(|t| t.exit_code)
+        })
+}
+
+/// What the newest failed pod of the Job with UID `uid` ended with: the error line of its
+/// container's termination message ([`error_line`]; the tail of its log, under
+/// `FallbackToLogsOnError`), when there is one and it can be read.
+pub(crate) async fn last_failure(client: &Client, namespace: &str, uid: &str) -> Option<String> {
+    let pods = job_pods(client, namespace, uid).await.ok()?;
+    pods.iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .and_then(|p| {
+            p.status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .first()?
+                .state
+                .as_ref()?
+                .terminated
+                .as_ref()?
+                .message
+                .as_deref()
+                .and_then(error_line)
         })
 }
 
