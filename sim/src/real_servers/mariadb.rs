@@ -2,11 +2,13 @@
 //! (`tests/real-cinder/setup.sh` installs it) on a throwaway data directory and a free loopback
 //! port, root reachable only through the unix socket in that directory. Statements run as root
 //! through the `mariadb` client with the SQL on stdin (so no password shows in a command line).
-//! Dropping the server stops it by its pid (SIGTERM, SIGKILL after 20 s) and removes the
+//! A test may kill it (SIGKILL by its pid, a crash) and start it again on the same directory and
+//! port. Dropping the server stops it by its pid (SIGTERM, SIGKILL after 20 s) and removes the
 //! directory.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::process::{free_port, stop};
@@ -19,16 +21,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A running MariaDB server.
 pub struct MariaDbServer {
-    child: Option<Child>,
+    /// The server process: taken by [`MariaDbServer::kill`], put back by
+    /// [`MariaDbServer::restart`] (a test's crash and recovery while the embedded cluster shares
+    /// the server).
+    child: Mutex<Option<Child>>,
     port: u16,
     socket: PathBuf,
+    max_connections: u32,
     dir: tempfile::TempDir,
 }
 
 impl std::fmt::Debug for MariaDbServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MariaDbServer")
-            .field("pid", &self.child.as_ref().map(Child::id))
+            .field("pid", &self.pid())
             .field("port", &self.port)
             .finish()
     }
@@ -85,55 +91,83 @@ impl MariaDbServer {
             ));
         }
         let port = free_port().map_err(|e| format!("a port for MariaDB: {e}"))?;
+        let server = MariaDbServer {
+            child: Mutex::new(None),
+            port,
+            socket,
+            max_connections,
+            dir,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Starts `mariadbd` on the data directory and port; returns once it answers. Blocking.
+    fn spawn(&self) -> Result<(), String> {
+        let dir = self.dir.path();
         let child = Command::new(MARIADBD)
             .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--socket={}", socket.display()))
-            .arg(format!(
-                "--pid-file={}",
-                dir.path().join("mysqld.pid").display()
-            ))
-            .arg(format!(
-                "--log-error={}",
-                dir.path().join("error.log").display()
-            ))
-            .arg(format!("--port={port}"))
+            .arg(format!("--datadir={}", dir.join("data").display()))
+            .arg(format!("--socket={}", self.socket.display()))
+            .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+            .arg(format!("--log-error={}", dir.join("error.log").display()))
+            .arg(format!("--port={}", self.port))
             .args(["--bind-address=127.0.0.1", "--user=root", "--skip-log-bin"])
             .arg("--innodb-buffer-pool-size=64M")
-            .arg(format!("--max-connections={max_connections}"))
+            .arg(format!("--max-connections={}", self.max_connections))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("starting {MARIADBD}: {e}"))?;
-        let mut server = MariaDbServer {
-            child: Some(child),
-            port,
-            socket,
-            dir,
-        };
+        *self.process() = Some(child);
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if server.sql_blocking("SELECT 1").is_ok() {
-                return Ok(server);
+            if self.sql_blocking("SELECT 1").is_ok() {
+                return Ok(());
             }
-            if let Some(child) = server.child.as_mut()
+            if let Some(child) = self.process().as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
                 return Err(format!(
                     "mariadbd exited at start ({status}): {}",
-                    server.error_log()
+                    self.error_log()
                 ));
             }
             if Instant::now() > deadline {
                 return Err(format!(
                     "mariadbd did not answer within {} s: {}",
                     START_TIMEOUT.as_secs(),
-                    server.error_log()
+                    self.error_log()
                 ));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    fn process(&self) -> std::sync::MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills the server with SIGKILL by its own pid, as a crash, and reaps it; the data
+    /// directory stays for [`MariaDbServer::restart`]. Blocking.
+    pub fn kill(&self) {
+        if let Some(mut child) = self.process().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again, on the same data directory and port, after
+    /// [`MariaDbServer::kill`] (crash recovery runs as after a real crash); returns once it
+    /// answers. Nothing when it runs. Blocking.
+    pub fn restart(&self) -> Result<(), String> {
+        if self.process().is_some() {
+            return Ok(());
+        }
+        self.spawn()
     }
 
     /// The TCP port on 127.0.0.1.
@@ -141,9 +175,9 @@ impl MariaDbServer {
         self.port
     }
 
-    /// The server's pid.
+    /// The server's pid (None while it is killed).
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process().as_ref().map(Child::id)
     }
 
     /// The server's error log.
@@ -211,7 +245,7 @@ fn answer(out: std::process::Output) -> Result<String, String> {
 
 impl Drop for MariaDbServer {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        if let Some(mut child) = self.process().take() {
             stop(&mut child, Duration::from_secs(20));
         }
     }
