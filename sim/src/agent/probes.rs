@@ -173,7 +173,9 @@ pub async fn run(
             .env_clear()
             // `pid` is the container's keeper; its first child is the container's process,
             // whose environment a command run in the container gets (as `kubectl exec` does).
-            .envs(super::exec::environment(super::sandbox::container_init(pid)))
+            .envs(super::exec::environment(super::sandbox::container_init(
+                pid,
+            )))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         let output = tokio::time::timeout(timeout, child.output()).await;
