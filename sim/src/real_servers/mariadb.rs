@@ -72,9 +72,14 @@ impl MariaDbServer {
             .map_err(|e| format!("a directory for MariaDB: {e}"))?;
         let data = dir.path().join("data");
         let socket = dir.path().join("mysqld.sock");
+        // The server's temporary tables in a directory of this instance's own, not the shared
+        // /tmp, where another process may clean up beside it.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).map_err(|e| format!("a directory for MariaDB: {e}"))?;
         let out = Command::new(INSTALL_DB)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .args([
                 "--user=root",
                 "--auth-root-authentication-method=socket",
@@ -108,6 +113,7 @@ impl MariaDbServer {
         let child = Command::new(MARIADBD)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.join("data").display()))
+            .arg(format!("--tmpdir={}", dir.join("tmp").display()))
             .arg(format!("--socket={}", self.socket.display()))
             .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
             .arg(format!("--log-error={}", dir.join("error.log").display()))
