@@ -203,7 +203,9 @@ async fn the_upgrade_runs_on_real_cinder() {
         "cinder-backup",
         "cinder-api",
     ];
-    let mut previous_rolled = rolling;
+    // The first roll starts in the pass that writes the RollingUpdate phase, before that pass's
+    // status write: its bound is the migrate Job's success.
+    let mut previous_rolled = migrate_done;
     for name in order {
         let moved = at(&format!("deployment/{name}/image"), to.release);
         assert!(
