@@ -35,7 +35,7 @@ use crate::workloads::{config_mount, env_from_secret};
 use cinder_lease::DeviceLockError;
 use cinder_lease::devices::{self, DatabaseJob};
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerStateTerminated, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions, PropagationPolicy};
 use kube::{Api, Client};
 use std::time::Duration;
@@ -306,48 +306,43 @@ pub(crate) async fn job_pods(
         .collect())
 }
 
+/// How the first container of the newest failed pod of the Job with UID `uid` terminated, when
+/// it can be read.
+async fn newest_failed_termination(
+    client: &Client,
+    namespace: &str,
+    uid: &str,
+) -> Option<ContainerStateTerminated> {
+    let pods = job_pods(client, namespace, uid).await.ok()?;
+    let newest = pods
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    newest
+        .status?
+        .container_statuses?
+        .into_iter()
+        .next()?
+        .state?
+        .terminated
+}
+
 /// The exit code of the newest failed pod of a failed Job, when it can be read.
 pub(crate) async fn failed_exit_code(client: &Client, namespace: &str, uid: &str) -> Option<i32> {
-    let pods = job_pods(client, namespace, uid).await.ok()?;
-    pods.iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
-        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .and_then(|p| {
-            p.status
-                .as_ref()?
-                .container_statuses
-                .as_ref()?
-                .first()?
-                .state
-                .as_ref()?
-                .terminated
-                .as_ref()
-                .map(|t| t.exit_code)
-        })
+    newest_failed_termination(client, namespace, uid)
+        .await
+        .map(|t| t.exit_code)
 }
 
 /// What the newest failed pod of the Job with UID `uid` ended with: the error line of its
 /// container's termination message ([`error_line`]; the tail of its log, under
 /// `FallbackToLogsOnError`), when there is one and it can be read.
 pub(crate) async fn last_failure(client: &Client, namespace: &str, uid: &str) -> Option<String> {
-    let pods = job_pods(client, namespace, uid).await.ok()?;
-    pods.iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
-        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .and_then(|p| {
-            p.status
-                .as_ref()?
-                .container_statuses
-                .as_ref()?
-                .first()?
-                .state
-                .as_ref()?
-                .terminated
-                .as_ref()?
-                .message
-                .as_deref()
-                .and_then(error_line)
-        })
+    newest_failed_termination(client, namespace, uid)
+        .await?
+        .message
+        .as_deref()
+        .and_then(error_line)
 }
 
 /// Whether `job` is one of the Jobs that change the database of Cinder `cinder`.
