@@ -6,8 +6,8 @@
 //!   2; scheduler, volume, backup: 2 each; the API opens none before a request reads the
 //!   database), and the Cinder user's peak on the server (sampled every second) is printed
 //!   beside the cap;
-//! - the same first convergence with the user's cap on the server lowered below that peak
-//!   shows what the cap does when it is too small: the server refuses connections over it (its
+//! - the same first convergence with the user's cap on the server lowered below what the
+//!   services held once converged shows what the cap does when it is too small: the server refuses connections over it (its
 //!   `Aborted_connects`) and a service logs MySQL error 1226. So the measurement of the
 //!   first part, and of the convergence and upgrade tests, can fail.
 
@@ -119,9 +119,13 @@ async fn the_connection_cap_holds_and_can_fail() {
     assert_eq!(cluster.refused_connections().await.unwrap(), 0);
     cluster.stop().await.unwrap();
 
-    // The same convergence with the cap below that peak.
-    let lowered = i64::try_from(peak).unwrap() - 1;
-    assert!(lowered >= 1, "a peak of {peak} leaves no lower cap");
+    // The same convergence with the cap below what the services hold once converged (the
+    // peak may be a moment's overlap that a second run need not repeat).
+    let lowered = i64::try_from(peak.min(counted)).unwrap() - 1;
+    assert!(
+        lowered >= 1,
+        "a peak of {peak} and {counted} held leave no lower cap"
+    );
     let cluster = RealCinderCluster::start(
         root,
         RealCinderOptions {
