@@ -31,7 +31,9 @@ use crate::planning::connection_cap::{connection_cap, volume_deployments};
 use crate::planning::image_release::check_image_release;
 use crate::planning::job::JobState;
 use crate::planning::upgrade::{ReleaseDecision, db_sync_step, decide, phase_step};
-use crate::requeue::{REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT};
+use crate::requeue::{
+    REQUEUE_DATABASE_WAIT, REQUEUE_DEPLOYMENT_POLLING, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT,
+};
 use crate::workloads::job_marker::CountedJob;
 use jobs::{Act, JobWrite, SchemaJob};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -120,6 +122,11 @@ fn after_act(act: Act, job_name: &str, wait: Duration) -> Driven {
         Act::OtherActive(other) => Driven::Wait(
             wait,
             format!("Job {job_name} waits for Job {other} of the same database to finish"),
+        ),
+        // A pod ends within its grace period (30 s by default): looked at again sooner.
+        Act::PodRunning(pod) => Driven::Wait(
+            wait.min(REQUEUE_DEPLOYMENT_POLLING),
+            format!("Job {job_name} waits for pod {pod} of a database Job to end"),
         ),
         Act::JobChanged => Driven::Wait(
             REQUEUE_NEXT_PASS,
@@ -506,6 +513,11 @@ mod tests {
                 Act::OtherActive("c-db-expand".into()),
                 wait,
                 "Job c-db-sync waits for Job c-db-expand of the same database to finish",
+            ),
+            (
+                Act::PodRunning("c-db-sync-x7k2p".into()),
+                REQUEUE_DEPLOYMENT_POLLING,
+                "Job c-db-sync waits for pod c-db-sync-x7k2p of a database Job to end",
             ),
             (
                 Act::JobChanged,

@@ -24,6 +24,7 @@ mod process_model;
 mod purge_beside_jobs;
 mod purge_runs;
 mod reconcile_errors;
+mod replaced_job_pod;
 mod rotation;
 mod satellites;
 mod target_cluster_deletion;

@@ -8,7 +8,11 @@
 //! A purge Job (spawned by the `{name}-db-purge` CronJob) counts as active too, and before the
 //! check the CronJob is suspended ([`fence_purge`]; the DBPurge step lifts it once no database
 //! Job is active), so a purge never overlaps another database Job: the connection cap's
-//! headroom holds one Job.
+//! headroom holds one Job. A pod of a database Job that has not ended counts as well, whether
+//! or not its Job is still there: a Job deleted with background propagation (by a replace, or by
+//! `kubectl delete job`) leaves its pod running until the garbage collector and the pod's grace
+//! period stopped it, and two `cinder-manage db sync` beside each other leave a half-created
+//! schema.
 //! A schema Job re-runs only when what the migration depends on changes: the image (the
 //! `cinder-manage` it runs), the release and the database it migrates ([`run_hash`]). An edit that
 //! only renders a new config ConfigMap (`extraConfig`, the gateway, uWSGI) leaves the finished Job
@@ -427,6 +431,8 @@ pub enum Act {
     DeviceBusy(Duration),
     /// Another Job of the database is active: wait for it.
     OtherActive(String),
+    /// A pod of a database Job (one deleted among them) has not ended: wait for it.
+    PodRunning(String),
     /// The Cinder changed since this pass's snapshot: act on a fresh one.
     StaleSnapshot,
     /// The Job to replace is not the one this pass read (another replica replaced it): compare
@@ -529,6 +535,9 @@ async fn act_locked(
             {
                 return Ok(Act::OtherActive(other));
             }
+            if let Some(pod) = unended_database_pod(client, ns, cinder).await? {
+                return Ok(Act::PodRunning(pod));
+            }
             create_if_absent(&api, job).await?;
             Ok(Act::Done)
         }
@@ -554,6 +563,9 @@ async fn act_locked(
             {
                 return Ok(Act::OtherActive(other));
             }
+            if let Some(pod) = unended_database_pod(client, ns, cinder).await? {
+                return Ok(Act::PodRunning(pod));
+            }
             // A 409 on create: the deleted Job is still going away.
             Ok(if create_if_absent(&api, job).await? {
                 Act::Done
@@ -578,6 +590,48 @@ async fn other_active(
 ) -> Result<Option<String>, kube::Error> {
     let active = active_database_jobs(client, reads, ns, cinder).await?;
     Ok(active.into_iter().find(|other| other != name))
+}
+
+/// The components whose Jobs change the database.
+const DATABASE_COMPONENTS: [Component; 3] = [
+    Component::DbSync,
+    Component::ServiceRemove,
+    Component::DbPurge,
+];
+
+/// The first pod of a database Job of Cinder `cinder` that has not ended (an uncached list by
+/// the Cinder's label), by name.
+pub(crate) async fn unended_database_pod(
+    client: &Client,
+    ns: &str,
+    cinder: &str,
+) -> Result<Option<String>, kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = api
+        .list(&ListParams::default().labels(&format!("{}={cinder}", names::LABEL_CINDER)))
+        .await?;
+    Ok(first_unended_database_pod(&pods.items))
+}
+
+/// The first of `pods` that belongs to a database Job and has not ended (its phase is neither
+/// Succeeded nor Failed: Pending, Running or Unknown, deleted or not).
+fn first_unended_database_pod(pods: &[Pod]) -> Option<String> {
+    pods.iter()
+        .filter(|p| {
+            let component = p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(names::LABEL_COMPONENT));
+            DATABASE_COMPONENTS
+                .iter()
+                .any(|c| component.is_some_and(|v| v == c.as_str()))
+        })
+        .find(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .and_then(|p| p.metadata.name.clone())
 }
 
 /// Delete options that leave the Job's pods to the garbage collector.
@@ -755,6 +809,47 @@ mod tests {
         let o = observe(&job);
         assert_eq!(o.state, JobState::Failed { exit_code: None });
         assert_eq!(o.duration, Some(Duration::from_secs(4)));
+    }
+
+    #[test]
+    fn an_unended_pod_of_a_database_job_is_found_and_an_ended_one_or_a_service_pod_is_not() {
+        let pod = |name: &str, component: Component, phase: Option<&str>| Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                labels: Some(names::component_labels("c", component)),
+                ..Default::default()
+            },
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: phase.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let ended = [
+            pod("c-db-sync-a", Component::DbSync, Some("Failed")),
+            pod("c-db-purge-b", Component::DbPurge, Some("Succeeded")),
+            pod("c-api-x", Component::Api, Some("Running")),
+            pod("c-volume-y", Component::Volume, None),
+        ];
+        assert_eq!(first_unended_database_pod(&ended), None);
+        for (name, component, phase) in [
+            ("c-db-sync-b", Component::DbSync, Some("Running")),
+            (
+                "c-ceph-service-remove-c",
+                Component::ServiceRemove,
+                Some("Pending"),
+            ),
+            ("c-db-purge-d", Component::DbPurge, Some("Unknown")),
+            ("c-db-sync-e", Component::DbSync, None),
+        ] {
+            let mut pods = ended.to_vec();
+            pods.push(pod(name, component, phase));
+            assert_eq!(
+                first_unended_database_pod(&pods).as_deref(),
+                Some(name),
+                "{phase:?}"
+            );
+        }
     }
 
     #[test]

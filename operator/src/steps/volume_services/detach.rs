@@ -15,6 +15,7 @@
 
 use super::super::database::jobs::{
     active_database_jobs, database_device, failed_exit_code, fence_purge, observe,
+    unended_database_pod,
 };
 use crate::children::projection::{PROJECTION_LABEL, PROJECTION_VOLUME};
 use crate::children::{child_meta, selector};
@@ -609,7 +610,7 @@ async fn launch_under_database_lock(
         let client = &clusters.children;
         fence_purge(client, &ns, &name).await?;
         let active = active_database_jobs(client, &clusters.children_reads, &ns, &name).await?;
-        if !active.is_empty() {
+        if !active.is_empty() || unended_database_pod(client, &ns, &name).await?.is_some() {
             return Ok(Some(crate::requeue::REQUEUE_DEPLOYMENT_POLLING));
         }
         let api: Api<Job> = Api::namespaced(client.clone(), &ns);
