@@ -14,6 +14,9 @@
 //! `IP:PORT` on a port other than 6789 is tried as msgr2 first, so the plain `host:port` form
 //! the CinderBackend's `spec.rbd.monitors` documents connects without a failed v1 attempt.
 //!
+//! The monitor logs each authentication with the entity's name
+//! ([`CephServer::authentications`]): what shows that a service's driver reached the cluster.
+//!
 //! Dropping the server stops the daemons by their own pids (SIGTERM, SIGKILL after 10 s) and
 //! removes the directory.
 
@@ -361,6 +364,7 @@ impl CephServer {
              mgr_data = {d}/mgr/$id\n\
              [mon]\n\
              keyring = $mon_data/keyring\n\
+             debug_auth = 10\n\
              [osd]\n\
              keyring = $osd_data/keyring\n\
              [mgr]\n\
@@ -470,6 +474,16 @@ impl CephServer {
     /// The daemons' pids (monitor, OSD, manager).
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(|(_, c)| c.id()).collect()
+    }
+
+    /// How many times `entity` (`client.cinder`) authenticated with the monitor: its log's
+    /// cephx lines (the monitor logs authentication at `debug_auth = 10`).
+    pub fn authentications(&self, entity: &str) -> usize {
+        let line_end = format!("get_auth_session_key for {entity}");
+        self.log("mon.a")
+            .lines()
+            .filter(|l| l.ends_with(&line_end))
+            .count()
     }
 
     /// A daemon's log (`mon.a`, `osd.0`, `mgr.x`).

@@ -112,6 +112,8 @@ async fn a_real_ceph_serves_rbd_images_to_its_users_from_the_host_and_from_a_pod
     );
     let listed = ceph.rbd_as(VOLUME_USER, &["ls", VOLUMES_POOL]).unwrap();
     assert_eq!(listed.trim(), "probe");
+    assert!(ceph.authentications("client.cinder") >= 3);
+    assert_eq!(ceph.authentications("client.cinder-backup"), 0);
 
     // cephx: another key is refused.
     let wrong = scratch.path().join("wrong.keyring");
