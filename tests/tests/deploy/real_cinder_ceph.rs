@@ -8,7 +8,7 @@
 //!   service list` (`:-)`, `updated_at` younger than `service_down_time`);
 //! - the volume service's log says its RBD driver initialised, neither service logs a driver
 //!   failure, the backup service logs no error at all (its manager never logs the success of its
-//!   driver's set-up, while a failing set-up logs an error every minute), and the monitor saw
+//!   driver's set-up, while a failing set-up logs its exception), and the monitor saw
 //!   both `client.cinder` and `client.cinder-backup` authenticate (before the test's own client);
 //! - `client.cinder` lists the `volumes` pool from the host.
 //!
@@ -132,10 +132,10 @@ async fn the_rbd_volume_and_backup_drivers_work_on_a_real_ceph() {
         volume_log.contains("Driver initialization completed successfully."),
         "{volume_pod}'s RBD driver initialised:\n{volume_log}"
     );
-    // The backup manager's success line is never logged (its looping call swallows the
-    // LoopingCallDone it catches for it); a failing driver set-up logs an ERROR every
-    // backup_driver_init_check_interval (60 s) instead. No ERROR, and the driver's check
-    // authenticated as client.cinder-backup (nothing else uses that user).
+    // The backup manager's success line is never logged (the LoopingCallDone it waits to catch
+    // ends the looping call inside oslo.service and never reaches it); a failing driver set-up
+    // logs its exception at ERROR. No ERROR, and the driver's check authenticated as
+    // client.cinder-backup (nothing else uses that user).
     assert!(
         !backup_log.contains(" ERROR "),
         "{backup_pod}'s Ceph backup driver set up without an error:\n{backup_log}"
