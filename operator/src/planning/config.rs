@@ -1,7 +1,7 @@
 //! Config rendering (the Config step's pure part): cinder.conf, scheduler.conf, logging.ini,
 //! the API's uWSGI config and cinder.conf overlay ([`super::process_model`]), the files of
 //! cinder's own `etc/cinder/` that the ConfigMap mounted at `/etc/cinder` hides from the image
-//! ([`CINDER_ETC_FILES`]) and, when the user gives policy overrides, policy.yaml, into an
+//! ([`CINDER_ETC_FILES`]), the RPC services' readiness check ([`HEALTH_CHECK_KEY`]) and, when the user gives policy overrides, policy.yaml, into an
 //! immutable content-addressed ConfigMap (name + data). The operator owns the keys it sets; `spec.extraConfig` is laid over
 //! them (an owned key it sets makes ExtraConfigHealthy False / OwnedKeysOverridden). A control
 //! character anywhere refuses the render: the caller keeps the artefacts the live Deployment
@@ -49,6 +49,12 @@ pub const CINDER_ETC_FILES: [(&str, &str); 4] = [
         include_str!("cinder_etc/volume.filters"),
     ),
 ];
+/// The ConfigMap key of the RPC services' readiness check
+/// ([`super::containers::HEALTH_CHECK_SCRIPT`]): a Python script that reads the service's own rows
+/// of the `services` table.
+pub const HEALTH_CHECK_KEY: &str = "health_check.py";
+/// The health check's text.
+pub const HEALTH_CHECK_PY: &str = include_str!("cinder_etc/health_check.py");
 /// The ConfigMap key of the rootwrap filters of cinder-volume and cinder-backup.
 pub const ROOTWRAP_FILTERS_KEY: &str = "volume.filters";
 /// Where the rootwrap filters are mounted: the second directory of the shipped `rootwrap.conf`'s
@@ -229,6 +235,7 @@ pub fn render_config(cinder: &str, spec: &CinderSpec) -> Result<RenderedConfig, 
     for (file, content) in CINDER_ETC_FILES {
         data.insert(file.to_string(), content.to_string());
     }
+    data.insert(HEALTH_CHECK_KEY.to_string(), HEALTH_CHECK_PY.to_string());
     overridden.sort();
     let content_hash = map_digest(&data);
     Ok(RenderedConfig {
@@ -266,6 +273,7 @@ mod tests {
                 "api-uwsgi.ini",
                 "api.conf",
                 "cinder.conf",
+                "health_check.py",
                 "logging.ini",
                 "resource_filters.json",
                 "rootwrap.conf",

@@ -3,9 +3,16 @@
 //! Probes: the API answers `GET /healthcheck` on its port (oslo.middleware's healthcheck, which
 //! touches neither the database nor the bus): a startup probe gives it up to five minutes to load,
 //! then readiness every 10 s and liveness every 15 s. The RPC services (scheduler, volume,
-//! backup) take their work off the bus and serve no port, so their probes are an exec check
-//! that the service process is PID 1 of the container and not a zombie: cheap, and never a
-//! database query.
+//! backup) take their work off the bus and serve no port. Their readiness is what Cinder itself
+//! records of them: `python3 /etc/cinder/health_check.py <the service's command line>`
+//! ([`HEALTH_CHECK_SCRIPT`], rendered into the config ConfigMap) reads the service's own rows of
+//! the `services` table and fails when one is missing, disabled or its heartbeat is older than
+//! `service_down_time`, as `cinder-manage service list` shows it `XXX`. A Python start and one
+//! database connection cost about 0.15 s of CPU, so it runs every [`HEALTH_CHECK_PERIOD`] s
+//! (about 1 % of a core per pod), with a timeout that covers a start on a busy node. Their
+//! liveness stays the cheap exec check that the service process is PID 1 of the container and
+//! not a zombie (`/proc` only): a service that Cinder records as down is reported, not
+//! restarted in a loop (a driver that cannot reach its storage would not recover by it).
 //!
 //! Resources: `spec.<component>.resources` when given, else the defaults below (memory limits,
 //! no CPU limit, so a busy process is never throttled below its request):
@@ -25,6 +32,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The API's health endpoint.
 pub(crate) const HEALTHCHECK_PATH: &str = "/healthcheck";
+/// Where the RPC services' health check is: the config ConfigMap's
+/// [`HEALTH_CHECK_KEY`](super::config::HEALTH_CHECK_KEY) under
+/// [`CONFIG_DIR`](super::process_model::CONFIG_DIR).
+pub(crate) const HEALTH_CHECK_SCRIPT: &str = "/etc/cinder/health_check.py";
+/// How often the RPC services' readiness runs the health check, in seconds.
+pub(crate) const HEALTH_CHECK_PERIOD: i32 = 15;
 
 /// The default (CPU request, memory request, memory limit) of `component`.
 pub(crate) fn default_resources(
@@ -66,8 +79,12 @@ pub(crate) fn resources(spec: &CinderSpec, component: Component) -> Option<Resou
     })
 }
 
-/// The probes of `component`'s container: (startup, readiness, liveness).
-pub(crate) fn probes(component: Component) -> (Option<Probe>, Option<Probe>, Option<Probe>) {
+/// The probes of `component`'s container running `command` (the service's command line):
+/// (startup, readiness, liveness).
+pub(crate) fn probes(
+    component: Component,
+    command: &[String],
+) -> (Option<Probe>, Option<Probe>, Option<Probe>) {
     match component {
         Component::Api => {
             let check = |period: i32, failures: i32| Probe {
@@ -85,19 +102,43 @@ pub(crate) fn probes(component: Component) -> (Option<Probe>, Option<Probe>, Opt
             (Some(check(10, 30)), Some(check(10, 3)), Some(check(15, 4)))
         }
         Component::Scheduler | Component::Volume | Component::Backup => {
-            let check = |period: i32| Probe {
+            // Registered and heartbeating within 10 s of its start (report_interval); down is
+            // reported after two failed checks.
+            let readiness = Probe {
+                exec: Some(ExecAction {
+                    command: Some(health_check(command)),
+                }),
+                initial_delay_seconds: Some(10),
+                period_seconds: Some(HEALTH_CHECK_PERIOD),
+                timeout_seconds: Some(20),
+                failure_threshold: Some(2),
+                ..Default::default()
+            };
+            let liveness = Probe {
                 exec: Some(ExecAction {
                     command: Some(process_check(component)),
                 }),
-                period_seconds: Some(period),
+                period_seconds: Some(30),
                 timeout_seconds: Some(5),
                 failure_threshold: Some(3),
                 ..Default::default()
             };
-            (None, Some(check(10)), Some(check(30)))
+            (None, Some(readiness), Some(liveness))
         }
         _ => (None, None, None),
     }
+}
+
+/// The readiness check of an RPC service started with `command`: [`HEALTH_CHECK_SCRIPT`] with
+/// the service's binary name and config arguments.
+pub(crate) fn health_check(command: &[String]) -> Vec<String> {
+    let mut out = vec!["python3".to_string(), HEALTH_CHECK_SCRIPT.to_string()];
+    let mut rest = command.iter();
+    if let Some(binary) = rest.next() {
+        out.push(binary.rsplit('/').next().unwrap_or(binary).to_string());
+    }
+    out.extend(rest.cloned());
+    out
 }
 
 /// The exec check of an RPC service: PID 1 runs `cinder-<service>` and is not a zombie.
@@ -146,25 +187,54 @@ mod tests {
     }
 
     #[test]
-    fn the_api_probes_its_healthcheck_and_the_rpc_services_their_process() {
-        let (startup, readiness, liveness) = probes(Component::Api);
+    fn the_api_probes_its_healthcheck_and_the_rpc_services_what_cinder_records() {
+        let (startup, readiness, liveness) = probes(Component::Api, &[]);
         for p in [startup, readiness, liveness] {
             let get = p.unwrap().http_get.unwrap();
             assert_eq!(get.path.as_deref(), Some("/healthcheck"));
             assert_eq!(get.port, IntOrString::Int(8776));
         }
         for c in [Component::Scheduler, Component::Volume, Component::Backup] {
-            let (startup, readiness, liveness) = probes(c);
+            let binary = format!("cinder-{}", c.as_str());
+            let command: Vec<String> = [binary.as_str(), "--config-dir", "/etc/x"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            let (startup, readiness, liveness) = probes(c, &command);
             assert!(startup.is_none());
-            for p in [readiness.unwrap(), liveness.unwrap()] {
-                let command = p.exec.unwrap().command.unwrap().join(" ");
-                assert!(
-                    command.contains(&format!("cinder-{}", c.as_str())),
-                    "{command}"
-                );
-                assert!(!command.contains("cinder-manage"), "{command}");
-            }
+            let readiness = readiness.unwrap();
+            assert_eq!(
+                readiness.exec.unwrap().command.unwrap(),
+                [
+                    "python3",
+                    "/etc/cinder/health_check.py",
+                    binary.as_str(),
+                    "--config-dir",
+                    "/etc/x"
+                ],
+                "the service's rows, read with the service's own config"
+            );
+            assert_eq!(readiness.period_seconds, Some(HEALTH_CHECK_PERIOD));
+            let liveness = liveness.unwrap().exec.unwrap().command.unwrap().join(" ");
+            assert!(liveness.contains(&binary), "{liveness}");
+            assert!(!liveness.contains("python"), "{liveness}");
         }
+    }
+
+    #[test]
+    fn the_health_check_is_where_the_config_map_puts_it() {
+        assert_eq!(
+            HEALTH_CHECK_SCRIPT,
+            format!(
+                "{}/{}",
+                super::super::process_model::CONFIG_DIR,
+                super::super::config::HEALTH_CHECK_KEY
+            )
+        );
+        assert_eq!(
+            health_check(&["/usr/bin/cinder-backup".to_string()]),
+            ["python3", HEALTH_CHECK_SCRIPT, "cinder-backup"]
+        );
     }
 
     #[test]

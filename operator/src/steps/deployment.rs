@@ -201,7 +201,9 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         );
     }
     let ready = WorkloadCondition::API.ready(format!("Deployment {deployment_name} is ready"));
-    // The workload steps before this one only continue once their rollouts converged.
+    // The workload steps before this one only continue once their rollouts are done: converged,
+    // or every pod on the new template with only its readiness failing (Cinder records that
+    // service down or disabled); no service of the old release is left to contract under.
     if let Some((phase, after)) = rollout_converged(ctx.status.upgrade_phase, true) {
         ctx.status.upgrade_phase = Some(phase);
         return ctx.requeue(ready, after);

@@ -23,10 +23,11 @@ use crate::metrics::JobKind;
 use crate::names::{self, Component};
 use crate::pipeline::{Doing, ProjectedBackend, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
+use crate::workloads::readiness::not_ready_detail;
 use crate::workloads::{
     DEVICE_ANNOTATION, ENV_HOST, HOST_ANNOTATION, JobReporting, WorkloadCondition, WorkloadSpec,
     attached_backends, backend_volumes, converged, delete_deployment, desired_deployment,
-    ensure_deployment, needs_write, rolled_out, template_image,
+    ensure_deployment, needs_write, rolled_out, rolled_out_unready, template_image,
 };
 use cinder_lease::devices::BACKEND_CHANGE_PRIORITY;
 use detach::{DetachOutcome, Locked, backend_device, detach_pass, lock_backend, service_id};
@@ -182,6 +183,9 @@ struct DesiredVolume {
     write: bool,
     /// The live Deployment has converged (meaningless when `write`).
     converged: bool,
+    /// The live Deployment's rollout is done but for its pods' readiness
+    /// ([`rolled_out_unready`]).
+    rolled_out_unready: bool,
 }
 
 /// What one pass wants of the volume Deployments.
@@ -224,6 +228,7 @@ fn plan_volume_services(
                     host,
                     write: needs_write(current, &deployment),
                     converged: current.is_some_and(|c| rolled_out(c, &deployment)),
+                    rolled_out_unready: current.is_some_and(|c| rolled_out_unready(c, &deployment)),
                     deployment,
                 }
             })
@@ -292,21 +297,40 @@ impl Stopped {
     }
 }
 
-/// Writes the Deployments `plan` wants, each under its backend's device lock; returns the
-/// Deployments still rolling out.
+/// The volume Deployments a pass leaves not ready.
+#[derive(Default)]
+struct NotConverged {
+    /// Still rolling out (or a container cannot run), with what their pods say: the step
+    /// requeues.
+    pending: Vec<String>,
+    /// Rolled out, but their pods' readiness check fails: Cinder records the service as down or
+    /// disabled ([`not_ready_detail`]). The step reports it and the pass goes on.
+    down: Vec<String>,
+}
+
+/// Writes the Deployments `plan` wants, each under its backend's device lock; returns those not
+/// ready yet.
 async fn apply_volume_plan(
     op: &OperatorContext,
     ctx: &StepContext,
     plan: &VolumePlan,
-) -> Result<Vec<String>, Stopped> {
+) -> Result<NotConverged, Stopped> {
     let (ns, name) = (ctx.namespace(), ctx.name());
     let children = ctx.children(&op.client);
-    let mut pending = Vec::new();
+    let mut out = NotConverged::default();
     for v in &plan.desired {
         let deployment_name = v.deployment.metadata.name.clone().unwrap_or_default();
         if !v.write {
             if !v.converged {
-                pending.push(deployment_name);
+                match not_ready_detail(&children, &v.deployment).await {
+                    Some(d) if d.checks_only && v.rolled_out_unready => {
+                        out.down.push(format!("{deployment_name} ({})", d.text));
+                    }
+                    Some(d) => out
+                        .pending
+                        .push(format!("{deployment_name} (not ready: {})", d.text)),
+                    None => out.pending.push(deployment_name),
+                }
             }
             continue;
         }
@@ -337,7 +361,7 @@ async fn apply_volume_plan(
             || format!("the device of backend {} is busy", v.backend),
             || format!("writing Deployment {deployment_name}"),
         )?;
-        pending.push(deployment_name);
+        out.pending.push(deployment_name);
     }
     for d in &plan.departed {
         let (c, reads, n, nm) = (
@@ -359,7 +383,7 @@ async fn apply_volume_plan(
             || format!("deleting Deployment {}", d.deployment),
         )?;
     }
-    Ok(pending)
+    Ok(out)
 }
 
 /// Runs the step once for one Cinder.
@@ -386,7 +410,7 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         .collect();
 
     let plan = plan_volume_services(ctx, &active, &attached, &existing);
-    let mut pending = match apply_volume_plan(&op, ctx, &plan).await {
+    let NotConverged { mut pending, down } = match apply_volume_plan(&op, ctx, &plan).await {
         Ok(p) => p,
         Err(Stopped::Busy(condition, after)) => return ctx.requeue(condition, after),
         Err(Stopped::Failed(what)) => return Err(what.into()),
@@ -444,10 +468,22 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
         ));
     }
     if !pending.is_empty() {
+        let down = if down.is_empty() {
+            String::new()
+        } else {
+            format!("; not ready: {}", down.join(", "))
+        };
         return ctx.requeue(
             WorkloadCondition::VOLUME_SERVICES
-                .waiting(format!("rolling out: {}", pending.join(", "))),
+                .waiting(format!("rolling out: {}{down}", pending.join(", "))),
             REQUEUE_DEPLOYMENT_POLLING,
+        );
+    }
+    if !down.is_empty() {
+        // Rolled out, the services down in Cinder: reported, and the pass goes on (the pods
+        // turning ready change their Deployments, whose watch brings the next pass).
+        return ctx.proceed(
+            WorkloadCondition::VOLUME_SERVICES.waiting(format!("not ready: {}", down.join(", "))),
         );
     }
     ctx.proceed(all_ready(count, &plan.held))

@@ -2,12 +2,13 @@
 //! ([`WorkloadCondition`]: ready once the rollout converged, waiting for the rendered config or
 //! the rollout) and [`converge`], which writes the Deployment and ends the step with it.
 
-use super::deployment::ensure_converged;
+use super::deployment::{ensure_converged, rolled_out_unready};
+use super::readiness::not_ready_detail;
 use crate::conditions::{Cond, kind, reason};
 use crate::pipeline::{Doing, StepContext, StepResult};
 use crate::requeue::REQUEUE_DEPLOYMENT_POLLING;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Client;
+use kube::{Api, Client};
 
 /// The condition a workload step reports: its type, its reason once the rollout converged and
 /// its reason while waiting (for the rendered config or the rollout).
@@ -65,9 +66,14 @@ impl WorkloadCondition {
     }
 }
 
-/// Ensures `desired` on `client` and ends the step with it: waiting while the rollout runs
-/// (polled every [`REQUEUE_DEPLOYMENT_POLLING`]), ready with `ready_message` once converged; an
-/// API error fails the step.
+/// Ensures `desired` on `client` and ends the step with it: ready with `ready_message` once
+/// converged; otherwise False with the waiting reason. While the rollout runs (or a container
+/// cannot run) the step requeues (polled every [`REQUEUE_DEPLOYMENT_POLLING`]), so the steps
+/// after it wait. A Deployment whose rollout is done but whose pods' readiness check fails (for
+/// an RPC service: Cinder records it as down or disabled, [`not_ready_detail`]) is not rolling
+/// out: the condition says what the check said and the pass continues, so a service that is down
+/// holds no other step; its pods turning ready change the Deployment, whose watch brings the next
+/// pass. An API error fails the step.
 pub(crate) async fn converge(
     ctx: &mut StepContext,
     client: &Client,
@@ -80,11 +86,26 @@ pub(crate) async fn converge(
         .await
         .doing(format_args!("writing Deployment {name}"))?
     {
-        ctx.proceed(condition.ready(ready_message))
-    } else {
-        ctx.requeue(
+        return ctx.proceed(condition.ready(ready_message));
+    }
+    let Some(detail) = not_ready_detail(client, desired).await else {
+        return ctx.requeue(
             condition.waiting(format!("Deployment {name} is rolling out")),
             REQUEUE_DEPLOYMENT_POLLING,
-        )
+        );
+    };
+    let message = format!("Deployment {name} is not ready: {}", detail.text);
+    let ns = desired.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let done = ctx
+        .children_reads()
+        .get_opt(&api, &name)
+        .await
+        .doing(format_args!("reading Deployment {name}"))?
+        .is_some_and(|live| rolled_out_unready(&live, desired));
+    if done && detail.checks_only {
+        ctx.proceed(condition.waiting(message))
+    } else {
+        ctx.requeue(condition.waiting(message), REQUEUE_DEPLOYMENT_POLLING)
     }
 }

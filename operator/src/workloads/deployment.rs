@@ -125,7 +125,8 @@ pub(crate) fn desired_deployment(cinder: &Cinder, spec: &WorkloadSpec) -> Deploy
     }
     let mut env = workload_env(cinder, spec.component);
     env.extend(spec.extra_env.iter().cloned());
-    let (startup_probe, readiness_probe, liveness_probe) = containers::probes(spec.component);
+    let (startup_probe, readiness_probe, liveness_probe) =
+        containers::probes(spec.component, &spec.command);
     let container = Container {
         resources: containers::resources(&cinder.spec, spec.component),
         startup_probe,
@@ -266,6 +267,20 @@ pub(crate) fn converged(d: &Deployment) -> bool {
         && status.updated_replicas.unwrap_or(0) == want
         && status.ready_replicas.unwrap_or(0) == want
         && status.available_replicas.unwrap_or(0) == want
+        && status.replicas.unwrap_or(0) == want
+}
+
+/// Whether the rollout of `desired` is done but for readiness: `live` carries its spec hash, its
+/// current generation is observed, and every pod it counts runs the current template (no old
+/// pod left). What keeps such a Deployment from converging is its pods' readiness alone.
+pub(crate) fn rolled_out_unready(live: &Deployment, desired: &Deployment) -> bool {
+    let want = live.spec.replicas.unwrap_or(1);
+    let Some(status) = live.status.as_ref() else {
+        return false;
+    };
+    !needs_write(Some(live), desired)
+        && status.observed_generation.unwrap_or(0) >= live.metadata.generation.unwrap_or(0)
+        && status.updated_replicas.unwrap_or(0) == want
         && status.replicas.unwrap_or(0) == want
 }
 

@@ -184,7 +184,14 @@ pub async fn run(
             Ok(Err(e)) => Err(e.to_string()),
             Ok(Ok(out)) if out.status.success() => Ok(()),
             Ok(Ok(out)) => {
-                let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                // The kubelet reports an exec probe's combined output.
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .trim()
+                .to_owned();
                 Err(if text.is_empty() {
                     format!(
                         "command {command:?} exited with {}",
