@@ -24,6 +24,5 @@ mod real_cinder_detach;
 mod real_cinder_health;
 mod real_cinder_jobs;
 mod real_cinder_purge;
-mod real_cinder_rotation;
 mod real_cinder_upgrade;
 mod real_control_plane;
