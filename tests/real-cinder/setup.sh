@@ -98,3 +98,4 @@ total=$SECONDS
 for rel in "${releases[@]}"; do prepare_root "$rel"; done
 if [ "${CINDER_SKIP_DEBS:-0}" != 1 ]; then install_debs; fi
 echo "== real Cinder roots ready in $((SECONDS - total)) s"
+[ "${CINDER_SKIP_KEYSTONE:-0}" = 1 ] || "$here/keystone-setup.sh"
