@@ -7,10 +7,12 @@
 //! ClusterIP there.
 
 pub mod expose;
+pub mod keystone;
 pub mod mariadb;
 pub mod process;
 pub mod rabbitmq;
 
 pub use expose::expose;
+pub use keystone::{KeystoneOptions, KeystoneServer};
 pub use mariadb::MariaDbServer;
 pub use rabbitmq::RabbitMqServer;
