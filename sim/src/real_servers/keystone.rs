@@ -308,10 +308,11 @@ impl KeystoneServer {
     fn spawn(&mut self) -> Result<(), String> {
         let log = self.dir.path().join("uwsgi.log");
         let mut c = self.command("uwsgi");
-        // HTTP/1.1 with keep-alive: the clients (keystoneauth's connection pool) reuse a
-        // connection, and a POST sent on one a plain --http-socket closed after its last
-        // response fails with a reset rather than being retried.
-        c.arg("--http11-socket")
+        // A plain --http-socket answers HTTP/1.1 without `Connection: close` and closes the
+        // connection only once the application's response is closed; a client reusing it
+        // meanwhile (keystoneauth's pool) gets a reset. The header makes clients open a
+        // connection per request; keep-alive would hold a worker per idle client connection.
+        c.arg("--http-socket")
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--virtualenv")
             .arg(&self.root)
@@ -319,6 +320,7 @@ impl KeystoneServer {
             .args(["--master", "--die-on-term", "--need-app", "--no-orphans"])
             .args(["--processes", "2", "--threads", "1"])
             .args(["--buffer-size", "65535"])
+            .args(["--add-header", "Connection: close"])
             .arg("--logto")
             .arg(&log)
             .stdout(Stdio::null())
