@@ -23,6 +23,8 @@ use crate::objects::service_ips::ServiceCidr;
 pub const SERVICE_NAME: &str = "kubernetes";
 /// The ConfigMap holding the API server's certificate authority, in every namespace.
 pub const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
+/// The annotation kube-controller-manager's root-ca-cert-publisher writes on it (v1.37.2).
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 /// The port of the `kubernetes` Service (named `https`).
 pub const SERVICE_PORT: u16 = 443;
 
@@ -107,13 +109,21 @@ pub async fn publish_root_ca(
             continue;
         };
         let Ok(map) = serde_json::from_value::<ConfigMap>(json!({
-            "metadata": {"name": ROOT_CA_CONFIG_MAP, "namespace": name},
+            "metadata": {
+                "name": ROOT_CA_CONFIG_MAP,
+                "namespace": name,
+                "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION},
+            },
             "data": {"ca.crt": ca_pem},
         })) else {
             continue;
         };
         let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
-        match maps.create(&PostParams::default(), &map).await {
+        let params = PostParams {
+            field_manager: Some("kube-controller-manager".to_string()),
+            ..PostParams::default()
+        };
+        match maps.create(&params, &map).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares the roots of real Cinder that the real-Cinder tests run: one Python virtual environment per
-# supported release, in a cache outside the clone, plus the Debian MariaDB and RabbitMQ servers.
+# supported release, in a cache outside the clone, plus the Debian MariaDB and RabbitMQ servers and
+# Ceph (monitor, OSD, manager, and the rados/rbd Python bindings the RBD drivers import).
 #
 #   tests/real-cinder/setup.sh            # both releases
 #   tests/real-cinder/setup.sh 2026.2     # one release
@@ -12,8 +13,13 @@
 # interpreter's version); a second run with the stamp in place only checks it. A root that failed
 # half-way has no stamp and is rebuilt from scratch.
 #
-# The Debian packages are installed when absent, with the system services kept stopped: the tests
-# start their own servers with throwaway data directories.
+# The Debian packages are installed when absent, with the system services kept stopped (and Ceph's
+# systemd targets disabled): the tests start their own servers with throwaway data directories.
+# Each root then sees Debian's rados and rbd extension modules (python3-rados, python3-rbd, built
+# against the installed librados and librbd): a .pth file in the root's site-packages names a
+# directory holding links to those two modules only, so nothing else of
+# /usr/lib/python3/dist-packages shadows the root's pinned libraries. That step runs on every run,
+# a prepared root included.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -71,12 +77,18 @@ EOF
   echo "   built in $((SECONDS - started)) s, $(du -sh "$root" | cut -f1)"
 }
 
-install_debs() { # mariadb-server and rabbitmq-server, system services left stopped
-  local missing=()
+# The Debian Ceph packages the tests' clusters and the roots' RBD drivers use.
+ceph_debs=(ceph-mon ceph-osd ceph-mgr ceph-common python3-rados python3-rbd)
+
+install_debs() { # mariadb-server, rabbitmq-server and Ceph, system services left stopped
+  local missing=() deb
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
   [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null 2>&1 || missing+=(rabbitmq-server)
+  for deb in "${ceph_debs[@]}"; do
+    dpkg-query -W -f='${Status}' "$deb" 2>/dev/null | grep -q 'install ok installed' || missing+=("$deb")
+  done
   if [ "${#missing[@]}" = 0 ]; then
-    echo "== Debian packages: mariadb-server and rabbitmq-server present"
+    echo "== Debian packages: mariadb-server, rabbitmq-server and Ceph present"
     return 0
   fi
   echo "== Debian packages: installing ${missing[*]} (services not started)"
@@ -89,7 +101,29 @@ install_debs() { # mariadb-server and rabbitmq-server, system services left stop
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || { [ "$own_policy" = 1 ] && rm -f "$policy"; return 1; }
   [ "$own_policy" = 1 ] && rm -f "$policy"
+  # The packages enable Ceph's targets for the next boot; the tests' clusters are their own.
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable ceph.target ceph-mon.target ceph-osd.target ceph-mgr.target >/dev/null 2>&1 || true
+  fi
   return 0
+}
+
+link_ceph_bindings() { # link_ceph_bindings RELEASE: Debian's rados and rbd importable in the root
+  local rel="$1" root site dir mod suffix
+  root="$roots/$rel"
+  suffix="$("$root/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+  dir="$root/debian-ceph"
+  mkdir -p "$dir"
+  for mod in rados rbd; do
+    if [ ! -e "/usr/lib/python3/dist-packages/$mod$suffix" ]; then
+      echo "setup.sh: /usr/lib/python3/dist-packages/$mod$suffix is missing (python3-$mod for $rel's interpreter)" >&2
+      return 1
+    fi
+    ln -sfn "/usr/lib/python3/dist-packages/$mod$suffix" "$dir/$mod$suffix"
+  done
+  site="$("$root/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$dir" > "$site/debian-ceph.pth"
+  "$root/bin/python" -c 'import rados, rbd; print("   rados", rados.Rados().version(), "and rbd importable")'
 }
 
 releases=("$@")
@@ -97,5 +131,9 @@ releases=("$@")
 total=$SECONDS
 for rel in "${releases[@]}"; do prepare_root "$rel"; done
 if [ "${CINDER_SKIP_DEBS:-0}" != 1 ]; then install_debs; fi
+for rel in "${releases[@]}"; do
+  echo "== real Cinder $rel: Debian's rados and rbd"
+  link_ceph_bindings "$rel"
+done
 echo "== real Cinder roots ready in $((SECONDS - total)) s"
 [ "${CINDER_SKIP_KEYSTONE:-0}" = 1 ] || "$here/keystone-setup.sh"

@@ -1,9 +1,11 @@
 //! The set-up every end-to-end test on real Cinder shares ([`RealCinderCluster`]): a real
-//! MariaDB server and a real RabbitMQ broker on loopback, an embedded cluster whose only node is
-//! a process node with the Cinder images mapped to the real Cinder roots
-//! (tests/real-cinder/setup.sh), the mariadb-operator fixture reconciled against that server, the
-//! broker reachable as the sample's `rabbitmq` Service, the operator in-process, and the samples
-//! of `run --embedded --real-cinder` (tests/real-cinder/samples) applied at one release. Beside
+//! MariaDB server and a real RabbitMQ broker on loopback, a real single-node Ceph on the host's
+//! primary address, an embedded cluster whose only node is a process node with the Cinder images
+//! mapped to the real Cinder roots (tests/real-cinder/setup.sh), the mariadb-operator fixture
+//! reconciled against that server, the broker reachable as the sample's `rabbitmq` Service, the
+//! operator in-process, and the samples of `run --embedded --real-cinder`
+//! (tests/real-cinder/samples) applied at one release, their RBD backends pointed at the Ceph's
+//! monitor and the store's `ceph/client.cinder` key replaced by the Ceph's key. Beside
 //! it, what the tests read from the real parts: `cinder-manage` as the Cinder user, the
 //! services table, the schema version, the Cinder user's connections on the server (in all, and
 //! by pod), the connections the server refused, a timeline of what the samples' objects went
@@ -18,7 +20,7 @@ use cinder_operator::embedded::Manifest;
 use cinder_operator::planning::config::ENV_DB_CONNECTION;
 use cinder_sim::agent::ImageMap;
 use cinder_sim::controllers::Switch;
-use cinder_sim::real_servers::{KeystoneServer, MariaDbServer, RabbitMqServer, expose};
+use cinder_sim::real_servers::{CephServer, KeystoneServer, MariaDbServer, RabbitMqServer, expose};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
@@ -36,12 +38,14 @@ pub const DB_PASSWORD: &str = "sample-db-password-0c1d";
 pub const RABBIT_USER: &str = "cinder";
 pub const RABBIT_PASSWORD: &str = "sample-rabbit-password-93b4";
 pub const RABBIT_VHOST: &str = "cinder";
+/// The sample store's entry holding the cephx key of the RBD backends' users.
+pub const CEPH_KEY_ENTRY: &str = "ceph/client.cinder";
 /// The Cinder user's connections on the server.
 const USER_CONNECTIONS: &str =
     "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'cinder'";
 
-/// The prepared roots of every release when the real-Cinder tests can run here (root, the roots,
-/// the Debian servers). Otherwise `None` after a line saying why `test` is skipped, or a panic
+/// The prepared roots of every release when the real-Cinder tests can run here (root, the roots
+/// with Debian's rados and rbd modules linked in, the Debian servers and Ceph). Otherwise `None` after a line saying why `test` is skipped, or a panic
 /// when `CI` is set (the roots) or `CI=true` (the rest).
 pub fn real_cinder_roots(test: &str) -> Option<Vec<Root>> {
     let roots = prepared_roots(test)?;
@@ -53,6 +57,10 @@ pub fn real_cinder_roots(test: &str) -> Option<Vec<Root>> {
         Some("process nodes and the service proxy need root")
     } else if !MariaDbServer::available() || !RabbitMqServer::available() {
         Some("mariadb-server or rabbitmq-server is missing: run tests/real-cinder/setup.sh")
+    } else if !CephServer::available() {
+        Some("the Ceph packages are missing: run tests/real-cinder/setup.sh")
+    } else if !roots.iter().all(sees_ceph_bindings) {
+        Some("a root does not see Debian's rados and rbd: run tests/real-cinder/setup.sh")
     } else {
         None
     };
@@ -64,6 +72,54 @@ pub fn real_cinder_roots(test: &str) -> Option<Vec<Root>> {
         Some(why) => {
             eprintln!("skipping {test}: {why}");
             None
+        }
+    }
+}
+
+/// Whether `root`'s site-packages (`lib/python3.X/site-packages`) holds the `.pth` file setup.sh
+/// writes for Debian's rados and rbd.
+fn sees_ceph_bindings(root: &Root) -> bool {
+    std::fs::read_dir(root.dir.join("lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|python| {
+            python
+                .path()
+                .join("site-packages/debian-ceph.pth")
+                .is_file()
+        })
+}
+
+/// Points the RBD backends of `m` at `ceph` (`spec.rbd.monitors` its monitor, `spec.rbd.networks`
+/// its address when the backend names networks) and puts its key in the secret store's
+/// [`CEPH_KEY_ENTRY`].
+pub fn use_ceph(m: &mut Manifest, ceph: &CephServer) {
+    let kind = m.gvk.kind.as_str();
+    if matches!(kind, "CinderBackend" | "CinderBackupBackend")
+        && let Some(rbd) = m.object.data["spec"]
+            .get_mut("rbd")
+            .and_then(serde_json::Value::as_object_mut)
+    {
+        rbd.insert("monitors".into(), serde_json::json!([ceph.monitor()]));
+        if rbd.contains_key("networks") {
+            rbd.insert(
+                "networks".into(),
+                serde_json::json!([format!("{}/32", ceph.address())]),
+            );
+        }
+    }
+    if kind == "ClusterSecretStore"
+        && let Some(entries) = m
+            .object
+            .data
+            .pointer_mut("/spec/provider/fake/data")
+            .and_then(serde_json::Value::as_array_mut)
+    {
+        for entry in entries {
+            if entry["key"] == CEPH_KEY_ENTRY {
+                entry["value"] = serde_json::json!({ "key": ceph.key() }).to_string().into();
+            }
         }
     }
 }
@@ -106,6 +162,7 @@ pub struct RealCinderCluster {
     pub client: kube::Client,
     pub db: Arc<MariaDbServer>,
     broker: Option<RabbitMqServer>,
+    ceph: Option<CephServer>,
     /// When the samples were applied.
     pub applied: Instant,
     /// A home directory for the commands run on the host.
@@ -165,19 +222,22 @@ impl ServiceRow {
 }
 
 impl RealCinderCluster {
-    /// Starts the servers and the cluster and applies the samples at `root`'s release.
+    /// Starts the servers and the cluster and applies the samples at `root`'s release (the RBD
+    /// backends pointed at the real Ceph, whichever samples and edit `opts` has).
     pub async fn start(root: &Root, opts: RealCinderOptions) -> anyhow::Result<Self> {
         let started = Instant::now();
         let max_connections = opts.max_connections;
-        let (db, broker) = tokio::join!(
+        let (db, broker, ceph) = tokio::join!(
             tokio::task::spawn_blocking(move || MariaDbServer::start(max_connections)),
             tokio::task::spawn_blocking(RabbitMqServer::start),
+            tokio::task::spawn_blocking(CephServer::start),
         );
         let db = Arc::new(db?.map_err(anyhow::Error::msg)?);
         let keystone = opts
             .keystone
             .then(|| tokio::spawn(crate::real_keystone::start_keystone(Arc::clone(&db))));
         let broker = broker?.map_err(anyhow::Error::msg)?;
+        let ceph = ceph?.map_err(|e| anyhow::anyhow!("starting Ceph: {e}"))?;
         let broker = tokio::task::spawn_blocking(move || {
             broker
                 .add_user(RABBIT_USER, RABBIT_PASSWORD, RABBIT_VHOST)
@@ -214,6 +274,7 @@ impl RealCinderCluster {
         };
         let mut manifests = cinder_operator::embedded::read_bootstrap(&opts.samples)?;
         for m in &mut manifests {
+            use_ceph(m, &ceph);
             if m.gvk.kind == "Cinder" {
                 m.object.data["spec"]["openStackRelease"] = root.release.into();
                 m.object.data["spec"]["image"]["tag"] = root.release.into();
@@ -238,6 +299,7 @@ impl RealCinderCluster {
             client,
             db,
             broker: Some(broker),
+            ceph: Some(ceph),
             applied,
             home: tempfile::tempdir()?,
             keystone,
@@ -603,14 +665,24 @@ impl RealCinderCluster {
         self.broker.as_ref()
     }
 
-    /// Stops the operator, the cluster (its pods and proxy) and both servers, each by its pid.
+    /// The Ceph cluster.
+    pub fn ceph(&self) -> Option<&CephServer> {
+        self.ceph.as_ref()
+    }
+
+    /// Stops the operator, the cluster (its pods and proxy) and the servers, each by its pid.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let stopped = self.harness.stop().await;
         let broker = self.broker.take();
         let keystone = self.keystone.take();
         tokio::task::spawn_blocking(move || drop(keystone)).await?;
+        let ceph = self.ceph.take();
         drop(self.db);
-        tokio::task::spawn_blocking(move || drop(broker)).await?;
+        tokio::task::spawn_blocking(move || {
+            drop(broker);
+            drop(ceph);
+        })
+        .await?;
         stopped
     }
 }

@@ -1301,13 +1301,8 @@ impl Worker {
             }
         }
         if let Some(net) = self.net.take() {
-            // Anything still in the pod's network namespace goes too.
-            for _ in 0..50 {
-                if sandbox::kill_namespace_processes(&net.path()) == 0 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            // Anything still in the pod's network namespace goes too, before its network.
+            sandbox::empty_namespace_blocking(&net.path());
             net.remove_blocking();
         }
         if let Some(cgroups) = &self.ctx.cgroups {

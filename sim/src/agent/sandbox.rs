@@ -119,12 +119,7 @@ impl Network {
     pub fn remove_pods_blocking(&self) {
         for netns in self.leftover_netns() {
             let path = Path::new("/run/netns").join(&netns);
-            for _ in 0..50 {
-                if kill_namespace_processes(&path) == 0 {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+            empty_namespace_blocking(&path);
             let host: u8 = netns
                 .rsplit('-')
                 .next()
@@ -290,6 +285,22 @@ pub fn kill_namespace_processes(netns: &Path) -> usize {
         }
     }
     killed
+}
+
+/// How long [`empty_namespace_blocking`] waits for the processes of a network namespace to end.
+const NAMESPACE_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Kills every process of the network namespace `netns` and waits (blocking, at most
+/// [`NAMESPACE_EXIT_WAIT`]) until none is left, as a kubelet stops a sandbox's containers
+/// before its network goes: a process closes its sockets only once it exits (after its memory
+/// is released, which takes a large one under load a while), and a FIN sent after the pod's
+/// veth is gone never reaches the peer, which keeps the connection open (the service proxy's
+/// upstream to a database, for one).
+pub fn empty_namespace_blocking(netns: &Path) {
+    let since = std::time::Instant::now();
+    while kill_namespace_processes(netns) > 0 && since.elapsed() < NAMESPACE_EXIT_WAIT {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// One mount of a container: `source` (a host path) at `target` (a path inside the container).

@@ -3,7 +3,7 @@
 //! it out again changes nothing): Deployment (replicas, strategy, revisionHistoryLimit,
 //! progressDeadlineSeconds), StatefulSet (replicas, podManagementPolicy, updateStrategy with
 //! partition, revisionHistoryLimit, persistentVolumeClaimRetentionPolicy), Job (parallelism, completions, backoffLimit, completionMode,
-//! suspend), CronJob (concurrencyPolicy, suspend, history limits), Service (sessionAffinity,
+//! suspend, manualSelector), CronJob (concurrencyPolicy, suspend, history limits), Service (sessionAffinity,
 //! port protocol and targetPort), and the pod spec inside Pods and templates (restartPolicy,
 //! dnsPolicy, schedulerName, terminationGracePeriodSeconds, securityContext, and per container
 //! imagePullPolicy, terminationMessagePath / Policy, port protocol).
@@ -162,7 +162,6 @@ fn job_selector(root: &mut Map<String, Value>) {
     if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
         return;
     }
-    default(spec, "manualSelector", json!(false));
     if let Some(template) = object_at(spec, "template")
         && let Some(meta) = object_at(template, "metadata")
         && let Some(labels) = object_at(meta, "labels")
@@ -284,6 +283,8 @@ fn job_spec(spec: &mut Map<String, Value>) {
     default(spec, "backoffLimit", json!(6));
     default(spec, "completionMode", json!("NonIndexed"));
     default(spec, "suspend", json!(false));
+    // defaulted, so the writer owns it (kube-apiserver v1.37.2's managedFields say so)
+    default(spec, "manualSelector", json!(false));
     default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
     // "Always" like every pod template: Job validation then refuses it, as on a real server
     template(spec, "Always");

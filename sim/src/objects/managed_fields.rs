@@ -115,22 +115,70 @@ pub fn encode_as_server(obj: &mut Value, custom: bool) {
     else {
         return;
     };
+    // The maps an earlier entry (in the server's order) owns, or owns keys of: a later Update
+    // that adds keys to one did not create it, and a real server lists a map itself only in the entry of
+    // the manager that created it.
+    let mut earlier: Vec<FieldSet> = Vec::new();
     for entry in list {
         // an Apply's set is the applied configuration's fields, without the map members
         let update = entry.get("operation").and_then(Value::as_str) != Some("Apply");
         if let Some(fields) = entry.get_mut("fieldsV1") {
-            mark(fields, &snapshot, &mut Vec::new(), custom, update);
+            let owned = from_fields_v1(fields);
+            let created_elsewhere = |map: &[String]| {
+                earlier
+                    .iter()
+                    .any(|set| set.iter().any(|p| p.starts_with(map)))
+            };
+            mark(
+                fields,
+                &snapshot,
+                &mut Vec::new(),
+                Marking {
+                    custom,
+                    update,
+                    created_elsewhere: &created_elsewhere,
+                },
+            );
+            earlier.push(owned);
         }
     }
 }
 
-fn mark(fields: &mut Value, obj: &Value, path: &mut Vec<String>, custom: bool, update: bool) {
+/// How [`mark`] encodes one entry.
+#[derive(Clone, Copy)]
+struct Marking<'a> {
+    /// The object is a custom resource (every object a map).
+    custom: bool,
+    /// The entry is an Update's.
+    update: bool,
+    /// Whether an earlier entry owns the map at a path or keys of it.
+    created_elsewhere: &'a dyn Fn(&[String]) -> bool,
+}
+
+fn mark(fields: &mut Value, obj: &Value, path: &mut Vec<String>, how: Marking<'_>) {
+    let Marking { custom, update, .. } = how;
     let Some(map) = fields.as_object_mut() else {
         return;
     };
     if !custom && is_atomic(path) {
         map.clear();
         return;
+    }
+    let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+    if !custom
+        && update
+        && map.is_empty()
+        && let Some(Value::Array(items)) = value_at(obj, path)
+        && let Some(mut listed) = list_fields(&segments, items)
+    {
+        if lists_itself(obj, &segments) {
+            listed.insert(".".into(), json!({}));
+        }
+        *map = listed;
+        return;
+    }
+    if !custom && update && is_replication_controller_template(obj, &segments) {
+        map.insert(".".into(), json!({}));
     }
     let keys: Vec<String> = map
         .keys()
@@ -139,14 +187,14 @@ fn mark(fields: &mut Value, obj: &Value, path: &mut Vec<String>, custom: bool, u
         .collect();
     if update && !keys.is_empty() && !path.is_empty() {
         let is_map = value_at(obj, path).is_some_and(Value::is_object);
-        if is_map && (custom || is_map_typed(path)) {
+        if is_map && (custom || is_map_typed(path)) && !(how.created_elsewhere)(path) {
             map.insert(".".into(), json!({}));
         }
     }
     for key in keys {
         if let Some(child) = map.get_mut(&key) {
             path.push(key[2..].to_string());
-            mark(child, obj, path, custom, update);
+            mark(child, obj, path, how);
             path.pop();
         }
     }
@@ -174,6 +222,121 @@ fn is_map_typed(path: &[String]) -> bool {
     (matches!(last, "labels" | "annotations") && parent == "metadata")
         || (path.len() == 1 && matches!(last, "data" | "binaryData" | "stringData"))
         || matches!(last, "nodeSelector" | "rollingUpdate")
+}
+
+/// The keys of the associative list at `path` of a built-in kind (its schema's
+/// `x-kubernetes-list-map-keys`, in their order), when its items carry them.
+fn list_map_keys(path: &[&str], items: &[Value]) -> Option<&'static [&'static str]> {
+    let last = *path.last()?;
+    let parent = path.len().checked_sub(3).map(|i| path[i]);
+    let keys: &'static [&'static str] = match last {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "resourceClaims" => &["name"],
+        "volumeMounts" => &["mountPath"],
+        "volumeDevices" => &["devicePath"],
+        "ports"
+            if matches!(
+                parent,
+                Some("containers" | "initContainers" | "ephemeralContainers")
+            ) =>
+        {
+            &["containerPort", "protocol"]
+        }
+        "ports" if path == ["spec", "ports"] => &["port", "protocol"],
+        "conditions" => &["type"],
+        "hostAliases" => &["ip"],
+        "topologySpreadConstraints" => &["topologyKey", "whenUnsatisfiable"],
+        "ownerReferences" if path == ["metadata", "ownerReferences"] => &["uid"],
+        _ => return None,
+    };
+    items
+        .iter()
+        .all(|i| keys.iter().all(|k| i.get(*k).is_some()))
+        .then_some(keys)
+}
+
+/// The kind of the object being encoded.
+fn kind(obj: &Value) -> &str {
+    obj.get("kind").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Whether kube-apiserver v1.37.2 lists an Update's associative list at `path` itself (`.`)
+/// beside its items, as measured by the differential test against it: a Service's `spec.ports`
+/// and a ReplicationController's template containers do, a Deployment's, Job's or DaemonSet's
+/// template containers do not.
+fn lists_itself(obj: &Value, path: &[&str]) -> bool {
+    path == ["spec", "ports"]
+        || (kind(obj) == "ReplicationController"
+            && path == ["spec", "template", "spec", "containers"])
+}
+
+/// A ReplicationController's template (a pointer) and its metadata and spec, which
+/// kube-apiserver lists themselves (`.`) in an Update's entry.
+fn is_replication_controller_template(obj: &Value, path: &[&str]) -> bool {
+    kind(obj) == "ReplicationController"
+        && matches!(
+            path,
+            ["spec", "template"] | ["spec", "template", "metadata" | "spec"]
+        )
+}
+
+/// The `FieldsV1` of an associative list owned as a whole, as a real server records it: each
+/// item under its keys (`k:{"name":"web"}`) with its own fields (for some lists the list
+/// itself too, [`lists_itself`]). Ownership stays with the list as one field
+/// ([`from_fields_v1`] reads `f:` entries only).
+fn list_fields(path: &[&str], items: &[Value]) -> Option<Map<String, Value>> {
+    let keys = list_map_keys(path, items)?;
+    let mut out = Map::new();
+    for item in items {
+        let key: Map<String, Value> = keys
+            .iter()
+            .filter_map(|k| Some(((*k).to_string(), item.get(*k)?.clone())))
+            .collect();
+        let mut fields = Map::new();
+        fields.insert(".".into(), json!({}));
+        let mut item_path: Vec<&str> = path.to_vec();
+        item_path.push("*");
+        if let Some(members) = item.as_object() {
+            for (name, value) in members {
+                item_path.push(name);
+                fields.insert(format!("f:{name}"), value_fields(&item_path, value));
+                item_path.pop();
+            }
+        }
+        out.insert(format!("k:{}", Value::Object(key)), Value::Object(fields));
+    }
+    Some(out)
+}
+
+/// The `FieldsV1` of `value` at `path` inside a list item: structs by member, maps the schema
+/// types as maps with `.` too, associative lists by item, anything else one field.
+fn value_fields(path: &[&str], value: &Value) -> Value {
+    match value {
+        Value::Object(members) if !members.is_empty() => {
+            let mut out = Map::new();
+            let last = path.last().copied().unwrap_or_default();
+            if matches!(
+                last,
+                "limits" | "requests" | "labels" | "annotations" | "nodeSelector" | "claims"
+            ) {
+                out.insert(".".into(), json!({}));
+            }
+            let mut inner = path.to_vec();
+            for (name, child) in members {
+                inner.push(name);
+                out.insert(format!("f:{name}"), value_fields(&inner, child));
+                inner.pop();
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => list_fields(path, items).map_or_else(|| json!({}), Value::Object),
+        _ => json!({}),
+    }
 }
 
 /// The field set a `FieldsV1` JSON describes.
@@ -555,6 +718,41 @@ mod tests {
             custom.pointer("/metadata/managedFields/0/fieldsV1"),
             Some(&json!({"f:spec": {".": {}, "f:api": {".": {}, "f:replicas": {}}}}))
         );
+    }
+
+    #[test]
+    fn an_updated_associative_list_lists_its_items_by_their_keys() {
+        let mut obj = json!({"spec": {
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
+            "template": {"spec": {"containers": [{
+                "name": "web", "image": "nginx", "resources": {},
+                "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                "args": ["a"]
+            }]}}
+        }});
+        record_update(None, &mut obj, "m", "v1", "", "t");
+        encode_as_server(&mut obj, false);
+        assert_eq!(
+            obj.pointer("/metadata/managedFields/0/fieldsV1"),
+            Some(&json!({"f:spec": {
+                "f:ports": {".": {}, "k:{\"port\":80,\"protocol\":\"TCP\"}": {
+                    ".": {}, "f:port": {}, "f:protocol": {}, "f:targetPort": {}}},
+                "f:template": {"f:spec": {"f:containers": {
+                    "k:{\"name\":\"web\"}": {".": {}, "f:args": {}, "f:image": {},
+                        "f:name": {}, "f:resources": {},
+                        "f:ports": {
+                            "k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {
+                                ".": {}, "f:containerPort": {}, "f:protocol": {}}}}}}}
+            }}))
+        );
+        // Ownership stays with the list as one field.
+        let fields = obj.pointer("/metadata/managedFields/0/fieldsV1").unwrap();
+        assert!(from_fields_v1(fields).contains(&vec![
+            "spec".to_string(),
+            "template".to_string(),
+            "spec".to_string(),
+            "containers".to_string()
+        ]));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod api_forms;
 mod cel_rules;
+mod ceph_server;
 mod common;
 mod controllers_behaviour;
 mod endpoint_slices;

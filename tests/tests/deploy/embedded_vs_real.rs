@@ -20,11 +20,11 @@ use std::time::Duration;
 const TEST: &str = "the_embedded_cluster_answers_as_the_real_one";
 const NS: &str = "differential";
 /// The least shares of identical answers the embedded cluster keeps, with and without the
-/// managedFields' field sets: one answer below what was measured (36 and 43 of 45: see
+/// managedFields' field sets: one answer below the least measured (42 of 45 either way: see
 /// docs/embedded-cluster.md), as a status read right after a write depends on when a controller
 /// syncs. A simulator change that loses more agreement fails here.
-const FLOOR: f64 = 35.0 / 45.0;
-const FLOOR_WITHOUT_FIELD_SETS: f64 = 42.0 / 45.0;
+const FLOOR: f64 = 41.0 / 45.0;
+const FLOOR_WITHOUT_FIELD_SETS: f64 = 41.0 / 45.0;
 
 /// One request of the corpus.
 struct Case {

@@ -14,6 +14,7 @@ mod operator_image;
 mod operator_under_rbac;
 mod prometheus_scrape;
 mod rbac;
+mod real_cinder_ceph;
 mod real_cinder_config;
 mod real_cinder_connection_cap;
 mod real_cinder_convergence;

@@ -13,13 +13,14 @@
 //!   server is the release's alembic head;
 //! - the API answers `/healthcheck` through its Service's ClusterIP;
 //! - the real `cinder-manage service list` has the scheduler, `cinder-volume` on host
-//!   `cinder@ceph` and `cinder-backup`, each registered by its real process (the RBD drivers
-//!   cannot reach a Ceph cluster: what the services then report is printed);
+//!   `cinder@ceph` and `cinder-backup`, each registered by its real process (their RBD drivers
+//!   on the set-up's single-node Ceph, whose working `real_cinder_ceph` checks; what the
+//!   services log about their drivers is printed);
 //! - the Cinder reaches Ready, and the time from applying the samples is printed;
 //! - the Cinder user's connections on the server (sampled every 2 s during the convergence and
 //!   after it) stay within its MAX_USER_CONNECTIONS, and no service logs MySQL error 1226.
 //!
-//! Needs root, the roots and the Debian servers: without them it says so and passes, except
+//! Needs root, the roots, the Debian servers and Ceph: without them it says so and passes, except
 //! under `CI=true`, where it fails.
 
 use cinder_e2e::real_cinder::Root;
@@ -102,7 +103,7 @@ async fn converge(root: &Root) {
         panic!("the Cinder reached Ready: {e}");
     }
 
-    // What the RBD drivers do without a Ceph cluster: the services' own log lines about it.
+    // What the services log about their RBD drivers.
     for (name, text) in cluster.pod_logs().await.unwrap() {
         if !(name.contains("-volume-") || name.contains("-backup-")) {
             continue;

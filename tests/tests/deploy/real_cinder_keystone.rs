@@ -7,8 +7,8 @@
 //!
 //! - `openstack volume service list` lists cinder-scheduler, cinder-volume on host
 //!   `cinder@ceph` and cinder-backup (the API's keystonemiddleware validated the token with
-//!   Keystone, the API read the services table; without a Ceph cluster the RBD drivers do not
-//!   initialise, so the states are printed, not asserted);
+//!   Keystone, the API read the services table; the states are printed, not asserted: they
+//!   depend on the storage behind the RBD drivers);
 //! - `openstack volume list` answers an empty list (the API reads the volumes table), each of
 //!   five times (the client's version discovery and request one after the other on a pooled
 //!   connection: the API's uWSGI says `Connection: close`, so none is sent on a closing one);
