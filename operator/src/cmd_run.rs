@@ -171,12 +171,12 @@ async fn serve_until(
 ) -> anyhow::Result<()> {
     refuse_embedded_without_it(args)?;
     // Read the samples first: a broken manifest fails before anything starts.
-    let samples = if args.embedded {
+    let mut samples = if args.embedded {
         Some(embedded::read_bootstrap(&args.samples)?)
     } else {
         None
     };
-    let (cluster, real) = start_embedded(args, samples.as_deref()).await?;
+    let (cluster, real) = start_embedded(args, samples.as_deref_mut()).await?;
     let result = serve_on(args, cluster.as_ref(), samples.as_deref(), signalled).await;
     if let Some(cluster) = cluster {
         cluster.shutdown().await;
@@ -204,11 +204,11 @@ impl RealServers {
 #[cfg(feature = "embedded")]
 async fn start_embedded(
     args: &RunArgs,
-    samples: Option<&[embedded::Manifest]>,
+    samples: Option<&mut [embedded::Manifest]>,
 ) -> anyhow::Result<(Option<EmbeddedCluster>, Option<RealServers>)> {
     let real = if args.real_cinder {
         println!("starting a real MariaDB and RabbitMQ (--real-cinder) ...");
-        Some(RealServers::start().await?)
+        Some(RealServers::start(samples.as_deref().unwrap_or_default()).await?)
     } else {
         None
     };
@@ -240,10 +240,15 @@ async fn start_embedded(
         None
     };
     let real = match (real, &cluster) {
-        (Some(real), Some(cluster)) => Some(
-            real.serve_broker(&cluster.client().await, samples.unwrap_or_default())
-                .await?,
-        ),
+        (Some(real), Some(cluster)) => {
+            let client = cluster.client().await;
+            let mut real = real
+                .serve_broker(&client, samples.as_deref().unwrap_or_default())
+                .await?;
+            real.serve_keystone(&client, samples.unwrap_or_default())
+                .await?;
+            Some(real)
+        }
         (real, _) => real,
     };
     Ok((cluster, real))
@@ -263,7 +268,7 @@ fn refuse_embedded_without_it(args: &RunArgs) -> anyhow::Result<()> {
 #[cfg(not(feature = "embedded"))]
 async fn start_embedded(
     _args: &RunArgs,
-    _samples: Option<&[embedded::Manifest]>,
+    _samples: Option<&mut [embedded::Manifest]>,
 ) -> anyhow::Result<(Option<EmbeddedCluster>, Option<RealServers>)> {
     Ok((None, None))
 }
@@ -382,7 +387,7 @@ async fn bootstrap_embedded(
         println!(
             "real Cinder (--real-cinder): once Ready, the API answers on its Service from this host: \
              curl http://$(kubectl -n openstack get svc cinder-api -o jsonpath='{{.spec.clusterIP}}'):8776/ \
-             (the version list and /healthcheck need no token; the rest needs the sample's Keystone, which does not run here)"
+             (the version list and /healthcheck need no token; the rest needs a token of the sample's Keystone: with tests/real-cinder/keystone-setup.sh run, a real one runs here and the `openstack` command is printed once the API is in its catalog)"
         );
     }
     Ok(())

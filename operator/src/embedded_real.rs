@@ -3,8 +3,9 @@
 //! Service), a real RabbitMQ broker with the user, password and vhost of the sample store's
 //! messaging entry (reached as the Service that entry's `host` names), one process node, and the
 //! Cinder images mapped to the roots `tests/real-cinder/setup.sh` prepares (`$CINDER_ROOTS`,
-//! default `/var/tmp/cinder-roots`). The servers live as long as [`RealServers`] and stop by
-//! their own pids when it is dropped.
+//! default `/var/tmp/cinder-roots`). With the Keystone venv `tests/real-cinder/keystone-setup.sh`
+//! prepares, a real Keystone too ([`crate::embedded_keystone`]). The servers live as long as
+//! [`RealServers`] and stop by their own pids when it is dropped.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ use crate::embedded::Manifest;
 pub(crate) struct RealServers {
     mariadb: Arc<MariaDbServer>,
     broker: RabbitMqServer,
+    /// The real Keystone (when its venv is prepared).
+    keystone: Option<crate::embedded_keystone::RealKeystone>,
 }
 
 /// What the sample store holds for the broker.
@@ -76,7 +79,7 @@ fn roots_dir() -> PathBuf {
 
 impl RealServers {
     /// Starts MariaDB and RabbitMQ (about half a minute on 2 cores); needs root.
-    pub(crate) async fn start() -> anyhow::Result<RealServers> {
+    pub(crate) async fn start(samples: &[Manifest]) -> anyhow::Result<RealServers> {
         use std::os::unix::fs::MetadataExt;
         // /proc/self belongs to the process's effective user.
         if std::fs::metadata("/proc/self").map(|m| m.uid()).ok() != Some(0) {
@@ -90,9 +93,12 @@ impl RealServers {
         );
         let mariadb = mariadb?.map_err(anyhow::Error::msg).context("MariaDB")?;
         let broker = broker?.map_err(anyhow::Error::msg).context("RabbitMQ")?;
+        let mariadb = Arc::new(mariadb);
+        let keystone = crate::embedded_keystone::RealKeystone::start(&mariadb, samples).await?;
         Ok(RealServers {
-            mariadb: Arc::new(mariadb),
+            mariadb,
             broker,
+            keystone,
         })
     }
 
@@ -140,8 +146,25 @@ impl RealServers {
         .await?
     }
 
-    /// Stops both servers (blocking work, off the runtime's threads).
-    pub(crate) async fn stop(self) {
+    /// With the real Keystone: makes it what the samples name (its Service, the Cinders'
+    /// `keystoneEndpoint`, the service user of the sample store) and registers the Cinder API in
+    /// its catalog once the API's Service is there.
+    pub(crate) async fn serve_keystone(
+        &mut self,
+        client: &kube::Client,
+        manifests: &mut [Manifest],
+    ) -> anyhow::Result<()> {
+        match &mut self.keystone {
+            Some(keystone) => keystone.serve(client, manifests).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the servers (blocking work, off the runtime's threads).
+    pub(crate) async fn stop(mut self) {
+        if let Some(keystone) = self.keystone.take() {
+            keystone.stop().await;
+        }
         let _ = tokio::task::spawn_blocking(move || drop(self)).await;
     }
 }

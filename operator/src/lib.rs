@@ -28,6 +28,8 @@ pub mod credentials;
 pub mod device_retry;
 pub mod embedded;
 #[cfg(feature = "embedded")]
+pub(crate) mod embedded_keystone;
+#[cfg(feature = "embedded")]
 pub(crate) mod embedded_real;
 pub mod entry;
 pub mod events;

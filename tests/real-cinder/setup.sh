@@ -136,3 +136,4 @@ for rel in "${releases[@]}"; do
   link_ceph_bindings "$rel"
 done
 echo "== real Cinder roots ready in $((SECONDS - total)) s"
+[ "${CINDER_SKIP_KEYSTONE:-0}" = 1 ] || "$here/keystone-setup.sh"

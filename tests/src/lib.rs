@@ -23,6 +23,7 @@ pub mod operator_replica;
 pub mod real_cinder;
 pub mod real_cinder_cluster;
 pub mod real_cluster;
+pub mod real_keystone;
 pub mod request_checks;
 pub mod target_helpers;
 pub mod test_cluster;

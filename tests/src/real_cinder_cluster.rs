@@ -20,7 +20,7 @@ use cinder_operator::embedded::Manifest;
 use cinder_operator::planning::config::ENV_DB_CONNECTION;
 use cinder_sim::agent::ImageMap;
 use cinder_sim::controllers::Switch;
-use cinder_sim::real_servers::{CephServer, MariaDbServer, RabbitMqServer, expose};
+use cinder_sim::real_servers::{CephServer, KeystoneServer, MariaDbServer, RabbitMqServer, expose};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
@@ -138,6 +138,8 @@ pub struct RealCinderOptions {
     pub max_connections: u32,
     /// Applied to every manifest after the release is set in the Cinder.
     pub edit: Option<ManifestEdit>,
+    /// A real Keystone behind the sample Cinder's `keystoneEndpoint` ([`crate::real_keystone`]).
+    pub keystone: bool,
 }
 
 impl Default for RealCinderOptions {
@@ -147,6 +149,7 @@ impl Default for RealCinderOptions {
             user_cap: None,
             max_connections: 500,
             edit: None,
+            keystone: false,
         }
     }
 }
@@ -164,6 +167,10 @@ pub struct RealCinderCluster {
     pub applied: Instant,
     /// A home directory for the commands run on the host.
     pub home: tempfile::TempDir,
+    /// The real Keystone (`RealCinderOptions::keystone`).
+    pub keystone: Option<Arc<KeystoneServer>>,
+    /// The Cinder API's URL in Keystone's catalog (with the real Keystone).
+    pub api_url: Option<String>,
 }
 
 /// One row of `cinder-manage service list`.
@@ -226,6 +233,9 @@ impl RealCinderCluster {
             tokio::task::spawn_blocking(CephServer::start),
         );
         let db = Arc::new(db?.map_err(anyhow::Error::msg)?);
+        let keystone = opts
+            .keystone
+            .then(|| tokio::spawn(crate::real_keystone::start_keystone(Arc::clone(&db))));
         let broker = broker?.map_err(anyhow::Error::msg)?;
         let ceph = ceph?.map_err(|e| anyhow::anyhow!("starting Ceph: {e}"))?;
         let broker = tokio::task::spawn_blocking(move || {
@@ -254,12 +264,24 @@ impl RealCinderCluster {
         // The broker's Service first: a pod's /etc/hosts names the Services there when it starts.
         crate::fixtures::create_namespace(&client, SAMPLES_NS).await?;
         expose(&client, SAMPLES_NS, "rabbitmq", 5672, broker.port()).await?;
+        let keystone = match keystone {
+            Some(started) => {
+                let keystone = Arc::new(started.await??);
+                crate::real_keystone::serve_keystone(&client, &keystone).await?;
+                Some(keystone)
+            }
+            None => None,
+        };
         let mut manifests = cinder_operator::embedded::read_bootstrap(&opts.samples)?;
         for m in &mut manifests {
             use_ceph(m, &ceph);
             if m.gvk.kind == "Cinder" {
                 m.object.data["spec"]["openStackRelease"] = root.release.into();
                 m.object.data["spec"]["image"]["tag"] = root.release.into();
+                if keystone.is_some() {
+                    m.object.data["spec"]["keystoneEndpoint"] =
+                        crate::real_keystone::pod_url().into();
+                }
             }
             if let Some(edit) = &opts.edit {
                 edit(m);
@@ -267,6 +289,10 @@ impl RealCinderCluster {
         }
         let applied = Instant::now();
         cinder_operator::embedded::apply(&client, &manifests).await?;
+        let api_url = match &keystone {
+            Some(k) => Some(crate::real_keystone::register_cinder(&client, k).await?),
+            None => None,
+        };
         Ok(RealCinderCluster {
             root: root.clone(),
             harness,
@@ -276,6 +302,8 @@ impl RealCinderCluster {
             ceph: Some(ceph),
             applied,
             home: tempfile::tempdir()?,
+            keystone,
+            api_url,
         })
     }
 
@@ -646,6 +674,8 @@ impl RealCinderCluster {
     pub async fn stop(mut self) -> anyhow::Result<()> {
         let stopped = self.harness.stop().await;
         let broker = self.broker.take();
+        let keystone = self.keystone.take();
+        tokio::task::spawn_blocking(move || drop(keystone)).await?;
         let ceph = self.ceph.take();
         drop(self.db);
         tokio::task::spawn_blocking(move || {

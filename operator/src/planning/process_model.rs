@@ -81,6 +81,12 @@ pub(crate) fn api_uwsgi_ini(spec: &CinderSpec) -> IniDoc {
     set("need-app", "true".into());
     set("die-on-term", "true".into());
     set("buffer-size", "65535".into());
+    // A plain http-socket answers HTTP/1.1 without `Connection: close` and closes the
+    // connection only once the application's response is closed; a client that reuses the
+    // connection (keystoneauth's pool: the version document, then the request) meanwhile gets a
+    // reset. The header makes clients open a connection per request; keep-alive (http11-socket)
+    // would hold one of the few synchronous workers per idle client connection.
+    set("add-header", "Connection: close".into());
     d
 }
 
@@ -188,6 +194,7 @@ mod tests {
             "{ini}"
         );
         assert!(ini.contains("http-socket = :8776"), "{ini}");
+        assert!(ini.contains("add-header = Connection: close"), "{ini}");
         assert!(
             ini.contains(
                 "pyargv = --config-file /etc/cinder/cinder.conf --config-file /etc/cinder/api.conf"

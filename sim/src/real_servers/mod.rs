@@ -10,11 +10,13 @@
 
 pub mod ceph;
 pub mod expose;
+pub mod keystone;
 pub mod mariadb;
 pub mod process;
 pub mod rabbitmq;
 
 pub use ceph::CephServer;
 pub use expose::expose;
+pub use keystone::{KeystoneOptions, KeystoneServer};
 pub use mariadb::MariaDbServer;
 pub use rabbitmq::RabbitMqServer;

@@ -20,6 +20,7 @@ mod pod_lifecycle;
 mod process_nodes;
 mod randomized;
 mod rbac;
+mod real_keystone;
 mod real_servers;
 mod service_proxy;
 mod slow_clients;

@@ -23,6 +23,7 @@ mod real_cinder_db_errors;
 mod real_cinder_detach;
 mod real_cinder_health;
 mod real_cinder_jobs;
+mod real_cinder_keystone;
 mod real_cinder_purge;
 mod real_cinder_upgrade;
 mod real_control_plane;
