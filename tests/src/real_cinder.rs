@@ -7,6 +7,9 @@
 //! A test that needs the roots skips with a line naming the setup command when they are not
 //! prepared, unless `CI` is set: then it fails.
 
+/// The namespace of the samples of `run --embedded --real-cinder` (tests/real-cinder/samples).
+pub const SAMPLES_NS: &str = "openstack";
+
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -28,8 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The namespace of the samples.
-pub const SAMPLES_NS: &str = "openstack";
+pub use crate::real_cinder::SAMPLES_NS;
 /// The sample Cinder's name.
 pub const CINDER: &str = "cinder";
 /// The sample store's values (sim/fixtures/run-embedded/10-secret-store.yaml).

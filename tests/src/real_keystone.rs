@@ -16,7 +16,7 @@ use cinder_sim::real_servers::{KeystoneOptions, KeystoneServer, MariaDbServer, e
 use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
 
-use crate::real_cinder_cluster::SAMPLES_NS;
+use crate::real_cinder::SAMPLES_NS;
 
 /// The sample store's Keystone password of the Cinder service user
 /// (sim/fixtures/run-embedded/10-secret-store.yaml `openstack/cinder/keystone`).
