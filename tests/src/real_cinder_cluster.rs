@@ -642,21 +642,12 @@ impl RealCinderCluster {
             .spec
             .and_then(|s| s.cluster_ip)
             .context("the cinder-api Service has no ClusterIP")?;
-        let out = tokio::process::Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "10",
-            ])
-            .arg(format!("http://{ip}:8776/healthcheck"))
-            .output()
-            .await
-            .context("running curl")?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        http_status(
+            &format!("http://{ip}:8776/healthcheck"),
+            &[],
+            Duration::from_secs(10),
+        )
+        .await
     }
 
     /// The broker.
@@ -869,6 +860,23 @@ async fn snapshot(client: &kube::Client) -> BTreeMap<String, String> {
 /// The highest of `samples`.
 pub fn peak(samples: &[(Duration, usize)]) -> usize {
     samples.iter().map(|(_, n)| *n).max().unwrap_or(0)
+}
+
+/// The HTTP status code of a GET of `url` with `headers` (`Name: value`) from the host, by curl,
+/// within `max_time` ("000" when nothing answered).
+pub async fn http_status(
+    url: &str,
+    headers: &[String],
+    max_time: Duration,
+) -> anyhow::Result<String> {
+    let mut curl = tokio::process::Command::new("curl");
+    curl.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time"])
+        .arg(max_time.as_secs().max(1).to_string());
+    for header in headers {
+        curl.args(["-H", header]);
+    }
+    let out = curl.arg(url).output().await.context("running curl")?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 use cinder_e2e::real_cinder::Root;
 use cinder_e2e::real_cinder_cluster::{
     CINDER, ManifestEdit, RABBIT_USER, RealCinderCluster, RealCinderOptions, SAMPLES_NS,
-    real_cinder_roots,
+    http_status, real_cinder_roots,
 };
 use cinder_sim::real_servers::{MariaDbServer, RabbitMqServer};
 use k8s_openapi::api::core::v1::Pod;
@@ -89,6 +89,14 @@ async fn wait_for(
         "{kind} did not become {status} with {needle:?} within {} s; last {last:?}",
         within.as_secs()
     ))
+}
+
+/// Waits up to `within` for SchedulerReady to be True.
+async fn scheduler_ready(
+    client: &kube::Client,
+    within: Duration,
+) -> Result<(String, String, String), String> {
+    wait_for(client, "SchedulerReady", "True", "", within).await
 }
 
 /// The services rows: (binary, host, disabled, frozen, active_backend_id, age of the heartbeat
@@ -202,14 +210,7 @@ async fn health(root: &Root) {
 
 /// What the services table says and what the conditions say, then the scheduler's faults.
 async fn faults(client: &kube::Client, db: &MariaDbServer) -> Result<(), String> {
-    wait_for(
-        client,
-        "SchedulerReady",
-        "True",
-        "",
-        Duration::from_secs(15 * 60),
-    )
-    .await?;
+    scheduler_ready(client, Duration::from_secs(15 * 60)).await?;
     // Past service_down_time after the services started, with a line every 20 s.
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_secs(20)).await;
@@ -269,14 +270,7 @@ async fn faults(client: &kube::Client, db: &MariaDbServer) -> Result<(), String>
     eprintln!("SIGCONT cinder-scheduler (pid {pid})");
     signal(pid, "-CONT");
     stopped?;
-    wait_for(
-        client,
-        "SchedulerReady",
-        "True",
-        "",
-        Duration::from_secs(180),
-    )
-    .await?;
+    scheduler_ready(client, Duration::from_secs(180)).await?;
 
     // Its row disabled, then enabled again.
     let set = |disabled: bool| {
@@ -298,14 +292,7 @@ async fn faults(client: &kube::Client, db: &MariaDbServer) -> Result<(), String>
     .await;
     db.sql(&set(false)).await?;
     disabled?;
-    wait_for(
-        client,
-        "SchedulerReady",
-        "True",
-        "",
-        Duration::from_secs(180),
-    )
-    .await?;
+    scheduler_ready(client, Duration::from_secs(180)).await?;
     Ok(())
 }
 
@@ -356,15 +343,9 @@ async fn oom(client: &kube::Client) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     eprintln!("the scheduler's memory limit raised to 512Mi");
-    wait_for(
-        client,
-        "SchedulerReady",
-        "True",
-        "",
-        Duration::from_secs(10 * 60),
-    )
-    .await
-    .map(drop)
+    scheduler_ready(client, Duration::from_secs(10 * 60))
+        .await
+        .map(drop)
 }
 
 /// An API worker SIGKILLed: the samples' API (one uWSGI process of one thread) on the newest
@@ -414,21 +395,13 @@ fn pod_processes(pod_uid: &str, word: &str) -> Vec<(u32, u32)> {
 }
 
 async fn healthcheck(ip: &str) -> String {
-    let out = tokio::process::Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "3",
-        ])
-        .arg(format!("http://{ip}:8776/healthcheck"))
-        .output()
-        .await;
-    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
+    http_status(
+        &format!("http://{ip}:8776/healthcheck"),
+        &[],
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap_or_default()
 }
 
 async fn api_worker(client: &kube::Client) -> Result<(), String> {
@@ -547,14 +520,7 @@ fn connections(broker: &RabbitMqServer) -> usize {
 }
 
 async fn broker_restart(client: &kube::Client, broker: &RabbitMqServer) -> Result<(), String> {
-    wait_for(
-        client,
-        "SchedulerReady",
-        "True",
-        "",
-        Duration::from_secs(15 * 60),
-    )
-    .await?;
+    scheduler_ready(client, Duration::from_secs(15 * 60)).await?;
     let before = connections(broker);
     eprintln!("the services' connections to the broker: {before}");
     broker.ctl(&["stop_app"], None)?;
@@ -582,13 +548,7 @@ async fn broker_restart(client: &kube::Client, broker: &RabbitMqServer) -> Resul
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    wait_for(
-        client,
-        "SchedulerReady",
-        "True",
-        "",
-        Duration::from_secs(120),
-    )
-    .await
-    .map(drop)
+    scheduler_ready(client, Duration::from_secs(120))
+        .await
+        .map(drop)
 }

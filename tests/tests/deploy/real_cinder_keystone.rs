@@ -19,7 +19,9 @@
 //! (tests/real-cinder/keystone-setup.sh): without them it says so and passes, except under
 //! `CI=true`, where it fails.
 
-use cinder_e2e::real_cinder_cluster::{RealCinderCluster, RealCinderOptions, real_cinder_roots};
+use cinder_e2e::real_cinder_cluster::{
+    RealCinderCluster, RealCinderOptions, http_status, real_cinder_roots,
+};
 use cinder_e2e::real_keystone::{openstack, openstack_with, pod_url};
 use cinder_sim::real_servers::KeystoneServer;
 use serde_json::Value;
@@ -142,21 +144,13 @@ async fn check(cluster: &RealCinderCluster) -> anyhow::Result<()> {
     let status = |token: Option<&'static str>| {
         let url = format!("{api}/volumes");
         async move {
-            let mut c = tokio::process::Command::new("curl");
-            c.args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "20",
-            ]);
-            if let Some(t) = token {
-                c.args(["-H", &format!("X-Auth-Token: {t}")]);
-            }
-            let out = c.arg(&url).output().await.expect("curl");
-            String::from_utf8_lossy(&out.stdout).into_owned()
+            let headers: Vec<String> = token
+                .map(|t| format!("X-Auth-Token: {t}"))
+                .into_iter()
+                .collect();
+            http_status(&url, &headers, Duration::from_secs(20))
+                .await
+                .expect("curl")
         }
     };
     assert_eq!(
