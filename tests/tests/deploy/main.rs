@@ -25,5 +25,6 @@ mod real_cinder_health;
 mod real_cinder_jobs;
 mod real_cinder_keystone;
 mod real_cinder_purge;
+mod real_cinder_rotation;
 mod real_cinder_upgrade;
 mod real_control_plane;
