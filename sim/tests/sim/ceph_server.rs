@@ -7,6 +7,7 @@
 //! Needs root (the network namespace) and the Debian Ceph packages (tests/real-cinder/setup.sh):
 //! without them it says so and passes, except under `CI=true`.
 
+use crate::common::{alive, is_root, runs_unless_missing};
 use cinder_sim::agent::sandbox::{Network, PodNetwork};
 use cinder_sim::real_servers::CephServer;
 use cinder_sim::real_servers::ceph::{BACKUP_USER, BACKUPS_POOL, VOLUME_USER, VOLUMES_POOL};
@@ -14,29 +15,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn prerequisites(test: &str) -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let why = if !root {
-        "pod network namespaces need root"
+    let missing = if !is_root() {
+        Some("pod network namespaces need root")
     } else if !CephServer::available() {
-        "the Ceph packages are not installed: run tests/real-cinder/setup.sh"
+        Some("the Ceph packages are not installed: run tests/real-cinder/setup.sh")
     } else {
-        return true;
+        None
     };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why} (CI=true: not skipped)");
-    }
-    eprintln!("skipping {test}: {why}");
-    false
-}
-
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z ")
+    runs_unless_missing(test, missing)
 }
 
 /// `rbd ARGS` as `client.<user>` inside network namespace `netns`.

@@ -90,3 +90,32 @@ pub async fn server_only() -> EmbeddedCluster {
     .await
     .unwrap()
 }
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Whether `test` can run: true when nothing is `missing`; otherwise a line saying why it is
+/// skipped and false, or a panic under `CI=true` (a real-server test is never skipped there).
+pub fn runs_unless_missing(test: &str, missing: Option<&str>) -> bool {
+    let Some(why) = missing else {
+        return true;
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why} (CI=true: not skipped)");
+    }
+    eprintln!("skipping {test}: {why}");
+    false
+}
+
+/// Whether process `pid` is alive (exists and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}

@@ -8,32 +8,24 @@
 //! and the Keystone venv (tests/real-cinder/keystone-setup.sh): without them it says so and
 //! passes, except under `CI=true`.
 
+use crate::common::{is_root, runs_unless_missing};
 use cinder_sim::real_servers::keystone::http_status;
 use cinder_sim::real_servers::{KeystoneOptions, KeystoneServer, MariaDbServer};
-use std::process::Command;
 
 /// The service user's password here (a test value of this module's own).
 const SERVICE_PASSWORD: &str = "sim-keystone-test-password";
 
 fn prerequisites(test: &str) -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let why = if !root {
-        "MariaDB runs as root here"
+    let missing = if !is_root() {
+        Some("MariaDB runs as root here")
     } else if !MariaDbServer::available() {
-        "mariadb-server is not installed: run tests/real-cinder/setup.sh"
+        Some("mariadb-server is not installed: run tests/real-cinder/setup.sh")
     } else if !KeystoneServer::available() {
-        "the Keystone venv is not prepared: run tests/real-cinder/keystone-setup.sh"
+        Some("the Keystone venv is not prepared: run tests/real-cinder/keystone-setup.sh")
     } else {
-        return true;
+        None
     };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why} (CI=true: not skipped)");
-    }
-    eprintln!("skipping {test}: {why}");
-    false
+    runs_unless_missing(test, missing)
 }
 
 /// `openstack ARGS` of the Keystone venv as `user` of `project` with `password`: its stdout, or

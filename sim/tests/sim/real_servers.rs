@@ -8,7 +8,7 @@
 //! Needs root (the service proxy) and the Debian mariadb-server and rabbitmq-server
 //! (tests/real-cinder/setup.sh): without them it says so and passes, except under `CI=true`.
 
-use crate::common::eventually;
+use crate::common::{alive, eventually, is_root, runs_unless_missing};
 use cinder_sim::controllers::{ControllersConfig, Switch, kinds};
 use cinder_sim::real_servers::{MariaDbServer, RabbitMqServer, expose};
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
@@ -20,29 +20,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn prerequisites(test: &str) -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let why = if !root {
-        "the service proxy needs root"
+    let missing = if !is_root() {
+        Some("the service proxy needs root")
     } else if !MariaDbServer::available() || !RabbitMqServer::available() {
-        "mariadb-server or rabbitmq-server is not installed: run tests/real-cinder/setup.sh"
+        Some("mariadb-server or rabbitmq-server is not installed: run tests/real-cinder/setup.sh")
     } else {
-        return true;
+        None
     };
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why} (CI=true: not skipped)");
-    }
-    eprintln!("skipping {test}: {why}");
-    false
-}
-
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap_or_default()
-            .contains(") Z ")
+    runs_unless_missing(test, missing)
 }
 
 fn api(client: &kube::Client, kind: kinds::Kind) -> Api<DynamicObject> {

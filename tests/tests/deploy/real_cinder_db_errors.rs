@@ -27,24 +27,32 @@ use std::time::{Duration, Instant};
 const SAMPLES_NS: &str = "openstack";
 const CINDER: &str = "cinder";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn database_ready_quotes_the_real_error_of_an_unreachable_server() {
-    let test = "database_ready_quotes_the_real_error_of_an_unreachable_server";
-    let Some(roots) = prepared_roots(test) else {
-        return;
-    };
+/// The prepared roots when `test` can run here: as root (process nodes, the service proxy), with
+/// mariadb-server when `mariadb`. Otherwise `None` after a line saying why it is skipped, or a
+/// panic under `CI=true`.
+fn runnable(test: &str, mariadb: bool) -> Option<Vec<cinder_e2e::real_cinder::Root>> {
+    let roots = prepared_roots(test)?;
     let root_user = std::process::Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !root_user {
-        let why = "process nodes and the service proxy need root";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: {why} (CI=true: not skipped)");
-        }
-        eprintln!("skipping {test}: {why}");
-        return;
+    if root_user && (!mariadb || MariaDbServer::available()) {
+        return Some(roots);
     }
+    let why = "needs root and mariadb-server (tests/real-cinder/setup.sh)";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why} (CI=true: not skipped)");
+    }
+    eprintln!("skipping {test}: {why}");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_ready_quotes_the_real_error_of_an_unreachable_server() {
+    let test = "database_ready_quotes_the_real_error_of_an_unreachable_server";
+    let Some(roots) = runnable(test, false) else {
+        return;
+    };
     let root = roots.last().expect("a release");
     let release = root.release;
     eprintln!("== {release} (cinder {})", root.cinder);
@@ -171,21 +179,9 @@ async fn schema(db: &MariaDbServer) -> (usize, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mariadbd_killed_during_db_sync_is_never_reported_synced() {
     let test = "a_mariadbd_killed_during_db_sync_is_never_reported_synced";
-    let Some(roots) = prepared_roots(test) else {
+    let Some(roots) = runnable(test, true) else {
         return;
     };
-    let root_user = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !root_user || !MariaDbServer::available() {
-        let why = "needs root and mariadb-server (tests/real-cinder/setup.sh)";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: {why} (CI=true: not skipped)");
-        }
-        eprintln!("skipping {test}: {why}");
-        return;
-    }
     let root = roots.last().expect("a release").clone();
     let release = root.release;
     eprintln!("== {release} (cinder {})", root.cinder);
