@@ -649,11 +649,9 @@ pub fn url_encode(value: &str) -> String {
         .collect()
 }
 
-/// A free TCP port on 127.0.0.1 (bound to port 0, then released).
+/// A free TCP port on 127.0.0.1, outside the ephemeral range (see the sim's `free_port`).
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(cinder_sim::real_servers::process::free_port()?)
 }
 
 // ---------------------------------------------------------------------------------------------

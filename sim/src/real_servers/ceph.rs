@@ -20,7 +20,7 @@
 //! Dropping the server stops the daemons by their own pids (SIGTERM, SIGKILL after 10 s) and
 //! removes the directory.
 
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -167,10 +167,8 @@ impl CephServer {
             ));
         }
         let address = host_address().map_err(|e| format!("the address for Ceph: {e}"))?;
-        let mon_port = TcpListener::bind((IpAddr::V4(address), 0))
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("a port for the Ceph monitor on {address}: {e}"))?
-            .port();
+        let mon_port = super::process::free_port_on(IpAddr::V4(address))
+            .map_err(|e| format!("a port for the Ceph monitor on {address}: {e}"))?;
         let dir = tempfile::Builder::new()
             .prefix("cinder-sim-ceph-")
             .tempdir()
