@@ -107,8 +107,8 @@ pub struct EmbeddedCluster {
     server: actix_web::dev::ServerHandle,
     stop: tokio::sync::watch::Sender<bool>,
     gc_task: Option<tokio::task::JoinHandle<()>>,
-    /// With the `kubernetes` Service: keeps `kube-root-ca.crt` in every namespace.
-    root_ca_task: Option<tokio::task::JoinHandle<()>>,
+    /// Keeps `kube-root-ca.crt` and the `default` ServiceAccount in every namespace.
+    namespace_defaults_task: Option<tokio::task::JoinHandle<()>>,
     server_task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -307,21 +307,34 @@ impl EmbeddedCluster {
             server: handle,
             stop,
             gc_task: Some(gc_task),
-            root_ca_task: None,
+            namespace_defaults_task: None,
             server_task: Some(server_task),
         };
         // Before any other Service, so the range's first address is free.
-        if let (Some(ip), Some(port), Some(ca)) =
-            (in_cluster_ip, https_port, kubeconfig_target.1.clone())
-        {
+        if let (Some(ip), Some(port)) = (in_cluster_ip, https_port) {
             in_cluster::create_service(&client, ip, port)
                 .await
                 .map_err(|e| SimError::Client(format!("the kubernetes Service: {e}")))?;
-            cluster.root_ca_task = Some(tokio::spawn(in_cluster::publish_root_ca(
-                client.clone(),
-                ca,
-                cluster.stop.subscribe(),
-            )));
+        }
+        // Every namespace of a real cluster has kube-root-ca.crt and the default
+        // ServiceAccount. Served over HTTPS the ConfigMap holds
+        // the serving certificate; over plain HTTP a certificate of its own that no listener
+        // presents (nothing verifies against it there).
+        if config.controllers.namespace_defaults.enabled {
+            let root_ca = match kubeconfig_target.1.clone() {
+                Some(pem) => pem,
+                None => {
+                    crate::auth::tls::self_signed(&[])
+                        .map_err(SimError::Client)?
+                        .pem
+                }
+            };
+            cluster.namespace_defaults_task =
+                Some(tokio::spawn(in_cluster::keep_namespace_defaults(
+                    client.clone(),
+                    root_ca,
+                    cluster.stop.subscribe(),
+                )));
         }
         controllers::install_fixture_set(client.clone(), config.controllers.fixtures)
             .await
@@ -438,7 +451,7 @@ impl EmbeddedCluster {
         if let Some(c) = self.controllers.take() {
             c.shutdown().await;
         }
-        if let Some(t) = self.root_ca_task.take() {
+        if let Some(t) = self.namespace_defaults_task.take() {
             t.abort();
         }
         let _ = self.stop.send(true);
@@ -457,7 +470,7 @@ impl Drop for EmbeddedCluster {
         self.agent.take();
         self.proxy.take();
         self.controllers.take();
-        if let Some(t) = self.root_ca_task.take() {
+        if let Some(t) = self.namespace_defaults_task.take() {
             t.abort();
         }
         let _ = self.stop.send(true);

@@ -4,13 +4,14 @@
 //! service proxy forwards to), and the `kube-root-ca.crt` ConfigMap (key `ca.crt`: the serving
 //! certificate) in every namespace, which kube-controller-manager's root-ca-cert-publisher
 //! keeps. The node agent mounts both into process pods (the kube-api-access volume and the
-//! `KUBERNETES_SERVICE_HOST` / `_PORT` variables). A cluster has them when pods can use them:
-//! with the service proxy (ClusterIPs lead somewhere) and an HTTPS listener (RBAC enforced).
+//! `KUBERNETES_SERVICE_HOST` / `_PORT` variables). Every cluster keeps the ConfigMap, as every
+//! real one does; the Service exists when pods can use it: with the service proxy (ClusterIPs
+//! lead somewhere) and an HTTPS listener (RBAC enforced).
 
 use std::net::Ipv4Addr;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
@@ -78,9 +79,10 @@ pub async fn create_service(
     Ok(())
 }
 
-/// Keeps `kube-root-ca.crt` (holding `ca_pem`) in every namespace that is not terminating,
-/// until `stop` turns true: the root-ca-cert-publisher's job.
-pub async fn publish_root_ca(
+/// Keeps `kube-root-ca.crt` (holding `ca_pem`) and the `default` ServiceAccount in every
+/// namespace that is not terminating, until `stop` turns true: the root-ca-cert-publisher's
+/// and the serviceaccount controller's job.
+pub async fn keep_namespace_defaults(
     client: kube::Client,
     ca_pem: String,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -96,7 +98,7 @@ pub async fn publish_root_ca(
             Some(Ok(watcher::Event::Apply(ns) | watcher::Event::InitApply(ns))) => ns,
             Some(Ok(_)) => continue,
             Some(Err(error)) => {
-                tracing::debug!(%error, "root CA publisher: namespace watch failed; retrying");
+                tracing::debug!(%error, "namespace defaults: namespace watch failed; retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 continue;
             }
@@ -118,16 +120,36 @@ pub async fn publish_root_ca(
         })) else {
             continue;
         };
-        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
         let params = PostParams {
             field_manager: Some("kube-controller-manager".to_string()),
             ..PostParams::default()
         };
-        match maps.create(&params, &map).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => {
-                tracing::debug!(%error, namespace = %name, "root CA publisher: not created");
+        let account = ServiceAccount {
+            metadata: kube::api::ObjectMeta {
+                name: Some("default".to_string()),
+                namespace: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let account = Api::<ServiceAccount>::namespaced(client.clone(), &name)
+            .create(&params, &account)
+            .await
+            .map(|_| ());
+        let map = Api::<ConfigMap>::namespaced(client.clone(), &name)
+            .create(&params, &map)
+            .await
+            .map(|_| ());
+        for (what, created) in [
+            ("ServiceAccount default", account),
+            (ROOT_CA_CONFIG_MAP, map),
+        ] {
+            match created {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => {
+                    tracing::warn!(%error, namespace = %name, "namespace defaults: {what} not created");
+                }
             }
         }
     }

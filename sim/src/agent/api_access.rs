@@ -11,9 +11,10 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use crate::in_cluster;
+use crate::objects::pod_admission;
 
 /// Where the volume is mounted (what client libraries' in-cluster configuration reads).
-pub const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub const MOUNT_PATH: &str = pod_admission::TOKEN_MOUNT_PATH;
 /// The volume's name.
 pub const VOLUME: &str = "kube-api-access";
 
@@ -62,8 +63,8 @@ pub async fn automount(client: &kube::Client, pod: &Value) -> bool {
 }
 
 /// Adds the `kube-api-access` volume to `pod` and mounts it read-only at [`MOUNT_PATH`] in
-/// every container (init containers too) that mounts nothing there. A pod that already has the
-/// volume is left as it is.
+/// every container (init containers too) that mounts nothing there. A pod that has a token
+/// volume already (the ServiceAccount admission's `kube-api-access-*`) is left as it is.
 pub fn add_volume(pod: &mut Value) {
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -72,19 +73,13 @@ pub fn add_volume(pod: &mut Value) {
     let Some(volumes) = volumes.as_array_mut() else {
         return;
     };
-    if volumes.iter().any(|v| v["name"] == VOLUME) {
+    if volumes
+        .iter()
+        .any(|v| v["name"].as_str().is_some_and(|n| n.starts_with(VOLUME)))
+    {
         return;
     }
-    volumes.push(json!({
-        "name": VOLUME,
-        "projected": {"defaultMode": 0o644, "sources": [
-            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-            {"configMap": {"name": in_cluster::ROOT_CA_CONFIG_MAP,
-                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-            {"downwardAPI": {"items": [{"path": "namespace",
-                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
-        ]}
-    }));
+    volumes.push(pod_admission::token_volume(VOLUME));
     for key in ["initContainers", "containers"] {
         for container in spec
             .get_mut(key)

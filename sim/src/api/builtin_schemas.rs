@@ -91,6 +91,7 @@ fn generate(settings: SchemaSettings) -> Schemas {
     add::<core::v1::ReplicationController>(&mut g, k);
     add::<core::v1::Event>(&mut g, k);
     add::<core::v1::ServiceAccount>(&mut g, k);
+    add::<core::v1::LimitRange>(&mut g, k);
     add::<core::v1::PersistentVolumeClaim>(&mut g, k);
     add::<apps::v1::Deployment>(&mut g, k);
     add::<apps::v1::ReplicaSet>(&mut g, k);

@@ -334,6 +334,10 @@ pub struct ControllersConfig {
     /// EndpointSlices and Endpoints kept from the pods every Service with a selector selects
     /// (the delay is unused: endpoints follow pods at once).
     pub endpoints: Switch,
+    /// kube-controller-manager's root-ca-cert-publisher and serviceaccount controller: the
+    /// `kube-root-ca.crt` ConfigMap and the `default` ServiceAccount in every namespace (the
+    /// delay is unused: both follow the namespace at once).
+    pub namespace_defaults: Switch,
     /// Which CRD fixtures an embedded cluster installs.
     pub fixtures: FixtureSet,
     /// How often every controller re-reads its objects against the config, as a backstop for
@@ -365,6 +369,7 @@ impl Default for ControllersConfig {
             gateways: GatewaysConfig::default(),
             autoscalers: Switch::default(),
             endpoints: Switch::default(),
+            namespace_defaults: Switch::default(),
             fixtures: FixtureSet::ALL,
             resync: Duration::from_secs(5),
             real_control_plane: false,
@@ -389,6 +394,7 @@ impl ControllersConfig {
         config.gateways.switch = Switch::off();
         config.autoscalers = Switch::off();
         config.endpoints = Switch::off();
+        config.namespace_defaults = Switch::off();
         config
     }
 
@@ -412,6 +418,7 @@ impl ControllersConfig {
         config.deployments.switch.enabled = false;
         config.cronjobs.switch = Switch::off();
         config.endpoints = Switch::off();
+        config.namespace_defaults = Switch::off();
         config
     }
 }
@@ -479,6 +486,7 @@ mod tests {
         assert!(!config.gateways.switch.enabled);
         assert!(!config.autoscalers.enabled);
         assert!(!config.endpoints.enabled);
+        assert!(!config.namespace_defaults.enabled);
     }
 
     #[test]

@@ -60,9 +60,48 @@ pub fn apply(group: &str, resource: &str, obj: &mut Value) {
         ("", "pods") => {
             if let Some(spec) = object_at(root, "spec") {
                 pod_spec(spec, "Always");
+                // a Pod's own defaulting, not its templates'
+                default(spec, "enableServiceLinks", json!(true));
             }
         }
+        ("", "limitranges") => limit_range(root),
         _ => {}
+    }
+}
+
+/// A LimitRange's Container items: a missing default limit is the max, a missing default
+/// request the default limit, else the min.
+fn limit_range(root: &mut Map<String, Value>) {
+    let Some(items) = root
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("limits"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+        if item.get("type").and_then(Value::as_str) != Some("Container") {
+            continue;
+        }
+        let values = |item: &Map<String, Value>, key: &str| {
+            item.get(key)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut limits = values(item, "default");
+        for (k, v) in values(item, "max") {
+            limits.entry(k).or_insert(v);
+        }
+        let mut requests = values(item, "defaultRequest");
+        for (k, v) in limits.iter().chain(values(item, "min").iter()) {
+            requests.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        for (key, map) in [("default", limits), ("defaultRequest", requests)] {
+            if !map.is_empty() {
+                item.insert(key.into(), Value::Object(map));
+            }
+        }
     }
 }
 

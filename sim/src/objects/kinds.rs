@@ -182,6 +182,9 @@ pub fn on_write(
         defaults::on_create(&info.group, &info.resource, obj);
     }
     defaulted(info, old, obj)?;
+    if old.is_none() && (info.group.as_str(), info.resource.as_str()) == ("", "pods") {
+        super::pod_admission::admit(obj, txn);
+    }
     let causes = builtin_rules::causes(&info.group, &info.resource, old, obj);
     if !causes.is_empty() {
         let name = meta::meta_str(obj, "name").unwrap_or_default().to_string();

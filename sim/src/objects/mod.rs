@@ -13,6 +13,7 @@ pub mod graceful;
 pub(crate) mod kinds;
 pub mod managed_fields;
 pub mod meta;
+pub(crate) mod pod_admission;
 pub mod service_ips;
 pub mod target;
 pub mod validation;
@@ -46,15 +47,21 @@ impl WriteOptions {
     /// The manager name recorded for an Update operation (fieldManager, else the user agent's
     /// program name, as the real server does).
     fn manager(&self) -> String {
-        if let Some(m) = self.field_manager.as_ref().filter(|m| !m.is_empty()) {
-            return m.clone();
-        }
-        let ua = self.user_agent.split('/').next().unwrap_or_default().trim();
-        if ua.is_empty() {
-            "unknown".to_string()
-        } else {
-            ua.chars().take(128).collect()
-        }
+        manager_name(self.field_manager.as_deref(), &self.user_agent)
+    }
+}
+
+/// The manager a write records: `field_manager` when given, else the program name of
+/// `user_agent` (its part before the first `/`), else `unknown`, as the real server names it.
+pub(crate) fn manager_name(field_manager: Option<&str>, user_agent: &str) -> String {
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    let ua = user_agent.split('/').next().unwrap_or_default().trim();
+    if ua.is_empty() {
+        "unknown".to_string()
+    } else {
+        ua.chars().take(128).collect()
     }
 }
 
@@ -459,6 +466,18 @@ impl Engine {
                     }
                     _ => {
                         m.remove("status");
+                    }
+                }
+            }
+            // a Deployment's status strategy keeps its spec and labels, not its annotations
+            // (kube-controller-manager writes the revision annotation with the status)
+            if (t.info.group.as_str(), t.info.resource.as_str()) == ("apps", "deployments") {
+                match new.pointer("/metadata/annotations") {
+                    Some(a) => merged["metadata"]["annotations"] = a.clone(),
+                    None => {
+                        if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+                            m.remove("annotations");
+                        }
                     }
                 }
             }

@@ -118,6 +118,16 @@ const BUILTINS: &[B] = &[
     B {
         group: "",
         version: "v1",
+        resource: "limitranges",
+        kind: "LimitRange",
+        namespaced: true,
+        short: &["limits"],
+        all_category: false,
+        status: false,
+    },
+    B {
+        group: "",
+        version: "v1",
         resource: "persistentvolumeclaims",
         kind: "PersistentVolumeClaim",
         namespaced: true,

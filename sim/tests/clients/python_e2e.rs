@@ -7,8 +7,6 @@
 use std::time::Duration;
 
 use cinder_sim::{ClusterConfig, EmbeddedCluster};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
 use tokio::process::Command;
 
 /// Outside CI, whether the test can run (printing why not); under `CI=true` it must.
@@ -58,15 +56,6 @@ async fn the_python_clients_pod_and_exit_code_e2e_tests_pass_on_process_nodes() 
     config.controllers.nodes.count = 0;
     config.controllers.nodes.process = 1;
     let cluster = EmbeddedCluster::start(config).await.unwrap();
-    // The tests wait up to 30 s for the namespace's `default` ServiceAccount, which a
-    // cluster's ServiceAccount controller keeps and the embedded cluster does not run.
-    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client().await, "default");
-    let account: ServiceAccount =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .unwrap();
     let runner = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/clients/python_e2e/run.py"

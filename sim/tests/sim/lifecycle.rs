@@ -320,3 +320,58 @@ async fn custom_resources_are_validated_defaulted_and_removed_with_their_crd() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_namespace_gets_kube_root_ca_crt_and_the_default_service_account() {
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    let c = cinder_sim::EmbeddedCluster::start(cinder_sim::ClusterConfig::default())
+        .await
+        .unwrap();
+    let client = c.client().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    for ns in ["default", "fresh"] {
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+        eventually(&format!("kube-root-ca.crt and default in {ns}"), || async {
+            maps.get_opt("kube-root-ca.crt")
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+                && accounts.get_opt("default").await.ok().flatten().is_some()
+        })
+        .await;
+    }
+    // a pod of the namespace is admitted with the account's token volume
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "fresh");
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let spec = pod.spec.unwrap();
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    let volume = &spec.volumes.unwrap_or_default()[0];
+    assert!(
+        volume.name.starts_with("kube-api-access-"),
+        "{}",
+        volume.name
+    );
+    assert_eq!(spec.tolerations.map(|t| t.len()), Some(2));
+    assert_eq!(
+        pod.status.and_then(|s| s.qos_class).as_deref(),
+        Some("BestEffort")
+    );
+    c.shutdown().await;
+}
