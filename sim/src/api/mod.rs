@@ -146,10 +146,12 @@ pub async fn dispatch(
                             .await
                             .unwrap_or_else(|e| error_response(&e))
                     }
-                    (Ok(body), _, _) => match review(&req, body, &app, &route, &requester) {
-                        Some(answer) => answer,
-                        None => serve(&req, body, &app, route, &query, &user_agent).await,
-                    },
+                    (Ok(body), _, _) => {
+                        match review(&req, body, &app, &route, &requester, &query) {
+                            Some(answer) => answer,
+                            None => serve(&req, body, &app, route, &query, &user_agent).await,
+                        }
+                    }
                     (Err(e), _, _) => error_response(e),
                 },
             }
@@ -203,10 +205,15 @@ fn review(
     app: &AppState,
     route: &Route,
     requester: &crate::auth::user::UserInfo,
+    query: &HashMap<String, String>,
 ) -> Option<HttpResponse> {
     let Route::Resource(p) = route else {
         return None;
     };
+    let manager = crate::objects::manager_name(
+        query.get("fieldManager").map(String::as_str),
+        &header(req, "user-agent"),
+    );
     let answer = crate::auth::reviews::answer(
         &app.auth,
         &app.engine.store,
@@ -214,6 +221,7 @@ fn review(
         p,
         req.method(),
         body,
+        &manager,
     )?;
     Some(match answer {
         Ok((code, object)) => json_response(code, &object),

@@ -76,6 +76,7 @@ pub fn answer(
     p: &ResourcePath,
     method: &actix_web::http::Method,
     body: &[u8],
+    manager: &str,
 ) -> Option<Result<(u16, Value), ApiError>> {
     let kind = review_kind(p)?;
     if method != actix_web::http::Method::POST {
@@ -83,7 +84,7 @@ pub fn answer(
             "{kind} only supports create"
         ))));
     }
-    Some(answer_kind(auth, store, requester, p, kind, body))
+    Some(answer_kind(auth, store, requester, p, kind, body, manager))
 }
 
 fn answer_kind(
@@ -93,6 +94,7 @@ fn answer_kind(
     p: &ResourcePath,
     kind: &str,
     body: &[u8],
+    manager: &str,
 ) -> Result<(u16, Value), ApiError> {
     let mut review: Value = if body.is_empty() && kind == "SelfSubjectReview" {
         json!({})
@@ -132,7 +134,11 @@ fn answer_kind(
                 r.namespace = p.namespace.clone().unwrap_or_default();
             }
             let d = auth.decide(store, &user, &attrs);
-            json!({"allowed": d.allowed, "reason": d.reason})
+            let mut status = json!({"allowed": d.allowed});
+            if !d.reason.is_empty() {
+                status["reason"] = json!(d.reason);
+            }
+            status
         }
     };
     let (group, version) = if kind == "TokenRequest" {
@@ -146,6 +152,25 @@ fn answer_kind(
         review["metadata"] = json!({});
     }
     review["metadata"]["creationTimestamp"] = Value::Null;
+    // A review is created as any object is, so its answer names what the requester sent
+    // (a TokenRequest, a subresource of a ServiceAccount, does not).
+    if kind != "TokenRequest" {
+        if let Some(m) = review.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        if let Some(m) = review.as_object_mut() {
+            m.remove("status");
+        }
+        crate::objects::managed_fields::record_update(
+            None,
+            &mut review,
+            manager,
+            &format!("{group}/{version}"),
+            "",
+            &crate::objects::meta::now(),
+        );
+        crate::objects::managed_fields::encode_as_server(&mut review, false);
+    }
     review["status"] = status;
     Ok((201, review))
 }

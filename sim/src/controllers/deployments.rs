@@ -138,11 +138,21 @@ async fn reconcile(
             Err(error) => return Err(error.into()),
         }
     }
-    // The revision stays on the ReplicaSets (where kubectl's rollout commands read it): the
-    // Deployment itself is written through its status only, so every change of its spec or
-    // metadata is its owner's.
+    // The Deployment carries the revision of the ReplicaSet with its template, written with
+    // its status as kube-controller-manager writes it (kubectl's rollout commands read it).
     let api: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-    if !already_applied(&plan.status, object.get("status")) {
+    let revision = json!(plan.revision.to_string());
+    let revised = plan.revision > 0
+        && object.pointer(&format!(
+            "/metadata/annotations/{}",
+            REVISION.replace('/', "~1")
+        )) != Some(&revision);
+    if revised {
+        let body =
+            json!({"metadata": {"annotations": {REVISION: revision}}, "status": plan.status});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+    } else if !already_applied(&plan.status, object.get("status")) {
         patch_status(&api, &name, plan.status).await?;
     }
     if old_pods_running {

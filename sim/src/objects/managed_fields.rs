@@ -221,7 +221,10 @@ fn is_map_typed(path: &[String]) -> bool {
         .unwrap_or_default();
     (matches!(last, "labels" | "annotations") && parent == "metadata")
         || (path.len() == 1 && matches!(last, "data" | "binaryData" | "stringData"))
-        || matches!(last, "nodeSelector" | "rollingUpdate")
+        || matches!(
+            last,
+            "nodeSelector" | "rollingUpdate" | "resourceAttributes" | "nonResourceAttributes"
+        )
 }
 
 /// The keys of the associative list at `path` of a built-in kind (its schema's
@@ -452,6 +455,8 @@ pub fn set_entries(obj: &mut Value, list: &[Entry]) {
 }
 
 /// Records an Update operation by `manager`: it takes ownership of every field it changed.
+/// An existing object that has no managedFields (its creator owned nothing) stays untracked
+/// until an Apply, as kube-apiserver's field manager skips non-applied managers there.
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -461,6 +466,10 @@ pub fn record_update(
     now: &str,
 ) {
     let mut list = old.map(entries).unwrap_or_default();
+    if old.is_some() && list.is_empty() {
+        set_entries(new, &list);
+        return;
+    }
     let new_paths = leaf_paths(new);
     let old_paths = old.map(leaf_paths).unwrap_or_default();
     let changed: FieldSet = new_paths
@@ -658,6 +667,28 @@ mod tests {
         let set = leaf_paths(&obj);
         assert_eq!(set.len(), 3);
         assert_eq!(from_fields_v1(&to_fields_v1(&set)), set);
+    }
+
+    #[test]
+    fn an_object_without_managed_fields_stays_untracked_until_an_apply() {
+        let mut created = json!({"apiVersion": "v1", "metadata": {"name": "a"}});
+        record_update(None, &mut created, "creator", "v1", "", "t");
+        assert!(created.pointer("/metadata/managedFields").is_none());
+        let mut updated = created.clone();
+        updated["data"] = json!({"x": "y"});
+        record_update(Some(&created), &mut updated, "kubectl", "v1", "", "t2");
+        assert!(updated.pointer("/metadata/managedFields").is_none());
+        let applied = apply(
+            Some(&updated),
+            &json!({"data": {"z": "1"}}),
+            "m",
+            false,
+            "v1",
+            "",
+            "t3",
+        )
+        .unwrap();
+        assert_eq!(entries(&applied).len(), 1);
     }
 
     #[test]
