@@ -241,6 +241,13 @@ async fn steady(
     let release = cinder.spec.open_stack_release.clone();
     ctx.status.target_release = None;
     ctx.status.upgrade_phase = None;
+    if let Some(contract) = upgrade_reached_target(clusters, &cinder, config_map).await? {
+        let mut step = db_sync_step(ctx.name(), &release, JobState::Succeeded);
+        step.condition.message = format!(
+            "schema at {release}: the upgrade's Job {contract} completed it with this image"
+        );
+        return settle(ctx, step.condition, step.requeue);
+    }
     let job = (SchemaJob::DbSync, REQUEUE_DATABASE_WAIT);
     let driven = drive_job(clusters, services, &cinder, job, config_map).await?;
     match driven {
@@ -256,6 +263,42 @@ async fn steady(
             settle(ctx, step.condition, step.requeue)
         }
     }
+}
+
+/// The upgrade's contract Job, when the db-sync Job would have to run (absent, or its image,
+/// release or database changed) but a completed upgrade already brought the database to the
+/// schema it would (the expand ran the same `db sync` with this image, release and database,
+/// and the contract after it succeeded): running it again would only repeat a no-op migration.
+async fn upgrade_reached_target(
+    clusters: &Clusters,
+    cinder: &Cinder,
+    config_map: &str,
+) -> Result<Option<String>, StepError> {
+    let ns = cinder.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cinder.metadata.name.as_deref().unwrap_or_default();
+    let read = |job: String| async move {
+        jobs::read_job(&clusters.children, &clusters.children_reads, ns, &job)
+            .await
+            .map_err(|e| format!("reading Job {job}: {e}"))
+    };
+    let desired = jobs::desired_job(cinder, SchemaJob::DbSync, config_map);
+    let db_sync = read(SchemaJob::DbSync.job_name(name))
+        .await
+        .doing("reading the db-sync Job")?;
+    if db_sync.is_some_and(|o| o.spec_hash.as_deref() == jobs::spec_hash(&desired)) {
+        return Ok(None);
+    }
+    let contract = read(SchemaJob::Contract.job_name(name))
+        .await
+        .doing("reading the contract Job")?;
+    Ok(contract
+        .filter(|c| contract_reached(c, &jobs::schema_target(cinder)))
+        .map(|c| c.name))
+}
+
+/// Whether the contract Job `c` completed an upgrade to `target` (a [`jobs::schema_target`]).
+fn contract_reached(c: &jobs::ObservedJob, target: &str) -> bool {
+    !c.deleting && c.state == JobState::Succeeded && c.schema_target.as_deref() == Some(target)
 }
 
 fn phase_job(phase: UpgradePhase) -> Option<SchemaJob> {
@@ -489,6 +532,35 @@ pub(crate) async fn run(op: Arc<OperatorContext>, ctx: &mut StepContext) -> Step
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_completed_contract_for_the_same_schema_target_stands_for_the_db_sync() {
+        let contract = |state, target: &str, deleting| jobs::ObservedJob {
+            name: "c-db-contract".into(),
+            uid: "u".into(),
+            state,
+            spec_hash: None,
+            schema_target: Some(target.into()),
+            duration: None,
+            deleting,
+        };
+        assert!(contract_reached(
+            &contract(JobState::Succeeded, "t", false),
+            "t"
+        ));
+        assert!(!contract_reached(
+            &contract(JobState::Succeeded, "old", false),
+            "t"
+        ));
+        assert!(!contract_reached(
+            &contract(JobState::Running, "t", false),
+            "t"
+        ));
+        assert!(!contract_reached(
+            &contract(JobState::Succeeded, "t", true),
+            "t"
+        ));
+    }
 
     #[test]
     fn every_job_write_outcome_but_done_waits_and_says_why() {

@@ -46,6 +46,9 @@ use std::time::Duration;
 
 /// Annotation of a database Job: [`run_hash`] (a different desired hash means run it again).
 pub(crate) const SPEC_HASH_ANNOTATION: &str = "cinder.openstack.c5c3.io/job-spec-hash";
+/// Annotation of a schema Job: [`schema_target`], the schema its success leaves the database
+/// at (whichever phase ran it).
+pub(crate) const SCHEMA_TARGET_ANNOTATION: &str = "cinder.openstack.c5c3.io/schema-target";
 /// Label of a database Job: which one it is (`sync`, `expand`, `migrate`, `contract`).
 pub(crate) const DB_JOB_LABEL: &str = "cinder.openstack.c5c3.io/db-job";
 /// Where the migrate Job writes the real upgrade-check exit code.
@@ -145,14 +148,33 @@ pub(crate) fn run_hash(spec: &JobSpec, release: &str, database: &DatabaseSpec) -
             cm.name = String::new();
         }
     }
-    let target = serde_json::json!({
+    let target = database_target(database);
+    let spec = serde_json::to_string(&spec).unwrap_or_default();
+    let input = format!("{spec}\nrelease={release}\ndatabase={target}");
+    sha256_hex(input.as_bytes())
+}
+
+/// The database a migration runs against, without its credentials.
+fn database_target(database: &DatabaseSpec) -> serde_json::Value {
+    serde_json::json!({
         "clusterRef": database.cluster_ref,
         "host": database.host,
         "port": database.port,
         "database": database.database,
-    });
-    let spec = serde_json::to_string(&spec).unwrap_or_default();
-    let input = format!("{spec}\nrelease={release}\ndatabase={target}");
+    })
+}
+
+/// The schema a successful `db sync` of `cinder` leaves its database at: the image (whose
+/// `cinder-manage` knows the head revision), the release and the database, as a sha256. The
+/// steady state's db-sync and an upgrade's expand (the same `db sync`) share it, so a contract
+/// that completed for it has left nothing for the db-sync to do.
+pub(crate) fn schema_target(cinder: &Cinder) -> String {
+    let input = format!(
+        "image={}\nrelease={}\ndatabase={}",
+        cinder.spec.image.reference(),
+        cinder.spec.open_stack_release,
+        database_target(&cinder.spec.database)
+    );
     sha256_hex(input.as_bytes())
 }
 
@@ -196,7 +218,13 @@ pub fn desired_job(cinder: &Cinder, which: SchemaJob, config_map: &str) -> Job {
             (DB_JOB_LABEL, which.label()),
         ],
     );
-    metadata.annotations = Some([(SPEC_HASH_ANNOTATION.to_string(), hash)].into());
+    metadata.annotations = Some(
+        [
+            (SPEC_HASH_ANNOTATION.to_string(), hash),
+            (SCHEMA_TARGET_ANNOTATION.to_string(), schema_target(cinder)),
+        ]
+        .into(),
+    );
     Job {
         metadata,
         spec: Some(spec),
@@ -227,6 +255,8 @@ pub(crate) struct ObservedJob {
     pub uid: String,
     pub state: JobState,
     pub spec_hash: Option<String>,
+    /// Its [`SCHEMA_TARGET_ANNOTATION`].
+    pub schema_target: Option<String>,
     /// From `status.startTime` to completion (or the Failed condition), when terminal.
     pub duration: Option<Duration>,
     /// The Job has a deletionTimestamp: it is going away.
@@ -266,6 +296,12 @@ pub(crate) fn observe(job: &Job) -> ObservedJob {
         uid: job.metadata.uid.clone().unwrap_or_default(),
         state,
         spec_hash: spec_hash(job).map(str::to_string),
+        schema_target: job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SCHEMA_TARGET_ANNOTATION))
+            .cloned(),
         duration,
         deleting: job.metadata.deletion_timestamp.is_some(),
     }
@@ -765,6 +801,26 @@ mod tests {
         rotated.spec.database.secret_ref.name = "cinder-db-rotated".into();
         let rotated = desired_job(&rotated, SchemaJob::DbSync, "cm1");
         assert_eq!(spec_hash(&a), spec_hash(&rotated));
+    }
+
+    #[test]
+    fn the_schema_target_follows_image_release_and_database_not_the_phase() {
+        let a = cinder("2026.1");
+        let expand = desired_job(&a, SchemaJob::Expand, "cm");
+        let db_sync = desired_job(&a, SchemaJob::DbSync, "cm");
+        let target = |j: &Job| {
+            j.metadata
+                .annotations
+                .as_ref()
+                .and_then(|m| m.get(SCHEMA_TARGET_ANNOTATION))
+                .cloned()
+        };
+        assert_eq!(target(&expand), target(&db_sync));
+        assert_ne!(spec_hash(&expand), spec_hash(&db_sync));
+        assert_ne!(schema_target(&a), schema_target(&cinder("2026.2")));
+        let mut moved = a.clone();
+        moved.spec.database.database = "elsewhere".into();
+        assert_ne!(schema_target(&a), schema_target(&moved));
     }
 
     #[test]
