@@ -9,7 +9,11 @@
 //! the `services` table and fails when one is missing, disabled or its heartbeat is older than
 //! `service_down_time`, as `cinder-manage service list` shows it `XXX`. A Python start and one
 //! database connection cost about 0.15 s of CPU, so it runs every [`HEALTH_CHECK_PERIOD`] s
-//! (about 1 % of a core per pod), with a timeout that covers a start on a busy node. Their
+//! (about 1 % of a core per pod), with a timeout that covers a start on a busy node. The same
+//! check is their startup probe, every [`STARTUP_CHECK_PERIOD`] s for up to five minutes, so a
+//! pod is ready within a few seconds of its service registering (readiness alone would first
+//! look after one period, and a roll-out of the scheduler, volume and backup services in turn
+//! would wait that long for each); once it passes, readiness takes over at once. Their
 //! liveness stays the cheap exec check that the service process is PID 1 of the container and
 //! not a zombie (`/proc` only): a service that Cinder records as down is reported, not
 //! restarted in a loop (a driver that cannot reach its storage would not recover by it).
@@ -38,6 +42,8 @@ pub(crate) const HEALTHCHECK_PATH: &str = "/healthcheck";
 pub(crate) const HEALTH_CHECK_SCRIPT: &str = "/etc/cinder/health_check.py";
 /// How often the RPC services' readiness runs the health check, in seconds.
 pub(crate) const HEALTH_CHECK_PERIOD: i32 = 15;
+/// How often the RPC services' startup probe runs the health check until it first passes.
+pub(crate) const STARTUP_CHECK_PERIOD: i32 = 2;
 
 /// The default (CPU request, memory request, memory limit) of `component`.
 pub(crate) fn default_resources(
@@ -102,18 +108,19 @@ pub(crate) fn probes(
             (Some(check(10, 30)), Some(check(10, 3)), Some(check(15, 4)))
         }
         Component::Scheduler | Component::Volume | Component::Backup => {
-            // Registered and heartbeating within 10 s of its start (report_interval); down is
-            // reported after two failed checks.
-            let readiness = Probe {
+            // Registered within five minutes of its start; once started, down is reported
+            // after two failed checks.
+            let check = |period: i32, failures: i32| Probe {
                 exec: Some(ExecAction {
                     command: Some(health_check(command)),
                 }),
-                initial_delay_seconds: Some(10),
-                period_seconds: Some(HEALTH_CHECK_PERIOD),
+                period_seconds: Some(period),
                 timeout_seconds: Some(20),
-                failure_threshold: Some(2),
+                failure_threshold: Some(failures),
                 ..Default::default()
             };
+            let startup = check(STARTUP_CHECK_PERIOD, 300 / STARTUP_CHECK_PERIOD);
+            let readiness = check(HEALTH_CHECK_PERIOD, 2);
             let liveness = Probe {
                 exec: Some(ExecAction {
                     command: Some(process_check(component)),
@@ -123,7 +130,7 @@ pub(crate) fn probes(
                 failure_threshold: Some(3),
                 ..Default::default()
             };
-            (None, Some(readiness), Some(liveness))
+            (Some(startup), Some(readiness), Some(liveness))
         }
         _ => (None, None, None),
     }
@@ -201,8 +208,14 @@ mod tests {
                 .map(|s| s.to_string())
                 .collect();
             let (startup, readiness, liveness) = probes(c, &command);
-            assert!(startup.is_none());
+            let startup = startup.unwrap();
+            assert_eq!(startup.period_seconds, Some(STARTUP_CHECK_PERIOD));
+            assert_eq!(
+                startup.exec,
+                readiness.as_ref().and_then(|r| r.exec.clone())
+            );
             let readiness = readiness.unwrap();
+            assert_eq!(readiness.initial_delay_seconds, None);
             assert_eq!(
                 readiness.exec.unwrap().command.unwrap(),
                 [
