@@ -60,6 +60,16 @@ const NOT_WALKED: &[(&str, &str, &str, &str, &str)] = &[
         "operator/src/steps/database/jobs.rs",
         "Api<Pod>",
     ),
+    // A database Job whose image, release or database changed is replaced, and an aborted
+    // upgrade's phase Jobs are deleted; the upgrade's own Jobs replace none (the steady state's
+    // db-sync is not run again after a completed contract).
+    (
+        "batch",
+        "jobs",
+        "delete",
+        "operator/src/steps/database/jobs.rs",
+        "delete_background(&api, names)",
+    ),
     // A rotated credential replaces the derived Secret.
     (
         "",
