@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use kube::api::Api;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::in_cluster;
 use crate::objects::pod_admission;
@@ -69,36 +69,14 @@ pub fn add_volume(pod: &mut Value) {
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
-    let Some(volumes) = volumes.as_array_mut() else {
-        return;
-    };
-    if volumes
-        .iter()
-        .any(|v| v["name"].as_str().is_some_and(|n| n.starts_with(VOLUME)))
-    {
-        return;
-    }
-    volumes.push(pod_admission::token_volume(VOLUME));
-    for key in ["initContainers", "containers"] {
-        for container in spec
-            .get_mut(key)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            let Some(container) = container.as_object_mut() else {
-                continue;
-            };
-            let mounts = container.entry("volumeMounts").or_insert_with(|| json!([]));
-            let Some(mounts) = mounts.as_array_mut() else {
-                continue;
-            };
-            if mounts.iter().any(|m| m["mountPath"] == MOUNT_PATH) {
-                continue;
-            }
-            mounts.push(json!({"name": VOLUME, "mountPath": MOUNT_PATH, "readOnly": true}));
-        }
+    let has_one = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|v| v["name"].as_str().is_some_and(|n| n.starts_with(VOLUME)));
+    if !has_one {
+        pod_admission::mount_token_volume(spec, VOLUME);
     }
 }
 
@@ -129,6 +107,7 @@ pub fn add_env(env: &mut Vec<(String, String)>, api: &ApiService) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_volume_is_mounted_where_nothing_else_is() {

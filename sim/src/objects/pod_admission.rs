@@ -108,6 +108,12 @@ fn service_account(spec: &mut Map<String, Value>, account: &str, object: Option<
         return;
     }
     let name = format!("{TOKEN_VOLUME_PREFIX}{}", super::meta::random_suffix());
+    mount_token_volume(spec, &name);
+}
+
+/// Mounts the token volume `name` read-only at [`TOKEN_MOUNT_PATH`] in every container (init
+/// containers too) that mounts nothing there, and adds the volume when one does.
+pub fn mount_token_volume(spec: &mut Map<String, Value>, name: &str) {
     let mut mounted = false;
     for (_, container) in containers_mut(spec) {
         let mounts = container.entry("volumeMounts").or_insert_with(|| json!([]));
@@ -125,7 +131,7 @@ fn service_account(spec: &mut Map<String, Value>, account: &str, object: Option<
     }
     let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
     if let Some(volumes) = volumes.as_array_mut() {
-        volumes.push(token_volume(&name));
+        volumes.push(token_volume(name));
     }
 }
 
