@@ -9,11 +9,7 @@
 //! the `services` table and fails when one is missing, disabled or its heartbeat is older than
 //! `service_down_time`, as `cinder-manage service list` shows it `XXX`. A Python start and one
 //! database connection cost about 0.15 s of CPU, so it runs every [`HEALTH_CHECK_PERIOD`] s
-//! (about 1 % of a core per pod), with a timeout that covers a start on a busy node. The same
-//! check is their startup probe, every [`STARTUP_CHECK_PERIOD`] s for up to five minutes, so a
-//! pod is ready within a few seconds of its service registering (readiness alone would first
-//! look after one period, and a roll-out of the scheduler, volume and backup services in turn
-//! would wait that long for each); once it passes, readiness takes over at once. Their
+//! (about 1 % of a core per pod), with a timeout that covers a start on a busy node. Their
 //! liveness stays the cheap exec check that the service process is PID 1 of the container and
 //! not a zombie (`/proc` only): a service that Cinder records as down is reported, not
 //! restarted in a loop (a driver that cannot reach its storage would not recover by it).
@@ -42,8 +38,6 @@ pub(crate) const HEALTHCHECK_PATH: &str = "/healthcheck";
 pub(crate) const HEALTH_CHECK_SCRIPT: &str = "/etc/cinder/health_check.py";
 /// How often the RPC services' readiness runs the health check, in seconds.
 pub(crate) const HEALTH_CHECK_PERIOD: i32 = 15;
-/// How often the RPC services' startup probe runs the health check until it first passes.
-pub(crate) const STARTUP_CHECK_PERIOD: i32 = 2;
 
 /// The default (CPU request, memory request, memory limit) of `component`.
 pub(crate) fn default_resources(
@@ -108,19 +102,18 @@ pub(crate) fn probes(
             (Some(check(10, 30)), Some(check(10, 3)), Some(check(15, 4)))
         }
         Component::Scheduler | Component::Volume | Component::Backup => {
-            // Registered within five minutes of its start; once started, down is reported
-            // after two failed checks.
-            let check = |period: i32, failures: i32| Probe {
+            // Registered and heartbeating within 10 s of its start (report_interval); down is
+            // reported after two failed checks.
+            let readiness = Probe {
                 exec: Some(ExecAction {
                     command: Some(health_check(command)),
                 }),
-                period_seconds: Some(period),
+                initial_delay_seconds: Some(10),
+                period_seconds: Some(HEALTH_CHECK_PERIOD),
                 timeout_seconds: Some(20),
-                failure_threshold: Some(failures),
+                failure_threshold: Some(2),
                 ..Default::default()
             };
-            let startup = check(STARTUP_CHECK_PERIOD, 300 / STARTUP_CHECK_PERIOD);
-            let readiness = check(HEALTH_CHECK_PERIOD, 2);
             let liveness = Probe {
                 exec: Some(ExecAction {
                     command: Some(process_check(component)),
@@ -130,7 +123,7 @@ pub(crate) fn probes(
                 failure_threshold: Some(3),
                 ..Default::default()
             };
-            (Some(startup), Some(readiness), Some(liveness))
+            (None, Some(readiness), Some(liveness))
         }
         _ => (None, None, None),
     }
@@ -208,14 +201,8 @@ mod tests {
                 .map(|s| s.to_string())
                 .collect();
             let (startup, readiness, liveness) = probes(c, &command);
-            let startup = startup.unwrap();
-            assert_eq!(startup.period_seconds, Some(STARTUP_CHECK_PERIOD));
-            assert_eq!(
-                startup.exec,
-                readiness.as_ref().and_then(|r| r.exec.clone())
-            );
+            assert!(startup.is_none());
             let readiness = readiness.unwrap();
-            assert_eq!(readiness.initial_delay_seconds, None);
             assert_eq!(
                 readiness.exec.unwrap().command.unwrap(),
                 [
